@@ -1,0 +1,78 @@
+# mallocsweep — every target installs what it needs first, so each works alone on a fresh machine.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMPS := .stamps
+
+# Debian packages the suite drives. glibc is always there; the rest are the allocators under test.
+DEB_PACKAGES := mariadb-server mariadb-client sysbench \
+                libjemalloc2 libtcmalloc-minimal4 libgoogle-perftools4 libmimalloc2.0 libtbbmalloc2 \
+                linux-perf gcc maven default-jre-headless
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+SUITE ?= configs/suites/quick.toml
+OUT   ?= runs
+
+.PHONY: help setup deps venv standin run test test-unit test-integration bench lint clean
+
+help:
+	@echo "make run     install what is missing, then run the quick suite on MariaDB with every allocator found"
+	@echo "make test    install what is missing, then run unit and integration tests (real servers)"
+	@echo "make bench   performance figures of the tool itself, as side-by-side ratios"
+	@echo "make lint    ruff"
+	@echo "make setup   only the installation (idempotent)"
+
+setup: deps venv standin
+
+# Installs only the Debian packages that are missing; a no-op when all are present.
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing Debian packages:$$missing"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+venv: $(STAMPS)/venv
+
+$(STAMPS)/venv: pyproject.toml
+	@mkdir -p $(STAMPS)
+	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+# The MongoDB wire-protocol stand-in (no mongod is packaged for this machine); tests only.
+standin: $(if $(wildcard tests/standin/pom.xml),$(STAMPS)/standin)
+
+$(STAMPS)/standin: tests/standin/pom.xml tests/standin/src/main/java/mallocsweep/StandIn.java
+	@mkdir -p $(STAMPS)
+	cd tests/standin && mvn -q -B -o package -DskipTests 2>/dev/null || (cd tests/standin && mvn -q -B package -DskipTests)
+	@touch $@
+
+run: setup
+	$(VENV)/bin/mallocsweep run $(SUITE) --out $(OUT)
+
+test: setup
+	$(PY) -m pytest -q -ra tests
+
+test-unit: venv
+	$(PY) -m pytest -q -ra tests/unit
+
+test-integration: setup
+	$(PY) -m pytest -q -ra tests/integration
+
+bench: setup
+	$(PY) -m suites.bench
+
+lint: venv
+	$(VENV)/bin/ruff check suites servers collectors analysis tests
+	$(VENV)/bin/ruff format --check suites servers collectors analysis tests
+
+clean:
+	rm -rf $(VENV) $(STAMPS) .pytest_cache .ruff_cache *.egg-info

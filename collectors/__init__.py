@@ -1,0 +1,1 @@
+"""What is measured while a server runs. Imports nothing else of ours."""

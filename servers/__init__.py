@@ -1,0 +1,1 @@
+"""How a server lives: MySQL-family and MongoDB lifecycle, allocator launch and verification."""

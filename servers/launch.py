@@ -1,0 +1,209 @@
+"""Start a server (or load client) as our direct child, exactly as measured.
+
+Why not subprocess.Popen alone:
+- Collectors must attach before the server's first instruction (context-switch counters that
+  follow every thread ever created). Popen returns only after exec, so the child first runs a
+  tiny /bin/sh gate that waits on a pipe; `on_spawn(pid)` runs while it waits, then the gate
+  execs the real binary under the same pid.
+- The server's environment is exactly ours: nothing is inherited but what we pass. LD_PRELOAD is
+  carried past the gate as MS_PRELOAD so the shell itself is not run under the allocator.
+- It gets its own process group (a terminal's Ctrl-C reaches only the runner, which stops it
+  cleanly), a parent-death signal (if the runner is SIGKILLed, the server dies too) and, when
+  asked, PR_SET_THP_DISABLE, which the kernel keeps across exec.
+- The exit is reaped with os.wait4, whose rusage is the kernel's exact whole-life total for every
+  thread the process ever had.
+
+PR_SET_PDEATHSIG fires when the *thread* that forked the child exits: spawn from the main thread
+or from a thread that outlives the child.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1
+PR_SET_THP_DISABLE = 41
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+# stdin is the gate: one line means "go", EOF means the parent gave up (exit without exec).
+_GATE_SCRIPT = (
+    'read _ || exit 97; exec </dev/null; '
+    'if [ -n "${MS_PRELOAD-}" ]; then LD_PRELOAD="$MS_PRELOAD"; export LD_PRELOAD; fi; '
+    'unset MS_PRELOAD; exec "$@"'
+)
+
+
+@dataclass
+class ExitInfo:
+    """How a child ended, with the kernel's whole-life resource usage from wait4."""
+
+    pid: int
+    returncode: int | None  # exit status when it exited normally
+    signal: int | None  # signal number when it was killed by a signal
+    rusage: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def describe(self) -> str:
+        if self.signal is not None:
+            return f"killed by signal {self.signal} ({signal.Signals(self.signal).name})"
+        return f"exited with status {self.returncode}"
+
+    def to_manifest(self) -> dict:
+        return {"returncode": self.returncode, "signal": self.signal, "rusage": self.rusage}
+
+
+def _rusage_dict(ru) -> dict[str, float]:
+    return {
+        "ru_utime": ru.ru_utime,
+        "ru_stime": ru.ru_stime,
+        "ru_maxrss_kb": ru.ru_maxrss,
+        "ru_minflt": ru.ru_minflt,
+        "ru_majflt": ru.ru_majflt,
+        "ru_nvcsw": ru.ru_nvcsw,
+        "ru_nivcsw": ru.ru_nivcsw,
+    }
+
+
+def _prctl(option: int, arg: int) -> None:
+    if _libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+class Child:
+    """A process we started: its pid, its process group, and its exact end."""
+
+    def __init__(self, popen: subprocess.Popen, argv: Sequence[str]):
+        self._popen = popen
+        self.pid = popen.pid
+        self.argv = list(argv)
+        self.exit: ExitInfo | None = None
+
+    def poll(self) -> ExitInfo | None:
+        """The exit if the child has ended (reaping it), else None."""
+        if self.exit is None:
+            self._reap(os.WNOHANG)
+        return self.exit
+
+    @property
+    def alive(self) -> bool:
+        return self.poll() is None
+
+    def wait(self, timeout: float | None = None) -> ExitInfo | None:
+        """Wait up to `timeout` seconds (forever when None); the exit, or None if still running."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.01
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.2)
+        return self.exit
+
+    def signal_group(self, sig: int) -> None:
+        """Send `sig` to the child's whole process group (the child and anything it forked)."""
+        if self.exit is not None:
+            return
+        try:
+            os.killpg(self.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def terminate(self, term_timeout: float = 30.0, kill_timeout: float = 10.0) -> ExitInfo:
+        """SIGTERM the group, then SIGKILL after `term_timeout`; always returns the reaped exit."""
+        if self.poll() is not None:
+            return self.exit
+        self.signal_group(signal.SIGTERM)
+        if self.wait(term_timeout) is None:
+            self.signal_group(signal.SIGKILL)
+            if self.wait(kill_timeout) is None:  # pragma: no cover - uninterruptible sleep
+                raise OSError(f"process {self.pid} survived SIGKILL for {kill_timeout}s")
+        return self.exit
+
+    def _reap(self, flags: int) -> None:
+        try:
+            pid, status, ru = os.wait4(self.pid, flags)
+        except ChildProcessError:
+            # Someone else reaped it (should not happen); record what we can.
+            self.exit = ExitInfo(self.pid, None, None, {})
+            self._popen.returncode = -1
+            return
+        if pid == 0:
+            return
+        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+        self.exit = ExitInfo(pid, code, sig, _rusage_dict(ru))
+        # Keep Popen from trying to reap a pid that is gone.
+        self._popen.returncode = code if code is not None else -(sig or 0)
+
+
+def spawn(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path | None = None,
+    stdout: Path | None = None,
+    stderr: Path | None = None,
+    thp_disable: bool = False,
+    death_signal: int = signal.SIGTERM,
+    on_spawn: Callable[[int], None] | None = None,
+) -> Child:
+    """Start `argv` as our child with exactly `env` (LD_PRELOAD honoured only for argv[0]).
+
+    `on_spawn(pid)` runs before the binary executes; if it raises, the child is stopped and the
+    error propagates. stdout/stderr go to the given files (appended), else to /dev/null.
+    """
+    env = dict(env)
+    preload = env.pop("LD_PRELOAD", "")
+    env["MS_PRELOAD"] = preload
+    parent = os.getpid()
+
+    def _in_child() -> None:  # runs between fork and exec: async-signal-safe calls only
+        _prctl(PR_SET_PDEATHSIG, int(death_signal))
+        if os.getppid() != parent:  # parent died before the prctl took effect
+            os._exit(98)
+        if thp_disable:
+            _prctl(PR_SET_THP_DISABLE, 1)
+
+    gate_r, gate_w = os.pipe()
+    out = open(stdout, "ab") if stdout else subprocess.DEVNULL
+    err = open(stderr, "ab") if stderr else subprocess.DEVNULL
+    try:
+        popen = subprocess.Popen(
+            ["/bin/sh", "-c", _GATE_SCRIPT, "mallocsweep-gate", *argv],
+            env=env,
+            cwd=cwd,
+            stdin=gate_r,
+            stdout=out,
+            stderr=err,
+            process_group=0,
+            preexec_fn=_in_child,
+            close_fds=True,
+        )
+    except BaseException:
+        os.close(gate_w)
+        raise
+    finally:
+        os.close(gate_r)
+        for f in (out, err):
+            if hasattr(f, "close"):
+                f.close()
+    child = Child(popen, argv)
+    try:
+        if on_spawn is not None:
+            on_spawn(child.pid)
+        os.write(gate_w, b"go\n")
+    except BaseException:
+        os.close(gate_w)
+        child.terminate(term_timeout=5)
+        raise
+    os.close(gate_w)
+    return child
