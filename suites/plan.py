@@ -1,0 +1,52 @@
+"""The matrix: which cells run, in what order, and how long it should take.
+
+A cell is one server life: server x allocator x THP mode x repeat round. Rounds alternate the
+allocator order (and the THP order) so slow drift of the machine — thermal, page cache, a noisy
+neighbour — does not always favour the allocator that runs first (asv/pyperf interleaving).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    index: int
+    round: int  # 1-based repeat round
+    server_label: str  # e.g. "mariadb-10.11.19"
+    allocator: str
+    thp: str
+
+    @property
+    def id(self) -> str:
+        """Names the cell by what ran, safe as a file name."""
+        raw = f"{self.server_label}__{self.allocator}__thp-{self.thp}__r{self.round}"
+        return re.sub(r"[^A-Za-z0-9_.+-]", "_", raw)
+
+
+def plan_cells(server_label: str, allocators: list[str], thp_modes: list[str], repeat: int) -> list[CellPlan]:
+    """Cells in run order: each round runs every (thp, allocator); even rounds run in reverse."""
+    cells: list[CellPlan] = []
+    for rnd in range(1, repeat + 1):
+        order = [(t, a) for t in thp_modes for a in allocators]
+        if rnd % 2 == 0:
+            order.reverse()
+        for thp, alloc in order:
+            cells.append(CellPlan(len(cells), rnd, server_label, alloc, thp))
+    return cells
+
+
+def estimate_cell_seconds(suite) -> float:
+    """Expected wall time of one cell, for the ETA: startup, warmup, levels, shutdown."""
+    startup_shutdown = 15.0
+    if suite.suite.kind == "iibench":
+        spec = suite.iibench
+        work = spec.max_seconds if spec.max_seconds else 60.0
+        return startup_shutdown + work
+    warm = suite.warmup.cap_s if suite.warmup.cap_s else 5.0
+    levels = len(suite.sysbench.workloads) * len(suite.sysbench.threads)
+    # Each level also spends time starting its client threads (up to ~1 s per 100 threads here).
+    init = sum(1 + t / 100 for t in suite.sysbench.threads) * len(suite.sysbench.workloads)
+    return startup_shutdown + warm + levels * suite.sysbench.duration_s + init

@@ -1,0 +1,175 @@
+"""Writing a run directory: atomic, append-only, never overwriting what the user owns.
+
+Each finished cell is one immutable JSON file (cells/<id>.json) written by temp file + rename; the
+manifest and results.csv are derived from those files and rewritten atomically after each cell, so a
+crash at any instant leaves a readable run and `--resume` knows exactly which cells finished.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+from analysis.rundir_format import (
+    CELLS_DIR,
+    FORMAT_VERSION,
+    LOGS_DIR,
+    MANIFEST,
+    OWNER_MARKER,
+    RESULTS,
+    RESULTS_COLUMNS,
+    SAMPLES_DIR,
+)
+from suites.errors import SuiteError
+
+WORK_DIR = "work"  # datadirs and sockets of running cells; removed cell by cell
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def atomic_write(path: Path, data: str | bytes) -> None:
+    """Write to a temp file in the same directory, fsync, rename over `path`."""
+    path = Path(path)
+    mode = "wb" if isinstance(data, bytes) else "w"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode) as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def owned(path: Path) -> bool:
+    return (Path(path) / OWNER_MARKER).is_file()
+
+
+def make_owned_dir(path: Path) -> Path:
+    """Create a new directory we own (marker inside). Refuses an existing one."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=False)
+    except FileExistsError:
+        raise SuiteError(f"{path}: already exists; mallocsweep never writes into a directory it did not create") from None
+    except OSError as e:
+        raise SuiteError(f"{path}: cannot create: {e.strerror}") from None
+    (path / OWNER_MARKER).write_text("created by mallocsweep; safe for mallocsweep to delete\n")
+    return path
+
+
+class RunDir:
+    """A run directory being written."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    # -- creation -----------------------------------------------------------------------------
+    @classmethod
+    def create(cls, out_root: Path, name: str) -> RunDir:
+        out_root = Path(out_root)
+        try:
+            out_root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise SuiteError(f"--out {out_root}: cannot create: {e.strerror}") from None
+        path = out_root / name
+        n = 1
+        while path.exists():  # never overwrite: a second run in the same second gets a suffix
+            n += 1
+            path = out_root / f"{name}.{n}"
+        make_owned_dir(path)
+        for sub in (CELLS_DIR, SAMPLES_DIR, LOGS_DIR, WORK_DIR):
+            (path / sub).mkdir()
+        (path / WORK_DIR / OWNER_MARKER).write_text("work area of mallocsweep\n")
+        return cls(path)
+
+    @classmethod
+    def open_existing(cls, path: Path) -> RunDir:
+        path = Path(path)
+        if not (path / MANIFEST).is_file():
+            raise SuiteError(f"--resume {path}: not a mallocsweep run directory (no {MANIFEST})")
+        if not owned(path):
+            raise SuiteError(f"--resume {path}: has no {OWNER_MARKER} marker; refusing to write into it")
+        for sub in (CELLS_DIR, SAMPLES_DIR, LOGS_DIR, WORK_DIR):
+            (path / sub).mkdir(exist_ok=True)
+        if not owned(path / WORK_DIR):
+            (path / WORK_DIR / OWNER_MARKER).write_text("work area of mallocsweep\n")
+        return cls(path)
+
+    # -- paths --------------------------------------------------------------------------------
+    def samples_path(self, cell_id: str) -> Path:
+        return self.path / SAMPLES_DIR / f"{cell_id}.csv"
+
+    def logs_dir(self, cell_id: str) -> Path:
+        d = self.path / LOGS_DIR / cell_id
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def work_dir(self, cell_id: str) -> Path:
+        return self.path / WORK_DIR / cell_id
+
+    def cell_file(self, cell_id: str) -> Path:
+        return self.path / CELLS_DIR / f"{cell_id}.json"
+
+    # -- manifest and cells -------------------------------------------------------------------
+    def read_manifest(self) -> dict:
+        try:
+            return json.loads((self.path / MANIFEST).read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise SuiteError(f"{self.path / MANIFEST}: unreadable: {e}") from None
+
+    def write_manifest(self, manifest: dict) -> None:
+        manifest = dict(manifest)
+        manifest["format_version"] = FORMAT_VERSION
+        atomic_write(self.path / MANIFEST, json.dumps(manifest, indent=2, sort_keys=False, default=str) + "\n")
+
+    def finished_cells(self) -> dict[str, dict]:
+        """Cell records on disk, by id."""
+        out = {}
+        for f in sorted((self.path / CELLS_DIR).glob("*.json")):
+            try:
+                rec = json.loads(f.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue  # a torn file cannot exist (atomic rename); ignore foreign files
+            out[rec["cell"]["id"]] = rec
+        return out
+
+    def write_cell(self, cell: dict, rows: list[dict]) -> None:
+        """Record one cell (its manifest entry and its results rows). An `ok` cell is final."""
+        path = self.cell_file(cell["id"])
+        if path.exists():
+            prev = json.loads(path.read_text())
+            if prev["cell"].get("status") == "ok":
+                raise SuiteError(f"{path}: a finished cell is never rewritten")
+            # A failed/interrupted attempt is kept beside the new one for the record.
+            attempt = 1
+            while (old := path.with_suffix(f".attempt{attempt}")).exists():
+                attempt += 1
+            os.replace(path, old)
+        atomic_write(path, json.dumps({"cell": cell, "rows": rows}, indent=1, default=str) + "\n")
+
+    def rebuild_results(self) -> int:
+        """results.csv from every cell record, in cell order; returns the row count."""
+        records = sorted(self.finished_cells().values(), key=lambda r: r["cell"]["index"])
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=RESULTS_COLUMNS, extrasaction="ignore", lineterminator="\n")
+        w.writeheader()
+        n = 0
+        for rec in records:
+            for row in rec["rows"]:
+                w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in RESULTS_COLUMNS})
+                n += 1
+        atomic_write(self.path / RESULTS, buf.getvalue())
+        return n
