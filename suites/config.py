@@ -44,14 +44,17 @@ class SuiteInfo(_Section):
     name: str = Field("suite", description="Names the run directory; letters, digits, - and _.")
     description: str = Field("", description="One line shown in the report.")
     kind: Literal["sysbench", "iibench"] = Field(
-        "sysbench", description="sysbench: thread sweep of OLTP_RO/POINT_SELECT; iibench: insert load."
+        "sysbench",
+        description="sysbench: thread sweep of OLTP_RO/POINT_SELECT; iibench: insert load.",
     )
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", v):
-            raise ValueError("expected 1-64 letters, digits, '.', '-' or '_', starting with a letter or digit")
+            raise ValueError(
+                "expected 1-64 letters, digits, '.', '-' or '_', starting with a letter or digit"
+            )
         return v
 
 
@@ -59,20 +62,28 @@ class ServerSection(_Section):
     flavor: Literal["mariadb", "mysql", "percona", "mongodb"] = Field(
         "mariadb", description="Server family; MySQL-family flavors are detected from --version."
     )
-    binary: str = Field("", description="Server binary (mariadbd, mysqld, mongod); empty = default.")
-    basedir: str = Field("", description="A MySQL/Percona install directory with bin/mysqld inside.")
+    binary: str = Field(
+        "", description="Server binary (mariadbd, mysqld, mongod); empty = default."
+    )
+    basedir: str = Field(
+        "", description="A MySQL/Percona install directory with bin/mysqld inside."
+    )
     buffer_pool_mb: PositiveInt = Field(256, description="innodb_buffer_pool_size in MiB.")
     cache_gb: PositiveFloat = Field(1.0, description="MongoDB WiredTiger cache size in GiB.")
     settings: dict[str, str | int | float | bool] = Field(
         default_factory=dict, description="Extra my.cnf [mysqld] settings, as written in my.cnf."
     )
-    startup_timeout_s: PositiveFloat = Field(180, description="How long a server may take to accept connections.")
+    startup_timeout_s: PositiveFloat = Field(
+        180, description="How long a server may take to accept connections."
+    )
 
 
 class CustomAllocator(_Section):
     name: str = Field(description="Name used in tables and --allocators.")
     library: str = Field(description="Absolute path of the allocator's shared object (preloaded).")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the server.")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Extra environment for the server."
+    )
     tunables: list[str] = Field(default_factory=list, description="GLIBC_TUNABLES items, appended.")
     description: str = ""
 
@@ -110,7 +121,8 @@ class ThpSection(_Section):
     )
 
     defrag: Literal["system", "always", "defer", "defer+madvise", "madvise", "never"] = Field(
-        "system", description="THP defrag policy while a non-system mode is in force (MongoDB 8 wants defer+madvise)."
+        "system",
+        description="THP defrag policy while a non-system mode is in force (MongoDB 8 wants defer+madvise).",
     )
 
     @field_validator("modes")
@@ -129,9 +141,13 @@ class DatasetSection(_Section):
 
 
 class WarmupSection(_Section):
-    scan: bool = Field(True, description="SELECT AVG(id) ... FORCE KEY (PRIMARY) over each table first.")
+    scan: bool = Field(
+        True, description="SELECT AVG(id) ... FORCE KEY (PRIMARY) over each table first."
+    )
     min_s: NonNegFloat = Field(5, description="OLTP_RO warmup runs at least this long.")
-    cap_s: NonNegFloat = Field(120, description="...and at most this long, warm or not (0 = scan only).")
+    cap_s: NonNegFloat = Field(
+        120, description="...and at most this long, warm or not (0 = scan only)."
+    )
     threads: PositiveInt = Field(8, description="Client threads during the OLTP_RO warmup.")
 
     @model_validator(mode="after")
@@ -152,7 +168,9 @@ class SysbenchSection(_Section):
     )
     duration_s: PositiveFloat = Field(30, description="Seconds per level.")
     report_interval_s: PositiveFloat = Field(1, description="sysbench interval reports (timeline).")
-    rate: Annotated[int, Field(ge=0)] = Field(0, description="Target tps (0 = closed loop, as fast as possible).")
+    rate: Annotated[int, Field(ge=0)] = Field(
+        0, description="Target tps (0 = closed loop, as fast as possible)."
+    )
     ps_mode: Literal["auto", "disable"] = Field("auto", description="sysbench --db-ps-mode.")
 
     @field_validator("workloads")
@@ -163,7 +181,9 @@ class SysbenchSection(_Section):
         for w in v:
             if w not in WORKLOAD_NAMES:
                 hint = _did_you_mean(w, WORKLOAD_NAMES)
-                raise ValueError(f"unknown workload {w!r}{hint}; expected one of {', '.join(WORKLOAD_NAMES)}")
+                raise ValueError(
+                    f"unknown workload {w!r}{hint}; expected one of {', '.join(WORKLOAD_NAMES)}"
+                )
         if len(set(v)) != len(v):
             raise ValueError(f"duplicate workloads in {v}")
         return v
@@ -183,10 +203,14 @@ class SysbenchSection(_Section):
 
 class IIBenchSection(_Section):
     clients: PositiveInt = Field(10, description="Concurrent insert clients (separate processes).")
-    max_rows: Annotated[int, Field(ge=0)] = Field(1_000_000, description="Stop after this many rows in all (0 = no limit).")
+    max_rows: Annotated[int, Field(ge=0)] = Field(
+        1_000_000, description="Stop after this many rows in all (0 = no limit)."
+    )
     max_seconds: NonNegFloat = Field(0, description="Stop after this long (0 = no limit).")
     batch_rows: PositiveInt = Field(1000, description="Rows per insert statement / insert_many.")
-    secondary_indexes: Annotated[int, Field(ge=0, le=3)] = Field(3, description="0-3 secondary indexes.")
+    secondary_indexes: Annotated[int, Field(ge=0, le=3)] = Field(
+        3, description="0-3 secondary indexes."
+    )
     data_length: Annotated[int, Field(ge=0)] = Field(10, description="Length of the data column.")
     query_clients: Annotated[int, Field(ge=0)] = Field(0, description="Concurrent query clients.")
 
@@ -200,13 +224,18 @@ class IIBenchSection(_Section):
 class CollectSection(_Section):
     sample_interval_s: PositiveFloat = Field(1.0, description="Timeline sampling period.")
     smaps_interval_s: NonNegFloat = Field(
-        30, description="smaps_rollup (AnonHugePages) period; 0 = phase boundaries only. It is costly."
+        30,
+        description="smaps_rollup (AnonHugePages) period; 0 = phase boundaries only. It is costly.",
     )
-    perf: bool = Field(True, description="Whole-process context switches from perf software counters.")
+    perf: bool = Field(
+        True, description="Whole-process context switches from perf software counters."
+    )
 
 
 class RunSection(_Section):
-    repeat: PositiveInt = Field(1, description="Rounds of the whole matrix; allocator order alternates.")
+    repeat: PositiveInt = Field(
+        1, description="Rounds of the whole matrix; allocator order alternates."
+    )
     out: str = Field("runs", description="Directory under which run directories are created.")
 
 
@@ -270,7 +299,9 @@ def _fields_of(model: type[BaseModel], loc: tuple) -> list[str]:
         ann = field.annotation
         inner = getattr(ann, "__args__", None)
         candidates = [ann, *(inner or ())]
-        nxt = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        nxt = next(
+            (c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None
+        )
         if nxt is None:
             return []
         model = nxt
@@ -326,7 +357,7 @@ def _describe(err: dict, text: str, path: str) -> str:
         return f"{where}: unknown setting {field}{hint}{expected}"
     msg = err["msg"]
     if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
+        msg = msg[len("Value error, ") :]
     value = err.get("input")
     shown = "" if isinstance(value, dict | list) or value is None else f" (got {value!r})"
     return f"{where}: {field}: {msg}{shown}"
@@ -343,7 +374,11 @@ def parse_suite(text: str, path: str = "<suite>") -> Suite:
     except ValidationError as e:
         errs = e.errors(include_url=False)
         first = _describe(errs[0], text, path)
-        more = f" (and {len(errs) - 1} more error{'s' if len(errs) > 2 else ''})" if len(errs) > 1 else ""
+        more = (
+            f" (and {len(errs) - 1} more error{'s' if len(errs) > 2 else ''})"
+            if len(errs) > 1
+            else ""
+        )
         raise SuiteError(first + more) from None
 
 
@@ -360,7 +395,9 @@ def load_suite(path: str | Path) -> LoadedSuite:
         raise SuiteError(f"{p}: not UTF-8 text") from None
     except OSError as e:
         raise SuiteError(f"{p}: cannot read: {e.strerror}") from None
-    return LoadedSuite(path=str(p), sha256=hashlib.sha256(raw).hexdigest(), suite=parse_suite(text, str(p)))
+    return LoadedSuite(
+        path=str(p), sha256=hashlib.sha256(raw).hexdigest(), suite=parse_suite(text, str(p))
+    )
 
 
 def apply_overrides(suite: Suite, **opts) -> Suite:

@@ -26,7 +26,9 @@ class CellPlan:
         return re.sub(r"[^A-Za-z0-9_.+-]", "_", raw)
 
 
-def plan_cells(server_label: str, allocators: list[str], thp_modes: list[str], repeat: int) -> list[CellPlan]:
+def plan_cells(
+    server_label: str, allocators: list[str], thp_modes: list[str], repeat: int
+) -> list[CellPlan]:
     """Cells in run order: each round runs every (thp, allocator); even rounds run in reverse."""
     cells: list[CellPlan] = []
     for rnd in range(1, repeat + 1):

@@ -63,7 +63,9 @@ def make_owned_dir(path: Path) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=False)
     except FileExistsError:
-        raise SuiteError(f"{path}: already exists; mallocsweep never writes into a directory it did not create") from None
+        raise SuiteError(
+            f"{path}: already exists; mallocsweep never writes into a directory it did not create"
+        ) from None
     except OSError as e:
         raise SuiteError(f"{path}: cannot create: {e.strerror}") from None
     (path / OWNER_MARKER).write_text("created by mallocsweep; safe for mallocsweep to delete\n")
@@ -101,7 +103,9 @@ class RunDir:
         if not (path / MANIFEST).is_file():
             raise SuiteError(f"--resume {path}: not a mallocsweep run directory (no {MANIFEST})")
         if not owned(path):
-            raise SuiteError(f"--resume {path}: has no {OWNER_MARKER} marker; refusing to write into it")
+            raise SuiteError(
+                f"--resume {path}: has no {OWNER_MARKER} marker; refusing to write into it"
+            )
         for sub in (CELLS_DIR, SAMPLES_DIR, LOGS_DIR, WORK_DIR):
             (path / sub).mkdir(exist_ok=True)
         if not owned(path / WORK_DIR):
@@ -133,7 +137,10 @@ class RunDir:
     def write_manifest(self, manifest: dict) -> None:
         manifest = dict(manifest)
         manifest["format_version"] = FORMAT_VERSION
-        atomic_write(self.path / MANIFEST, json.dumps(manifest, indent=2, sort_keys=False, default=str) + "\n")
+        atomic_write(
+            self.path / MANIFEST,
+            json.dumps(manifest, indent=2, sort_keys=False, default=str) + "\n",
+        )
 
     def finished_cells(self) -> dict[str, dict]:
         """Cell records on disk, by id."""
@@ -164,7 +171,9 @@ class RunDir:
         """results.csv from every cell record, in cell order; returns the row count."""
         records = sorted(self.finished_cells().values(), key=lambda r: r["cell"]["index"])
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=RESULTS_COLUMNS, extrasaction="ignore", lineterminator="\n")
+        w = csv.DictWriter(
+            buf, fieldnames=RESULTS_COLUMNS, extrasaction="ignore", lineterminator="\n"
+        )
         w.writeheader()
         n = 0
         for rec in records:

@@ -78,7 +78,9 @@ class ThpController:
     def check(self, modes: list[str]) -> None:
         """Refuse early (before any cell runs) what cannot be done here."""
         if self.sysfs.exists() is False and any(m != "system" for m in modes):
-            raise SuiteError(f"thp.modes {modes}: {self.sysfs} does not exist; this kernel has no THP")
+            raise SuiteError(
+                f"thp.modes {modes}: {self.sysfs} does not exist; this kernel has no THP"
+            )
         if writable(self.sysfs):
             return
         forced = [m for m in modes if m in ("always", "madvise")]
@@ -95,7 +97,9 @@ class ThpController:
         if not writable(self.sysfs):
             if mode == "never":
                 return Applied(mode, "prctl", True, current(self.sysfs))
-            raise SuiteError(f"thp mode {mode!r} needs write access to {self.sysfs}/enabled (run as root)")
+            raise SuiteError(
+                f"thp mode {mode!r} needs write access to {self.sysfs}/enabled (run as root)"
+            )
         self._save_original()
         try:
             self._write("enabled", mode)
@@ -108,7 +112,9 @@ class ThpController:
             raise SuiteError(f"cannot set THP {mode!r} in {self.sysfs}: {e.strerror}") from None
         in_force = current(self.sysfs)
         if in_force["enabled"] != mode:
-            raise SuiteError(f"wrote THP {mode!r} to {self.sysfs}/enabled but it reads back {in_force['enabled']!r}")
+            raise SuiteError(
+                f"wrote THP {mode!r} to {self.sysfs}/enabled but it reads back {in_force['enabled']!r}"
+            )
         return Applied(mode, "sysfs", False, in_force)
 
     def _write(self, name: str, value: str) -> None:
@@ -118,8 +124,12 @@ class ThpController:
         if self.original is not None:
             return
         self.original = current(self.sysfs)
-        record = {"original": self.original, "pid": os.getpid(), "run_dir": str(self.run_dir or ""),
-                  "sysfs": str(self.sysfs)}
+        record = {
+            "original": self.original,
+            "pid": os.getpid(),
+            "run_dir": str(self.run_dir or ""),
+            "sysfs": str(self.sysfs),
+        }
         text = json.dumps(record, indent=1) + "\n"
         if self.run_dir is not None:
             (self.run_dir / PENDING_NAME).write_text(text)
@@ -172,14 +182,18 @@ def restore_leftover() -> dict | None:
     if rec is None:
         return None
     if rec.get("runner_alive"):
-        raise SuiteError(f"the run that changed THP (pid {rec['pid']}) is still running; it restores THP itself")
+        raise SuiteError(
+            f"the run that changed THP (pid {rec['pid']}) is still running; it restores THP itself"
+        )
     sysfs = Path(rec.get("sysfs") or SYSFS)
     for name, value in (rec.get("original") or {}).items():
         if value:
             try:
                 (sysfs / name).write_text(value)
             except OSError as e:
-                raise SuiteError(f"cannot restore THP {name}={value} in {sysfs}: {e.strerror}") from None
+                raise SuiteError(
+                    f"cannot restore THP {name}={value} in {sysfs}: {e.strerror}"
+                ) from None
     pending_file().unlink(missing_ok=True)
     run_dir = rec.get("run_dir")
     if run_dir:

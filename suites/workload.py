@@ -19,7 +19,9 @@ class ClientTarget:
     kind: str  # "mysql" or "mongodb"
     host: str = "127.0.0.1"
     port: int = 0
-    socket: str | None = None  # preferred for local MySQL clients: no TCP SYN backlog at 1536 threads
+    socket: str | None = (
+        None  # preferred for local MySQL clients: no TCP SYN backlog at 1536 threads
+    )
     user: str = "root"
     password: str = ""
     database: str = "sbtest"
@@ -50,9 +52,13 @@ class LevelResult:
     lat_max_ms: float | None = None
     errors: int = 0
     reconnects: int = 0
-    intervals: list[dict] = field(default_factory=list)  # per-interval figures, t_s relative to level start
+    intervals: list[dict] = field(
+        default_factory=list
+    )  # per-interval figures, t_s relative to level start
     raw_log: Path | None = None
-    extra: dict = field(default_factory=dict)  # workload-specific (e.g. iibench rows, per-client rates)
+    extra: dict = field(
+        default_factory=dict
+    )  # workload-specific (e.g. iibench rows, per-client rates)
 
     def row(self) -> dict:
         """The results.csv fields this result owns."""

@@ -1,0 +1,195 @@
+"""The leaves: a cell on a MySQL-family server (sysbench sweep or iibench) and on MongoDB (iibench).
+
+Each overrides only what differs — how the server is made, where its data comes from, what the
+clients connect to, and which levels run (sysbench's oltp_common.lua + thin leaves, in Python).
+"""
+
+from __future__ import annotations
+
+from suites.cell import CellRunner
+from suites.workload import ClientTarget
+
+
+def mysql_settings(suite):
+    from servers.mysql import MySQLSettings
+
+    return MySQLSettings(
+        buffer_pool_mb=suite.server.buffer_pool_mb,
+        max_threads=suite.max_threads,
+        extra={k: str(v) for k, v in suite.server.settings.items()},
+    )
+
+
+class _Levels:
+    """Shared level loops; `self` is a CellRunner with target() and ctx."""
+
+    def sysbench_levels(self):
+        from suites import sysbench
+
+        s = self.ctx.suite.sysbench
+        opts = sysbench_options(self.ctx.suite)
+        target = self.target()
+        for workload in s.workloads:
+            for threads in s.threads:
+                phase = f"{workload}@{threads}"
+                log = self.logs / f"{phase}.log"
+
+                def run(workload=workload, threads=threads, log=log, phase=phase):
+                    self._progress(phase, s.duration_s)
+                    return sysbench.run_level(
+                        target,
+                        workload,
+                        threads,
+                        s.duration_s,
+                        opts,
+                        log,
+                        on_interval=self._on_interval,
+                        timeout_s=None,
+                    )
+
+                yield phase, run
+
+    def iibench_levels(self):
+        from suites import iibench
+
+        spec = iibench_spec(self.ctx.suite)
+        target = self.target()
+        phase = f"iibench@{spec.clients}"
+
+        def run():
+            self._progress(phase, spec.max_seconds or 60)
+            return iibench.run_level(
+                target, spec, self.logs / f"{phase}.log", on_interval=self._on_interval
+            )
+
+        yield phase, run
+
+    def _on_interval(self, t: float, tps: float, qps: float) -> None:
+        if self.collectors is not None:
+            self.collectors.set_throughput(tps, qps)
+        if self.ctx.on_interval:
+            self.ctx.on_interval(t, tps, qps)
+
+
+def sysbench_options(suite):
+    from suites.sysbench import SysbenchOptions
+
+    s = suite.sysbench
+    return SysbenchOptions(
+        tables=suite.dataset.tables,
+        table_size=suite.dataset.table_size,
+        report_interval_s=s.report_interval_s,
+        rate=s.rate,
+        ps_mode=s.ps_mode,
+    )
+
+
+def iibench_spec(suite):
+    from suites.iibench import IIBenchSpec
+
+    i = suite.iibench
+    return IIBenchSpec(
+        clients=i.clients,
+        max_rows=i.max_rows,
+        max_seconds=i.max_seconds,
+        batch_rows=i.batch_rows,
+        secondary_indexes=i.secondary_indexes,
+        data_length=i.data_length,
+        query_clients=i.query_clients,
+    )
+
+
+class MySQLCell(_Levels, CellRunner):
+    def prepare_datadir(self) -> dict:
+        ds = self.ctx.dataset
+        return ds.cache.restore(ds.key, self.work / "datadir")
+
+    def make_server(self, thp_disable: bool):
+        from servers.mysql import MySQLServer
+
+        return MySQLServer(
+            self.ctx.server_binary,
+            self.work,
+            mysql_settings(self.ctx.suite),
+            self.ctx.allocator,
+            thp_disable=thp_disable,
+        )
+
+    def target(self) -> ClientTarget:
+        info = self.server.client_target()
+        db = "iibench" if self.ctx.suite.suite.kind == "iibench" else "sbtest"
+        return ClientTarget(
+            kind="mysql",
+            host=info.get("host", "127.0.0.1"),
+            port=info.get("port", 0),
+            socket=info.get("socket"),
+            user=info.get("user", "root"),
+            password=info.get("password", ""),
+            database=db,
+        )
+
+    def status_source(self):
+        return self.server.global_status
+
+    def warmup(self) -> dict | None:
+        suite = self.ctx.suite
+        if suite.suite.kind == "iibench":
+            from suites import iibench
+
+            iibench.prepare(self.target(), iibench_spec(suite))
+            return {"kind": "iibench", "note": "insert load starts from an empty table; no warmup"}
+        from suites.warmup import warm_up
+
+        w = suite.warmup
+        self._progress("warmup", w.cap_s)
+        return warm_up(
+            self.server.connect,
+            self.target(),
+            suite.dataset.tables,
+            sysbench_options(suite),
+            cap_s=w.cap_s,
+            min_s=w.min_s,
+            log_dir=self.logs,
+            status_fn=self.server.global_status,
+            scan=w.scan,
+            threads=w.threads,
+        )
+
+    def workload_phases(self):
+        if self.ctx.suite.suite.kind == "iibench":
+            return self.iibench_levels()
+        return self.sysbench_levels()
+
+
+class MongoCell(_Levels, CellRunner):
+    def prepare_datadir(self) -> dict:
+        return {"method": "empty", "seconds": 0.0}
+
+    def make_server(self, thp_disable: bool):
+        from servers.mongodb import MongoServer
+
+        return MongoServer(
+            self.ctx.server_binary,
+            self.work,
+            self.ctx.suite.server.cache_gb,
+            self.ctx.allocator,
+            thp_disable=thp_disable,
+        )
+
+    def target(self) -> ClientTarget:
+        info = self.server.client_target()
+        return ClientTarget(
+            kind="mongodb", host=info["host"], port=info["port"], database="iibench"
+        )
+
+    def status_source(self):
+        return self.server.server_status
+
+    def warmup(self) -> dict | None:
+        from suites import iibench
+
+        iibench.prepare(self.target(), iibench_spec(self.ctx.suite))
+        return {"kind": "iibench", "note": "insert load starts from an empty collection; no warmup"}
+
+    def workload_phases(self):
+        return self.iibench_levels()

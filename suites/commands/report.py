@@ -1,0 +1,26 @@
+"""`mallocsweep report RUN_DIR`: (re)write report.html and summary.md from the run's files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "report",
+        help="write RUN_DIR/report.html and RUN_DIR/summary.md",
+        description="Render a run directory into a self-contained HTML report (plots embedded; "
+        "opens offline) and a Markdown summary. Reads only the run's files: works on a machine "
+        "without any server installed, and on a run that is unfinished or had failed cells.",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", type=Path)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from analysis.report import write_report
+
+    html, md = write_report(args.run_dir)
+    print(f"report:  {html}")
+    print(f"summary: {md}")
+    return 0

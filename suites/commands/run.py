@@ -1,0 +1,159 @@
+"""`mallocsweep run SUITE.toml`: run the matrix, write the run directory, the report, a table."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from suites.errors import SuiteError
+
+HELP = """\
+Run a suite: for every (allocator x THP mode x repeat) cell, start the server under that allocator,
+prove the allocator is in use, warm the buffer pool, run each workload level, stop the server, and
+record everything in a new run directory (never overwriting one). Ends with report.html/summary.md
+and a table of QPS and p95 latency per allocator and thread level.
+
+Options override the suite file; the suite file documents every setting
+(configs/suites/template.toml). Interrupt with Ctrl-C at any time: servers are stopped, THP is
+restored, and `--resume RUN_DIR` later runs only the cells that did not finish.
+"""
+
+
+def _csv_list(kind):
+    def parse(text: str):
+        items = [x.strip() for x in text.split(",") if x.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError("expected a comma-separated list")
+        if kind is int:
+            try:
+                return [int(x) for x in items]
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"expected integers, got {text!r}") from None
+        return items
+
+    return parse
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run a suite and write a run directory",
+        description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "suite", metavar="SUITE.toml", type=Path, help="suite file, e.g. configs/suites/quick.toml"
+    )
+    p.add_argument(
+        "--allocators",
+        type=_csv_list(str),
+        metavar="A,B",
+        help="allocator names (see `mallocsweep allocators`), or 'all'",
+    )
+    p.add_argument(
+        "--threads", type=_csv_list(int), metavar="8,64,...", help="client thread levels"
+    )
+    p.add_argument("--duration", type=float, metavar="S", help="seconds per level")
+    p.add_argument(
+        "--warmup", type=float, metavar="S", help="warmup cap in seconds (0 = scans only)"
+    )
+    p.add_argument("--repeat", type=int, metavar="N", help="rounds; allocator order alternates")
+    p.add_argument(
+        "--thp",
+        type=_csv_list(str),
+        metavar="MODES",
+        help="THP modes: system,always,madvise,never (system = leave as is)",
+    )
+    p.add_argument(
+        "--server",
+        metavar="NAME|PATH",
+        help="server binary (mariadbd, mysqld of a Percona/MySQL install, mongod)",
+    )
+    p.add_argument(
+        "--out", metavar="DIR", help="parent directory for the run directory (default runs)"
+    )
+    p.add_argument(
+        "--resume",
+        type=Path,
+        metavar="RUN_DIR",
+        help="finish an interrupted run: only cells that are not ok run again",
+    )
+    p.add_argument("--no-report", action="store_true", help="skip report.html/summary.md")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.set_defaults(func=run)
+
+
+def final_table(run_dir: Path) -> list[Table]:
+    """allocator x threads: QPS and p95 for each workload, from results.csv."""
+    path = run_dir / "results.csv"
+    rows = list(csv.DictReader(path.open())) if path.exists() else []
+    tables = []
+    for workload in dict.fromkeys(r["workload"] for r in rows):
+        wrows = [r for r in rows if r["workload"] == workload]
+        threads = sorted({int(r["threads"]) for r in wrows})
+        t = Table(title=f"{workload}: QPS / p95 ms (median over repeats)")
+        t.add_column("allocator (thp)")
+        for n in threads:
+            t.add_column(str(n), justify="right")
+        keys = list(dict.fromkeys((r["allocator"], r["thp"]) for r in wrows))
+        for alloc, thp in keys:
+            cells = []
+            for n in threads:
+                pts = [
+                    r
+                    for r in wrows
+                    if r["allocator"] == alloc
+                    and r["thp"] == thp
+                    and int(r["threads"]) == n
+                    and r["status"] == "ok"
+                ]
+                if not pts:
+                    cells.append("[red]failed[/red]")
+                    continue
+                qps = sorted(float(r["qps"]) for r in pts)[len(pts) // 2]
+                p95 = sorted(float(r["lat_p95_ms"] or "nan") for r in pts)[len(pts) // 2]
+                cells.append(f"{qps:,.0f} / {p95:.2f}")
+            t.add_row(f"{alloc} ({thp})", *cells)
+        tables.append(t)
+    return tables
+
+
+def run(args) -> int:
+    from suites.config import apply_overrides, load_suite
+    from suites.display import Display
+    from suites.runner import run_suite
+
+    if args.repeat is not None and args.repeat <= 0:
+        raise SuiteError(f"--repeat {args.repeat}: expected a positive number of rounds")
+    loaded = load_suite(args.suite)
+    suite = apply_overrides(
+        loaded.suite,
+        allocators=args.allocators,
+        threads=args.threads,
+        duration=args.duration,
+        warmup=args.warmup,
+        repeat=args.repeat,
+        thp=args.thp,
+        server=args.server,
+        out=args.out,
+    )
+    display = Display(enabled=not args.quiet)
+    code, run_dir = run_suite(loaded, suite, args.resume, display)
+    out = Console()
+    for t in final_table(run_dir):
+        out.print(t)
+    if not args.no_report:
+        from analysis.report import write_report
+
+        html, md = write_report(run_dir)
+        print(f"report:  {html}")
+        print(f"summary: {md}")
+    print(f"run directory: {run_dir}")
+    if code == 3:
+        print("some cells failed; see the report's 'failed cells' section", file=sys.stderr)
+    return code

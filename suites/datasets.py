@@ -1,0 +1,115 @@
+"""The dataset of a run: prepared once per (server version, dataset spec), restored per cell.
+
+Preparing 4 x 50M sysbench rows takes hours; restoring a pristine copy takes minutes. The pristine
+datadir is made by a server under glibc malloc (no allocator is under test while loading data) and
+shut down cleanly, so every cell starts from byte-identical files and a cold buffer pool.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from suites.dataset import DatasetCache
+from suites.rundir import make_owned_dir
+
+
+def default_cache_root() -> Path:
+    base = os.environ.get("MALLOCSWEEP_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "mallocsweep"
+    )
+    return Path(base) / "datasets"
+
+
+@dataclass
+class Prepared:
+    cache: DatasetCache
+    key: str
+    spec: dict
+    prepared_now: bool
+    prepare_s: float | None
+
+    def to_manifest(self) -> dict:
+        return {
+            "key": self.key,
+            "spec": self.spec,
+            "prepared_now": self.prepared_now,
+            "prepare_s": self.prepare_s,
+            "cache": str(self.cache.root) if hasattr(self.cache, "root") else None,
+        }
+
+
+def dataset_spec(suite) -> dict:
+    if suite.suite.kind == "sysbench":
+        return {
+            "kind": "sysbench",
+            "tables": suite.dataset.tables,
+            "table_size": suite.dataset.table_size,
+        }
+    return {"kind": "empty"}
+
+
+def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:
+    """The cached pristine datadir for this suite and server, preparing it if missing."""
+    from servers.allocators import resolve
+    from servers.mysql import MySQLServer, MySQLSettings
+    from suites import sysbench
+    from suites.cell_kinds import sysbench_options
+    from suites.workload import ClientTarget
+
+    cache = DatasetCache(Path(cache_root))
+    spec = dataset_spec(suite) | {"flavor": binary.flavor}
+    key = cache.key(binary.version, spec)
+    if cache.has(key):
+        return Prepared(cache, key, spec, False, None)
+    Path(cache_root).mkdir(parents=True, exist_ok=True)
+    work = make_owned_dir(Path(cache_root) / f".prepare-{key}-{os.getpid()}")
+    logs = run_dir.path / "logs" / "dataset"
+    logs.mkdir(parents=True, exist_ok=True)
+    glibc = resolve(["glibc"])[0]
+    settings = MySQLSettings(
+        buffer_pool_mb=suite.server.buffer_pool_mb,
+        max_threads=64,
+        extra={k: str(v) for k, v in suite.server.settings.items()},
+    )
+    server = MySQLServer(binary, work, settings, glibc)
+    t0 = time.monotonic()
+    try:
+        server.initialize()
+        server.start(timeout_s=suite.server.startup_timeout_s)
+        conn = server.connect()
+        try:
+            cur = conn.cursor()
+            cur.execute("CREATE DATABASE IF NOT EXISTS sbtest")
+            cur.execute("CREATE DATABASE IF NOT EXISTS iibench")
+        finally:
+            conn.close()
+        prepare_s = 0.0
+        if spec["kind"] == "sysbench":
+            info = server.client_target()
+            target = ClientTarget(
+                kind="mysql",
+                host=info.get("host", "127.0.0.1"),
+                port=info.get("port", 0),
+                socket=info.get("socket"),
+                user=info.get("user", "root"),
+                password=info.get("password", ""),
+                database="sbtest",
+            )
+            prepare_s = sysbench.prepare(target, sysbench_options(suite), logs / "prepare.log")
+        server.stop()
+        meta = {
+            "spec": spec,
+            "server_version": binary.version,
+            "prepare_s": round(prepare_s, 3),
+            "total_s": round(time.monotonic() - t0, 3),
+        }
+        cache.store(key, work / "datadir", meta)
+        return Prepared(cache, key, spec, True, round(prepare_s, 3))
+    finally:
+        if server.alive:
+            server.stop()
+        shutil.rmtree(work, ignore_errors=True)

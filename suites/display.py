@@ -1,0 +1,107 @@
+"""What the user watches during a run: matrix ETA, the current level, one line per finished cell.
+
+Progress goes to stderr (stdout stays for the final table and the run directory path, which scripts
+read). Without a terminal, only the per-cell lines are printed.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+
+class Display:
+    def __init__(self, enabled: bool = True, console: Console | None = None):
+        self.console = console or Console(stderr=True)
+        self.enabled = enabled and self.console.is_terminal
+        self.quiet = not enabled
+        self._progress: Progress | None = None
+        self._matrix = None
+        self._level = None
+        self._cells_done = 0
+        self._cell_t0 = 0.0
+        self._cell_expected = 1.0
+        self._level_expected = 1.0
+
+    def start_matrix(self, n_cells: int, expected_s: float) -> None:
+        if not self.enabled:
+            return
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.percentage:>3.0f}%"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=True,
+        )
+        self._progress.start()
+        self._matrix = self._progress.add_task(f"matrix ({n_cells} cells)", total=max(n_cells, 1))
+        self._level = self._progress.add_task("", total=1, visible=False)
+
+    def note(self, text: str) -> None:
+        if not self.quiet:
+            self.console.print(f"[dim]{text}[/dim]")
+
+    def start_cell(self, plan, expected_s: float) -> None:
+        self._cell_t0 = time.monotonic()
+        self._cell_expected = max(expected_s, 1.0)
+        if not self.quiet:
+            self.console.print(
+                f"cell {plan.index + 1}: {plan.allocator} (thp={plan.thp}, round {plan.round}) ..."
+            )
+
+    def phase(self, label: str, seconds: float) -> None:
+        self._level_expected = max(float(seconds or 1), 1.0)
+        if self._progress is not None:
+            self._progress.update(
+                self._level,
+                description=f"  {label}",
+                total=self._level_expected,
+                completed=0,
+                visible=True,
+            )
+            self._tick()
+
+    def interval(self, t: float, tps: float, qps: float) -> None:
+        if self._progress is not None:
+            self._progress.update(
+                self._level,
+                completed=min(t, self._level_expected),
+                description=self._progress.tasks[self._level].description.split(" |")[0]
+                + f" | {qps:,.0f} qps",
+            )
+            self._tick()
+
+    def _tick(self) -> None:
+        frac = min((time.monotonic() - self._cell_t0) / self._cell_expected, 0.95)
+        self._progress.update(self._matrix, completed=self._cells_done + frac)
+
+    def end_cell(self, plan, outcome) -> None:
+        self._cells_done += 1
+        if self._progress is not None:
+            self._progress.update(self._matrix, completed=self._cells_done)
+        if self.quiet:
+            return
+        rec = outcome.record
+        took = time.monotonic() - self._cell_t0
+        if rec["status"] == "ok":
+            failed = [r for r in outcome.rows if r.get("status") != "ok"]
+            extra = f", {len(failed)} level(s) failed" if failed else ""
+            self.console.print(f"  [green]ok[/green] {plan.id} in {took:.0f}s{extra}")
+        else:
+            self.console.print(f"  [red]{rec['status']}[/red] {plan.id}: {rec.get('error')}")
+
+    def stop(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
