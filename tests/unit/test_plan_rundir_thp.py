@@ -1,0 +1,139 @@
+"""Matrix order, run-directory writing and the THP controller, on fixtures (no servers)."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from analysis.rundir_format import OWNER_MARKER, RESULTS_COLUMNS
+from suites import thp as thpmod
+from suites.errors import SuiteError
+from suites.plan import plan_cells
+from suites.rundir import RunDir, make_owned_dir
+
+
+def test_rounds_alternate_allocator_order():
+    cells = plan_cells("mariadb-10.11", ["glibc", "jemalloc", "tcmalloc"], ["system"], 3)
+    order = [c.allocator for c in cells]
+    assert order == [
+        "glibc",
+        "jemalloc",
+        "tcmalloc",
+        "tcmalloc",
+        "jemalloc",
+        "glibc",
+        "glibc",
+        "jemalloc",
+        "tcmalloc",
+    ]
+    assert [c.index for c in cells] == list(range(9))
+    assert len({c.id for c in cells}) == 9
+    assert cells[0].id == "mariadb-10.11__glibc__thp-system__r1"
+
+
+def test_cell_ids_are_file_name_safe():
+    c = plan_cells("mysql 8/x", ["my alloc"], ["never"], 1)[0]
+    assert "/" not in c.id and " " not in c.id
+
+
+def test_run_dir_never_overwrites(tmp_path):
+    a = RunDir.create(tmp_path, "quick-x")
+    b = RunDir.create(tmp_path, "quick-x")
+    assert a.path != b.path and b.path.name == "quick-x.2"
+    assert (a.path / OWNER_MARKER).exists()
+    with pytest.raises(SuiteError, match="already exists"):
+        make_owned_dir(a.path)
+
+
+def test_finished_cell_is_never_rewritten_and_results_are_derived(tmp_path):
+    rd = RunDir.create(tmp_path, "r")
+    rd.write_cell({"id": "c1", "index": 1, "status": "failed"}, [])
+    rd.write_cell(
+        {"id": "c1", "index": 1, "status": "ok"},
+        [{"cell": "c1", "workload": "point_select", "threads": 8}],
+    )
+    assert (rd.path / "cells" / "c1.attempt1").exists()  # the failed attempt is kept
+    rd.write_cell(
+        {"id": "c0", "index": 0, "status": "ok"},
+        [{"cell": "c0", "workload": "oltp_ro", "threads": 4}],
+    )
+    with pytest.raises(SuiteError, match="never rewritten"):
+        rd.write_cell({"id": "c1", "index": 1, "status": "ok"}, [])
+    assert rd.rebuild_results() == 2
+    rows = list(csv.DictReader((rd.path / "results.csv").open()))
+    assert [r["cell"] for r in rows] == ["c0", "c1"]  # in cell order
+    assert list(rows[0].keys()) == RESULTS_COLUMNS
+
+
+def test_manifest_write_is_atomic_and_versioned(tmp_path):
+    rd = RunDir.create(tmp_path, "r")
+    rd.write_manifest({"cells": []})
+    m = json.loads((rd.path / "manifest.json").read_text())
+    assert m["format_version"] == 1
+    assert not [p for p in rd.path.iterdir() if p.name.startswith(".manifest")]
+
+
+def test_resume_refuses_a_directory_we_do_not_own(tmp_path):
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "manifest.json").write_text("{}")
+    with pytest.raises(SuiteError, match="marker"):
+        RunDir.open_existing(tmp_path / "x")
+
+
+@pytest.fixture
+def fake_sysfs(tmp_path, monkeypatch):
+    d = tmp_path / "thp"
+    d.mkdir()
+    (d / "enabled").write_text("always [madvise] never\n")
+    (d / "defrag").write_text("always defer defer+madvise [madvise] never\n")
+    monkeypatch.setenv("MALLOCSWEEP_STATE", str(tmp_path / "state"))
+
+    # A fake sysfs file takes the written word as its new content; the kernel shows brackets.
+    orig_write = thpmod.ThpController._write
+
+    def write(self, name, value):
+        path = self.sysfs / name
+        words = path.read_text().replace("[", "").replace("]", "").split()
+        if value not in words:
+            raise OSError(22, "Invalid argument")
+        path.write_text(" ".join(f"[{w}]" if w == value else w for w in words) + "\n")
+
+    monkeypatch.setattr(thpmod.ThpController, "_write", write)
+    yield d
+    monkeypatch.setattr(thpmod.ThpController, "_write", orig_write)
+
+
+def test_thp_applied_read_back_and_restored(fake_sysfs, tmp_path):
+    ctl = thpmod.ThpController(tmp_path, sysfs=fake_sysfs, defrag="defer+madvise")
+    applied = ctl.apply("always")
+    assert applied.method == "sysfs" and applied.in_force == {
+        "enabled": "always",
+        "defrag": "defer+madvise",
+    }
+    assert thpmod.leftover()["original"] == {"enabled": "madvise", "defrag": "madvise"}
+    assert (tmp_path / thpmod.PENDING_NAME).exists()
+    assert ctl.restore() == {"enabled": "madvise", "defrag": "madvise"}
+    assert thpmod.current(fake_sysfs) == {"enabled": "madvise", "defrag": "madvise"}
+    assert thpmod.leftover() is None
+    assert ctl.restore() is None  # idempotent
+
+
+def test_thp_leftover_from_a_killed_run_is_restorable(fake_sysfs, tmp_path):
+    ctl = thpmod.ThpController(tmp_path, sysfs=fake_sysfs)
+    ctl.apply("never")
+    rec = thpmod.leftover()
+    rec["pid"] = 999_999_999  # the runner is gone
+    thpmod.pending_file().write_text(json.dumps(rec))
+    ctl.original = None  # simulate the dead runner: no in-process restore
+    assert thpmod.restore_leftover()["original"]["enabled"] == "madvise"
+    assert thpmod.current(fake_sysfs)["enabled"] == "madvise"
+
+
+def test_thp_without_write_access(tmp_path, monkeypatch):
+    monkeypatch.setattr(thpmod, "writable", lambda sysfs=None: False)
+    ctl = thpmod.ThpController(tmp_path, sysfs=tmp_path)
+    assert ctl.apply("never").method == "prctl" and ctl.apply("never").thp_disable
+    with pytest.raises(SuiteError, match="'always' needs write access"):
+        ctl.check(["always", "never"])
