@@ -1,0 +1,44 @@
+"""Build the keep_thp experiment shim (servers/shims/keep_thp.c) on demand with the system compiler.
+
+Shipped as source, compiled once per source version into the cache, so nothing binary lives in the
+repository and the build is reproducible on the machine that runs it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from servers.errors import ServerError
+
+SOURCE = Path(__file__).resolve().parent / "shims" / "keep_thp.c"
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("MALLOCSWEEP_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "mallocsweep"
+    )
+    return Path(base) / "shims"
+
+
+def keep_thp_library() -> Path:
+    """Absolute path of keep_thp.so, compiling it if this source version was not built yet."""
+    src = SOURCE.read_bytes()
+    digest = hashlib.sha256(src).hexdigest()[:16]
+    out = _cache_dir() / f"keep_thp-{digest}.so"
+    if out.is_file():
+        return out
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise ServerError("thp.keep_server_thp needs a C compiler (apt-get install gcc) to build its shim")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(f".tmp{os.getpid()}")
+    r = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(tmp), str(SOURCE), "-ldl"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise ServerError(f"building {SOURCE.name} failed: {r.stderr.strip().splitlines()[-1:]}")
+    os.replace(tmp, out)
+    return out
