@@ -125,6 +125,12 @@ class ThpSection(_Section):
         description="THP defrag policy while a non-system mode is in force (MongoDB 8 wants defer+madvise).",
     )
 
+    keep_server_thp: bool = Field(
+        False,
+        description="EXPERIMENT: preload a shim that ignores the server's prctl(PR_SET_THP_DISABLE), "
+        "so the system THP mode reaches its heap (MariaDB turns THP off for itself).",
+    )
+
     @field_validator("modes")
     @classmethod
     def _modes(cls, v: list[str]) -> list[str]:
