@@ -1,0 +1,146 @@
+"""What an ELF file says about malloc, read from its symbol tables before anything runs.
+
+An executable that defines `malloc` itself (official mongod links tcmalloc statically) keeps
+calling its own allocator even under LD_PRELOAD, while the shared libraries it loads call the
+preloaded one: two allocators freeing each other's memory. The dynamic symbol table tells us
+before launch; .symtab, when not stripped, also catches definitions that were not exported.
+A statically linked executable has no dynamic loader at all, so LD_PRELOAD never applies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
+
+from servers.errors import ServerError
+
+# The names through which a process gets memory: a binary defining any of these interposes them.
+INTERPOSING = frozenset(
+    {
+        "malloc",
+        "free",
+        "calloc",
+        "realloc",
+        "reallocarray",
+        "posix_memalign",
+        "aligned_alloc",
+        "memalign",
+        "valloc",
+        "pvalloc",
+        "malloc_usable_size",
+        "cfree",
+    }
+)
+# Allocator-specific entry points: they identify which allocator a library or binary carries.
+FAMILY_MARKERS = {
+    "mallctl": "jemalloc",
+    "je_malloc": "jemalloc",
+    "je_mallctl": "jemalloc",
+    "mallocx": "jemalloc",
+    "tc_malloc": "tcmalloc",
+    "tc_version": "tcmalloc",
+    "tc_free": "tcmalloc",
+    "mi_malloc": "mimalloc",
+    "mi_version": "mimalloc",
+    "scalable_malloc": "tbbmalloc",
+    "__TBB_malloc_proxy": "tbbmalloc",
+}
+MALLOC_FAMILY = INTERPOSING | frozenset(FAMILY_MARKERS)
+
+
+@dataclass(frozen=True)
+class ElfInfo:
+    """The few header facts that decide whether a file can be preloaded into, or preload into."""
+
+    path: str
+    elf_type: str  # ET_EXEC, ET_DYN, ...
+    machine: str  # EM_X86_64, EM_AARCH64, ...
+    elf_class: int  # 32 or 64
+    dynamic: bool  # has a PT_INTERP (executable) or PT_DYNAMIC (shared object): ld.so is involved
+    has_interp: bool
+    soname: str | None
+
+
+def _open(path: Path):
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise ServerError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        return f, ELFFile(f)
+    except ELFError:
+        f.close()
+        raise ServerError(
+            f"{path} is not an ELF file; expected an executable or shared object"
+        ) from None
+
+
+def elf_info(path: Path) -> ElfInfo:
+    """Header facts of `path`; ServerError when it is not an ELF file."""
+    f, elf = _open(Path(path))
+    with f:
+        kinds = {seg["p_type"] for seg in elf.iter_segments()}
+        soname = None
+        dyn = elf.get_section_by_name(".dynamic")
+        if dyn is not None:
+            for tag in dyn.iter_tags():
+                if tag.entry.d_tag == "DT_SONAME":
+                    soname = tag.soname
+        return ElfInfo(
+            path=str(path),
+            elf_type=elf["e_type"],
+            machine=elf["e_machine"],
+            elf_class=elf.elfclass,
+            dynamic="PT_DYNAMIC" in kinds,
+            has_interp="PT_INTERP" in kinds,
+            soname=soname,
+        )
+
+
+def _defined(elf, names: frozenset[str]) -> set[str]:
+    found: set[str] = set()
+    for section_name in (".dynsym", ".symtab"):
+        sec = elf.get_section_by_name(section_name)
+        if not isinstance(sec, SymbolTableSection):
+            continue
+        for sym in sec.iter_symbols():
+            # Versioned names never appear here (pyelftools gives the bare name); UND = imported.
+            if (
+                sym.name in names
+                and sym["st_shndx"] != "SHN_UNDEF"
+                and sym["st_info"]["type"]
+                in (
+                    "STT_FUNC",
+                    "STT_GNU_IFUNC",
+                    "STT_NOTYPE",
+                )
+            ):
+                found.add(sym.name)
+    return found
+
+
+def malloc_definitions(binary: Path) -> list[str]:
+    """Malloc-family symbols `binary` defines itself (not imports), sorted.
+
+    Checks .dynsym and, when present, .symtab. ServerError when the file is missing or not ELF.
+    """
+    f, elf = _open(Path(binary))
+    with f:
+        return sorted(_defined(elf, MALLOC_FAMILY))
+
+
+def interposes_malloc(definitions: list[str]) -> list[str]:
+    """The subset of `definitions` that replaces the standard allocator entry points."""
+    return sorted(set(definitions) & INTERPOSING)
+
+
+def allocator_family(library: Path) -> str | None:
+    """Which allocator a shared object carries, from its entry points (None when unknown)."""
+    for name in sorted(malloc_definitions(library)):
+        if name in FAMILY_MARKERS:
+            return FAMILY_MARKERS[name]
+    return None

@@ -1,0 +1,401 @@
+"""A MySQL-family server's life: datadir, start under an allocator, proof, queries, stop.
+
+The server binary is our direct child (servers.launch.spawn, never mysqld_safe): its environment
+is exactly the allocator's, collectors attach before its first instruction, and os.wait4 gives its
+whole-life rusage. Everything it writes lives in the work directory: datadir/, my.cnf, error.log,
+the pid file and (when the path is short enough) the unix socket.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import mysql.connector
+
+from analysis.rundir_format import OWNER_MARKER
+from servers.allocators import Allocator
+from servers.errors import AllocatorError, ServerError
+from servers.launch import Child, ExitInfo, spawn
+from servers.mysql_config import MySQLSettings, ServerPaths, render_my_cnf
+from servers.mysql_flavor import ServerBinary, find_mysql
+from servers.ports import free_port, port_in_use
+from servers.verify import refuse_self_allocating, verify_allocator
+
+__all__ = ["MySQLServer", "MySQLSettings", "ServerBinary", "find_mysql"]
+
+SOCKET_MAX = 107  # sun_path is 108 bytes including the terminating NUL
+_MARKER_TEXT = "created by mallocsweep; safe for mallocsweep to delete\n"
+# The server gets nothing of our environment but this (plus the allocator's part).
+_BASE_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C", "TZ": "UTC"}
+
+
+def _tail(path: Path, n: int) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return "(no error log)"
+    return "\n".join(lines[-n:]) if lines else "(error log is empty)"
+
+
+class MySQLServer:
+    """One server life in `workdir`. Use as a context manager to guarantee it is stopped."""
+
+    def __init__(
+        self,
+        binary: ServerBinary,
+        workdir: Path,
+        settings: MySQLSettings,
+        allocator: Allocator,
+        port: int | None = None,
+        thp_disable: bool = False,
+    ):
+        self.binary = binary
+        self.workdir = Path(workdir).absolute()
+        self.settings = settings
+        self.allocator = allocator
+        self.requested_port = port
+        self.port: int | None = port
+        self.thp_disable = thp_disable
+        self.datadir = self.workdir / "datadir"
+        self.my_cnf = self.workdir / "my.cnf"
+        self.error_log = self.workdir / "error.log"
+        self.pid_file = self.workdir / "mysqld.pid"
+        self.tmpdir = self.workdir / "tmp"
+        self._socket_dir: Path | None = None  # a private /tmp dir when workdir is too deep
+        local = self.workdir / "mysqld.sock"
+        self._socket_local = len(str(local).encode()) <= SOCKET_MAX
+        self.socket = local
+        self.child: Child | None = None
+        self.exit: ExitInfo | None = None
+        self.evidence: dict | None = None
+        self.launch_env: dict[str, str] = {}
+        self._status_conn = None
+        self._status_lock = threading.Lock()
+
+    # -- paths -------------------------------------------------------------------------------
+    def _paths(self) -> ServerPaths:
+        return ServerPaths(self.datadir, self.socket, self.pid_file, self.error_log, self.tmpdir)
+
+    # -- datadir -----------------------------------------------------------------------------
+    def initialize(self, timeout_s: float = 600) -> None:
+        """Create the datadir with the flavor's own tool; root has no password (socket only)."""
+        if self.datadir.exists():
+            content = [p for p in self.datadir.iterdir() if p.name != OWNER_MARKER]
+            if content and not (self.datadir / OWNER_MARKER).is_file():
+                raise ServerError(
+                    f"datadir {self.datadir} exists and was not created by mallocsweep "
+                    f"(no {OWNER_MARKER}); refusing to touch it: choose an empty directory"
+                )
+            if content:
+                raise ServerError(
+                    f"datadir {self.datadir} already holds data; start() it, or remove it first"
+                )
+        if self.binary.install_tool is None:
+            raise ServerError(
+                f"no mariadb-install-db found for {self.binary.path}; install mariadb-server "
+                "or point at a complete install (basedir)"
+            )
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.datadir.mkdir(exist_ok=True)
+        (self.datadir / OWNER_MARKER).write_text(_MARKER_TEXT)
+        self.tmpdir.mkdir(exist_ok=True)
+        self._write_config(self.port or 0)
+        log = self.workdir / "initialize.log"
+        cnf = f"--defaults-file={self.my_cnf}"
+        if self.binary.flavor == "mariadb":
+            argv = [
+                self.binary.install_tool,
+                cnf,
+                f"--basedir={self.binary.basedir}",
+                f"--datadir={self.datadir}",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+                "--skip-name-resolve",
+            ]
+        else:
+            # --initialize-insecure wants an empty datadir: the marker goes back in afterwards.
+            (self.datadir / OWNER_MARKER).unlink()
+            argv = [self.binary.path, cnf, "--initialize-insecure", f"--datadir={self.datadir}"]
+        try:
+            with open(log, "ab") as out:
+                done = subprocess.run(
+                    argv,
+                    env=_BASE_ENV,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    timeout=timeout_s,
+                    cwd=self.workdir,
+                )
+        except subprocess.TimeoutExpired:
+            raise ServerError(f"{argv[0]} did not finish in {timeout_s:.0f}s; see {log}") from None
+        except OSError as e:
+            raise ServerError(f"cannot run {argv[0]}: {e.strerror}") from None
+        finally:
+            (self.datadir / OWNER_MARKER).write_text(_MARKER_TEXT)
+        if done.returncode != 0:
+            raise ServerError(
+                f"{Path(argv[0]).name} failed with status {done.returncode} for {self.datadir}: "
+                f"{_tail(log, 3)} {_tail(self.error_log, 3)}".strip()
+            )
+
+    def _write_config(self, port: int) -> None:
+        text = render_my_cnf(self.binary, self.settings, self._paths(), port)
+        self.my_cnf.write_text(text)
+
+    # -- start -------------------------------------------------------------------------------
+    def start(self, on_spawn: Callable[[int], None] | None = None, timeout_s: float = 180) -> int:
+        """Launch under the allocator, wait until it accepts connections, prove the allocator.
+
+        Returns the pid. Any failure stops the server and raises ServerError/AllocatorError.
+        """
+        if self.child is not None and self.child.alive:
+            raise ServerError(f"server in {self.workdir} is already running (pid {self.child.pid})")
+        refuse_self_allocating(Path(self.binary.path), self.allocator)
+        if not (self.datadir / "mysql").is_dir():
+            raise ServerError(
+                f"datadir {self.datadir} is not initialised (no mysql/ schema); initialize() first"
+            )
+        self.port = self.requested_port or free_port()
+        if port_in_use(self.port):
+            raise ServerError(
+                f"port {self.port} on 127.0.0.1 is already in use; choose another port"
+            )
+        self._prepare_socket()
+        self.tmpdir.mkdir(exist_ok=True)
+        self._write_config(self.port)
+        self.launch_env = self.allocator.launch_env(
+            _BASE_ENV | {"HOME": str(self.workdir), "TMPDIR": str(self.tmpdir)}
+        )
+        self.exit = None
+        self.evidence = None
+        self.child = spawn(
+            [self.binary.path, f"--defaults-file={self.my_cnf}"],
+            env=self.launch_env,
+            cwd=self.workdir,
+            stdout=self.error_log,
+            stderr=self.error_log,
+            thp_disable=self.thp_disable,
+            on_spawn=on_spawn,
+        )
+        try:
+            self._wait_ready(timeout_s)
+            reported = self._malloc_library()
+            self.evidence = verify_allocator(
+                self.child.pid, self.allocator, Path(self.binary.path), server_reported=reported
+            )
+        except BaseException as e:
+            if isinstance(e, AllocatorError):
+                self.evidence = getattr(e, "evidence", None)
+            self.stop(timeout_s=30)
+            raise
+        return self.child.pid
+
+    def _prepare_socket(self) -> None:
+        if not self._socket_local:
+            # The work dir is too deep for sun_path: a short private dir, removed on stop.
+            self._socket_dir = Path(tempfile.mkdtemp(prefix="ms-sock-", dir="/tmp"))
+            self.socket = self._socket_dir / "mysqld.sock"
+        elif self.socket.exists():
+            # A socket left by a crashed server of ours; a live one would have failed port_in_use.
+            self.socket.unlink()
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        """Poll by connecting (with backoff) until the server answers, exits, or time runs out."""
+        deadline = time.monotonic() + timeout_s
+        delay = 0.05
+        last_error = ""
+        while True:
+            ended = self.child.poll()
+            if ended is not None:
+                raise ServerError(
+                    f"{self.binary.path} {ended.describe} during start-up; error log "
+                    f"{self.error_log}: {_tail(self.error_log, 8)}"
+                )
+            if self.socket.exists():
+                try:
+                    self.connect(connect_timeout=5).close()
+                    return
+                except mysql.connector.Error as e:
+                    last_error = str(e)
+            if time.monotonic() >= deadline:
+                raise ServerError(
+                    f"{self.binary.path} did not accept connections within {timeout_s:.0f}s "
+                    f"({last_error or 'no socket yet'}); error log: {_tail(self.error_log, 8)}"
+                )
+            time.sleep(delay)
+            delay = min(delay * 1.5, 1.0)
+
+    def _malloc_library(self) -> str | None:
+        """What the server says serves malloc (MariaDB only); None where it has no such report."""
+        if self.binary.flavor != "mariadb":
+            return None
+        got = self.variables(["version_malloc_library"])
+        return got.get("version_malloc_library")
+
+    # -- talking to it -----------------------------------------------------------------------
+    def connect(self, database: str | None = None, connect_timeout: int = 10):
+        """A new mysql-connector connection as root over the unix socket (caller closes it)."""
+        kwargs = dict(
+            unix_socket=str(self.socket),
+            user="root",
+            password="",
+            connection_timeout=connect_timeout,
+            autocommit=True,
+        )
+        if database:
+            kwargs["database"] = database
+        return mysql.connector.connect(**kwargs)
+
+    def client_target(self, database: str | None = None) -> dict:
+        """Where clients connect (the runner turns this into a suites.workload.ClientTarget)."""
+        d = {
+            "socket": str(self.socket),
+            "port": self.port,
+            "host": "127.0.0.1",
+            "user": "root",
+            "password": "",
+        }
+        if database:
+            d["database"] = database
+        return d
+
+    def _query(self, sql: str) -> list[tuple]:
+        conn = self.connect()
+        try:
+            cur = conn.cursor()
+            cur.execute(sql)
+            return list(cur.fetchall())
+        finally:
+            conn.close()
+
+    def variables(self, names: Iterable[str]) -> dict[str, str]:
+        """Global variables by name (missing ones are left out)."""
+        names = [n for n in names]
+        for n in names:
+            if not n.replace("_", "").isalnum():
+                raise ServerError(f"not a server variable name: {n!r}")
+        if not names:
+            return {}
+        quoted = ",".join(f"'{n}'" for n in names)
+        rows = self._query(f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({quoted})")
+        return {str(k).lower(): _text(v) for k, v in rows}
+
+    def global_status(self) -> dict[str, float]:
+        """SHOW GLOBAL STATUS, numeric values only. One kept connection (callable from a
+        collector thread) so polling does not inflate Connections/Threads_created."""
+        with self._status_lock:
+            for attempt in (1, 2):
+                try:
+                    if self._status_conn is None or not self._status_conn.is_connected():
+                        self._status_conn = self.connect()
+                    cur = self._status_conn.cursor()
+                    cur.execute("SHOW GLOBAL STATUS")
+                    rows = cur.fetchall()
+                    cur.close()
+                    break
+                except mysql.connector.Error as e:
+                    self._close_status()
+                    if attempt == 2 or not self.alive:
+                        raise ServerError(
+                            f"SHOW GLOBAL STATUS failed on {self.socket}: {e}"
+                        ) from None
+        out: dict[str, float] = {}
+        for name, value in rows:
+            try:
+                out[str(name)] = float(_text(value))
+            except ValueError:
+                continue
+        return out
+
+    def _close_status(self) -> None:
+        conn, self._status_conn = self._status_conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - closing a connection to a dying server
+                pass
+
+    # -- stop --------------------------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        return self.child.pid if self.child else None
+
+    @property
+    def alive(self) -> bool:
+        return self.child is not None and self.child.alive
+
+    def stop(self, timeout_s: float = 120) -> ExitInfo | None:
+        """SQL SHUTDOWN, then SIGTERM, then SIGKILL; always reaped. Idempotent (None if never
+        started). Returns the exit with the kernel's whole-life rusage."""
+        with self._status_lock:
+            self._close_status()
+        if self.child is None:
+            return None
+        if self.child.exit is None:
+            if self._sql_shutdown():
+                self.child.wait(timeout_s)
+            # Not answering, or not down in time: SIGTERM (a clean shutdown too), then SIGKILL.
+            self.child.terminate(term_timeout=min(60.0, timeout_s), kill_timeout=10)
+        self.exit = self.child.exit
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+            self._socket_dir = None
+        return self.exit
+
+    def _sql_shutdown(self) -> bool:
+        """Ask the server to shut down; True when the request reached it."""
+        try:
+            conn = self.connect(connect_timeout=5)
+        except mysql.connector.Error:
+            return False
+        try:
+            conn.cursor().execute("SHUTDOWN")
+        except mysql.connector.Error:
+            pass  # the server may drop the connection while answering
+        finally:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - the server closes it on its way down
+                pass
+        return True
+
+    def error_log_tail(self, n: int = 20) -> str:
+        return _tail(self.error_log, n)
+
+    def to_manifest(self) -> dict:
+        return {
+            "flavor": self.binary.flavor,
+            "version": self.binary.version,
+            "version_string": self.binary.version_string,
+            "binary": self.binary.path,
+            "settings": self.settings.to_manifest(),
+            "port": self.port,
+            "socket": str(self.socket),
+            "pid": self.pid,
+            "thp_disable": self.thp_disable,
+            "allocator": self.allocator.name,
+            "launch_env": {k: v for k, v in self.launch_env.items() if k not in ("HOME", "TMPDIR")},
+            "evidence": self.evidence,
+            "exit": self.exit.to_manifest() if self.exit else None,
+        }
+
+    def __enter__(self) -> MySQLServer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _text(v) -> str:
+    return v.decode(errors="replace") if isinstance(v, bytes | bytearray) else str(v)

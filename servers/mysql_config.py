@@ -1,0 +1,191 @@
+"""The my.cnf a MySQL-family server runs with: sizing rules, flavor differences, suite extras.
+
+The template (configs/mysql/my.cnf.template) holds the layout and the reasons; this module only
+computes the values, so every figure in a run can be traced to one rendered file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from string import Template
+
+from servers.errors import ServerError
+from servers.mysql_flavor import ServerBinary
+
+TEMPLATE = Path(__file__).resolve().parent.parent / "configs" / "mysql" / "my.cnf.template"
+
+# Connections beyond the client threads: warmup scans, the status collector, our own control
+# connection, sysbench's prepare. Too few and the largest level fails with "Too many connections".
+CONNECTION_MARGIN = 64
+# Prepared statements sysbench oltp_read_only keeps per thread (point/range/sum/order/distinct,
+# begin/commit), with headroom: at 1536 threads the default 16382 is exhausted.
+PREPARED_PER_THREAD = 16
+# Settings the lifecycle depends on: a suite may not override them.
+RESERVED = {
+    "port",
+    "socket",
+    "bind_address",
+    "datadir",
+    "pid_file",
+    "log_error",
+    "user",
+    "basedir",
+    "tmpdir",
+    "skip_networking",
+    "skip_grant_tables",
+}
+
+
+@dataclass
+class MySQLSettings:
+    """What a suite controls about the server. Defaults fit the 8 → 1536 thread sweep."""
+
+    buffer_pool_mb: int = 256
+    max_threads: int = 1536  # the largest client level
+    innodb_log_file_mb: int = 256  # small enough to create fast, large enough not to stall OLTP_RO
+    flush_log_at_trx_commit: int = 1
+    performance_schema: bool = False
+    table_open_cache: int | None = None  # None: sized from max_threads
+    extra: dict[str, str] = field(default_factory=dict)  # raw [mysqld] lines from the suite
+
+    def __post_init__(self):
+        for name in ("buffer_pool_mb", "max_threads", "innodb_log_file_mb"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ServerError(f"server setting {name} must be a positive integer, got {v!r}")
+        if self.flush_log_at_trx_commit not in (0, 1, 2):
+            raise ServerError(
+                f"server setting flush_log_at_trx_commit must be 0, 1 or 2, got {self.flush_log_at_trx_commit!r}"
+            )
+
+    # -- sizing for max_threads clients --------------------------------------------------------
+    @property
+    def max_connections(self) -> int:
+        return self.max_threads + CONNECTION_MARGIN
+
+    @property
+    def thread_cache_size(self) -> int:
+        return min(16384, self.max_connections)  # 16384 is the server's maximum
+
+    @property
+    def back_log(self) -> int:
+        return min(65535, max(128, self.max_connections))
+
+    @property
+    def table_cache(self) -> int:
+        return self.table_open_cache or max(2000, 2 * self.max_connections)
+
+    @property
+    def open_files_limit(self) -> int:
+        # one descriptor per connection, two per cached table (data + index), plus InnoDB files
+        return self.max_connections + 2 * self.table_cache + 1024
+
+    @property
+    def max_prepared_stmt_count(self) -> int:
+        return min(1048576, max(16382, PREPARED_PER_THREAD * self.max_connections))
+
+    def to_manifest(self) -> dict:
+        d = asdict(self)
+        d.update(
+            max_connections=self.max_connections,
+            thread_cache_size=self.thread_cache_size,
+            back_log=self.back_log,
+            table_open_cache=self.table_cache,
+            open_files_limit=self.open_files_limit,
+            max_prepared_stmt_count=self.max_prepared_stmt_count,
+        )
+        return d
+
+
+@dataclass(frozen=True)
+class ServerPaths:
+    datadir: Path
+    socket: Path
+    pid_file: Path
+    error_log: Path
+    tmpdir: Path
+
+
+def _norm(key: str) -> str:
+    return key.strip().lower().replace("-", "_")
+
+
+def extra_lines(extra: dict[str, str]) -> list[str]:
+    """The suite's own [mysqld] lines; ServerError naming a key that is malformed or reserved."""
+    lines = []
+    for key, value in extra.items():
+        k = str(key).strip()
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]*", k):
+            raise ServerError(f"server.settings: {key!r} is not a my.cnf option name")
+        if _norm(k) in RESERVED or _norm(k).removeprefix("loose_") in RESERVED:
+            raise ServerError(
+                f"server.settings: {k} is set by mallocsweep (private port, socket, dirs); remove it"
+            )
+        v = str(value)
+        if "\n" in v or "\r" in v:
+            raise ServerError(f"server.settings: the value of {k} contains a line break")
+        v = {"true": "ON", "false": "OFF"}.get(v.lower(), v)
+        lines.append(k if v == "" else f"{k} = {v}")
+    return lines
+
+
+def flavor_lines(binary: ServerBinary) -> list[str]:
+    if binary.flavor == "mariadb":
+        return []
+    # MySQL 8 / Percona start the X Protocol plugin on port 33060 by default: a second server
+    # on the machine would collide. 5.7 has no such plugin (loose_ ignores unknown options).
+    return ["loose-mysqlx = OFF"]
+
+
+def redo_line(binary: ServerBinary, log_mb: int) -> str:
+    if binary.flavor != "mariadb" and binary.version_tuple() >= (8, 0, 30):
+        # 8.0.30 replaced innodb_log_file_size/files_in_group by one capacity setting.
+        return f"innodb_redo_log_capacity = {2 * log_mb}M"
+    return f"innodb_log_file_size = {log_mb}M"
+
+
+def render_my_cnf(
+    binary: ServerBinary,
+    settings: MySQLSettings,
+    paths: ServerPaths,
+    port: int,
+    template: Path = TEMPLATE,
+    euid: int | None = None,
+) -> str:
+    """The full my.cnf text for one server life."""
+    euid = os.geteuid() if euid is None else euid
+    try:
+        text = template.read_text()
+    except OSError as e:
+        raise ServerError(f"{template}: cannot read the my.cnf template: {e.strerror}") from None
+    values = {
+        # mysqld refuses to run as root unless told to; as another user it runs as that user.
+        "user_line": "user = root" if euid == 0 else "",
+        "basedir": binary.basedir,
+        "datadir": paths.datadir,
+        "tmpdir": paths.tmpdir,
+        "socket": paths.socket,
+        "pid_file": paths.pid_file,
+        "error_log": paths.error_log,
+        "port": port,
+        "max_threads": settings.max_threads,
+        "max_connections": settings.max_connections,
+        "thread_cache_size": settings.thread_cache_size,
+        "back_log": settings.back_log,
+        "open_files_limit": settings.open_files_limit,
+        "table_open_cache": settings.table_cache,
+        "max_prepared_stmt_count": settings.max_prepared_stmt_count,
+        "buffer_pool_mb": settings.buffer_pool_mb,
+        "redo_line": redo_line(binary, settings.innodb_log_file_mb),
+        "flush_log_at_trx_commit": settings.flush_log_at_trx_commit,
+        "performance_schema": "ON" if settings.performance_schema else "OFF",
+        "flavor_lines": "\n".join(flavor_lines(binary)),
+        "extra_lines": "\n".join(extra_lines(settings.extra)),
+    }
+    try:
+        return Template(text).substitute(values)
+    except (KeyError, ValueError) as e:
+        raise ServerError(f"{template}: unknown or malformed placeholder {e}") from None

@@ -1,0 +1,135 @@
+"""Which MySQL-family server a binary is: MariaDB, MySQL or Percona Server, and its version.
+
+The flavor decides how a datadir is made (mariadb-install-db vs `mysqld --initialize-insecure`) and
+which settings exist. It comes from the binary's own `--version` line, e.g.
+
+    /usr/sbin/mariadbd  Ver 10.11.19-MariaDB-0+deb12u1 for debian-linux-gnu on x86_64 (Debian 12)
+    /usr/sbin/mysqld  Ver 8.0.36 for Linux on x86_64 (MySQL Community Server - GPL)
+    /usr/sbin/mysqld  Ver 8.0.35-27 for Linux on x86_64 (Percona Server (GPL), Release '27', ...)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from servers.errors import ServerError
+
+DEFAULT_BINARIES = ("/usr/sbin/mariadbd", "/usr/sbin/mysqld")
+# Where a server binary lives inside an install directory (tarball, RPM, Debian).
+_BASEDIR_CANDIDATES = (
+    "bin/mariadbd",
+    "sbin/mariadbd",
+    "bin/mysqld",
+    "sbin/mysqld",
+    "libexec/mysqld",
+)
+_VER = re.compile(r"\bVer\s+(?P<vs>(?P<v>\d+\.\d+\.\d+)\S*)\s+for\s+(?P<rest>.*)$")
+
+
+@dataclass(frozen=True)
+class ServerBinary:
+    path: str
+    flavor: str  # "mariadb" | "mysql" | "percona"
+    version: str  # "10.11.19"
+    version_string: str  # "10.11.19-MariaDB-0+deb12u1"
+    install_tool: str | None  # mariadb-install-db, or the binary itself (--initialize-insecure)
+    basedir: str  # the install prefix (share/, lib/plugin/ are under it)
+
+    def version_tuple(self) -> tuple[int, ...]:
+        return tuple(int(x) for x in self.version.split("."))
+
+    def to_manifest(self) -> dict:
+        return asdict(self)
+
+
+def parse_version_output(text: str) -> tuple[str, str, str]:
+    """(flavor, version, version_string) from `mysqld --version` output; ValueError if not one."""
+    for line in text.splitlines():
+        m = _VER.search(line)
+        if not m:
+            continue
+        vs, rest = m.group("vs"), m.group("rest")
+        if "mariadb" in vs.lower() or "mariadb" in rest.lower():
+            flavor = "mariadb"
+        elif "percona" in rest.lower():
+            flavor = "percona"
+        else:
+            flavor = "mysql"
+        return flavor, m.group("v"), vs
+    raise ValueError("no 'Ver X.Y.Z ... for ...' line")
+
+
+def _install_tool(path: Path, flavor: str, basedir: Path) -> str | None:
+    if flavor != "mariadb":
+        return str(path)  # MySQL 5.7+/8 and Percona initialise with `mysqld --initialize-insecure`
+    names = ("mariadb-install-db", "mysql_install_db")
+    dirs = (path.parent, basedir / "bin", basedir / "scripts", Path("/usr/bin"))
+    for d in dirs:
+        for n in names:
+            p = d / n
+            if p.is_file() and os.access(p, os.X_OK):
+                return str(p)
+    return None
+
+
+def _pick(binary: str | None, basedir: str | None) -> Path:
+    if binary:
+        return Path(binary)
+    if basedir:
+        base = Path(basedir)
+        if not base.is_dir():
+            raise ServerError(f"server basedir {basedir} does not exist")
+        for rel in _BASEDIR_CANDIDATES:
+            if (base / rel).is_file():
+                return base / rel
+        raise ServerError(
+            f"no mariadbd or mysqld under {basedir} (looked in {', '.join(_BASEDIR_CANDIDATES)})"
+        )
+    for p in DEFAULT_BINARIES:
+        if Path(p).is_file():
+            return Path(p)
+    raise ServerError(
+        f"no MySQL-family server found at {' or '.join(DEFAULT_BINARIES)}; "
+        "install mariadb-server or give a binary path / basedir"
+    )
+
+
+def find_mysql(binary: str | None = None, basedir: str | None = None) -> ServerBinary:
+    """The server to run: `binary`, else the one inside `basedir`, else Debian's mariadbd."""
+    path = _pick(binary, basedir)
+    if not path.exists():
+        raise ServerError(f"server binary {path} does not exist")
+    if not path.is_file() or not os.access(path, os.X_OK):
+        raise ServerError(f"server binary {path} is not an executable file")
+    path = path.absolute()
+    try:
+        out = subprocess.run(
+            [str(path), "--no-defaults", "--version"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"},
+        )
+        text = out.stdout + out.stderr
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ServerError(f"{path} is not a MySQL-family server: `--version` failed: {e}") from None
+    try:
+        flavor, version, vs = parse_version_output(text)
+    except ValueError:
+        first = (text.strip().splitlines() or ["(nothing)"])[0][:120]
+        raise ServerError(
+            f"{path} is not a MySQL-family server: `--version` printed {first!r}"
+        ) from None
+    base = Path(basedir).absolute() if basedir else path.parent.parent
+    return ServerBinary(
+        path=str(path),
+        flavor=flavor,
+        version=version,
+        version_string=vs,
+        install_tool=_install_tool(path, flavor, base),
+        basedir=str(base),
+    )
