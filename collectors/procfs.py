@@ -1,0 +1,217 @@
+"""Careful /proc readers with an injectable root, so tests run on fixture trees.
+
+Rules (after psutil's _pslinux.py):
+- each file is opened and read once per call, so one call's figures are from one moment;
+- /proc/PID/stat is split after the LAST ')': the comm field may hold spaces and parentheses;
+- a process that is gone raises collectors.errors.ProcessGone, never a bare FileNotFoundError;
+- fields a kernel or a zombie does not provide come back as None, not 0.
+
+Only cheap files are read here by default: status, stat and statm are generated from counters.
+smaps_rollup walks the target's page tables under its mmap lock (129 ms on 12 GB of 4 KB pages)
+and must stay out of any 1 Hz loop; callers decide when to pay for it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from collectors.errors import CollectorError, ProcessGone
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+_GONE_ERRNOS = (errno.ENOENT, errno.ESRCH)
+
+
+@dataclass(frozen=True)
+class Status:
+    """The /proc/PID/status fields the collectors use (kB for memory), plus every raw line."""
+
+    name: str
+    state: str
+    vm_rss_kb: int | None
+    vm_size_kb: int | None
+    vm_hwm_kb: int | None
+    rss_anon_kb: int | None
+    threads: int | None
+    # The main thread's counters only (not the process's): see collectors.ctxsw.
+    voluntary_ctxt_switches: int | None
+    nonvoluntary_ctxt_switches: int | None
+    thp_enabled: int | None  # 0 when the process disabled THP for itself (prctl), None if unknown
+    raw: dict[str, str] = field(repr=False, default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Stat:
+    """/proc/PID/stat for the whole thread group (utime/stime include exited threads)."""
+
+    pid: int
+    comm: str
+    state: str
+    ppid: int
+    minflt: int
+    majflt: int
+    utime_s: float
+    stime_s: float
+    num_threads: int
+    starttime_ticks: int  # since boot; with the pid, identifies this process across pid reuse
+    vsize_kb: int
+    rss_kb: int
+
+
+@dataclass(frozen=True)
+class Statm:
+    """/proc/PID/statm in kB."""
+
+    size_kb: int
+    resident_kb: int
+    shared_kb: int
+    text_kb: int
+    data_kb: int
+
+
+class ProcFS:
+    """Readers over one procfs root ("/proc" in production, a fixture directory in tests)."""
+
+    def __init__(self, root: str | os.PathLike = "/proc"):
+        self.root = Path(root)
+
+    # -- raw access --------------------------------------------------------------------------
+    def _read(self, pid: int | None, name: str) -> str:
+        path = self.root / name if pid is None else self.root / str(pid) / name
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            if pid is not None:
+                raise ProcessGone(pid, name) from None
+            raise CollectorError(
+                f"{path} does not exist (is procfs mounted at {self.root}?)"
+            ) from None
+        except ProcessLookupError:
+            raise ProcessGone(pid or 0, name) from None
+        except OSError as e:
+            if pid is not None and e.errno in _GONE_ERRNOS:
+                raise ProcessGone(pid, name) from None
+            raise CollectorError(f"reading {path}: {e.strerror}") from None
+        return data.decode("utf-8", "replace")
+
+    # -- per process --------------------------------------------------------------------------
+    def status(self, pid: int) -> Status:
+        text = self._read(pid, "status")
+        raw: dict[str, str] = {}
+        for line in text.splitlines():
+            key, sep, value = line.partition(":")
+            if sep:
+                raw[key] = value.strip()
+        if not raw:
+            raise ProcessGone(pid, "status (empty)")
+
+        def kb(key: str) -> int | None:
+            v = raw.get(key)
+            return int(v.split()[0]) if v else None
+
+        def num(key: str) -> int | None:
+            v = raw.get(key)
+            return int(v) if v not in (None, "") else None
+
+        return Status(
+            name=raw.get("Name", ""),
+            state=(raw.get("State") or "?")[:1],
+            vm_rss_kb=kb("VmRSS"),
+            vm_size_kb=kb("VmSize"),
+            vm_hwm_kb=kb("VmHWM"),
+            rss_anon_kb=kb("RssAnon"),
+            threads=num("Threads"),
+            voluntary_ctxt_switches=num("voluntary_ctxt_switches"),
+            nonvoluntary_ctxt_switches=num("nonvoluntary_ctxt_switches"),
+            thp_enabled=num("THP_enabled"),
+            raw=raw,
+        )
+
+    def stat(self, pid: int) -> Stat:
+        text = self._read(pid, "stat")
+        lpar, rpar = text.find("("), text.rfind(")")
+        if lpar < 0 or rpar < lpar:
+            raise CollectorError(f"{self.root}/{pid}/stat: no '(comm)' field in {text[:80]!r}")
+        comm = text[lpar + 1 : rpar]
+        # Fields after the comm, numbered from 3 (state) as in proc(5).
+        f = text[rpar + 2 :].split()
+        if len(f) < 22:
+            raise CollectorError(f"{self.root}/{pid}/stat: {len(f) + 2} fields, expected >= 24")
+
+        def field_(n: int) -> int:
+            return int(f[n - 3])
+
+        return Stat(
+            pid=int(text[:lpar].strip()),
+            comm=comm,
+            state=f[0],
+            ppid=field_(4),
+            minflt=field_(10),
+            majflt=field_(12),
+            utime_s=field_(14) / CLK_TCK,
+            stime_s=field_(15) / CLK_TCK,
+            num_threads=field_(20),
+            starttime_ticks=field_(22),
+            vsize_kb=field_(23) // 1024,
+            rss_kb=field_(24) * PAGE_KB,
+        )
+
+    def statm(self, pid: int) -> Statm:
+        f = self._read(pid, "statm").split()
+        if len(f) < 6:
+            raise CollectorError(f"{self.root}/{pid}/statm: expected 7 fields, got {f!r}")
+        size, resident, shared, text, _lib, data = (int(x) * PAGE_KB for x in f[:6])
+        return Statm(size, resident, shared, text, data)
+
+    def smaps_rollup(self, pid: int) -> dict[str, int]:
+        """kB figures (Rss, Pss, Anonymous, AnonHugePages, ...). Expensive: see module doc."""
+        text = self._read(pid, "smaps_rollup")
+        out: dict[str, int] = {}
+        for line in text.splitlines()[1:]:  # the first line is the address range header
+            key, sep, value = line.partition(":")
+            if sep and value.strip():
+                out[key.strip()] = int(value.split()[0])
+        if not out:
+            # A zombie has no address space left: the file reads empty.
+            raise ProcessGone(pid, "smaps_rollup (no address space)")
+        return out
+
+    def task_ids(self, pid: int) -> list[int]:
+        """Live thread ids (exited threads are not listed)."""
+        try:
+            return [int(t) for t in os.listdir(self.root / str(pid) / "task")]
+        except FileNotFoundError:
+            raise ProcessGone(pid, "task/") from None
+
+    def task_status_ctxsw(self, pid: int, tid: int) -> tuple[int, int] | None:
+        """(voluntary, nonvoluntary) of one thread; None if the thread exited meanwhile."""
+        try:
+            text = self._read(None, f"{pid}/task/{tid}/status")
+        except CollectorError:
+            return None
+        vol = invol = 0
+        for line in text.splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                vol = int(line.split(":", 1)[1])
+            elif line.startswith("nonvoluntary_ctxt_switches:"):
+                invol = int(line.split(":", 1)[1])
+        return vol, invol
+
+    # -- system-wide ----------------------------------------------------------------------------
+    def vmstat(self, prefix: str = "thp_") -> dict[str, int]:
+        """/proc/vmstat counters whose names start with `prefix` ("" for all). System-wide."""
+        out: dict[str, int] = {}
+        for line in self._read(None, "vmstat").splitlines():
+            key, _, value = line.partition(" ")
+            if key.startswith(prefix) and value:
+                out[key] = int(value)
+        return out
+
+    def loadavg(self) -> tuple[float, float, float]:
+        f = self._read(None, "loadavg").split()
+        return float(f[0]), float(f[1]), float(f[2])

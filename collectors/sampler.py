@@ -1,0 +1,252 @@
+"""The timeline sampler: cheap whole-process readings at a fixed rate, in its own thread.
+
+Each sample reads two small procfs files (status: memory and threads; stat: whole-group CPU time)
+and the context-switch source. smaps_rollup (AnonHugePages) is read only when the caller asks for
+it: at phase boundaries and every `smaps_interval_s` (it walks the target's page tables under its
+mmap lock and can stall a large server). The thread never raises: a process that exits ends the
+sampling (`gone`), anything else unexpected is recorded in `error`; the session decides.
+
+The sampler measures its own CPU time with time.thread_time(), which `make bench` reports next to
+the server's throughput with collectors on and off.
+"""
+
+from __future__ import annotations
+
+import csv
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from collectors.ctxsw import CtxCounts, PerfCtxSwitches, ProcfsCtxSwitches
+from collectors.errors import CollectorError, ProcessGone
+from collectors.procfs import ProcFS
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Whole-process figures at one moment (monotonic seconds `t`)."""
+
+    t: float
+    rss_kb: int | None
+    vsz_kb: int | None
+    hwm_kb: int | None
+    rss_anon_kb: int | None
+    threads: int | None
+    cpu_user_s: float | None
+    cpu_sys_s: float | None
+    ctx: CtxCounts | None
+    thp_enabled: int | None
+    anon_huge_kb: int | None = None  # only when smaps_rollup was read for this snapshot
+    live: bool = True  # False: the process is gone and these are the last known values
+
+
+class ProcessReader:
+    """Reads one process, refusing to read a different process that reused its pid."""
+
+    def __init__(
+        self, procfs: ProcFS, pid: int, ctx: PerfCtxSwitches | ProcfsCtxSwitches | None = None
+    ):
+        self.procfs = procfs
+        self.pid = pid
+        self.ctx = ctx
+        self.starttime = procfs.stat(pid).starttime_ticks  # identity: unchanged by exec
+        self.smaps_reads = 0
+        self.smaps_seconds = 0.0
+
+    def read(self, smaps: bool = False) -> Snapshot:
+        st = self.procfs.status(self.pid)
+        sa = self.procfs.stat(self.pid)
+        if sa.starttime_ticks != self.starttime or sa.state in ("Z", "X"):
+            raise ProcessGone(self.pid, "stat (exited; pid reaped or reused)")
+        ctx = self.ctx.read() if self.ctx is not None else None
+        huge = None
+        if smaps:
+            t0 = time.perf_counter()
+            huge = self.procfs.smaps_rollup(self.pid).get("AnonHugePages")
+            self.smaps_seconds += time.perf_counter() - t0
+            self.smaps_reads += 1
+        return Snapshot(
+            t=time.monotonic(),
+            rss_kb=st.vm_rss_kb,
+            vsz_kb=st.vm_size_kb,
+            hwm_kb=st.vm_hwm_kb,
+            rss_anon_kb=st.rss_anon_kb,
+            threads=sa.num_threads,
+            cpu_user_s=sa.utime_s,
+            cpu_sys_s=sa.stime_s,
+            ctx=ctx,
+            thp_enabled=st.thp_enabled,
+            anon_huge_kb=huge,
+        )
+
+    def after_exit(self, last: Snapshot | None) -> Snapshot:
+        """Last known values, with what is still readable once the process is gone: perf counters
+        keep their final totals after the target exits (the procfs fallback does not)."""
+        ctx = last.ctx if last else None
+        if isinstance(self.ctx, PerfCtxSwitches):
+            ctx = self.ctx.read()
+        if last is None:
+            return Snapshot(
+                t=time.monotonic(), rss_kb=None, vsz_kb=None, hwm_kb=None, rss_anon_kb=None,
+                threads=None, cpu_user_s=None, cpu_sys_s=None, ctx=ctx, thp_enabled=None,
+                live=False,
+            )  # fmt: skip
+        return replace(last, t=time.monotonic(), ctx=ctx, anon_huge_kb=None, live=False)
+
+
+class TimelineWriter:
+    """samples/<cell>.csv with exactly the caller's columns (the run-dir contract lives in
+    analysis/, which collectors must not import). Flushed per row: a crash keeps the timeline."""
+
+    KNOWN = (
+        "t_s",
+        "phase",
+        "rss_kb",
+        "vsz_kb",
+        "hwm_kb",
+        "rss_anon_kb",
+        "anon_huge_kb",
+        "threads",
+        "cpu_user_s",
+        "cpu_sys_s",
+        "ctxsw_voluntary",
+        "ctxsw_involuntary",
+        "workload_tps",
+        "workload_qps",
+    )
+
+    def __init__(self, path: Path, columns: list[str]):
+        unknown = [c for c in columns if c not in self.KNOWN]
+        if unknown:
+            raise CollectorError(
+                f"sample columns {unknown} are not produced by the sampler; known: {self.KNOWN}"
+            )
+        self.path = Path(path)
+        self.columns = list(columns)
+        self.rows = 0
+        self._lock = threading.Lock()
+        self._file = None
+        self._csv = None
+
+    def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            raise CollectorError(f"{self.path} exists: a timeline is never overwritten")
+        self._file = open(self.path, "w", newline="")
+        self._csv = csv.writer(self._file)
+        self._csv.writerow(self.columns)
+        self._file.flush()
+
+    def write(self, t0: float, phase: str, snap: Snapshot, tps, qps) -> None:
+        values = {
+            "t_s": round(snap.t - t0, 3),
+            "phase": phase,
+            "rss_kb": snap.rss_kb,
+            "vsz_kb": snap.vsz_kb,
+            "hwm_kb": snap.hwm_kb,
+            "rss_anon_kb": snap.rss_anon_kb,
+            "anon_huge_kb": snap.anon_huge_kb,
+            "threads": snap.threads,
+            "cpu_user_s": snap.cpu_user_s,
+            "cpu_sys_s": snap.cpu_sys_s,
+            "ctxsw_voluntary": snap.ctx.voluntary if snap.ctx else None,
+            "ctxsw_involuntary": snap.ctx.involuntary if snap.ctx else None,
+            "workload_tps": tps,
+            "workload_qps": qps,
+        }
+        row = ["" if values[c] is None else values[c] for c in self.columns]
+        with self._lock:
+            if self._csv is None:
+                return
+            self._csv.writerow(row)
+            self._file.flush()
+            self.rows += 1
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+            self._file = self._csv = None
+
+
+class Sampler(threading.Thread):
+    """Calls reader.read() every `interval_s` and hands each Snapshot to `on_sample`."""
+
+    def __init__(
+        self,
+        reader: ProcessReader,
+        on_sample: Callable[[Snapshot], None],
+        interval_s: float = 1.0,
+        smaps_interval_s: float = 30.0,
+    ):
+        super().__init__(name=f"mallocsweep-sampler-{reader.pid}", daemon=True)
+        if interval_s <= 0:
+            raise CollectorError(f"sample interval must be > 0 seconds, got {interval_s}")
+        if smaps_interval_s < 0:
+            raise CollectorError(f"smaps interval must be >= 0 seconds, got {smaps_interval_s}")
+        self.reader = reader
+        self.on_sample = on_sample
+        self.interval_s = interval_s
+        self.smaps_interval_s = smaps_interval_s
+        self.last_smaps = time.monotonic()  # the boundary that starts sampling has just read it
+        self.samples = 0
+        self.cpu_s = 0.0  # this thread's own CPU time, updated after every sample
+        self.gone: ProcessGone | None = None
+        self.error: str | None = None
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        next_t = time.monotonic() + self.interval_s
+        while not self._halt.wait(max(0.0, next_t - time.monotonic())):
+            now = time.monotonic()
+            # A late tick (a stalled machine) is skipped, not caught up in a burst.
+            next_t += self.interval_s * max(1, int((now - next_t) // self.interval_s) + 1)
+            smaps = self.smaps_interval_s > 0 and now - self.last_smaps >= self.smaps_interval_s
+            try:
+                snap = self.reader.read(smaps=smaps)
+                if smaps:
+                    self.last_smaps = now
+                self.on_sample(snap)
+                self.samples += 1
+            except ProcessGone as e:
+                self.gone = e
+                break
+            except Exception as e:  # noqa: BLE001 - never raise out of the thread; reported by stop
+                self.error = f"{type(e).__name__}: {e}"
+                break
+            finally:
+                self.cpu_s = time.thread_time()
+        self.cpu_s = time.thread_time()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._halt.set()
+        if self.is_alive():
+            self.join(timeout)
+
+
+def measure_sample_cost(
+    pid: int, samples: int = 50, proc_root: str = "/proc", with_smaps: bool = False
+) -> dict:
+    """CPU and wall time of one sampler reading of `pid` (for `make bench`).
+
+    Reads the same files as the 1 Hz loop (without the context-switch source, whose perf read is
+    two 24-byte reads; with `with_smaps` also smaps_rollup) `samples` times back to back in the
+    calling thread and returns per-sample figures plus the target's thread count.
+    """
+    reader = ProcessReader(ProcFS(proc_root), pid)
+    threads = reader.read().threads
+    c0, w0 = time.thread_time(), time.perf_counter()
+    for _ in range(samples):
+        reader.read(smaps=with_smaps)
+    cpu, wall = time.thread_time() - c0, time.perf_counter() - w0
+    return {
+        "pid": pid,
+        "threads": threads,
+        "samples": samples,
+        "with_smaps": with_smaps,
+        "cpu_ms_per_sample": round(1000 * cpu / samples, 4),
+        "wall_ms_per_sample": round(1000 * wall / samples, 4),
+        "core_fraction_at_1hz": round(cpu / samples, 6),
+    }
