@@ -1,0 +1,274 @@
+"""How a Comparison is shown: the terminal table, compare.md and a self-contained compare.html.
+
+All three are built from the same Table objects, so the terminal, the Markdown and the HTML always
+agree on every figure and verdict.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from rich import box
+from rich.console import Console
+from rich.table import Table as RichTable
+from rich.text import Text
+
+from analysis.compare import NO_VERDICT, SLOWER, Comparison, PointComparison
+from analysis.errors import AnalysisError
+from analysis.plots import to_data_uri
+from analysis.report import TEMPLATES
+from analysis.table import Cell, Table, fmt, text
+
+COMPARE_MD = "compare.md"
+COMPARE_HTML = "compare.html"
+
+HOW_TO_READ = (
+    "Each row is one point measured in both runs. NEW/BASE is the throughput ratio (1.00× = equal,"
+    " 0.90× = NEW does 10% less work per second), with its 95% confidence interval in brackets."
+    " A verdict of 'slower' or 'faster' needs both: the interval excludes 1.00× (the difference is"
+    " not noise) and the change exceeds the threshold. 'weak' evidence means each side was one"
+    " server life, so only the noise within a run was measured."
+)
+MEMORY_HOW_TO_READ = (
+    "RSS growth of each server over its measured levels (MB), BASE vs NEW. The change is NEW's"
+    " extra growth as a percentage of BASE's resident memory at the end, with its 95% confidence"
+    " interval when both sides were repeated."
+)
+
+
+def _ratio_cell(p: PointComparison) -> Cell:
+    if p.ratio is None:
+        return Cell(None, "–")
+    ci = f" [{p.lo:.3f}–{p.hi:.3f}]" if p.lo is not None and p.hi is not None else ""
+    return Cell(p.ratio, f"{p.ratio:.3f}×{ci}")
+
+
+def _change_cell(p: PointComparison) -> Cell:
+    c = p.change_pct
+    return Cell(c, "–" if c is None else f"{c:+.1f}%")
+
+
+def _verdict_cell(p: PointComparison) -> Cell:
+    t = p.verdict.upper() if p.regression else p.verdict
+    return Cell(p.verdict, t, note=p.note, warn=p.regression)
+
+
+def points_table(cmp: Comparison) -> Table:
+    upgrade = cmp.mode == "upgrade"
+    cols = [
+        "workload",
+        "allocator",
+        "THP",
+        "threads",
+        "metric",
+        "base",
+        "new",
+        "NEW/BASE [95% CI]",
+        "change",
+        "verdict",
+        "evidence",
+    ]
+    t = Table(
+        "points", f"Throughput, NEW vs BASE (threshold {cmp.threshold_pct:g}%)", HOW_TO_READ, cols
+    )
+    if upgrade and cmp.points:
+        t.title += f": {cmp.points[0].base_server} → {cmp.points[0].new_server}"
+    for p in cmp.points:
+        t.rows.append(
+            [
+                text(p.workload),
+                text(p.allocator),
+                text(p.thp),
+                text(str(p.threads)),
+                text(p.metric),
+                Cell(p.base, fmt(p.base)),
+                Cell(p.new, fmt(p.new)),
+                _ratio_cell(p),
+                _change_cell(p),
+                _verdict_cell(p),
+                text(p.evidence),
+            ]
+        )
+    return t
+
+
+def memory_table(cmp: Comparison) -> Table:
+    cols = [
+        "allocator",
+        "THP",
+        "base growth (MB)",
+        "new growth (MB)",
+        "change [95% CI]",
+        "verdict",
+        "evidence",
+    ]
+    t = Table("memory", "Memory: RSS growth, NEW vs BASE", MEMORY_HOW_TO_READ, cols)
+    for p in cmp.memory:
+        ch = _change_cell(p)
+        if p.lo is not None and p.hi is not None:
+            ch = Cell(ch.value, f"{ch.text} [{(p.lo - 1) * 100:+.1f}%, {(p.hi - 1) * 100:+.1f}%]")
+        t.rows.append(
+            [
+                text(p.allocator),
+                text(p.thp),
+                Cell(p.base, fmt(p.base / 1024)),
+                Cell(p.new, fmt(p.new / 1024)),
+                ch,
+                _verdict_cell(p),
+                text(p.evidence),
+            ]
+        )
+    return t
+
+
+def headline(cmp: Comparison) -> str:
+    reg = cmp.regressions
+    judged = [p for p in cmp.points if p.verdict != NO_VERDICT]
+    if reg:
+        slow = sum(1 for p in reg if p.kind == "throughput")
+        mem = len(reg) - slow
+        parts = []
+        if slow:
+            parts.append(
+                f"{slow} point(s) significantly slower by more than {cmp.threshold_pct:g}%"
+            )
+        if mem:
+            parts.append(f"{mem} significant memory-growth increase(s)")
+        return "REGRESSION: " + "; ".join(parts) + " (exit code 1)"
+    if not judged:
+        return "NO VERDICT: no point had enough evidence to judge (exit code 0)"
+    return (
+        f"No significant regression: {len(judged)} point(s) judged, none slower by more than"
+        f" {cmp.threshold_pct:g}% (exit code 0)"
+    )
+
+
+def render_text(cmp: Comparison) -> str:
+    buf = io.StringIO()
+    console = Console(file=buf, width=160, color_system=None, force_terminal=False, highlight=False)
+    console.print(
+        f"mallocsweep compare: BASE {cmp.base_id} -> NEW {cmp.new_id} ({cmp.mode}; "
+        f"threshold {cmp.threshold_pct:g}%, 95% confidence)",
+        markup=False,
+    )
+    for w in cmp.warnings:
+        console.print(f"WARNING: {w}", markup=False)
+    for table in (points_table(cmp), memory_table(cmp)):
+        if not table.rows:
+            continue
+        rt = RichTable(title=table.title, box=box.SIMPLE_HEAD, show_lines=False)
+        for i, c in enumerate(table.columns):
+            rt.add_column(c, justify="left" if i < 3 or c in ("verdict", "evidence") else "right")
+        notes: list[str] = []
+        for row in table.rows:
+            cells = []
+            for c in row:
+                mark = ""
+                if c.note:
+                    if c.note not in notes:
+                        notes.append(c.note)
+                    mark = f" [{notes.index(c.note) + 1}]"
+                cells.append(Text(c.text + mark))
+            rt.add_row(*cells)
+        console.print(rt)
+        for i, n in enumerate(notes, 1):
+            console.print(f"  [{i}] {n}", markup=False)
+    console.print(headline(cmp), markup=False)
+    return buf.getvalue()
+
+
+def forest_plot(cmp: Comparison, workload: str) -> str | None:
+    """Each point's NEW/BASE ratio with its interval; the band is the threshold."""
+    pts = [p for p in cmp.points if p.workload == workload and p.ratio is not None]
+    if not pts:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 0.8 + 0.28 * len(pts)))
+    thr = cmp.threshold_pct / 100
+    ax.axvspan(1 - thr, 1 + thr, color="#999999", alpha=0.15, linewidth=0)
+    ax.axvline(1.0, color="#555555", linewidth=1)
+    for i, p in enumerate(pts):
+        colour = (
+            "#d62728" if p.verdict == SLOWER else "#2ca02c" if p.verdict == "faster" else "#444444"
+        )
+        if p.lo is not None and p.hi is not None:
+            ax.plot([p.lo, p.hi], [i, i], color=colour, linewidth=2)
+        ax.plot([p.ratio], [i], "o", color=colour, markerfacecolor="white" if p.weak else colour)
+    ax.set_yticks(range(len(pts)))
+    ax.set_yticklabels([f"{p.allocator} THP {p.thp} @{p.threads}" for p in pts], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("NEW / BASE throughput (1.0 = unchanged)")
+    ax.set_title(
+        f"{workload}: ratio with 95% CI (grey band: ±{cmp.threshold_pct:g}%; hollow = weak)"
+    )
+    ax.grid(True, axis="x", alpha=0.3)
+    return to_data_uri(fig)
+
+
+def _env() -> Environment:
+    return Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        undefined=StrictUndefined,
+        autoescape=lambda n: bool(n) and n.endswith(".html.j2"),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render_markdown(cmp: Comparison) -> str:
+    lines = [
+        f"# mallocsweep compare: {cmp.base_id} → {cmp.new_id}",
+        "",
+        f"- base: `{cmp.base_path}`",
+        f"- new: `{cmp.new_path}`",
+        f"- mode: {cmp.mode}",
+        f"- threshold: {cmp.threshold_pct:g}%, confidence 95%",
+        "",
+        f"**{headline(cmp)}**",
+        "",
+    ]
+    if cmp.warnings:
+        lines += ["## Warnings", ""] + [f"- ⚠ {w}" for w in cmp.warnings] + [""]
+    for t in (points_table(cmp), memory_table(cmp)):
+        if t.rows:
+            lines += [f"## {t.title}", "", t.explain, "", t.markdown(), ""]
+    return "\n".join(lines)
+
+
+def render_html(cmp: Comparison) -> str:
+    workloads = list(dict.fromkeys(p.workload for p in cmp.points))
+    return (
+        _env()
+        .get_template("compare.html.j2")
+        .render(
+            cmp=cmp,
+            headline=headline(cmp),
+            points=points_table(cmp),
+            memory=memory_table(cmp),
+            plots=[(w, forest_plot(cmp, w)) for w in workloads],
+        )
+    )
+
+
+def write_outputs(cmp: Comparison, out_dir: Path) -> list[Path]:
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise AnalysisError(
+            f"{out_dir}: cannot create the output directory: {e.strerror}"
+        ) from None
+    written = []
+    for name, data in ((COMPARE_MD, render_markdown(cmp)), (COMPARE_HTML, render_html(cmp))):
+        path = out_dir / name
+        tmp = out_dir / f".{name}.{os.getpid()}.tmp"
+        try:
+            tmp.write_text(data)
+            os.replace(tmp, path)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise AnalysisError(f"{path}: cannot write: {e.strerror}") from None
+        written.append(path)
+    return written

@@ -1,0 +1,196 @@
+"""`report.html` and `summary.md` for one run directory.
+
+report.html is one self-contained file (figures embedded as PNG data URIs, CSS inline, no script)
+that opens offline and explains each section to a reader who never saw the README. summary.md has
+the same key tables in Markdown, for tickets and pull requests. Both are rewritten from the run's
+files each time: they are views, never the record.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from analysis import plots, tables
+from analysis.rundir import BASELINE_ALLOCATOR, Run, load_run
+from analysis.table import Cell, Table, fmt, num, ratio_text, text
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+REPORT_HTML = "report.html"
+SUMMARY_MD = "summary.md"
+
+WORKLOAD_TEXT = {
+    "oltp_ro": "sysbench OLTP read-only: each transaction runs 10 primary-key lookups and 4 range"
+    " queries (14 queries) inside BEGIN/COMMIT. It stresses the server's per-connection and"
+    " per-query memory allocation under many concurrent clients.",
+    "point_select": "sysbench point select: one primary-key lookup per transaction — the cheapest"
+    " query, so allocator and mutex overheads form a large share of each query's cost.",
+    "iibench": "iibench insert benchmark: concurrent clients insert rows in batches into an indexed"
+    " table; the cost is measured per million inserted rows.",
+}
+
+CLOSED_LOOP_NOTE = (
+    "Latency here comes from a closed-loop load: each client thread sends its next request only"
+    " after the previous one returned. When the server stalls, clients stop sending, so the stall"
+    " delays far fewer requests than it would delay real, independently arriving users"
+    " (coordinated omission). p95/p99 figures therefore understate tail latency, most at high"
+    " thread counts; use them to rank allocators, not as a service-level promise. A fixed-rate"
+    " run (sysbench --rate) measures tails honestly."
+)
+
+
+def _env() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=lambda name: bool(name) and name.endswith(".html.j2"),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["fmt"] = fmt
+    return env
+
+
+def at_a_glance(run: Run) -> Table:
+    """The fastest allocator per workload at the lowest and highest thread counts."""
+    t = Table(
+        "glance",
+        "At a glance: fastest allocator per workload",
+        "For each workload, the allocator with the highest median throughput at the lowest and the"
+        " highest client-thread count, and how it compares with glibc malloc (no preload). Read the"
+        " sections below before deciding: memory growth and tail latency matter as much.",
+        ["workload", "THP", "threads", "fastest", "throughput", "vs glibc"],
+    )
+    for wl in run.workloads:
+        metric = tables.metric_of(run, wl)
+        pts = tables.points(run, wl, metric)
+        threads = run.threads(wl)
+        for thp in run.thp_modes:
+            for th in sorted({threads[0], threads[-1]}) if threads else []:
+                cands = [
+                    (ci.median, s)
+                    for (s, t_), ci in pts.items()
+                    if t_ == th and s.thp == thp and not tables.series_is_standin(run, s)
+                ]
+                if not cands:
+                    continue
+                best, s = max(cands, key=lambda c: c[0])
+                base = pts.get((tables.Series(s.server, BASELINE_ALLOCATOR, thp), th))
+                ratio = best / base.median if base and base.median else None
+                t.rows.append(
+                    [
+                        text(wl),
+                        text(thp),
+                        text(str(th)),
+                        text(s.allocator),
+                        num(best),
+                        Cell(ratio, ratio_text(ratio)),
+                    ]
+                )
+    return t
+
+
+def warnings(run: Run) -> list[str]:
+    out = []
+    if run.status != "finished":
+        out.append(f"The run is {run.status}: figures cover only the cells that finished.")
+    if not run.rows:
+        out.append("No level finished: there are no measurements to show yet.")
+    bad = [c for c, v in run.cells.items() if v.get("status") != "ok"]
+    if bad:
+        out.append(
+            f"{len(bad)} of {len(run.cells)} cells did not finish; see 'Failures'. The other"
+            " cells are reported normally."
+        )
+    if run.has_standin:
+        out.append(
+            f"This run used a MongoDB wire-protocol stand-in: {tables.STANDIN_LABEL}. Its"
+            " figures show the harness works, not how any allocator performs."
+        )
+    if run.rows and run.repeats < 2:
+        out.append(
+            "Each point was measured once (no --repeat): figures carry no confidence"
+            " interval, and differences of a few percent may be noise."
+        )
+    rec = tables.reconciliation_failed(run)
+    if rec:
+        out.append(
+            f"Context switches did not reconcile with the kernel's totals in {len(rec)}"
+            " cell(s); per-level context-switch figures there are doubtful."
+        )
+    return out
+
+
+def build_context(run: Run) -> dict:
+    workloads = []
+    for wl in run.workloads:
+        metric = tables.metric_of(run, wl)
+        is_ii = wl == "iibench"
+        workloads.append(
+            {
+                "name": wl,
+                "description": WORKLOAD_TEXT.get(wl, ""),
+                "metric": metric,
+                "metric_label": tables.METRIC_LABELS.get(metric, metric),
+                "throughput_plot": None if is_ii else plots.throughput_plot(run, wl, metric),
+                "latency_plot": None if is_ii else plots.latency_plot(run, wl),
+                "interval_plot": plots.interval_rate_plot(run, wl) if is_ii else None,
+                "throughput_table": tables.throughput_table(run, wl, metric),
+                "latency_tables": [tables.latency_table(run, wl, p) for p in ("p95", "p99")],
+                "efficiency_tables": tables.efficiency_tables(run, wl),
+                "hugepage_table": tables.hugepage_table(run, wl),
+            }
+        )
+    return {
+        "run": run,
+        "title": f"mallocsweep report — {run.run_id}",
+        "metadata": tables.metadata(run),
+        "servers": tables.servers_table(run),
+        "allocators": tables.allocators_table(run),
+        "warnings": warnings(run),
+        "glance": at_a_glance(run),
+        "proof": tables.proof_table(run),
+        "workloads": workloads,
+        "iibench": tables.iibench_table(run) if "iibench" in run.workloads else None,
+        "memory": tables.memory_table(run),
+        "rss_plot": plots.rss_timeline_plot(run),
+        "thp_modes": run.thp_modes,
+        "thp_self_disabled": tables.thp_self_disabled(run),
+        "failures": tables.failures(run),
+        "reconciliation": tables.reconciliation_table(run),
+        "closed_loop_note": CLOSED_LOOP_NOTE,
+        "repeats": run.repeats,
+        "standin_label": tables.STANDIN_LABEL,
+    }
+
+
+def _atomic_write(path: Path, data: str) -> None:
+    """Temp file beside the target, then rename: a reader never sees half a report."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def render(run: Run) -> tuple[str, str]:
+    """(report HTML, summary Markdown) of a loaded run."""
+    env = _env()
+    ctx = build_context(run)
+    return env.get_template("report.html.j2").render(ctx), env.get_template("summary.md.j2").render(
+        ctx
+    )
+
+
+def write_report(run_dir: Path) -> tuple[Path, Path]:
+    """Write RUN_DIR/report.html and RUN_DIR/summary.md; returns their paths."""
+    run = load_run(Path(run_dir))
+    html, md = render(run)
+    html_path, md_path = run.path / REPORT_HTML, run.path / SUMMARY_MD
+    _atomic_write(html_path, html)
+    _atomic_write(md_path, md)
+    return html_path, md_path

@@ -1,0 +1,271 @@
+"""Reading a run directory: manifest, results and timelines, typed, with format checks.
+
+This is the only module that knows the files' layout on disk; every table, plot and comparison works
+on the `Run` it returns. A run may be unfinished or have failed cells: what succeeded is still
+readable. A run written by a newer mallocsweep is refused (its columns may mean something else);
+an older format is upgraded in memory by the migrations below, never rewritten on disk.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from analysis.errors import AnalysisError
+from analysis.rundir_format import FORMAT_VERSION, MANIFEST, RESULTS, SAMPLES_DIR
+
+# Columns kept as text; every other column of results.csv and samples/*.csv is a number or None.
+TEXT_COLUMNS = frozenset(
+    {
+        "cell",
+        "server",
+        "server_flavor",
+        "server_version",
+        "allocator",
+        "allocator_version",
+        "thp",
+        "workload",
+        "status",
+        "error",
+        "phase",
+    }
+)
+INT_COLUMNS = frozenset({"threads", "repeat"})
+REQUIRED_RESULT_COLUMNS = ("cell", "server", "allocator", "thp", "workload", "threads", "repeat")
+
+# format_version N -> function upgrading a manifest dict from N to N+1 (none yet: v1 is the first).
+MIGRATIONS: dict[int, Callable[[dict], dict]] = {}
+
+BASELINE_ALLOCATOR = "glibc"  # "no preload": every ratio in the report is relative to it
+
+
+def _number(text: str) -> float | None:
+    if text is None or text.strip() == "":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _typed_row(raw: dict[str, str], where: str) -> dict:
+    row: dict = {}
+    for key, text in raw.items():
+        if key is None:  # more fields than the header: a torn or hand-edited file
+            raise AnalysisError(
+                f"{where}: a row has more fields than the header; the file is damaged"
+            )
+        if key in TEXT_COLUMNS:
+            row[key] = text or ""
+        elif key in INT_COLUMNS:
+            value = _number(text)
+            row[key] = int(value) if value is not None else None
+        else:
+            row[key] = _number(text)
+    return row
+
+
+def _read_csv(path: Path) -> tuple[list[str], list[dict]]:
+    try:
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            rows = [_typed_row(r, str(path)) for r in reader]
+            return list(reader.fieldnames or []), rows
+    except OSError as e:
+        raise AnalysisError(f"{path}: cannot read: {e.strerror}") from None
+    except csv.Error as e:
+        raise AnalysisError(f"{path}: not a valid CSV file ({e})") from None
+
+
+@dataclass
+class Run:
+    """One run directory, read. `rows` are results.csv rows (numbers typed, '' -> None)."""
+
+    path: Path
+    manifest: dict
+    rows: list[dict]
+    _samples: dict[str, list[dict]] = field(default_factory=dict, repr=False)
+
+    # -- identity and metadata -----------------------------------------------------------------
+    @property
+    def run_id(self) -> str:
+        return str(self.manifest.get("run_id") or self.path.name)
+
+    @property
+    def status(self) -> str:
+        return str(self.manifest.get("status") or "unknown")
+
+    @property
+    def host(self) -> dict:
+        return self.manifest.get("host") or {}
+
+    @property
+    def suite(self) -> dict:
+        return self.manifest.get("suite") or {}
+
+    @property
+    def kind(self) -> str:
+        """'sysbench' or 'iibench' (the suite's [suite] kind)."""
+        info = self.suite.get("suite")
+        if isinstance(info, dict) and info.get("kind"):
+            return str(info["kind"])
+        return str(self.suite.get("kind") or "sysbench")
+
+    @property
+    def dataset(self) -> dict:
+        """What was loaded before measuring; compare warns when two runs differ in it."""
+        return self.suite.get("dataset") or {}
+
+    @cached_property
+    def cells(self) -> dict[str, dict]:
+        """Manifest cell entries by id, in run order."""
+        cells = self.manifest.get("cells") or []
+        ordered = sorted(cells, key=lambda c: c.get("index", 0))
+        return {str(c.get("id")): c for c in ordered}
+
+    # -- what the run contains, in display order -----------------------------------------------
+    @cached_property
+    def ok_rows(self) -> list[dict]:
+        """Rows of levels that completed: the only ones any figure is computed from."""
+        return [r for r in self.rows if (r.get("status") or "ok") == "ok"]
+
+    @property
+    def workloads(self) -> list[str]:
+        return _unique(r["workload"] for r in self.rows)
+
+    @property
+    def allocators(self) -> list[str]:
+        """glibc (the baseline) first, then in the order the run introduced them."""
+        names = _unique(
+            [str((c.get("allocator") or {}).get("name") or "") for c in self.cells.values()]
+            + [r["allocator"] for r in self.rows]
+        )
+        names = [n for n in names if n]
+        return sorted(names, key=lambda n: n != BASELINE_ALLOCATOR)
+
+    @property
+    def thp_modes(self) -> list[str]:
+        order = {"system": 0, "always": 1, "madvise": 2, "never": 3}
+        return sorted(_unique(r["thp"] for r in self.rows), key=lambda m: (order.get(m, 9), m))
+
+    @property
+    def servers(self) -> list[str]:
+        return _unique(r["server"] for r in self.rows)
+
+    def threads(self, workload: str) -> list[int]:
+        return sorted({r["threads"] for r in self.rows if r["workload"] == workload})
+
+    @property
+    def repeats(self) -> int:
+        return max((r["repeat"] or 1 for r in self.rows), default=0)
+
+    # -- per cell --------------------------------------------------------------------------------
+    def cell(self, cell_id: str) -> dict:
+        return self.cells.get(cell_id, {})
+
+    def is_standin(self, cell_id: str) -> bool:
+        """A MongoDB wire-protocol stand-in: protocol coverage only, no allocator conclusions."""
+        return bool((self.cell(cell_id).get("server") or {}).get("standin"))
+
+    @property
+    def has_standin(self) -> bool:
+        return any((c.get("server") or {}).get("standin") for c in self.cells.values())
+
+    def samples(self, cell_id: str) -> list[dict]:
+        """The cell's timeline (samples/<cell>.csv), typed; [] when it was not recorded."""
+        if cell_id not in self._samples:
+            rel = self.cell(cell_id).get("samples_file") or f"{SAMPLES_DIR}/{cell_id}.csv"
+            path = self.path / rel
+            self._samples[cell_id] = _read_csv(path)[1] if path.is_file() else []
+        return self._samples[cell_id]
+
+    def interval_rates(self, cell_id: str, workload: str, threads: int) -> list[float]:
+        """Per-interval throughput of one level, from the timeline (queries/s, else transactions/s).
+
+        The phase of a level is named "<workload>@<threads>" by the runner."""
+        phase = f"{workload}@{threads}"
+        rows = [s for s in self.samples(cell_id) if s.get("phase") == phase]
+        qps = [s["workload_qps"] for s in rows if s.get("workload_qps")]
+        if qps:
+            return qps
+        return [s["workload_tps"] for s in rows if s.get("workload_tps")]
+
+
+def _unique(items) -> list:
+    seen: dict = {}
+    for item in items:
+        seen.setdefault(item, None)
+    return list(seen)
+
+
+def _read_manifest(path: Path) -> dict:
+    if not path.is_dir():
+        what = "does not exist" if not path.exists() else "is not a directory"
+        raise AnalysisError(f"{path}: {what}; give the path of a mallocsweep run directory")
+    mpath = path / MANIFEST
+    if not mpath.is_file():
+        raise AnalysisError(
+            f"{path}: not a mallocsweep run directory (no {MANIFEST}); "
+            "give the directory that `mallocsweep run` printed"
+        )
+    try:
+        manifest = json.loads(mpath.read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise AnalysisError(f"{mpath}: cannot read: {e}") from None
+    except json.JSONDecodeError as e:
+        raise AnalysisError(
+            f"{mpath}: not valid JSON (line {e.lineno}): the file is damaged"
+        ) from None
+    if not isinstance(manifest, dict):
+        raise AnalysisError(f"{mpath}: expected a JSON object at the top level")
+    return manifest
+
+
+def _migrate(manifest: dict, mpath: Path) -> dict:
+    version = manifest.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise AnalysisError(
+            f"{mpath}: format_version {version!r} is not a mallocsweep run format (expected 1..{FORMAT_VERSION})"
+        )
+    if version > FORMAT_VERSION:
+        raise AnalysisError(
+            f"{mpath}: written by a newer mallocsweep (run format {version}, this one reads up to "
+            f"{FORMAT_VERSION}); upgrade mallocsweep to read it"
+        )
+    while version < FORMAT_VERSION:
+        step = MIGRATIONS.get(version)
+        if step is None:
+            raise AnalysisError(
+                f"{mpath}: no migration from run format {version}; use an older mallocsweep"
+            )
+        manifest = step(manifest)
+        version += 1
+        manifest["format_version"] = version
+    return manifest
+
+
+def load_run(path: Path) -> Run:
+    """Read a run directory. AnalysisError (one line) for anything that is not a readable run."""
+    path = Path(path)
+    manifest = _migrate(_read_manifest(path), path / MANIFEST)
+    results = path / RESULTS
+    rows: list[dict] = []
+    if results.is_file():
+        columns, rows = _read_csv(results)
+        missing = [c for c in REQUIRED_RESULT_COLUMNS if c not in columns]
+        if missing:
+            raise AnalysisError(
+                f"{results}: missing column(s) {', '.join(missing)}; the file is damaged"
+            )
+        bad = next((r for r in rows if r["threads"] is None or not r["workload"]), None)
+        if bad is not None:
+            raise AnalysisError(
+                f"{results}: row of cell {bad['cell']!r} has no workload or threads"
+            )
+        for r in rows:
+            r["repeat"] = r["repeat"] or 1
+    return Run(path=path, manifest=manifest, rows=rows)

@@ -1,0 +1,74 @@
+"""The table model every report section is built from, and its Markdown form.
+
+A table keeps each figure's raw value beside the text shown, so the HTML report, summary.md and the
+tests all read the same numbers (tests compare `Cell.value` with results.csv).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Cell:
+    value: float | str | None
+    text: str
+    note: str = ""  # secondary figure shown small beside the text, e.g. "1.08× glibc"
+    title: str = ""  # hover text in HTML: the confidence interval, the repeats
+    warn: bool = False  # unstable point (spread > 10% of the median)
+
+
+@dataclass
+class Table:
+    key: str  # stable identifier (HTML anchor, tests)
+    title: str
+    explain: str  # what the figures are and how to read them, for someone without the README
+    columns: list[str]
+    rows: list[list[Cell]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def column(self, name: str) -> list[Cell]:
+        i = self.columns.index(name)
+        return [r[i] for r in self.rows]
+
+    def markdown(self) -> str:
+        def md(c: Cell) -> str:
+            text = c.text + (f" ({c.note})" if c.note else "") + (" ⚠" if c.warn else "")
+            return text.replace("|", "\\|")
+
+        lines = ["| " + " | ".join(self.columns) + " |", "|" + "---|" * len(self.columns)]
+        lines += ["| " + " | ".join(md(c) for c in row) + " |" for row in self.rows]
+        return "\n".join(lines)
+
+
+def text(value: str | None) -> Cell:
+    return Cell(value, "" if value is None else str(value))
+
+
+def fmt(value: float | None, unit: str = "") -> str:
+    """Numbers as a DBA reads them: thousands separated, three significant digits when small."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    v = float(value)
+    if abs(v) >= 1000:
+        s = f"{v:,.0f}"
+    elif abs(v) >= 100:
+        s = f"{v:.0f}"
+    elif abs(v) >= 10:
+        s = f"{v:.1f}"
+    elif abs(v) >= 1:
+        s = f"{v:.2f}"
+    elif v == 0:
+        s = "0"
+    else:
+        s = f"{v:.3g}"
+    return s + unit
+
+
+def ratio_text(r: float | None) -> str:
+    return "–" if r is None else f"{r:.2f}×"
+
+
+def num(value: float | None, note: str = "", title: str = "", warn: bool = False) -> Cell:
+    return Cell(value, fmt(value), note, title, warn)

@@ -1,0 +1,121 @@
+"""Loading run directories: typed rows, display order, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from fixtures.make_runs import make_run
+
+from analysis.errors import AnalysisError
+from analysis.rundir import load_run
+from analysis.rundir_format import FORMAT_VERSION
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    return {
+        "plain": make_run(root, "synthetic-plain", seed=1),
+        "failed": make_run(
+            root,
+            "synthetic-failed",
+            seed=2,
+            failed_cells=("tcmalloc",),
+            failed_levels=("oltp_ro@16",),
+        ),
+    }
+
+
+def test_rows_are_typed_and_equal_results_csv(runs):
+    run = load_run(runs["plain"])
+    with (runs["plain"] / "results.csv").open() as f:
+        raw = list(csv.DictReader(f))
+    assert len(run.rows) == len(raw) == 3 * 2 * 4
+    for typed, text in zip(run.rows, raw, strict=True):
+        assert typed["threads"] == int(text["threads"])
+        assert typed["qps"] == float(text["qps"])
+        assert typed["bp_reads"] is None  # empty string = not measured
+
+
+def test_display_order_puts_glibc_first(runs):
+    run = load_run(runs["plain"])
+    assert run.allocators == ["glibc", "jemalloc", "tcmalloc"]
+    assert run.workloads == ["oltp_ro", "point_select"]
+    assert run.threads("oltp_ro") == [8, 16, 32, 64]
+    assert run.kind == "sysbench"
+    assert run.repeats == 1
+
+
+def test_interval_rates_come_from_the_level_phase(runs):
+    run = load_run(runs["plain"])
+    cell = next(iter(run.cells))
+    rates = run.interval_rates(cell, "oltp_ro", 8)
+    row = next(
+        r
+        for r in run.rows
+        if r["cell"] == cell and r["workload"] == "oltp_ro" and r["threads"] == 8
+    )
+    assert len(rates) == 12
+    assert sum(rates) / len(rates) == pytest.approx(row["qps"], rel=1e-3)
+
+
+def test_failed_cells_and_levels_still_load(runs):
+    run = load_run(runs["failed"])
+    assert "tcmalloc" in run.allocators  # named in the manifest even without rows
+    assert all(r["allocator"] != "tcmalloc" for r in run.rows)
+    assert {(r["workload"], r["threads"]) for r in run.rows if r["status"] == "failed"} == {
+        ("oltp_ro", 16)
+    }
+    assert all(r["status"] == "ok" for r in run.ok_rows)
+
+
+def test_not_a_directory(tmp_path):
+    with pytest.raises(AnalysisError, match="does not exist"):
+        load_run(tmp_path / "nope")
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(AnalysisError, match="not a directory"):
+        load_run(f)
+
+
+def test_not_a_run(tmp_path):
+    with pytest.raises(AnalysisError, match="not a mallocsweep run directory"):
+        load_run(tmp_path)
+
+
+def test_damaged_manifest(tmp_path):
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(AnalysisError, match="not valid JSON"):
+        load_run(tmp_path)
+
+
+@pytest.mark.parametrize("version", [FORMAT_VERSION + 1, 99])
+def test_newer_format_is_refused(tmp_path, version):
+    path = make_run(tmp_path, "synthetic-future", format_version=version)
+    with pytest.raises(AnalysisError, match="newer mallocsweep") as e:
+        load_run(path)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("version", [0, "1", None])
+def test_bad_format_version(tmp_path, version):
+    (tmp_path / "manifest.json").write_text(json.dumps({"format_version": version}))
+    with pytest.raises(AnalysisError, match="format_version"):
+        load_run(tmp_path)
+
+
+def test_results_missing_columns(tmp_path):
+    path = make_run(tmp_path, "synthetic-cols")
+    (path / "results.csv").write_text("cell,server\nx,y\n")
+    with pytest.raises(AnalysisError, match="missing column"):
+        load_run(path)
+
+
+def test_running_run_without_results(tmp_path):
+    path = make_run(tmp_path, "synthetic-running")
+    (path / "results.csv").unlink()
+    run = load_run(path)
+    assert run.rows == []
+    assert run.servers == []
