@@ -1,0 +1,120 @@
+"""collectors.procfs on a fixture procfs root (tests/fixtures/procfs, see its README)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from collectors.errors import CollectorError, ProcessGone
+from collectors.procfs import CLK_TCK, PAGE_KB, ProcFS
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "procfs"
+
+
+@pytest.fixture
+def procfs() -> ProcFS:
+    return ProcFS(FIXTURE)
+
+
+def test_stat_comm_with_spaces_and_parentheses(procfs):
+    st = procfs.stat(4242)
+    assert st.comm == "my (weird) name"
+    assert st.pid == 4242
+    assert st.state == "S"
+    assert st.ppid == 1
+    assert st.utime_s == pytest.approx(1234 / CLK_TCK)
+    assert st.stime_s == pytest.approx(567 / CLK_TCK)
+    assert st.num_threads == 37
+    assert st.starttime_ticks == 112233
+    assert st.minflt == 51234 and st.majflt == 12
+    assert st.vsize_kb == 1749168128 // 1024
+    assert st.rss_kb == 99530 * PAGE_KB
+
+
+def test_status_fields(procfs):
+    s = procfs.status(4242)
+    assert s.name == "my (weird) name"
+    assert (s.vm_rss_kb, s.vm_size_kb, s.vm_hwm_kb, s.rss_anon_kb) == (
+        398120,
+        1708172,
+        412884,
+        370004,
+    )
+    assert s.threads == 37
+    assert (s.voluntary_ctxt_switches, s.nonvoluntary_ctxt_switches) == (1502, 17)
+    assert s.thp_enabled == 0
+
+
+def test_zombie_status_has_no_memory_figures(procfs):
+    s = procfs.status(4343)
+    assert s.state == "Z"
+    assert s.vm_rss_kb is None and s.vm_size_kb is None and s.thp_enabled is None
+
+
+def test_statm_in_kb(procfs):
+    m = procfs.statm(4242)
+    assert m.size_kb == 427043 * PAGE_KB
+    assert m.resident_kb == 99530 * PAGE_KB
+    assert m.data_kb == 153085 * PAGE_KB
+
+
+def test_smaps_rollup(procfs):
+    r = procfs.smaps_rollup(4242)
+    assert r["AnonHugePages"] == 317440
+    assert r["Rss"] == 398120
+    assert r["Anonymous"] == 370004
+    assert "[rollup]" not in " ".join(r)
+
+
+@pytest.mark.parametrize("reader", ["status", "stat", "statm", "smaps_rollup"])
+def test_missing_pid_is_process_gone(procfs, reader):
+    with pytest.raises(ProcessGone) as e:
+        getattr(procfs, reader)(999999)
+    assert e.value.pid == 999999
+    assert not isinstance(e.value, FileNotFoundError)
+
+
+def test_zombie_smaps_rollup_is_process_gone(procfs):
+    with pytest.raises(ProcessGone):
+        procfs.smaps_rollup(4343)
+
+
+def test_truncated_stat_is_a_collector_error(tmp_path):
+    (tmp_path / "7").mkdir()
+    (tmp_path / "7" / "stat").write_text("7 (x) S 1 2 3\n")
+    with pytest.raises(CollectorError, match="fields"):
+        ProcFS(tmp_path).stat(7)
+
+
+def test_vmstat_thp_counters(procfs):
+    vm = procfs.vmstat()
+    assert vm["thp_fault_alloc"] == 535
+    assert vm["thp_split_page"] == 2
+    assert "nr_free_pages" not in vm
+    assert procfs.vmstat("")["nr_free_pages"] == 1744140
+
+
+def test_missing_system_file_names_the_root(tmp_path):
+    with pytest.raises(CollectorError, match=str(tmp_path)):
+        ProcFS(tmp_path).vmstat()
+
+
+def test_task_listing_and_gone_threads(procfs, tmp_path):
+    assert sorted(procfs.task_ids(4242)) == [4242, 4250]
+    assert procfs.task_status_ctxsw(4242, 4250) == (300, 40)
+    assert procfs.task_status_ctxsw(4242, 4251) is None  # exited meanwhile
+    root = tmp_path / "proc"
+    shutil.copytree(FIXTURE, root)
+    shutil.rmtree(root / "4242")
+    with pytest.raises(ProcessGone):
+        ProcFS(root).task_ids(4242)
+
+
+def test_reads_the_real_proc():
+    import os
+
+    me = ProcFS().stat(os.getpid())
+    assert me.pid == os.getpid() and me.num_threads >= 1
+    assert ProcFS().status(os.getpid()).vm_rss_kb > 0
