@@ -1,0 +1,179 @@
+-- mallocsweep's sysbench 1.0.20 wrapper: run a stock workload unchanged, record what it measured.
+--
+-- Why a wrapper and not sysbench's own output:
+--   * the built-in JSON reporter writes invalid JSON, and the human report has one percentile;
+--   * --histogram prints the distribution as a text table, and deadlocks when a run completes
+--     zero events (sb_histogram_print returns with its lock held).
+-- So this script `require`s the stock workload (its event(), thread_init() ... stay exactly as
+-- shipped), then adds report hooks that append one JSON object per line to $MALLOCSWEEP_OUT:
+--   {"type":"interval", ...}   every --report-interval, from sysbench.hooks.report_intermediate
+--   {"type":"histogram", ...}  the full latency histogram (1024 log buckets), once, at the end
+--   {"type":"cumulative", ...} the whole run, from sysbench.hooks.report_cumulative
+-- Both hooks also print sysbench's own human-readable report (via its C reporters), so the raw
+-- log reads exactly as a plain sysbench run does.
+--
+-- Where the histogram comes from: sysbench keeps its latency histogram in the exported C global
+-- sb_latency_histogram. Its cumulative report *resets* that histogram before calling the
+-- cumulative hook, so the hook cannot read it. Instead every worker, in thread_done() (after its
+-- last event was recorded), counts itself finished; the worker that sees all --threads finished
+-- merges the per-slot counts (sb_histogram_get_pct_cumulative, which takes the histogram's lock
+-- and does not reset) and dumps the cumulative array. Nothing reads it while sysbench writes it.
+
+local ffi = require("ffi")
+
+local workload = os.getenv("MALLOCSWEEP_WORKLOAD")
+local out_path = os.getenv("MALLOCSWEEP_OUT")
+local done_path = os.getenv("MALLOCSWEEP_DONE")
+if not workload or not out_path or not done_path then
+   error("mallocsweep.lua needs MALLOCSWEEP_WORKLOAD, MALLOCSWEEP_OUT and MALLOCSWEEP_DONE")
+end
+
+require(workload)
+
+-- Layouts of sysbench 1.0.20 (src/sb_histogram.h, src/sysbench.h) under names of our own, so
+-- they cannot clash with sysbench's opaque declarations. The histogram's array size and range
+-- are checked against the fixed values sysbench initialises it with before anything is dumped.
+ffi.cdef [[
+typedef struct {
+  uint64_t *cumulative_array;
+  uint64_t cumulative_nevents;
+  uint64_t *temp_array;
+  uint64_t **interm_slots;
+  size_t array_size;
+  double range_min;
+  double range_max;
+  double range_deduct;
+  double range_mult;
+} mallocsweep_hist_t;
+
+typedef struct {
+  uint32_t threads_running;
+  double time_interval;
+  double time_total;
+  double latency_pct;
+  double latency_min;
+  double latency_max;
+  double latency_avg;
+  double latency_sum;
+  uint64_t events;
+  uint64_t reads;
+  uint64_t writes;
+  uint64_t other;
+  uint64_t errors;
+  uint64_t reconnects;
+  uint64_t queue_length;
+  uint64_t concurrency;
+} mallocsweep_stat_t;
+
+extern mallocsweep_hist_t sb_latency_histogram;
+double sb_histogram_get_pct_cumulative(mallocsweep_hist_t *h, double percentile);
+void db_report_intermediate(mallocsweep_stat_t *stat);
+void db_report_cumulative(mallocsweep_stat_t *stat);
+]]
+
+local HIST_SIZE, HIST_MIN, HIST_MAX = 1024, 0.001, 100000
+
+local function num(v)
+   -- JSON numbers: integers exactly, others with full double precision; never nan/inf.
+   v = tonumber(v) or 0
+   if v ~= v or v == math.huge or v == -math.huge then
+      return "null"
+   end
+   if v == math.floor(v) and math.abs(v) < 2 ^ 53 then
+      return string.format("%d", v)
+   end
+   return string.format("%.17g", v)
+end
+
+local function append(line)
+   -- One write(2) per record on an O_APPEND file: records from the report thread, the workers
+   -- and the main thread never interleave.
+   local f = assert(io.open(out_path, "a"))
+   f:setvbuf("full", 4 * 1024 * 1024)
+   f:write(line, "\n")
+   f:close()
+end
+
+local STAT_FIELDS = {
+   "threads_running", "time_interval", "time_total", "latency_pct", "latency_min",
+   "latency_max", "latency_avg", "latency_sum", "events", "reads", "writes", "other",
+   "errors", "reconnects", "queue_length", "concurrency",
+}
+
+local function stat_json(kind, stat)
+   local parts = { string.format('"type":"%s"', kind),
+                   '"percentile":' .. num(sysbench.opt.percentile) }
+   for _, k in ipairs(STAT_FIELDS) do
+      if stat[k] ~= nil then
+         parts[#parts + 1] = string.format('"%s":%s', k, num(stat[k]))
+      end
+   end
+   return "{" .. table.concat(parts, ",") .. "}"
+end
+
+local function c_stat(stat)
+   local s = ffi.new("mallocsweep_stat_t")
+   for _, k in ipairs(STAT_FIELDS) do
+      if stat[k] ~= nil then
+         s[k] = stat[k]
+      end
+   end
+   return s
+end
+
+function sysbench.hooks.report_intermediate(stat)
+   append(stat_json("interval", stat))
+   ffi.C.db_report_intermediate(c_stat(stat))
+end
+
+function sysbench.hooks.report_cumulative(stat)
+   append(stat_json("cumulative", stat))
+   ffi.C.db_report_cumulative(c_stat(stat))
+end
+
+local function count_finished()
+   -- Each finished worker appends one byte; the size after our own append says how many have
+   -- finished by now (appends are atomic, so the count never goes backwards).
+   local f = assert(io.open(done_path, "a"))
+   f:write(".")
+   f:flush()
+   local n = f:seek("end")
+   f:close()
+   return n
+end
+
+local function dump_histogram()
+   local h = ffi.C.sb_latency_histogram
+   local size = tonumber(h.array_size)
+   if size ~= HIST_SIZE or h.range_min ~= HIST_MIN or h.range_max ~= HIST_MAX then
+      append(string.format('{"type":"histogram_error","reason":"unexpected histogram layout: ' ..
+                           'size %s, range %s..%s"}', num(size), num(h.range_min), num(h.range_max)))
+      return
+   end
+   ffi.C.sb_histogram_get_pct_cumulative(h, 50) -- merges the per-slot counts under the lock
+   local buckets, total = {}, 0
+   for i = 0, size - 1 do
+      local c = tonumber(h.cumulative_array[i])
+      if c > 0 then
+         buckets[#buckets + 1] = string.format("[%d,%s]", i, num(c))
+         total = total + c
+      end
+   end
+   append(string.format('{"type":"histogram","array_size":%d,"range_min":%s,"range_max":%s,' ..
+                        '"range_deduct":%s,"range_mult":%s,"nevents":%s,"total":%s,' ..
+                        '"unit":"ms","buckets":[%s]}',
+                        size, num(h.range_min), num(h.range_max), num(h.range_deduct),
+                        num(h.range_mult), num(h.cumulative_nevents), num(total),
+                        table.concat(buckets, ",")))
+end
+
+local stock_thread_done = thread_done
+
+function thread_done(thread_id)
+   if stock_thread_done then
+      stock_thread_done(thread_id)
+   end
+   if count_finished() >= sysbench.opt.threads then
+      dump_histogram()
+   end
+end

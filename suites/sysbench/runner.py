@@ -1,0 +1,277 @@
+"""Run one sysbench level (or `prepare`) as our child and turn what it recorded into figures.
+
+sysbench runs our wrapper (mallocsweep.lua), which requires the stock workload and appends JSON
+records to <log>.jsonl; its human-readable output goes to <log> untouched. We follow the records
+while it runs (per-interval callback), and never wait for it unboundedly: a level that hangs
+(zero events with --histogram, a server that stopped answering) is killed with its whole process
+group at the deadline and reported as failed. A failing level never raises.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from servers.launch import Child, spawn
+from suites.errors import SuiteError
+from suites.sysbench.options import (
+    SysbenchOptions,
+    level_argv,
+    prepare_argv,
+    stock_script,
+    whole_seconds,
+)
+from suites.sysbench.records import level_result, parse_line, read_records
+from suites.workload import ClientTarget, LevelResult
+
+WRAPPER = Path(__file__).resolve().with_name("mallocsweep.lua")
+THREAD_INIT_TIMEOUT_S = 30  # hard-coded in sysbench 1.0.20: all threads connected, or exit 2
+_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
+
+# What a DBA should do about the failures a sweep meets, keyed by what sysbench says.
+_HINTS = [
+    (
+        re.compile(r"\b1461\b|max_prepared_stmt_count"),
+        'raise the server\'s max_prepared_stmt_count or run with ps_mode = "disable"',
+    ),
+    (
+        re.compile(r"\b1040\b|Too many connections"),
+        "raise the server's max_connections above the thread count",
+    ),
+    (
+        re.compile(r"failed to initialize within"),
+        "clients could not all connect in sysbench's 30 s: use the unix socket, raise back_log",
+    ),
+    (
+        re.compile(r"\b2002\b|\b2003\b|\b2006\b|\b2013\b|Lost connection|gone away|Can't connect"),
+        "the server stopped answering: check its error log",
+    ),
+    (
+        re.compile(r"Too many open files|EMFILE"),
+        "raise the open-file limit (ulimit -n) on the client side",
+    ),
+    (re.compile(r"doesn't exist|1146"), "the dataset is missing: run prepare for these tables"),
+]
+
+
+def records_path(log_path: Path) -> Path:
+    """Where the wrapper's JSON records of the level logged at `log_path` are kept."""
+    return Path(log_path).with_suffix(".jsonl")
+
+
+def default_timeout(threads: int, duration_s: float) -> float:
+    """Generous bound on a healthy level: connect (sysbench gives up after 30 s), run, drain."""
+    return duration_s + THREAD_INIT_TIMEOUT_S + 30 + threads / 50
+
+
+def ensure_nofile(needed: int) -> dict:
+    """Raise our soft RLIMIT_NOFILE (inherited by sysbench) to cover one socket per thread."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    out = {"soft_before": soft, "hard": hard, "needed": needed}
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        new = needed if hard == resource.RLIM_INFINITY else min(hard, needed)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+        soft = new
+    out["soft"] = soft
+    return out
+
+
+def _failure_reason(log_path: Path, default: str) -> str:
+    """The most telling FATAL line sysbench wrote, plus what to do about it."""
+    try:
+        lines = log_path.read_text(errors="replace").splitlines()
+    except OSError:
+        lines = []
+    fatal = [ln.strip() for ln in lines if "FATAL" in ln]
+    pick = next(
+        (
+            ln
+            for ln in fatal
+            if re.search(r"error|Can't|failed to initialize", ln, re.I)
+            and "function failed" not in ln
+        ),
+        None,
+    )
+    pick = pick or (fatal[0] if fatal else None)
+    reason = f"{default}: {pick.removeprefix('FATAL: ')}" if pick else default
+    for pattern, hint in _HINTS:
+        if pick and pattern.search(pick):
+            return f"{reason} ({hint})"
+    return reason
+
+
+class _RecordFollower:
+    """Reads complete lines appended to the records file since the last call."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.offset = 0
+        self.pending = b""
+
+    def new_records(self) -> list[dict]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(chunk)
+        data = self.pending + chunk
+        *lines, self.pending = data.split(b"\n")
+        return [r for r in (parse_line(ln.decode(errors="replace")) for ln in lines) if r]
+
+
+def _spawn(argv: list[str], env: dict, log_path: Path, cwd: Path) -> Child:
+    with open(log_path, "ab") as log:
+        log.write(("# mallocsweep: " + " ".join(argv) + "\n").encode())
+    # SIGKILL on our death: a client left running would load the next cell's server.
+    return spawn(
+        argv, env=env, cwd=cwd, stdout=log_path, stderr=log_path, death_signal=signal.SIGKILL
+    )
+
+
+def run_level(
+    target: ClientTarget,
+    workload: str,
+    threads: int,
+    duration_s: float,
+    opts: SysbenchOptions,
+    log_path: Path,
+    on_interval: Callable[[float, float, float], None] | None = None,
+    timeout_s: float | None = None,
+) -> LevelResult:
+    """One level: `threads` clients of `workload` for `duration_s` seconds.
+
+    Bad arguments (unknown workload, threads < 1, fractional duration) raise SuiteError; anything
+    that goes wrong while running returns a LevelResult with status "failed" and the reason.
+    `on_interval(t_s, tps, qps)` is called from this thread once per report interval.
+    """
+    script = stock_script(workload)
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        raise SuiteError(f"sysbench threads must be a positive integer, got {threads!r}")
+    seconds = whole_seconds(duration_s, "duration_s")
+    if seconds < 1:
+        raise SuiteError(f"duration_s must be at least 1 second, got {duration_s!r}")
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    rec_path = records_path(log_path)
+    rec_path.unlink(missing_ok=True)
+    argv = level_argv(WRAPPER, target, opts, threads, seconds)
+    limit = timeout_s if timeout_s is not None else default_timeout(threads, seconds)
+    scratch = Path(tempfile.mkdtemp(prefix="ms-sb-", dir="/tmp"))
+    env = _ENV | {
+        "HOME": str(scratch),  # no ~/.luarocks module may shadow the stock scripts
+        "MALLOCSWEEP_WORKLOAD": script,
+        "MALLOCSWEEP_OUT": str(rec_path),
+        "MALLOCSWEEP_DONE": str(scratch / "finished"),
+    }
+    nofile = ensure_nofile(threads + 256)
+    follower = _RecordFollower(rec_path)
+    timed_out = False
+    child = None
+    started = time.monotonic()
+    try:
+        try:
+            child = _spawn(argv, env, log_path, scratch)
+        except OSError as e:
+            res = LevelResult(
+                workload=workload,
+                threads=threads,
+                status="failed",
+                error=f"cannot run {opts.sysbench}: {e.strerror}",
+                raw_log=log_path,
+            )
+            return res
+        deadline = started + limit
+        while True:
+            ended = child.wait(0.25)
+            for rec in follower.new_records():
+                if rec["type"] == "interval" and on_interval is not None:
+                    dt = float(rec.get("time_interval") or 1.0) or 1.0
+                    q = sum(float(rec.get(k, 0)) for k in ("reads", "writes", "other"))
+                    on_interval(
+                        float(rec.get("time_total", 0)), float(rec.get("events", 0)) / dt, q / dt
+                    )
+            if ended is not None:
+                break
+            if time.monotonic() >= deadline:
+                timed_out = True
+                child.signal_group(signal.SIGKILL)
+                child.wait(10)
+                break
+    finally:
+        if child is not None and child.poll() is None:  # interrupted: never leave clients behind
+            child.signal_group(signal.SIGKILL)
+            child.wait(10)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    recs = read_records(rec_path)
+    res = level_result(workload, threads, recs, log_path)
+    exit_info = child.exit
+    res.extra.update(
+        argv=argv,
+        records=str(rec_path),
+        wall_s=round(time.monotonic() - started, 3),
+        exit=exit_info.to_manifest() if exit_info else None,
+        nofile=nofile,
+    )
+    if timed_out:
+        seen = (
+            "zero events"
+            if not any(float(r.get("events", 0)) for r in recs.intervals)
+            else (f"{res.events} events before it stalled")
+        )
+        res.status = "failed"
+        res.error = _failure_reason(
+            log_path, f"sysbench did not finish within {limit:.0f}s and was killed ({seen})"
+        )
+    elif exit_info is None or exit_info.returncode != 0:
+        how = exit_info.describe if exit_info else "ended in an unknown way"
+        res.status = "failed"
+        res.error = _failure_reason(log_path, f"sysbench {how}")
+    return res
+
+
+def prepare(
+    target: ClientTarget, opts: SysbenchOptions, log_path: Path, timeout_s: float | None = None
+) -> float:
+    """`sysbench prepare` of opts.tables x opts.table_size rows; returns the seconds it took.
+
+    The database (target.database) must exist. Raises SuiteError naming the log on failure.
+    """
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    threads = max(1, min(opts.tables, os.cpu_count() or 1))
+    argv = prepare_argv(target, opts, threads)
+    scratch = Path(tempfile.mkdtemp(prefix="ms-sbp-", dir="/tmp"))
+    started = time.monotonic()
+    child = None
+    try:
+        try:
+            child = _spawn(argv, _ENV | {"HOME": str(scratch)}, log_path, scratch)
+        except OSError as e:
+            raise SuiteError(f"cannot run {opts.sysbench}: {e.strerror}") from None
+        ended = child.wait(timeout_s)
+        if ended is None:
+            child.signal_group(signal.SIGKILL)
+            child.wait(10)
+            raise SuiteError(
+                f"sysbench prepare did not finish within {timeout_s:.0f}s; see {log_path}"
+            )
+    finally:
+        if child is not None and child.poll() is None:
+            child.signal_group(signal.SIGKILL)
+            child.wait(10)
+        shutil.rmtree(scratch, ignore_errors=True)
+    seconds = time.monotonic() - started
+    if ended.returncode != 0:
+        reason = _failure_reason(log_path, f"sysbench prepare {ended.describe}")
+        raise SuiteError(f"{reason}; see {log_path}")
+    return seconds
