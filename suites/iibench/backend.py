@@ -1,0 +1,54 @@
+"""The two things iibench talks to, behind one small interface.
+
+A backend is one client connection: the runner uses one to prepare and to count, and every client
+process opens its own. Drivers are imported lazily so that a MySQL-only run never needs pymongo
+(and the reverse). Driver errors at connect time become one-line SuiteErrors naming the address.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from suites.errors import SuiteError
+from suites.iibench.spec import IIBenchSpec
+from suites.workload import ClientTarget
+
+
+class Backend(Protocol):
+    def prepare(self, spec: IIBenchSpec) -> None:
+        """Drop and create the table/collection with the spec's secondary indexes."""
+
+    def insert(self, rows: list[tuple]) -> None:
+        """Insert one batch as one statement (one transaction for MySQL)."""
+
+    def query(self, price_from: float) -> int:
+        """One short range query on the first secondary index; the number of rows read."""
+
+    def count(self) -> int: ...
+
+    def index_names(self) -> list[str]:
+        """Secondary index names (the primary key excluded), in creation order."""
+
+    def close(self) -> None: ...
+
+
+def where(target: ClientTarget) -> str:
+    """The address in words, for error messages."""
+    if target.kind == "mysql" and target.socket:
+        return f"socket {target.socket}"
+    return f"{target.host}:{target.port}"
+
+
+def open_backend(target: ClientTarget, *, create_database: bool = False) -> Backend:
+    """Connect to `target`. `create_database` creates target.database first (MySQL)."""
+    if target.kind == "mysql":
+        from suites.iibench.backend_mysql import MySQLBackend
+
+        return MySQLBackend(target, create_database=create_database)
+    if target.kind == "mongodb":
+        from suites.iibench.backend_mongo import MongoBackend
+
+        return MongoBackend(target)
+    raise SuiteError(
+        f"iibench: target kind {target.kind!r} is not supported; expected mysql or mongodb"
+    )

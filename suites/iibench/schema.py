@@ -1,0 +1,35 @@
+"""Creating the iibench table/collection and checking what a level left in it."""
+
+from __future__ import annotations
+
+from suites.iibench.backend import open_backend
+from suites.iibench.spec import IIBenchSpec
+from suites.workload import ClientTarget
+
+
+def prepare(target: ClientTarget, spec: IIBenchSpec) -> None:
+    """Create the database and an empty table/collection with the spec's secondary indexes,
+    dropping any previous one: every level of insert load starts from empty."""
+    backend = open_backend(target, create_database=True)
+    try:
+        backend.prepare(spec)
+    finally:
+        backend.close()
+
+
+def count_rows(target: ClientTarget, spec: IIBenchSpec) -> int:
+    """Rows (documents) now in the table (collection)."""
+    backend = open_backend(target)
+    try:
+        return backend.count()
+    finally:
+        backend.close()
+
+
+def index_names(target: ClientTarget, spec: IIBenchSpec) -> list[str]:
+    """Secondary index names present on the table/collection (primary key excluded)."""
+    backend = open_backend(target)
+    try:
+        return backend.index_names()
+    finally:
+        backend.close()
