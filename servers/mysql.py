@@ -47,6 +47,13 @@ def _tail(path: Path, n: int) -> str:
     return "\n".join(lines[-n:]) if lines else "(error log is empty)"
 
 
+def _log_summary(path: Path, n: int = 3) -> str:
+    """The error log's last [ERROR] lines (else its last lines) as one line, for an error message."""
+    lines = _tail(path, 200).splitlines()
+    errors = [ln for ln in lines if "[ERROR]" in ln or "ERROR:" in ln]
+    return " | ".join((errors or lines)[-n:])
+
+
 class MySQLServer:
     """One server life in `workdir`. Use as a context manager to guarantee it is stopped."""
 
@@ -146,7 +153,7 @@ class MySQLServer:
         if done.returncode != 0:
             raise ServerError(
                 f"{Path(argv[0]).name} failed with status {done.returncode} for {self.datadir}: "
-                f"{_tail(log, 3)} {_tail(self.error_log, 3)}".strip()
+                f"{_log_summary(log)}"
             )
 
     def _write_config(self, port: int) -> None:
@@ -219,8 +226,8 @@ class MySQLServer:
             ended = self.child.poll()
             if ended is not None:
                 raise ServerError(
-                    f"{self.binary.path} {ended.describe} during start-up; error log "
-                    f"{self.error_log}: {_tail(self.error_log, 8)}"
+                    f"{self.binary.path} {ended.describe} during start-up; {self.error_log}: "
+                    f"{_log_summary(self.error_log)}"
                 )
             if self.socket.exists():
                 try:
@@ -231,7 +238,7 @@ class MySQLServer:
             if time.monotonic() >= deadline:
                 raise ServerError(
                     f"{self.binary.path} did not accept connections within {timeout_s:.0f}s "
-                    f"({last_error or 'no socket yet'}); error log: {_tail(self.error_log, 8)}"
+                    f"({last_error or 'no socket yet'}); {self.error_log}: {_log_summary(self.error_log)}"
                 )
             time.sleep(delay)
             delay = min(delay * 1.5, 1.0)
