@@ -1,0 +1,272 @@
+"""Tables and the report on synthetic run directories: figures equal results.csv, HTML is whole."""
+
+from __future__ import annotations
+
+import statistics
+from html.parser import HTMLParser
+
+import pytest
+from fixtures.make_runs import make_run
+
+from analysis import tables
+from analysis.report import write_report
+from analysis.rundir import load_run
+from analysis.table import fmt
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    return {
+        "plain": make_run(root, "synthetic-plain", seed=1),
+        "rep": make_run(root, "synthetic-rep", seed=2, repeats=3),
+        "thp": make_run(
+            root,
+            "synthetic-thp",
+            seed=3,
+            allocators=("glibc", "jemalloc"),
+            thp_modes=("always", "never"),
+            threads=(8, 64),
+        ),
+        "failed": make_run(
+            root,
+            "synthetic-failed",
+            seed=4,
+            failed_cells=("tcmalloc",),
+            failed_levels=("point_select@64",),
+        ),
+        "iibench": make_run(
+            root, "synthetic-iibench", seed=5, workloads=("iibench",), threads=(10,)
+        ),
+        "standin": make_run(
+            root,
+            "synthetic-standin",
+            seed=6,
+            allocators=("glibc",),
+            workloads=("iibench",),
+            threads=(10,),
+            standin=True,
+        ),
+    }
+
+
+class Page(HTMLParser):
+    """Collects what the tests check: text, tables by section id, resource URLs; checks nesting."""
+
+    VOID = {"meta", "img", "br", "hr", "link", "input"}
+
+    def __init__(self):
+        super().__init__()
+        self.stack, self.text, self.urls, self.tables = [], [], [], {}
+        self._section, self._row, self._cell = None, None, None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag not in self.VOID:
+            self.stack.append(tag)
+        for k in ("src", "href"):
+            if a.get(k):
+                self.urls.append(a[k])
+        if tag == "section" and a.get("id"):
+            self._section = a["id"]
+            self.tables.setdefault(self._section, [])
+        elif tag == "tr" and self._section:
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in self.VOID:
+            return
+        assert self.stack and self.stack[-1] == tag, f"</{tag}> closes <{self.stack[-1:]}>"
+        self.stack.pop()
+        if tag in ("td", "th") and self._cell is not None:
+            self._row.append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "tr" and self._row is not None:
+            self.tables[self._section].append(self._row)
+            self._row = None
+        elif tag == "section":
+            self._section = None
+
+    def handle_data(self, data):
+        self.text.append(data)
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def parse(html: str) -> Page:
+    p = Page()
+    p.feed(html)
+    p.close()
+    assert p.stack == [], f"unclosed tags: {p.stack}"
+    return p
+
+
+# -- tables ---------------------------------------------------------------------------------------
+def test_throughput_table_equals_results_csv(runs):
+    run = load_run(runs["plain"])
+    t = tables.throughput_table(run, "oltp_ro")
+    assert t.columns == ["allocator", "8 thr", "16 thr", "32 thr", "64 thr"]
+    for row in t.rows:
+        alloc = row[0].value
+        for th, cell in zip((8, 16, 32, 64), row[1:], strict=True):
+            expected = next(
+                r["qps"]
+                for r in run.rows
+                if r["allocator"] == alloc and r["threads"] == th and r["workload"] == "oltp_ro"
+            )
+            assert cell.value == expected
+            glibc = next(
+                r["qps"]
+                for r in run.rows
+                if r["allocator"] == "glibc" and r["threads"] == th and r["workload"] == "oltp_ro"
+            )
+            if alloc != "glibc":
+                assert cell.note == f"{expected / glibc:.2f}× glibc"
+
+
+def test_repeats_are_medians_with_intervals(runs):
+    run = load_run(runs["rep"])
+    t = tables.throughput_table(run, "point_select")
+    cell = t.rows[1][4]  # jemalloc at 64 threads
+    vals = [
+        r["qps"]
+        for r in run.rows
+        if r["allocator"] == "jemalloc" and r["threads"] == 64 and r["workload"] == "point_select"
+    ]
+    assert len(vals) == 3
+    assert cell.value == statistics.median(vals)
+    assert "75.0% CI" in cell.title  # 3 repeats: [min, max], its real coverage said
+
+
+def test_latency_and_efficiency_tables_equal_results_csv(runs):
+    run = load_run(runs["plain"])
+    lat = tables.latency_table(run, "point_select", "p99")
+    cpu, csw = tables.efficiency_tables(run, "point_select")
+    for t, col in ((lat, "lat_p99_ms"), (cpu, "cpu_us_per_op"), (csw, "ctxsw_per_op")):
+        got = {
+            (row[0].value, th): c.value
+            for row in t.rows
+            for th, c in zip((8, 16, 32, 64), row[1:], strict=True)
+        }
+        want = {
+            (r["allocator"], r["threads"]): r[col]
+            for r in run.rows
+            if r["workload"] == "point_select"
+        }
+        assert got == want
+
+
+def test_memory_table_start_end_growth(runs):
+    run = load_run(runs["plain"])
+    t = tables.memory_table(run)
+    jem = next(r for r in t.rows if r[0].value == "jemalloc")
+    rows = [r for r in run.rows if r["allocator"] == "jemalloc"]
+    start, end = rows[0]["rss_start_kb"], rows[-1]["rss_end_kb"]
+    cols = t.columns
+    assert jem[cols.index("RSS start")].value == start / 1024
+    assert jem[cols.index("RSS end")].value == end / 1024
+    assert jem[cols.index("RSS growth")].value == (end - start) / 1024
+    assert jem[cols.index("peak RSS")].value == max(r["rss_peak_kb"] for r in rows) / 1024
+
+
+def test_iibench_table_per_million_rows(runs):
+    run = load_run(runs["iibench"])
+    t = tables.iibench_table(run)
+    r = next(x for x in run.rows if x["allocator"] == "glibc")
+    row = t.rows[0]
+    assert row[t.columns.index("rows")].value == r["events"]
+    per_m = (r["ctxsw_voluntary"] + r["ctxsw_involuntary"]) / r["events"] * 1e6
+    assert row[t.columns.index("ctxsw per 1M rows")].value == pytest.approx(per_m)
+    cpu_m = (r["cpu_user_s"] + r["cpu_sys_s"]) / r["events"] * 1e6
+    assert row[t.columns.index("CPU s per 1M rows")].value == pytest.approx(cpu_m)
+
+
+def test_hugepage_table_only_with_several_modes(runs):
+    assert tables.hugepage_table(load_run(runs["plain"]), "oltp_ro") is None
+    run = load_run(runs["thp"])
+    t = tables.hugepage_table(run, "oltp_ro")
+    never = [r for r in t.rows if r[1].value == "never"]
+    assert all(c.value == 1.0 for r in never for c in r[4:6])  # never vs itself
+    assert {r[3].value for r in t.rows} == {"0"}  # mariadbd turned THP off for itself
+    assert len(tables.thp_self_disabled(run)) == 2  # the two "always" cells
+
+
+def test_failures_name_cells_and_levels(runs):
+    fails = tables.failures(load_run(runs["failed"]))
+    assert {f["what"] for f in fails} == {"cell failed", "level point_select@64"}
+    assert any("signal 11" in f["error"] for f in fails)
+
+
+# -- the report -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["plain", "rep", "thp", "failed", "iibench", "standin"])
+def test_report_is_self_contained_and_parses(runs, name):
+    html_path, md_path = write_report(runs[name])
+    assert html_path == runs[name] / "report.html" and md_path == runs[name] / "summary.md"
+    page = parse(html_path.read_text())
+    external = [
+        u for u in page.urls if not (u.startswith("#") or u.startswith("data:image/png;base64,"))
+    ]
+    assert external == []
+    run = load_run(runs[name])
+    text = " ".join(page.text)
+    for w in run.workloads:
+        assert f"Workload: {w}" in text
+    for a in run.allocators:
+        assert a in text
+    assert "coordinated omission" in text
+    md = md_path.read_text()
+    assert run.run_id in md and "| allocator |" in md
+
+
+def test_report_tables_show_results_csv_numbers(runs):
+    html_path, _ = write_report(runs["plain"])
+    page = parse(html_path.read_text())
+    rows = page.tables["throughput-point_select"]
+    assert rows[0] == ["allocator", "8 thr", "16 thr", "32 thr", "64 thr"]
+    run = load_run(runs["plain"])
+    for row in rows[1:]:
+        alloc = row[0]
+        for th, cell in zip((8, 16, 32, 64), row[1:], strict=True):
+            qps = next(
+                r["qps"]
+                for r in run.rows
+                if r["allocator"] == alloc
+                and r["threads"] == th
+                and r["workload"] == "point_select"
+            )
+            assert cell.startswith(fmt(qps))
+    assert len(page.urls) and sum(u.startswith("data:image/png") for u in page.urls) >= 5
+
+
+def test_report_with_failures_lists_reasons_and_keeps_the_rest(runs):
+    html_path, md_path = write_report(runs["failed"])
+    page = parse(html_path.read_text())
+    text = " ".join(page.text)
+    assert "synthetic failure: server exited with signal 11" in text
+    assert "1 of 3 cells did not finish" in text
+    assert [r[0] for r in page.tables["throughput-oltp_ro"][1:]] == ["glibc", "jemalloc"]
+    assert "signal 11" in md_path.read_text()
+
+
+def test_thp_report_explains_self_disabled_thp(runs):
+    html_path, md_path = write_report(runs["thp"])
+    text = " ".join(parse(html_path.read_text()).text)
+    assert "Hugepage impact" in text
+    assert "The server disabled THP for itself" in text
+    assert "THP_enabled: 0" in md_path.read_text()
+
+
+def test_standin_is_labelled(runs):
+    html_path, md_path = write_report(runs["standin"])
+    text = " ".join(parse(html_path.read_text()).text)
+    assert "protocol stand-in, no allocator conclusions" in text
+    assert "protocol stand-in, no allocator conclusions" in md_path.read_text()
+
+
+def test_report_of_a_run_without_results(tmp_path):
+    path = make_run(tmp_path, "synthetic-empty", failed_cells=("glibc", "jemalloc", "tcmalloc"))
+    html_path, _ = write_report(path)
+    text = " ".join(parse(html_path.read_text()).text)
+    assert "No level finished" in text
