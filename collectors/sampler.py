@@ -227,24 +227,42 @@ class Sampler(threading.Thread):
 
 
 def measure_sample_cost(
-    pid: int, samples: int = 50, proc_root: str = "/proc", with_smaps: bool = False
+    pid: int,
+    samples: int = 50,
+    proc_root: str = "/proc",
+    with_smaps: bool = False,
+    ctx: str | None = "perf",
 ) -> dict:
-    """CPU and wall time of one sampler reading of `pid` (for `make bench`).
+    """CPU and wall time of one sampler reading of a running `pid` (for `make bench`).
 
-    Reads the same files as the 1 Hz loop (without the context-switch source, whose perf read is
-    two 24-byte reads; with `with_smaps` also smaps_rollup) `samples` times back to back in the
-    calling thread and returns per-sample figures plus the target's thread count.
+    Reads what the 1 Hz loop reads (status, stat and the context-switch source: "perf", the
+    "procfs" fallback that walks task/*/status, or None), plus smaps_rollup with `with_smaps`,
+    `samples` times back to back in the calling thread. A perf counter opened on a running
+    process counts only from now, but reading it costs the same as in a real cell.
     """
-    reader = ProcessReader(ProcFS(proc_root), pid)
-    threads = reader.read().threads
-    c0, w0 = time.thread_time(), time.perf_counter()
-    for _ in range(samples):
-        reader.read(smaps=with_smaps)
-    cpu, wall = time.thread_time() - c0, time.perf_counter() - w0
+    procfs = ProcFS(proc_root)
+    source = None
+    if ctx == "perf":
+        source = PerfCtxSwitches(pid, before_exec=False)
+    elif ctx == "procfs":
+        source = ProcfsCtxSwitches(pid, procfs)
+    elif ctx is not None:
+        raise CollectorError(f"ctx must be 'perf', 'procfs' or None, got {ctx!r}")
+    try:
+        reader = ProcessReader(procfs, pid, source)
+        threads = reader.read().threads
+        c0, w0 = time.thread_time(), time.perf_counter()
+        for _ in range(samples):
+            reader.read(smaps=with_smaps)
+        cpu, wall = time.thread_time() - c0, time.perf_counter() - w0
+    finally:
+        if source is not None:
+            source.close()
     return {
         "pid": pid,
         "threads": threads,
         "samples": samples,
+        "ctx_source": ctx,
         "with_smaps": with_smaps,
         "cpu_ms_per_sample": round(1000 * cpu / samples, 4),
         "wall_ms_per_sample": round(1000 * wall / samples, 4),

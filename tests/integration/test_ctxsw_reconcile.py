@@ -1,0 +1,244 @@
+"""Whole-process context switches reconcile with os.wait4, where /proc's figures cannot.
+
+(a) a C program that creates and joins many short-lived threads, each blocking briefly (voluntary
+    switches) and spinning past its time slice on 2 cores (involuntary ones);
+(b) MariaDB with thread_cache_size=0 serving 200 short connections: every connection thread
+    exits, and the perf totals still match the kernel's whole-life counts within 2%.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from collectors.ctxsw import psutil_style
+from collectors.procfs import ProcFS
+from collectors.session import Collectors
+from servers.launch import spawn
+
+pytestmark = pytest.mark.integration
+
+COLUMNS = [
+    "t_s", "phase", "rss_kb", "vsz_kb", "hwm_kb", "rss_anon_kb", "anon_huge_kb", "threads",
+    "cpu_user_s", "cpu_sys_s", "ctxsw_voluntary", "ctxsw_involuntary",
+    "workload_tps", "workload_qps",
+]  # fmt: skip
+
+CHURN_C = r"""
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+/* argv: rounds threads_per_round spin_iterations marker_file
+   Each round creates and joins `threads_per_round` threads; each thread sleeps 5 x 200 us
+   (voluntary switches) then spins (involuntary switches once threads outnumber the cores).
+   Then the marker file is written and the main thread waits for SIGTERM, so the test can read
+   /proc while only the main thread is left. */
+static unsigned long spin;
+static void *worker(void *arg) {
+    struct timespec ts = {0, 200000};
+    for (int k = 0; k < 5; k++) nanosleep(&ts, NULL);
+    volatile unsigned long x = 0;
+    for (unsigned long k = 0; k < spin; k++) x += k;
+    return arg;
+}
+int main(int argc, char **argv) {
+    if (argc != 5) return 2;
+    int rounds = atoi(argv[1]), per = atoi(argv[2]);
+    spin = strtoul(argv[3], NULL, 10);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    pthread_t t[256];
+    if (per > 256) return 2;
+    for (int r = 0; r < rounds; r++) {
+        for (int j = 0; j < per; j++) pthread_create(&t[j], NULL, worker, NULL);
+        for (int j = 0; j < per; j++) pthread_join(t[j], NULL);
+    }
+    FILE *f = fopen(argv[4], "w");
+    if (!f) return 3;
+    fputs("done\n", f);
+    fclose(f);
+    int sig;
+    sigwait(&set, &sig);
+    return 0;
+}
+"""
+
+
+def _wait_for(cond, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    delay = 0.01
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.2)
+
+
+@pytest.fixture(scope="module")
+def churn_bin(tmp_path_factory) -> Path:
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed (`make setup` installs it)")
+    d = tmp_path_factory.mktemp("churn")
+    (d / "churn.c").write_text(CHURN_C)
+    subprocess.run(
+        ["gcc", "-O1", "-pthread", "-o", str(d / "churn"), str(d / "churn.c")],
+        check=True,
+        capture_output=True,
+    )
+    return d / "churn"
+
+
+def test_thread_churn_reconciles_with_wait4(churn_bin, short_tmp):
+    marker = short_tmp / "done"
+    coll = Collectors(short_tmp / "samples.csv", COLUMNS, sample_interval_s=0.1)
+
+    def attach(pid: int) -> None:
+        coll.on_spawn(pid)
+        coll.start(pid, "startup")
+
+    child = spawn([str(churn_bin), "150", "8", "2000000", str(marker)], env={}, on_spawn=attach)
+    try:
+        coll.begin_phase("churn")
+        _wait_for(marker.exists, 120, "the churn program to finish its rounds")
+        # Only the main thread is left: this is what psutil.Process.num_ctx_switches() reports.
+        main_only = psutil_style(ProcFS(), child.pid)
+        coll.begin_phase("shutdown")
+        child.signal_group(signal.SIGTERM)
+        exit_info = child.wait(30)
+        assert exit_info is not None and exit_info.returncode == 0
+    finally:
+        child.terminate(term_timeout=5)
+        section = coll.stop(child.exit.rusage if child.exit else None)
+
+    rec = section["reconciliation"]
+    print("reconciliation:", rec, "main thread only:", main_only)
+    assert section["ctxsw_source"] == "perf", section.get("ctxsw_fallback_reason")
+    assert rec["check"] == "passed", rec
+    ru = exit_info.rusage
+    # Both classes matter, and both are substantial here.
+    assert ru["ru_nvcsw"] > 1000 and ru["ru_nivcsw"] > 100, ru
+    for cls, key in (("voluntary", "ru_nvcsw"), ("involuntary", "ru_nivcsw")):
+        assert abs(rec[f"perf_{cls}"] - ru[key]) <= max(0.02 * ru[key], 30), rec
+    # Per-phase deltas add up to the reconciled totals.
+    phases = section["phases"]
+    assert sum(p["ctxsw_voluntary"] for p in phases.values()) == rec["perf_voluntary"]
+    assert phases["churn"]["ctxsw_voluntary"] > 0.9 * ru["ru_nvcsw"]
+    # The main thread's own counters miss nearly everything the 1200 exited threads did.
+    assert main_only.voluntary < 0.5 * ru["ru_nvcsw"], (main_only, ru)
+    assert main_only.involuntary < 0.5 * ru["ru_nivcsw"], (main_only, ru)
+
+
+def test_without_perf_reconciliation_is_not_checked(churn_bin, short_tmp):
+    marker = short_tmp / "done"
+    coll = Collectors(short_tmp / "samples.csv", COLUMNS, sample_interval_s=0.1, use_perf=False)
+
+    def attach(pid: int) -> None:
+        coll.on_spawn(pid)
+        coll.start(pid, "startup")
+
+    child = spawn([str(churn_bin), "5", "4", "1000", str(marker)], env={}, on_spawn=attach)
+    try:
+        _wait_for(marker.exists, 60, "the churn program")
+        child.signal_group(signal.SIGTERM)
+        child.wait(30)
+    finally:
+        child.terminate(term_timeout=5)
+        section = coll.stop(child.exit.rusage if child.exit else None)
+    assert section["ctxsw_source"] == "procfs-task-sum"
+    assert section["reconciliation"]["check"] == "not-checked"
+    assert section["reconciliation"]["wait4_voluntary"] == child.exit.rusage["ru_nvcsw"]
+
+
+# -- MariaDB ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mariadb_pristine():
+    from servers.errors import ServerError
+    from servers.mysql import MySQLServer, MySQLSettings, find_mysql
+
+    try:
+        binary = find_mysql()
+    except ServerError as e:
+        pytest.skip(f"no MariaDB server installed ({e}); `make setup` installs mariadb-server")
+    import tempfile
+
+    from servers.allocators import resolve
+
+    root = Path(tempfile.mkdtemp(prefix="ms-cx-", dir="/tmp"))
+    try:
+        settings = MySQLSettings(buffer_pool_mb=64, max_threads=32, innodb_log_file_mb=16)
+        server = MySQLServer(binary, root / "w", settings, resolve(["glibc"])[0])
+        server.initialize()
+        yield binary, server.datadir
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_mariadb_connection_threads_exit_and_still_reconcile(mariadb_pristine, short_tmp):
+    from servers.allocators import resolve
+    from servers.mysql import MySQLServer, MySQLSettings
+
+    binary, pristine = mariadb_pristine
+    work = short_tmp / "w"
+    work.mkdir()
+    shutil.copytree(pristine, work / "datadir")
+    settings = MySQLSettings(
+        buffer_pool_mb=64, max_threads=32, innodb_log_file_mb=16,
+        extra={"thread_cache_size": "0"},
+    )  # fmt: skip
+    server = MySQLServer(binary, work, settings, resolve(["glibc"])[0])
+    coll = Collectors(short_tmp / "samples.csv", COLUMNS, sample_interval_s=0.5)
+
+    def attach(pid: int) -> None:
+        coll.on_spawn(pid)
+        coll.start(pid, "startup")
+
+    exit_info = None
+    try:
+        pid = server.start(on_spawn=attach, timeout_s=120)
+        assert server.variables(["thread_cache_size"])["thread_cache_size"] == "0"
+        coll.set_status_source(server.global_status)
+        coll.begin_phase("connections")
+
+        def clients(n: int) -> None:
+            for _ in range(n):
+                conn = server.connect()
+                cur = conn.cursor()
+                cur.execute("SELECT COUNT(*) FROM information_schema.tables")
+                cur.fetchall()
+                conn.close()
+
+        workers = [threading.Thread(target=clients, args=(50,)) for _ in range(4)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        main_only = psutil_style(ProcFS(), pid)
+        coll.begin_phase("shutdown")
+        exit_info = server.stop()
+    finally:
+        if exit_info is None:
+            exit_info = server.stop()
+        section = coll.stop(exit_info.rusage if exit_info else None)
+
+    conns = coll.phase_figures("connections")
+    # thread_cache_size=0: one new server thread per connection, each gone after it.
+    assert conns["threads_created"] >= 200, conns["status_delta"]
+    rec = section["reconciliation"]
+    print("reconciliation:", rec, "main thread only:", main_only)
+    assert rec["check"] == "passed", rec
+    ru = exit_info.rusage
+    assert ru["ru_nvcsw"] > 1000, ru
+    assert main_only.voluntary < 0.5 * ru["ru_nvcsw"], (main_only, ru)
+    assert conns["ctxsw_voluntary"] > 0 and conns["cpu_user_s"] is not None
