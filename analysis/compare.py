@@ -31,7 +31,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from analysis import tables
+from analysis import memory, tables
 from analysis.errors import AnalysisError
 from analysis.rundir import Run, load_run
 from analysis.stats import CONFIDENCE, Estimate, batch_means, diff_ci, median, ratio_ci
@@ -225,7 +225,7 @@ def _throughput_point(
 
 def _memory_points(base: Run, new: Run, pairs, threshold_pct: float) -> list[PointComparison]:
     out = []
-    bmem, nmem = tables.memory_by_series(base), tables.memory_by_series(new)
+    bmem, nmem = memory.memory_by_series(base), memory.memory_by_series(new)
     for bserver, nserver in pairs:
         for s in tables.series_of(base):
             if s.server != bserver:

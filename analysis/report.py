@@ -13,7 +13,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from analysis import plots, tables
+from analysis import cells, memory, plots, tables
 from analysis.rundir import BASELINE_ALLOCATOR, Run, load_run
 from analysis.table import Cell, Table, fmt, num, ratio_text, text
 
@@ -114,7 +114,7 @@ def warnings(run: Run) -> list[str]:
             "Each point was measured once (no --repeat): figures carry no confidence"
             " interval, and differences of a few percent may be noise."
         )
-    rec = tables.reconciliation_failed(run)
+    rec = cells.reconciliation_failed(run)
     if rec:
         out.append(
             f"Context switches did not reconcile with the kernel's totals in {len(rec)}"
@@ -140,26 +140,26 @@ def build_context(run: Run) -> dict:
                 "throughput_table": tables.throughput_table(run, wl, metric),
                 "latency_tables": [tables.latency_table(run, wl, p) for p in ("p95", "p99")],
                 "efficiency_tables": tables.efficiency_tables(run, wl),
-                "hugepage_table": tables.hugepage_table(run, wl),
+                "hugepage_table": memory.hugepage_table(run, wl),
             }
         )
     return {
         "run": run,
         "title": f"mallocsweep report — {run.run_id}",
-        "metadata": tables.metadata(run),
-        "servers": tables.servers_table(run),
-        "allocators": tables.allocators_table(run),
+        "metadata": cells.metadata(run),
+        "servers": cells.servers_table(run),
+        "allocators": cells.allocators_table(run),
         "warnings": warnings(run),
         "glance": at_a_glance(run),
-        "proof": tables.proof_table(run),
+        "proof": cells.proof_table(run),
         "workloads": workloads,
         "iibench": tables.iibench_table(run) if "iibench" in run.workloads else None,
-        "memory": tables.memory_table(run),
+        "memory": memory.memory_table(run),
         "rss_plot": plots.rss_timeline_plot(run),
         "thp_modes": run.thp_modes,
-        "thp_self_disabled": tables.thp_self_disabled(run),
-        "failures": tables.failures(run),
-        "reconciliation": tables.reconciliation_table(run),
+        "thp_self_disabled": memory.thp_self_disabled(run),
+        "failures": cells.failures(run),
+        "reconciliation": cells.reconciliation_table(run),
         "closed_loop_note": CLOSED_LOOP_NOTE,
         "repeats": run.repeats,
         "standin_label": tables.STANDIN_LABEL,

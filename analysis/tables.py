@@ -2,10 +2,10 @@
 
 - throughput by allocator x threads, each value also as a ratio to glibc (Percona 2012/2013);
 - latency percentiles by allocator x threads;
-- memory: RSS/VSZ at start and end of the measured levels and their growth (Percona), peak RSS and
-  AnonHugePages;
-- context switches and CPU microseconds per operation (Callaghan), and for iibench per 1M rows;
-- hugepage impact: THP modes side by side per allocator, with the THP state each server really had.
+- context switches and CPU microseconds per operation (Callaghan), and for iibench per 1M rows.
+
+Memory and hugepage tables are in analysis/memory.py; per-cell tables (proof, failures) in
+analysis/cells.py.
 
 Every figure is the median over repeats of one point; points come only from levels that completed.
 A series is one (server, allocator, THP mode); its label shows the THP mode and the server only when
@@ -212,105 +212,18 @@ def efficiency_tables(run: Run, workload: str) -> list[Table]:
     ]
 
 
-# -- memory --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class CellMemory:
-    rss_start_kb: float | None
-    rss_end_kb: float | None
-    vsz_start_kb: float | None
-    vsz_end_kb: float | None
-    rss_peak_kb: float | None
-    anon_huge_kb: float | None
-
-
-def cell_memory(rows: list[dict]) -> CellMemory:
-    """Memory over a cell's measured levels: start of the first, end of the last, peak of all."""
-
-    def first(col):
-        return next((r[col] for r in rows if r.get(col) is not None), None)
-
-    def last(col):
-        return next((r[col] for r in reversed(rows) if r.get(col) is not None), None)
-
-    def most(col):
-        vals = [r[col] for r in rows if r.get(col) is not None]
-        return max(vals) if vals else None
-
-    return CellMemory(
-        first("rss_start_kb"),
-        last("rss_end_kb"),
-        first("vsz_start_kb"),
-        last("vsz_end_kb"),
-        most("rss_peak_kb"),
-        most("anon_huge_kb"),
-    )
-
-
-def memory_by_series(run: Run) -> dict[Series, list[CellMemory]]:
-    """One CellMemory per repeat (cell) of each series."""
-    by_cell: dict[str, list[dict]] = defaultdict(list)
-    for r in run.rows:
-        by_cell[r["cell"]].append(r)
-    out: dict[Series, list[CellMemory]] = defaultdict(list)
-    for rows in by_cell.values():
-        s = Series(rows[0]["server"], rows[0]["allocator"], rows[0]["thp"])
-        out[s].append(cell_memory(rows))
-    return out
-
-
-def _med(values) -> float | None:
+# -- shared by the memory tables ----------------------------------------------------------------
+def med_or_none(values) -> float | None:
     vals = [v for v in values if v is not None]
     return median(vals) if vals else None
 
 
-def _mb(kb: float | None) -> float | None:
+def kb_to_mb(kb: float | None) -> float | None:
     return None if kb is None else kb / 1024.0
 
 
-def _growth(end: float | None, start: float | None) -> float | None:
+def growth(end: float | None, start: float | None) -> float | None:
     return None if end is None or start is None else end - start
-
-
-def memory_table(run: Run) -> Table:
-    table = Table(
-        "memory",
-        "Server memory (MB) by allocator: start, end and growth over the measured levels",
-        "RSS is the server's resident memory, VSZ its mapped address space, both from"
-        " /proc/PID/status. Start = when the first measured level began (after warmup), end = when"
-        " the last one ended; growth = end − start (Percona's table: an allocator that fragments or"
-        " caches per thread grows more as client threads rise). Peak RSS is the high-water mark;"
-        " AnonHugePages is the largest amount of anonymous memory backed by transparent huge pages"
-        " seen at a level boundary. Medians over repeats.",
-        label_columns(run)
-        + [
-            "RSS start",
-            "RSS end",
-            "RSS growth",
-            "VSZ start",
-            "VSZ end",
-            "VSZ growth",
-            "peak RSS",
-            "AnonHugePages",
-        ],
-    )
-    mem = memory_by_series(run)
-    for s in series_of(run):
-        cells = mem.get(s, [])
-        if not cells:
-            continue
-        rs, re_ = _med(c.rss_start_kb for c in cells), _med(c.rss_end_kb for c in cells)
-        vs, ve = _med(c.vsz_start_kb for c in cells), _med(c.vsz_end_kb for c in cells)
-        rg = _med(_growth(c.rss_end_kb, c.rss_start_kb) for c in cells)
-        vg = _med(_growth(c.vsz_end_kb, c.vsz_start_kb) for c in cells)
-        table.rows.append(
-            label_cells(run, s)
-            + [num(_mb(v)) for v in (rs, re_, rg, vs, ve, vg)]
-            + [
-                num(_mb(_med(c.rss_peak_kb for c in cells))),
-                num(_mb(_med(c.anon_huge_kb for c in cells))),
-            ]
-        )
-    return table
 
 
 def iibench_table(run: Run) -> Table:
@@ -359,314 +272,18 @@ def iibench_table(run: Run) -> Table:
             label_cells(run, s)
             + [
                 text(", ".join(str(t) for t in sorted({r["threads"] for r in rows}))),
-                num(_med(r.get("events") for r in rows)),
-                num(_med(r.get("duration_s") for r in rows)),
-                num(_med(rate(r) for r in rows)),
-                num(_med(per_million(r, ("ctxsw_voluntary", "ctxsw_involuntary")) for r in rows)),
-                num(_med(per_million(r, ("cpu_user_s", "cpu_sys_s")) for r in rows)),
-                num(_mb(_med(r.get("vsz_end_kb") for r in rows))),
-                num(_mb(_med(r.get("rss_end_kb") for r in rows))),
-                num(_mb(_med(r.get("rss_peak_kb") for r in rows))),
-            ]
-        )
-    return table
-
-
-# -- hugepages -----------------------------------------------------------------------------------
-def process_thp_states(run: Run, s: Series) -> list:
-    """THP_enabled read back from each server process of the series (1, 0 or None = unknown)."""
-    states = []
-    for cell_id in sorted(
-        {r["cell"] for r in run.rows if Series(r["server"], r["allocator"], r["thp"]) == s}
-    ):
-        state = (run.cell(cell_id).get("thp") or {}).get("process_thp_enabled")
-        if state is None:
-            state = next(
-                (
-                    r["process_thp_enabled"]
-                    for r in run.rows
-                    if r["cell"] == cell_id and r.get("process_thp_enabled") is not None
+                num(med_or_none(r.get("events") for r in rows)),
+                num(med_or_none(r.get("duration_s") for r in rows)),
+                num(med_or_none(rate(r) for r in rows)),
+                num(
+                    med_or_none(
+                        per_million(r, ("ctxsw_voluntary", "ctxsw_involuntary")) for r in rows
+                    )
                 ),
-                None,
-            )
-        states.append(None if state is None else int(state))
-    return states
-
-
-def thp_in_force(run: Run, s: Series) -> str:
-    for r in run.rows:
-        if Series(r["server"], r["allocator"], r["thp"]) == s:
-            force = (run.cell(r["cell"]).get("thp") or {}).get("in_force") or {}
-            if force:
-                return f"enabled={force.get('enabled', '?')}, defrag={force.get('defrag', '?')}"
-    return "unknown"
-
-
-def hugepage_table(run: Run, workload: str) -> Table | None:
-    """THP modes side by side per allocator; None unless the run has more than one mode."""
-    modes = run.thp_modes
-    if len(modes) < 2:
-        return None
-    ref = "never" if "never" in modes else modes[0]
-    metric = metric_of(run, workload)
-    pts = points(run, workload, metric)
-    p99 = points(run, workload, "lat_p99_ms")
-    threads = run.threads(workload)
-    top = threads[-1] if threads else None
-    mem = memory_by_series(run)
-    table = Table(
-        f"hugepages-{workload}",
-        f"{workload}: hugepage impact — THP modes side by side",
-        f"Each row is one allocator under one transparent-hugepage mode. The per-thread columns give"
-        f" throughput as a ratio to the same allocator with THP `{ref}` (above 1.00× = THP helped)."
-        " p99 is at the highest thread count. AnonHugePages is how much of the server's anonymous"
-        " memory huge pages backed; 'process THP' is the THP_enabled flag read back from the"
-        " server's own /proc/PID/status (0 = the server had THP disabled for itself).",
-        label_columns(run)
-        + ["THP in force", "process THP"]
-        + [f"{t} thr" for t in threads]
-        + [f"p99 ms @{top}", "RSS growth (MB)", "AnonHugePages (MB)"],
-    )
-    for s in series_of(run):
-        if s.thp not in modes:
-            continue
-        if not any((s, t) in pts for t in threads):
-            continue
-        states = process_thp_states(run, s)
-        state = ", ".join("?" if x is None else str(x) for x in sorted(set(states), key=str))
-        row = label_cells(run, s) + [text(thp_in_force(run, s)), text(state or "?")]
-        for t in threads:
-            ci, base = pts.get((s, t)), pts.get((Series(s.server, s.allocator, ref), t))
-            r = ci.median / base.median if ci and base and base.median else None
-            row.append(Cell(r, ratio_text(r), title=f"{fmt(ci.median) if ci else '–'} {metric}"))
-        lat = p99.get((s, top))
-        cells = mem.get(s, [])
-        row += [
-            num(lat.median if lat else None),
-            num(_mb(_med(_growth(c.rss_end_kb, c.rss_start_kb) for c in cells))),
-            num(_mb(_med(c.anon_huge_kb for c in cells))),
-        ]
-        table.rows.append(row)
-    return table
-
-
-def thp_self_disabled(run: Run) -> list[str]:
-    """Cells where THP was requested (or left to the system) but the server disabled it for itself."""
-    out = []
-    for cid, cell in run.cells.items():
-        thp = cell.get("thp") or {}
-        if thp.get("requested") != "never" and thp.get("process_thp_enabled") == 0:
-            out.append(cid)
-    return out
-
-
-# -- cells: proof, failures, reconciliation ------------------------------------------------------
-def _mapped_text(v) -> str:
-    if isinstance(v, list):
-        return ", ".join(str(x) for x in v) if v else "not mapped"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    return "" if v is None else str(v)
-
-
-def proof_table(run: Run) -> Table:
-    table = Table(
-        "proof",
-        "Allocator proof per cell",
-        "A cell is one server life under one allocator. Before measuring, mallocsweep checks that the"
-        " allocator really serves malloc: its library is mapped into the server process"
-        " (/proc/PID/maps) and the server binary does not define malloc itself. The server's own"
-        " report (MariaDB @@version_malloc_library) is a cross-check only: it says 'system' for"
-        " mimalloc and TBB even when they are loaded. 'agreement' tells whether the evidence agrees.",
-        [
-            "cell",
-            "status",
-            "server",
-            "allocator",
-            "library",
-            "mapped",
-            "server reports",
-            "agreement",
-        ],
-    )
-    for cid, c in run.cells.items():
-        server = c.get("server") or {}
-        alloc = c.get("allocator") or {}
-        ver = c.get("verification") or {}
-        srv = " ".join(str(x) for x in (server.get("flavor"), server.get("version")) if x)
-        if server.get("standin"):
-            srv += f" ({STANDIN_LABEL})"
-        name = str(alloc.get("name") or "")
-        if alloc.get("version"):
-            name += f" {alloc['version']}"
-        table.rows.append(
-            [
-                text(cid),
-                text(c.get("status")),
-                text(srv or server.get("label")),
-                text(name),
-                text(alloc.get("library") or ("built in / no preload" if name else "")),
-                text(_mapped_text(ver.get("mapped"))),
-                text(ver.get("server_reported")),
-                text(ver.get("agreement")),
-            ]
-        )
-    return table
-
-
-def failures(run: Run) -> list[dict]:
-    """Cells that did not finish and levels that failed, with their reasons."""
-    out = []
-    for cid, c in run.cells.items():
-        if c.get("status") != "ok":
-            out.append(
-                {
-                    "cell": cid,
-                    "what": f"cell {c.get('status') or 'unknown'}",
-                    "error": c.get("error") or "(no reason recorded)",
-                }
-            )
-    for r in run.rows:
-        if (r.get("status") or "ok") != "ok":
-            out.append(
-                {
-                    "cell": r["cell"],
-                    "what": f"level {r['workload']}@{r['threads']}",
-                    "error": r.get("error") or "(no reason recorded)",
-                }
-            )
-    return out
-
-
-def reconciliation_table(run: Run) -> Table:
-    table = Table(
-        "reconciliation",
-        "Collectors: do the per-level figures add up?",
-        "Context switches per level come from counters that follow every server thread. At exit,"
-        " the kernel's exact whole-life totals (wait4 rusage) are compared with the sum of what the"
-        " collectors saw: 'passed' means they agree within tolerance, so per-level figures can be"
-        " trusted. The sampler's own CPU cost is shown so you can judge the measurement overhead.",
-        ["cell", "check", "difference", "context-switch source", "sampler CPU (s)"],
-    )
-    for cid, c in run.cells.items():
-        coll = c.get("collectors") or {}
-        rec = coll.get("reconciliation") or {}
-        diff = rec.get("diff_pct")
-        table.rows.append(
-            [
-                text(cid),
-                text(
-                    rec.get("check")
-                    or ("error: " + coll["error"] if coll.get("error") else "not recorded")
-                ),
-                Cell(diff, "–" if diff is None else f"{diff:.2f}%"),
-                text(coll.get("ctxsw_source")),
-                num(coll.get("sampler_cpu_s")),
-            ]
-        )
-    return table
-
-
-def reconciliation_failed(run: Run) -> list[str]:
-    return [
-        cid
-        for cid, c in run.cells.items()
-        if ((c.get("collectors") or {}).get("reconciliation") or {}).get("check") == "failed"
-    ]
-
-
-# -- metadata ------------------------------------------------------------------------------------
-def metadata(run: Run) -> list[tuple[str, str]]:
-    h = run.host
-    thp = h.get("thp") or {}
-    info = run.suite.get("suite") if isinstance(run.suite.get("suite"), dict) else run.suite
-    ds = run.dataset
-    rows = [
-        ("run", run.run_id),
-        ("status", run.status),
-        (
-            "started / finished",
-            f"{run.manifest.get('started_at') or '?'} / {run.manifest.get('finished_at') or 'not finished'}",
-        ),
-        (
-            "suite",
-            f"{info.get('name', '?')} ({run.kind}) — {info.get('description', '')}".rstrip(" —"),
-        ),
-        (
-            "suite file",
-            f"{run.manifest.get('suite_file', '?')} (sha256 {str(run.manifest.get('suite_sha256', ''))[:12]})",
-        ),
-        ("dataset", ", ".join(f"{k}={v}" for k, v in ds.items()) or "–"),
-        (
-            "host",
-            f"{h.get('hostname', '?')}: {h.get('cpu_model', '?')}, {h.get('cores', '?')} cores, "
-            f"{fmt(h['memory_kb'] / 1048576 if h.get('memory_kb') else None)} GB",
-        ),
-        (
-            "kernel / glibc / python",
-            f"{h.get('kernel', '?')} / {h.get('glibc', '?')} / {h.get('python', '?')}",
-        ),
-        ("THP (system)", f"enabled={thp.get('enabled', '?')}, defrag={thp.get('defrag', '?')}"),
-        ("CPU governor", str(h.get("governor") or "unknown")),
-        ("repeats", str(run.repeats)),
-        (
-            "tool",
-            f"{(run.manifest.get('tool') or {}).get('name', 'mallocsweep')} "
-            f"{(run.manifest.get('tool') or {}).get('version', '?')}",
-        ),
-    ]
-    return rows
-
-
-def servers_table(run: Run) -> Table:
-    table = Table(
-        "servers",
-        "Servers",
-        "Each server binary the run started, as it identified itself.",
-        ["server", "flavor", "version", "binary", "note"],
-    )
-    seen = set()
-    for c in run.cells.values():
-        s = c.get("server") or {}
-        key = (s.get("flavor"), s.get("version"), s.get("binary"))
-        if not s.get("flavor") or key in seen:
-            continue
-        seen.add(key)
-        table.rows.append(
-            [
-                text(s.get("label") or f"{s.get('flavor')}-{s.get('version')}"),
-                text(s.get("flavor")),
-                text(s.get("version")),
-                text(s.get("binary")),
-                text(STANDIN_LABEL if s.get("standin") else ""),
-            ]
-        )
-    return table
-
-
-def allocators_table(run: Run) -> Table:
-    table = Table(
-        "allocators",
-        "Allocators",
-        "Each allocator as loaded: the library preloaded by absolute path (none for glibc"
-        " or a server's built-in allocator), its package version, and any environment or"
-        " GLIBC_TUNABLES the variant sets.",
-        ["allocator", "version", "library", "package", "environment / tunables"],
-    )
-    seen = set()
-    for c in run.cells.values():
-        a = c.get("allocator") or {}
-        if not a.get("name") or a["name"] in seen or "library" not in a and "kind" not in a:
-            continue
-        seen.add(a["name"])
-        env = [f"{k}={v}" for k, v in (a.get("env") or {}).items()] + list(a.get("tunables") or [])
-        table.rows.append(
-            [
-                text(a["name"]),
-                text(a.get("version")),
-                text(a.get("library") or "(no preload)"),
-                text(a.get("package")),
-                text(" ".join(env)),
+                num(med_or_none(per_million(r, ("cpu_user_s", "cpu_sys_s")) for r in rows)),
+                num(kb_to_mb(med_or_none(r.get("vsz_end_kb") for r in rows))),
+                num(kb_to_mb(med_or_none(r.get("rss_end_kb") for r in rows))),
+                num(kb_to_mb(med_or_none(r.get("rss_peak_kb") for r in rows))),
             ]
         )
     return table

@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 import pytest
 from fixtures.make_runs import make_run
 
-from analysis import tables
+from analysis import cells, memory, tables
 from analysis.report import write_report
 from analysis.rundir import load_run
 from analysis.table import fmt
@@ -160,7 +160,7 @@ def test_latency_and_efficiency_tables_equal_results_csv(runs):
 
 def test_memory_table_start_end_growth(runs):
     run = load_run(runs["plain"])
-    t = tables.memory_table(run)
+    t = memory.memory_table(run)
     jem = next(r for r in t.rows if r[0].value == "jemalloc")
     rows = [r for r in run.rows if r["allocator"] == "jemalloc"]
     start, end = rows[0]["rss_start_kb"], rows[-1]["rss_end_kb"]
@@ -184,17 +184,17 @@ def test_iibench_table_per_million_rows(runs):
 
 
 def test_hugepage_table_only_with_several_modes(runs):
-    assert tables.hugepage_table(load_run(runs["plain"]), "oltp_ro") is None
+    assert memory.hugepage_table(load_run(runs["plain"]), "oltp_ro") is None
     run = load_run(runs["thp"])
-    t = tables.hugepage_table(run, "oltp_ro")
+    t = memory.hugepage_table(run, "oltp_ro")
     never = [r for r in t.rows if r[1].value == "never"]
     assert all(c.value == 1.0 for r in never for c in r[4:6])  # never vs itself
     assert {r[3].value for r in t.rows} == {"0"}  # mariadbd turned THP off for itself
-    assert len(tables.thp_self_disabled(run)) == 2  # the two "always" cells
+    assert len(memory.thp_self_disabled(run)) == 2  # the two "always" cells
 
 
 def test_failures_name_cells_and_levels(runs):
-    fails = tables.failures(load_run(runs["failed"]))
+    fails = cells.failures(load_run(runs["failed"]))
     assert {f["what"] for f in fails} == {"cell failed", "level point_select@64"}
     assert any("signal 11" in f["error"] for f in fails)
 
