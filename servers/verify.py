@@ -110,7 +110,8 @@ def server_agreement(allocator: Allocator, reported: str | None) -> str:
     """How the server's own report relates to what we preloaded.
 
     "agrees", "disagrees", "not-detectable-by-server" (the server cannot name this allocator, and
-    said "system"), or "not-reported" (the server has no such report).
+    said "system"), "not-reported" (the server has no such report), or "not-applicable" (builtin:
+    the report is recorded as what the binary carries).
     """
     if reported is None or not reported.strip():
         return "not-reported"
@@ -119,7 +120,7 @@ def server_agreement(allocator: Allocator, reported: str | None) -> str:
     if said.startswith("system"):
         named = "system"
     if allocator.kind == "builtin":
-        return "agrees"  # whatever the binary carries is, by definition, the builtin one
+        return "not-applicable"  # whatever the binary carries is, by definition, the builtin one
     expected = "system" if allocator.family == "glibc" else allocator.family
     if named is None:
         return "disagrees"
@@ -181,7 +182,10 @@ def verify_allocator(
             problems.append(f"the process has LD_PRELOAD={env.get('LD_PRELOAD')!r}")
     if allocator.kind != "builtin":
         if foreign:
-            problems.append(f"other allocator libraries are mapped: {', '.join(foreign)}")
+            problems.append(
+                f"other allocator libraries are mapped: {', '.join(foreign)} "
+                "(if the binary links one itself, run it as 'builtin')"
+            )
         own = interposes_malloc(defs)
         if own:
             problems.append(f"{binary} defines {', '.join(own)} itself")

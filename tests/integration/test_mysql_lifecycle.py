@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -256,3 +257,15 @@ def test_self_allocating_binary_refused_before_launch(short_tmp):
     with pytest.raises(AllocatorError, match=f"{exe} defines free, malloc itself.*'builtin'"):
         server.start()
     assert server.child is None and os.path.isdir(short_tmp / "w" / "datadir" / "mysql")
+
+
+def test_stop_escalates_to_sigkill_for_a_hung_server(binary, pristine, short_tmp):
+    copy_datadir(pristine, short_tmp / "w")
+    server = MySQLServer(binary, short_tmp / "w", small_settings(), resolve(["glibc"])[0])
+    with server:
+        pid = server.start(timeout_s=120)
+        os.kill(pid, signal.SIGSTOP)  # answers nothing, handles no SIGTERM: only SIGKILL ends it
+        exit_info = server.stop(timeout_s=2)
+    assert exit_info.signal == signal.SIGKILL
+    assert exit_info.rusage["ru_utime"] > 0
+    assert processes_using(server.my_cnf) == []

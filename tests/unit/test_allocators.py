@@ -381,3 +381,8 @@ def test_server_agreement(family, reported, expected):
         name=family, kind="system" if family == "glibc" else "preload", family=family, library=None
     )
     assert server_agreement(a, reported) == expected
+
+
+def test_server_agreement_builtin_is_recorded_not_judged():
+    a = Allocator(name="builtin", kind="builtin", family="builtin", library=None)
+    assert server_agreement(a, "tcmalloc gperftools 2.10") == "not-applicable"
