@@ -1,0 +1,174 @@
+"""DatasetCache on a fake datadir: keys, atomic store, restore methods, and what it refuses."""
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from analysis.rundir_format import OWNER_MARKER
+from suites.dataset import DatasetCache, fingerprint, never_written_in_place, restore_vs_prepare
+from suites.errors import SuiteError
+
+SPEC = {"kind": "sysbench", "tables": 2, "table_size": 100}
+
+
+def fake_datadir(root: Path) -> Path:
+    d = root / "prep" / "datadir"
+    for sub in ("mysql", "sbtest"):
+        (d / sub).mkdir(parents=True)
+    (d / "mysql" / "user.frm").write_bytes(b"frm" * 100)
+    (d / "mysql" / "user.MAI").write_bytes(b"aria header")
+    (d / "sbtest" / "db.opt").write_text("default-character-set=latin1\n")
+    (d / "sbtest" / "sbtest1.frm").write_bytes(b"F" * 1658)
+    (d / "sbtest" / "sbtest1.ibd").write_bytes(os.urandom(64 * 1024))
+    (d / "ibdata1").write_bytes(os.urandom(16 * 1024))
+    # a preallocated redo log: 8 MB with data only in its first 4 KB
+    with open(d / "ib_logfile0", "wb") as f:
+        f.write(b"L" * 4096)
+        f.truncate(8 << 20)
+    (d / OWNER_MARKER).write_text("x\n")
+    return d
+
+
+def digest(root: Path) -> dict:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture
+def cached(tmp_path):
+    cache = DatasetCache(tmp_path / "cache")
+    key = cache.key("10.11.19-MariaDB", SPEC)
+    src = fake_datadir(tmp_path)
+    cache.store(key, src, {"server_version": "10.11.19-MariaDB", "spec": SPEC, "prepare_s": 12.5})
+    return cache, key, src
+
+
+def test_key_is_stable_readable_and_specific():
+    c = DatasetCache(Path("/nonexistent"))
+    k = c.key("10.11.19-MariaDB-0+deb12u1", {"a": 1, "b": 2})
+    assert k == c.key("10.11.19-MariaDB-0+deb12u1", {"b": 2, "a": 1})
+    assert k.startswith("10.11.19-MariaDB-0-deb12u1-")
+    assert k != c.key("10.11.20-MariaDB-0+deb12u1", {"a": 1, "b": 2})
+    assert k != c.key("10.11.19-MariaDB-0+deb12u1", {"a": 1, "b": 3})
+
+
+def test_only_frm_may_be_hard_linked():
+    assert never_written_in_place(Path("sbtest/sbtest1.frm"))
+    for name in (
+        "sbtest/sbtest1.ibd",
+        "ibdata1",
+        "ib_logfile0",
+        "undo001",
+        "ib_buffer_pool",
+        "mysql/user.MAI",
+        "mysql/user.MAD",
+        "aria_log_control",
+        "sbtest/db.opt",
+        "mysql/general_log.CSV",
+    ):
+        assert not never_written_in_place(Path(name)), name
+
+
+def test_store_is_owned_complete_and_read_only(cached):
+    cache, key, src = cached
+    assert cache.has(key)
+    assert (cache.root / OWNER_MARKER).is_file() and (cache.path(key) / OWNER_MARKER).is_file()
+    meta = cache.meta(key)
+    assert meta["server_version"] == "10.11.19-MariaDB" and meta["spec"] == SPEC
+    assert meta["prepare_s"] == 12.5 and meta["key"] == key and meta["fingerprint"]
+    pristine = cache.path(key) / "datadir"
+    assert digest(pristine) == digest(src)
+    assert all(not (p.stat().st_mode & 0o222) for p in pristine.rglob("*") if p.is_file())
+    assert not list(cache.root.glob(".store-*"))
+
+
+def test_restore_links_only_frm_and_keeps_holes(cached, tmp_path):
+    cache, key, _ = cached
+    pristine = cache.path(key) / "datadir"
+    dest = tmp_path / "cell1" / "datadir"
+    got = cache.restore(key, dest)
+    assert got["method"] in ("copy", "reflink") and got["seconds"] >= 0
+    assert got["files"]["hardlink"] == 2  # mysql/user.frm, sbtest/sbtest1.frm
+    assert digest(dest) == digest(pristine) | {OWNER_MARKER: digest(dest)[OWNER_MARKER]}
+    for p in pristine.rglob("*"):
+        if p.is_file():
+            same = os.path.samestat(p.stat(), (dest / p.relative_to(pristine)).stat())
+            assert same == (p.suffix == ".frm"), p
+    log = dest / "ib_logfile0"
+    assert log.stat().st_size == 8 << 20 and log.stat().st_blocks * 512 < 1 << 20
+    assert os.access(dest / "sbtest" / "sbtest1.ibd", os.W_OK)
+
+
+def test_writes_to_a_restored_copy_never_reach_pristine(cached, tmp_path):
+    cache, key, _ = cached
+    pristine = cache.path(key) / "datadir"
+    before = digest(pristine)
+    dest = tmp_path / "cell" / "datadir"
+    cache.restore(key, dest)
+    for p in dest.rglob("*"):
+        if p.is_file() and p.suffix != ".frm":
+            with open(p, "r+b") as f:  # in place, as InnoDB writes
+                f.write(b"\0CELL WROTE HERE\0")
+    assert digest(pristine) == before
+    cache.restore(key, tmp_path / "cell2" / "datadir")  # fingerprint still matches
+
+
+def test_restore_refuses_a_used_datadir(cached, tmp_path):
+    cache, key, _ = cached
+    dest = tmp_path / "cell" / "datadir"
+    cache.restore(key, dest)
+    with pytest.raises(SuiteError, match="already holds files"):
+        cache.restore(key, dest)
+
+
+def test_restore_detects_a_modified_pristine(cached, tmp_path):
+    cache, key, _ = cached
+    ibd = cache.path(key) / "datadir" / "sbtest" / "sbtest1.ibd"
+    ibd.chmod(0o600)
+    with open(ibd, "r+b") as f:
+        f.write(b"oops")
+    with pytest.raises(SuiteError, match="changed since it was stored"):
+        cache.restore(key, tmp_path / "cell" / "datadir")
+
+
+def test_store_refuses_running_server_and_duplicates(tmp_path, cached):
+    cache, key, src = cached
+    with pytest.raises(SuiteError, match="already cached"):
+        cache.store(key, src, {})
+    (src / "host.pid").write_text("123\n")
+    with pytest.raises(SuiteError, match="clean shutdown"):
+        cache.store(cache.key("other", SPEC), src, {})
+    with pytest.raises(SuiteError, match="no mysql/ schema"):
+        cache.store(cache.key("other", SPEC), tmp_path, {})
+
+
+def test_unknown_key_and_foreign_root(tmp_path):
+    cache = DatasetCache(tmp_path / "c")
+    with pytest.raises(SuiteError, match="not cached"):
+        cache.restore(cache.key("v", SPEC), tmp_path / "d")
+    with pytest.raises(SuiteError, match="not one DatasetCache.key"):
+        cache.has("../etc")
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "photos").mkdir()
+    with pytest.raises(SuiteError, match="did not create"):
+        cache.store(cache.key("v", SPEC), fake_datadir(tmp_path), {})
+
+
+def test_fingerprint_sees_size_changes(tmp_path):
+    (tmp_path / "a").write_text("1")
+    f1 = fingerprint(tmp_path)
+    (tmp_path / "a").write_text("12")
+    assert fingerprint(tmp_path) != f1
+
+
+def test_restore_vs_prepare_reports_a_ratio(cached, tmp_path):
+    cache, key, _ = cached
+    got = restore_vs_prepare(cache, key, tmp_path / "scratch")
+    assert got["prepare_s"] == 12.5 and got["restore_s"] > 0 and got["ratio"] > 1
+    assert json.dumps(got) and not list((tmp_path / "scratch").glob("restore-*"))
