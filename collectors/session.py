@@ -364,6 +364,11 @@ class Collectors:
             "ctxsw_source_note": SOURCE_NOTES.get(self._ctx.source) if self._ctx else None,
             "ctxsw_fallback_reason": self._ctx_note,
             "sampler_cpu_s": round(self.sampler_cpu_s, 4),
+            "sampler_cpu_ms_per_sample": (
+                round(1000 * self.sampler_cpu_s / self._sampler.samples, 4)
+                if self._sampler and self._sampler.samples
+                else None
+            ),
             "boundary_cpu_s": round(self._boundary_cpu_s, 4),
             "samples": self.writer.rows,
             "sample_interval_s": self.sample_interval_s,
