@@ -68,7 +68,7 @@ def failures(run: Run) -> list[dict]:
     """Cells that did not finish and levels that failed, with their reasons."""
     out = []
     for cid, c in run.cells.items():
-        if c.get("status") != "ok":
+        if c.get("status") not in ("ok", "pending", "running"):
             out.append(
                 {
                     "cell": cid,

@@ -98,11 +98,16 @@ def warnings(run: Run) -> list[str]:
         out.append(f"The run is {run.status}: figures cover only the cells that finished.")
     if not run.rows:
         out.append("No level finished: there are no measurements to show yet.")
-    bad = [c for c, v in run.cells.items() if v.get("status") != "ok"]
+    bad = [c for c, v in run.cells.items() if v.get("status") not in ("ok", "pending", "running")]
     if bad:
         out.append(
             f"{len(bad)} of {len(run.cells)} cells did not finish; see 'Failures'. The other"
             " cells are reported normally."
+        )
+    waiting = [c for c, v in run.cells.items() if v.get("status") in ("pending", "running")]
+    if waiting:
+        out.append(
+            f"{len(waiting)} of {len(run.cells)} cells have not run yet (pending or running)."
         )
     if run.has_standin:
         out.append(

@@ -40,6 +40,9 @@ REQUIRED_RESULT_COLUMNS = ("cell", "server", "allocator", "thp", "workload", "th
 # format_version N -> function upgrading a manifest dict from N to N+1 (none yet: v1 is the first).
 MIGRATIONS: dict[int, Callable[[dict], dict]] = {}
 
+# Host keys as the brief names them -> the spelling collectors/ may write instead.
+HOST_ALIASES = {"cores": "cpu_count", "glibc": "glibc_version", "governor": "cpu_governor"}
+
 BASELINE_ALLOCATOR = "glibc"  # "no preload": every ratio in the report is relative to it
 
 
@@ -101,7 +104,12 @@ class Run:
 
     @property
     def host(self) -> dict:
-        return self.manifest.get("host") or {}
+        """Host metadata, with canonical keys (cores, glibc, governor) filled from their aliases."""
+        host = dict(self.manifest.get("host") or {})
+        for canon, alias in HOST_ALIASES.items():
+            if host.get(canon) is None and host.get(alias) is not None:
+                host[canon] = host[alias]
+        return host
 
     @property
     def suite(self) -> dict:

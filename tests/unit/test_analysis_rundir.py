@@ -119,3 +119,22 @@ def test_running_run_without_results(tmp_path):
     run = load_run(path)
     assert run.rows == []
     assert run.servers == []
+
+
+def test_host_aliases_are_normalised(tmp_path):
+    path = make_run(tmp_path, "synthetic-alias")
+    m = json.loads((path / "manifest.json").read_text())
+    host = m["host"]
+    host["cpu_count"], host["glibc_version"], host["cpu_governor"] = (
+        host.pop("cores"),
+        host.pop("glibc"),
+        "performance",
+    )
+    host.pop("governor")
+    (path / "manifest.json").write_text(json.dumps(m))
+    run = load_run(path)
+    assert (run.host["cores"], run.host["glibc"], run.host["governor"]) == (
+        2,
+        "2.36",
+        "performance",
+    )

@@ -1,0 +1,41 @@
+"""Headless rendering of report.html: the page loads offline and paints (Debian chromium)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from fixtures.make_runs import make_run
+
+from analysis.report import write_report
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed (Debian package 'chromium')"
+)
+def test_report_renders_offline(tmp_path):
+    run = make_run(tmp_path, "synthetic-render", repeats=2)
+    html, _ = write_report(run)
+    shot = tmp_path / "report.png"
+    subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-network-access",
+            "--window-size=1200,4000",
+            f"--screenshot={shot}",
+            html.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(data) > 50_000  # a blank page compresses to a few kB; plots and tables do not
