@@ -16,7 +16,7 @@ import platform
 import struct
 from pathlib import Path
 
-from collectors.errors import CollectorError
+from collectors.errors import CollectorError, ProcessGone
 
 PERF_TYPE_SOFTWARE = 1
 PERF_TYPE_TRACEPOINT = 2
@@ -125,8 +125,6 @@ class Counter:
         if fd < 0:
             err = ctypes.get_errno()
             if err == errno.ESRCH:
-                from collectors.errors import ProcessGone
-
                 raise ProcessGone(pid, f"perf_event_open {self.name}")
             raise PerfUnavailable(
                 f"perf_event_open({self.name}) on pid {pid}: {os.strerror(err)} "
