@@ -269,3 +269,32 @@ def test_stop_escalates_to_sigkill_for_a_hung_server(binary, pristine, short_tmp
     assert exit_info.signal == signal.SIGKILL
     assert exit_info.rusage["ru_utime"] > 0
     assert processes_using(server.my_cnf) == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "glibc-arena1",
+        "glibc-notcache",
+        "glibc-hugetlb",
+        "jemalloc-thp",
+        "mimalloc-large",
+        "builtin",
+    ],
+)
+def test_variants_reach_the_process(name, binary, pristine, short_tmp):
+    alloc = {a.name: a for a in detect_all()}[name]
+    if not alloc.usable:
+        pytest.skip(f"{name} not usable here: {alloc.why_not}")
+    copy_datadir(pristine, short_tmp / "w")
+    server = MySQLServer(binary, short_tmp / "w", small_settings(), alloc)
+    with server:
+        server.start(timeout_s=120)
+        ev = server.evidence
+    assert ev["verdict"] == "verified"
+    tunables = ev["process_env"].get("GLIBC_TUNABLES", "").split(":")
+    assert all(t in tunables for t in alloc.tunables)
+    assert all(ev["process_env"].get(k) == v for k, v in alloc.env.items())
+    if name == "builtin":
+        assert ev["server_agreement"] == "not-applicable" and "LD_PRELOAD" not in ev["process_env"]
+    assert server.exit.returncode == 0
