@@ -1,0 +1,149 @@
+"""sysbench levels through our wrapper against a real MariaDB (private socket, always stopped)."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import pytest
+
+from servers.allocators import resolve
+from servers.mysql import MySQLServer, MySQLSettings, find_mysql
+from suites.sysbench import SysbenchOptions, prepare, run_level
+from suites.workload import ClientTarget
+
+pytestmark = pytest.mark.integration
+OPTS = SysbenchOptions(tables=2, table_size=2000)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One MariaDB sized for 1536 clients (max_connections, thread cache, prepared statements)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    work = Path(tempfile.mkdtemp(prefix="ms-sb-", dir="/tmp"))
+    srv = MySQLServer(
+        find_mysql(),
+        work,
+        MySQLSettings(buffer_pool_mb=64, max_threads=1536, innodb_log_file_mb=48),
+        resolve(["glibc"])[0],
+    )
+    try:
+        srv.initialize()
+        srv.start(timeout_s=120)
+        conn = srv.connect()
+        conn.cursor().execute("CREATE DATABASE sbtest")
+        conn.close()
+        info = srv.client_target()
+        target = ClientTarget(kind="mysql", socket=info["socket"], database="sbtest")
+        logs = tmp_path_factory.mktemp("sb-logs")
+        prepare(target, OPTS, logs / "prepare.log")
+        yield srv, target, logs
+    finally:
+        srv.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def printed(log) -> dict:
+    text = log.read_text()
+    return {
+        "qps": float(
+            re.search(r"^\s*queries:\s+\d+\s+\(([\d.]+) per sec\.\)", text, re.M).group(1)
+        ),
+        "tps": float(
+            re.search(r"^\s*transactions:\s+\d+\s+\(([\d.]+) per sec\.\)", text, re.M).group(1)
+        ),
+        "p95": float(re.search(r"95th percentile:\s+([\d.]+)", text).group(1)),
+    }
+
+
+@pytest.mark.parametrize("workload", ["oltp_ro", "point_select"])
+def test_level_figures_match_sysbench_raw_log(server, workload):
+    _, target, logs = server
+    seen = []
+    res = run_level(
+        target,
+        workload,
+        8,
+        3,
+        OPTS,
+        logs / f"{workload}@8.log",
+        on_interval=lambda t, tps, qps: seen.append((t, tps, qps)),
+    )
+    assert res.status == "ok", res.error
+    want = printed(logs / f"{workload}@8.log")
+    assert res.qps > 0 and round(res.qps, 2) == pytest.approx(want["qps"], abs=0.011)
+    assert round(res.tps, 2) == pytest.approx(want["tps"], abs=0.011)
+    assert round(res.lat_p95_ms, 2) == pytest.approx(want["p95"], abs=0.011)
+    assert (
+        0 < res.lat_p50_ms <= res.lat_p95_ms <= res.lat_p99_ms <= res.lat_p999_ms <= res.lat_max_ms
+    )
+    assert "problems" not in res.extra  # the histogram holds exactly sysbench's event count
+    assert len(seen) >= 2 and all(qps > 0 for _, _, qps in seen)
+    assert len(res.intervals) == len(seen) and res.intervals[0]["lat_p95_ms"] > 0
+    assert res.events > 0 and res.errors == 0 and 2.9 < res.duration_s < 4
+
+
+def test_1536_point_select_threads_complete(server):
+    srv, target, logs = server
+    res = run_level(target, "point_select", 1536, 3, OPTS, logs / "point_select@1536.log")
+    assert res.status == "ok", res.error
+    assert res.events > 0 and res.qps > 0 and res.errors == 0
+    assert res.lat_p50_ms <= res.lat_p95_ms <= res.lat_p99_ms <= res.lat_max_ms
+    status = srv.global_status()
+    assert status["Max_used_connections"] >= 1536
+
+
+def test_a_stalled_level_is_killed_and_failed(server):
+    """No event can complete (the table is write-locked): the level must not hang."""
+    srv, target, logs = server
+    opts = SysbenchOptions(tables=1, table_size=2000, extra_args=("--histogram=on",))
+    locker = srv.connect()
+    cur = locker.cursor()
+    cur.execute("LOCK TABLES sbtest.sbtest1 WRITE")
+    try:
+        started = time.monotonic()
+        res = run_level(target, "point_select", 4, 2, opts, logs / "stalled.log", timeout_s=8)
+        took = time.monotonic() - started
+    finally:
+        cur.execute("UNLOCK TABLES")
+        locker.close()
+    assert res.status == "failed" and "killed" in res.error and "zero events" in res.error
+    assert took < 20
+    assert res.extra["exit"]["signal"] == 9
+
+
+def test_server_gone_mid_level_is_a_failed_level(tmp_path):
+    """A server that dies under load: the level fails with the reason; nothing raises."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    work = Path(tempfile.mkdtemp(prefix="ms-sbg-", dir="/tmp"))
+    srv = MySQLServer(
+        find_mysql(),
+        work,
+        MySQLSettings(buffer_pool_mb=32, max_threads=64, innodb_log_file_mb=16),
+        resolve(["glibc"])[0],
+    )
+    try:
+        srv.initialize()
+        srv.start(timeout_s=120)
+        conn = srv.connect()
+        conn.cursor().execute("CREATE DATABASE sbtest")
+        conn.close()
+        target = ClientTarget(kind="mysql", socket=srv.client_target()["socket"], database="sbtest")
+        opts = SysbenchOptions(tables=1, table_size=500)
+        prepare(target, opts, tmp_path / "prepare.log")
+        killer = threading.Timer(1.5, lambda: srv.child.signal_group(9))
+        killer.start()
+        res = run_level(target, "point_select", 4, 5, opts, tmp_path / "gone.log", timeout_s=40)
+        killer.join()
+    finally:
+        srv.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    assert res.status == "failed"
+    assert "server stopped answering" in res.error or "Lost connection" in res.error, res.error
