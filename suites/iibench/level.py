@@ -12,12 +12,16 @@ the bench compares against, not a mode for measurements.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import multiprocessing
 import os
 import queue
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from suites.iibench.client import INSERT, QUERY, ClientArgs, Shared, client_main
@@ -32,6 +36,29 @@ THREADS = "threads"
 _STOP_GRACE_S = 60.0
 # A client process that exited is given this long for its last message to arrive through the queue.
 _MESSAGE_GRACE_S = 5.0
+
+
+@contextmanager
+def _children_skip_parent_main() -> Iterator[None]:
+    """Keep "spawn" from re-running the runner's main script in every client.
+
+    multiprocessing's spawn children first re-execute the parent's __main__ (by path when it is a
+    script), which only works if that script guards its top level with `if __name__ ==
+    "__main__"`: an unguarded caller would start a whole run again in each client. The clients need
+    nothing from __main__, so while they are started, __main__ names this package's client module
+    instead: an empty module (suites.iibench.child_main). Only Process.start() reads it.
+    """
+    main = sys.modules["__main__"]
+    had = hasattr(main, "__spec__")
+    saved = getattr(main, "__spec__", None)
+    main.__spec__ = importlib.util.find_spec("suites.iibench.child_main")
+    try:
+        yield
+    finally:
+        if had:
+            main.__spec__ = saved
+        else:
+            del main.__spec__
 
 
 class _Log:
@@ -115,8 +142,9 @@ class _Level:
     def start(self) -> float:
         """Start every client and wait until all are connected; seconds that took."""
         t = time.monotonic()
-        for w in self.workers.values():
-            w.start()
+        with _children_skip_parent_main():
+            for w in self.workers.values():
+                w.start()
         deadline = t + self.spec.startup_timeout_s
         while len(self.ready) < len(self.workers) and not self.failures:
             if time.monotonic() >= deadline:

@@ -1,0 +1,542 @@
+"""A MongoDB server's life: a user-supplied mongod, started as our child under its allocator.
+
+No MongoDB is packaged for Debian, so the binary is the user's (suite setting or PATH). What
+decides correctness here:
+- The official mongod links tcmalloc statically: it defines malloc itself, so LD_PRELOAD would
+  reach only its shared libraries (two allocators, one heap). Such a binary runs only as allocator
+  `builtin`; comparing allocators needs a build made with --allocator=system. This is checked in
+  the ELF symbol table before anything is launched.
+- buildInfo.allocator (tcmalloc, tcmalloc-google, system) and the version are recorded at start;
+  the THP advice flips at 8.0 (disable up to 7.0; enable with defrag defer+madvise from 8.0, and
+  Google tcmalloc wants GLIBC_TUNABLES=glibc.pthread.rseq=0), so a setting against it is a warning
+  in the manifest.
+- The tests' wire-protocol stand-in (tests/standin/mongod-standin, a JVM process) is recognised
+  by its --version and marked `standin: true` everywhere: protocol coverage, never allocator
+  conclusions. It runs only as `builtin` (no native malloc is preloaded into a JVM).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pymongo
+from pymongo.errors import PyMongoError
+
+from servers.allocators import Allocator
+from servers.elfcheck import interposes_malloc, malloc_definitions
+from servers.errors import AllocatorError, ServerError
+from servers.launch import Child, ExitInfo, spawn
+from servers.ports import free_port, port_in_use
+from servers.verify import refuse_self_allocating, verify_allocator
+
+# The server gets nothing of our environment but this (plus the allocator's part). PATH lets the
+# stand-in's wrapper find java; a real mongod needs nothing from it.
+_BASE_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C", "TZ": "UTC"}
+_INSTALL_HINT = (
+    "MongoDB is not packaged for Debian: install mongod from MongoDB's own packages or tarball, "
+    "or set server.binary in the suite to a mongod"
+)
+THP_ROOT = "/sys/kernel/mm/transparent_hugepage"
+STANDIN_NOTE = (
+    "MongoDB wire-protocol stand-in (JVM): protocol coverage only, no allocator conclusions"
+)
+
+
+@dataclass(frozen=True)
+class MongoBinary:
+    """A mongod found on this machine, as its own --version describes it."""
+
+    path: str
+    version: str  # "7.0.5", or "standin-<library version>" for the stand-in
+    allocator_builtin: str | None  # buildInfo allocator: tcmalloc, tcmalloc-google, system (jvm)
+    standin: bool
+
+    @property
+    def flavor(self) -> str:
+        return "mongodb"
+
+    def to_manifest(self) -> dict:
+        d = {
+            "flavor": self.flavor,
+            "path": self.path,
+            "version": self.version,
+            "allocator_builtin": self.allocator_builtin,
+            "standin": self.standin,
+        }
+        if self.standin:
+            d["note"] = STANDIN_NOTE
+        return d
+
+
+def parse_version_output(text: str) -> tuple[str, dict] | None:
+    """(version, build info) from `mongod --version` output; None when it is not mongod's.
+
+    mongod prints "db version v7.0.5" and then "Build Info: {...}" (JSON over several lines).
+    """
+    m = re.search(r"^db version v?(\S+)\s*$", text, re.MULTILINE)
+    if not m:
+        return None
+    build: dict = {}
+    b = text.find("Build Info:")
+    if b >= 0:
+        start = text.find("{", b)
+        if start >= 0:
+            try:
+                build, _ = json.JSONDecoder().raw_decode(text[start:])
+            except ValueError:
+                build = {}
+    return m.group(1), build if isinstance(build, dict) else {}
+
+
+def find_mongod(path: str | os.PathLike | None = None, timeout_s: float = 60.0) -> MongoBinary:
+    """The mongod at `path` (a file, or a directory holding bin/mongod or mongod), else on PATH.
+
+    ServerError (one line, saying what to install or set) when missing or not a mongod.
+    """
+    if path is None or str(path) == "":
+        found = shutil.which("mongod")
+        if found is None:
+            raise ServerError(f"no mongod on PATH; {_INSTALL_HINT}")
+        binary = Path(found)
+    else:
+        binary = Path(path).expanduser()
+        if binary.is_dir():
+            cands = [binary / "bin" / "mongod", binary / "mongod"]
+            binary = next((c for c in cands if c.is_file()), cands[0])
+        if not binary.exists():
+            raise ServerError(f"server.binary: {path} does not exist; {_INSTALL_HINT}")
+        if not os.access(binary, os.X_OK):
+            raise ServerError(f"server.binary: {binary} is not executable; point it at a mongod")
+    binary = binary.absolute()
+    try:
+        done = subprocess.run(
+            [str(binary), "--version"],
+            env=_BASE_ENV,
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired:
+        raise ServerError(
+            f"{binary} --version did not answer in {timeout_s:.0f}s; is it a mongod?"
+        ) from None
+    except OSError as e:
+        raise ServerError(
+            f"cannot run {binary}: {e.strerror}; point server.binary at a mongod"
+        ) from None
+    out = done.stdout.decode(errors="replace")
+    parsed = parse_version_output(out)
+    if done.returncode != 0 or parsed is None:
+        said = (out + done.stderr.decode(errors="replace")).strip().splitlines()
+        raise ServerError(
+            f"{binary} is not a mongod: `--version` exited {done.returncode} and said "
+            f"{(said[0] if said else 'nothing')!r}; {_INSTALL_HINT}"
+        )
+    version, build = parsed
+    standin = version.startswith("standin-") or bool(build.get("mallocsweepStandIn"))
+    return MongoBinary(str(binary), version, build.get("allocator"), standin)
+
+
+def version_tuple(version: str) -> tuple[int, int] | None:
+    m = re.match(r"(\d+)\.(\d+)", version)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _bracketed(text: str) -> str:
+    """The selected mode of a THP sysfs file ("always [madvise] never" -> "madvise")."""
+    m = re.search(r"\[([^\]]+)\]", text)
+    return m.group(1) if m else text.strip()
+
+
+def read_thp(root: str = THP_ROOT) -> dict[str, str | None]:
+    """The system THP modes now ({"enabled", "defrag"}; None where unreadable)."""
+    out: dict[str, str | None] = {}
+    for name in ("enabled", "defrag"):
+        try:
+            out[name] = _bracketed(Path(root, name).read_text())
+        except OSError:
+            out[name] = None
+    return out
+
+
+def thp_advice(
+    version: str,
+    thp_enabled: str | None,
+    thp_defrag: str | None,
+    thp_disable: bool,
+    allocator_builtin: str | None,
+    glibc_tunables: str = "",
+) -> list[str]:
+    """Warnings where this server's THP setup goes against MongoDB's advice for its version.
+
+    `thp_disable` (PR_SET_THP_DISABLE) makes the process's mode "never" whatever the system says.
+    """
+    v = version_tuple(version)
+    if v is None:
+        return []
+    effective = "never" if thp_disable else thp_enabled
+    warnings = []
+    if v < (8, 0):
+        if effective == "always":
+            warnings.append(
+                f"MongoDB {version} advises disabling transparent hugepages, but this server runs "
+                "with THP 'always'; use thp mode 'never' for results that match production advice"
+            )
+    else:
+        if effective != "always":
+            warnings.append(
+                f"MongoDB {version} advises enabling transparent hugepages ('always'), but this "
+                f"server runs with THP {effective!r}"
+            )
+        if effective == "always" and thp_defrag not in (None, "defer+madvise"):
+            warnings.append(
+                f"MongoDB {version} advises THP defrag 'defer+madvise', the system has {thp_defrag!r}"
+            )
+        if allocator_builtin == "tcmalloc-google" and "glibc.pthread.rseq=0" not in (
+            glibc_tunables or ""
+        ).split(":"):
+            warnings.append(
+                f"MongoDB {version} with Google tcmalloc wants GLIBC_TUNABLES=glibc.pthread.rseq=0 "
+                "(per-CPU caches); the server was started without it"
+            )
+    return warnings
+
+
+def flatten_numeric(doc: dict, prefix: str = "") -> dict[str, float]:
+    """Numeric leaves of a nested document as {"a.b.c": value}; booleans and text dropped."""
+    out: dict[str, float] = {}
+    for key, value in doc.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten_numeric(value, name + "."))
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            out[name] = float(value)
+        elif hasattr(value, "to_decimal") or type(value).__name__ == "Int64":
+            try:
+                out[name] = float(value.to_decimal() if hasattr(value, "to_decimal") else value)
+            except (TypeError, ValueError, ArithmeticError):
+                continue
+    return out
+
+
+def check_allocator(binary: MongoBinary, allocator: Allocator) -> list[str]:
+    """Refuse, before launch, an allocator this mongod cannot really run under.
+
+    Returns the malloc-family symbols the binary defines (evidence). AllocatorError explains why
+    and what to use instead.
+    """
+    if binary.standin:
+        if allocator.kind != "builtin":
+            raise AllocatorError(
+                f"{binary.path} is the MongoDB wire-protocol stand-in, a JVM process: only "
+                f"allocator 'builtin' applies, not {allocator.name!r} (it is for protocol tests, "
+                "never for allocator comparisons)"
+            )
+        return []
+    defs = malloc_definitions(Path(binary.path))
+    own = interposes_malloc(defs)
+    if own and allocator.kind != "builtin":
+        carried = binary.allocator_builtin or "its own allocator"
+        raise AllocatorError(
+            f"{binary.path} defines {', '.join(own[:3])} itself (statically linked {carried}): "
+            f"under allocator {allocator.name!r} its own calls would stay on {carried} while its "
+            "shared libraries used the other one, and mixed allocators corrupt the heap; run it "
+            "as allocator 'builtin', or compare allocators with a mongod built with "
+            "--allocator=system"
+        )
+    # Static binaries and unusable allocators: the generic refusals, with their own reasons.
+    refuse_self_allocating(Path(binary.path), allocator)
+    return defs
+
+
+def _tail(path: Path, n: int) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join(lines[-n:]) if lines else "(log is empty)"
+
+
+class MongoServer:
+    """One mongod life in `workdir`. Use as a context manager to guarantee it is stopped."""
+
+    def __init__(
+        self,
+        binary: MongoBinary,
+        workdir: Path,
+        cache_gb: float,
+        allocator: Allocator,
+        port: int | None = None,
+        thp_disable: bool = False,
+        thp_root: str = THP_ROOT,
+    ):
+        if not cache_gb or cache_gb <= 0:
+            raise ServerError(f"server.cache_gb = {cache_gb!r}: expected a size in GiB > 0")
+        self.binary = binary
+        self.workdir = Path(workdir).absolute()
+        self.cache_gb = float(cache_gb)
+        self.allocator = allocator
+        self.requested_port = port
+        self.port: int | None = port
+        self.thp_disable = thp_disable
+        self.thp_root = thp_root
+        self.dbpath = self.workdir / "db"
+        self.error_log = self.workdir / "mongod.log"
+        self.console_log = self.workdir / "mongod.console.log"
+        self.child: Child | None = None
+        self.exit: ExitInfo | None = None
+        self.evidence: dict | None = None
+        self.launch_env: dict[str, str] = {}
+        self.warnings: list[str] = []
+        self.thp_system: dict[str, str | None] = {}
+        self._build_info: dict = {}
+        self._client: pymongo.MongoClient | None = None
+        self._lock = threading.Lock()
+        # Refuse what cannot work now, before any dataset or collector is set up.
+        self._malloc_defs = check_allocator(binary, allocator)
+
+    # -- start -------------------------------------------------------------------------------
+    def argv(self) -> list[str]:
+        return [
+            self.binary.path,
+            "--dbpath", str(self.dbpath),
+            "--bind_ip", "127.0.0.1",
+            "--port", str(self.port),
+            "--wiredTigerCacheSizeGB", f"{self.cache_gb:g}",
+            "--nounixsocket",  # no /tmp/mongodb-PORT.sock shared with other servers on the machine
+            "--logpath", str(self.error_log),
+        ]  # fmt: skip
+
+    def start(self, on_spawn: Callable[[int], None] | None = None, timeout_s: float = 120) -> int:
+        """Launch under the allocator, wait for `ping`, record buildInfo, prove the allocator.
+
+        Returns the pid. Any failure stops the server and raises ServerError/AllocatorError.
+        """
+        if self.child is not None and self.child.alive:
+            raise ServerError(f"mongod in {self.workdir} is already running (pid {self.child.pid})")
+        self.port = self.requested_port or free_port()
+        if port_in_use(self.port):
+            raise ServerError(
+                f"port {self.port} on 127.0.0.1 is already in use; choose another port"
+            )
+        self.dbpath.mkdir(parents=True, exist_ok=True)
+        self.launch_env = self.allocator.launch_env(_BASE_ENV | {"HOME": str(self.workdir)})
+        self.thp_system = read_thp(self.thp_root)
+        self.exit = None
+        self.evidence = None
+        self.child = spawn(
+            self.argv(),
+            env=self.launch_env,
+            cwd=self.workdir,
+            stdout=self.console_log,
+            stderr=self.console_log,
+            thp_disable=self.thp_disable,
+            on_spawn=on_spawn,
+        )
+        try:
+            self._wait_ready(timeout_s)
+            self._build_info = self._admin("buildInfo")
+            self.evidence = self._verify()
+            self.warnings = thp_advice(
+                self.binary.version,
+                self.thp_system.get("enabled"),
+                self.thp_system.get("defrag"),
+                self.thp_disable,
+                self._build_info.get("allocator") or self.binary.allocator_builtin,
+                self.launch_env.get("GLIBC_TUNABLES", ""),
+            )
+        except BaseException as e:
+            if isinstance(e, AllocatorError):
+                self.evidence = getattr(e, "evidence", None)
+            self.stop(timeout_s=30)
+            raise
+        return self.child.pid
+
+    def _client_now(self) -> pymongo.MongoClient:
+        if self._client is None:
+            self._client = pymongo.MongoClient(
+                "127.0.0.1",
+                self.port,
+                directConnection=True,
+                serverSelectionTimeoutMS=2000,
+                connectTimeoutMS=2000,
+                appname="mallocsweep",
+            )
+        return self._client
+
+    def _admin(self, command: str, **kw) -> dict:
+        with self._lock:
+            return dict(self._client_now().admin.command(command, **kw))
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        """Ping (with backoff) until mongod answers, exits, or time runs out."""
+        deadline = time.monotonic() + timeout_s
+        delay = 0.05
+        last_error = ""
+        probe = pymongo.MongoClient(
+            "127.0.0.1", self.port, directConnection=True,
+            serverSelectionTimeoutMS=250, connectTimeoutMS=250,
+        )  # fmt: skip
+        try:
+            while True:
+                ended = self.child.poll()
+                if ended is not None:
+                    raise ServerError(
+                        f"{self.binary.path} {ended.describe} during start-up; "
+                        f"{self.error_log}: {self._log_summary()}"
+                    )
+                try:
+                    probe.admin.command("ping")
+                    return
+                except PyMongoError as e:
+                    last_error = str(e).splitlines()[0] if str(e) else type(e).__name__
+                if time.monotonic() >= deadline:
+                    raise ServerError(
+                        f"{self.binary.path} did not answer ping on 127.0.0.1:{self.port} within "
+                        f"{timeout_s:.0f}s ({last_error[:120]}); {self.error_log}: {self._log_summary()}"
+                    )
+                time.sleep(delay)
+                delay = min(delay * 1.5, 1.0)
+        finally:
+            probe.close()
+
+    def _verify(self) -> dict:
+        reported = self._build_info.get("allocator")
+        if self.binary.standin:
+            return {
+                "allocator": self.allocator.name,
+                "kind": self.allocator.kind,
+                "pid": self.child.pid,
+                "binary": self.binary.path,
+                "standin": True,
+                "buildinfo_allocator": reported,
+                "verdict": "standin",
+                "note": STANDIN_NOTE,
+            }
+        # buildInfo.allocator is what the binary was built with, not a runtime detection: it is a
+        # cross-check only for `builtin`, and recorded as a fact for the rest.
+        evidence = verify_allocator(
+            self.child.pid,
+            self.allocator,
+            Path(self.binary.path),
+            server_reported=reported if self.allocator.kind == "builtin" else None,
+        )
+        evidence["buildinfo_allocator"] = reported
+        return evidence
+
+    # -- talking to it -----------------------------------------------------------------------
+    def client_target(self) -> dict:
+        """Where clients connect (the runner turns this into a suites.workload.ClientTarget)."""
+        return {"host": "127.0.0.1", "port": self.port}
+
+    def build_info(self) -> dict:
+        """buildInfo as recorded at start (version, allocator, ...)."""
+        if not self._build_info and self.alive:
+            self._build_info = self._admin("buildInfo")
+        return dict(self._build_info)
+
+    def server_status(self) -> dict[str, float]:
+        """serverStatus, numeric fields flattened ("wiredTiger.cache.bytes currently in the cache").
+        One kept client, callable from a collector thread."""
+        try:
+            doc = self._admin("serverStatus")
+        except PyMongoError as e:
+            raise ServerError(
+                f"serverStatus failed on 127.0.0.1:{self.port}: {str(e).splitlines()[0]}"
+            ) from None
+        return flatten_numeric(doc)
+
+    # -- stop --------------------------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        return self.child.pid if self.child else None
+
+    @property
+    def alive(self) -> bool:
+        return self.child is not None and self.child.alive
+
+    def stop(self, timeout_s: float = 120) -> ExitInfo | None:
+        """The shutdown command, then SIGTERM, then SIGKILL; always reaped. Idempotent (None if
+        never started). Returns the exit with the kernel's whole-life rusage."""
+        if self.child is None:
+            self._close_client()
+            return None
+        if self.child.exit is None:
+            if self._shutdown_command():
+                self.child.wait(timeout_s)
+            # Not answering, or not down in time: SIGTERM (a clean shutdown too), then SIGKILL.
+            self.child.terminate(term_timeout=min(60.0, timeout_s), kill_timeout=10)
+        self._close_client()
+        self.exit = self.child.exit
+        return self.exit
+
+    def _shutdown_command(self) -> bool:
+        """Ask mongod to shut down; True when the request reached it. mongod closes the
+        connection instead of answering, so a dropped connection is the expected reply."""
+        try:
+            self._admin("shutdown")
+        except pymongo.errors.ServerSelectionTimeoutError:
+            return False
+        except PyMongoError:
+            pass
+        return True
+
+    def _close_client(self) -> None:
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    def _log_summary(self, n: int = 3) -> str:
+        lines = [
+            ln
+            for ln in (_tail(self.error_log, 50) + "\n" + _tail(self.console_log, 50)).splitlines()
+            if ln and not ln.startswith("(")
+        ]
+        errors = [ln for ln in lines if '"s":"E"' in ln or '"s":"F"' in ln or "ERROR" in ln]
+        return " | ".join((errors or lines)[-n:])[:600] or "(no log output)"
+
+    def error_log_tail(self, n: int = 20) -> str:
+        return _tail(self.error_log, n)
+
+    def to_manifest(self) -> dict:
+        d = {
+            "flavor": "mongodb",
+            "version": self.binary.version,
+            "binary": self.binary.path,
+            "standin": self.binary.standin,
+            "buildinfo_version": self._build_info.get("version"),
+            "buildinfo_allocator": self._build_info.get("allocator", self.binary.allocator_builtin),
+            "binary_malloc_definitions": self._malloc_defs,
+            "cache_gb": self.cache_gb,
+            "port": self.port,
+            "pid": self.pid,
+            "thp_disable": self.thp_disable,
+            "thp_system": self.thp_system,
+            "allocator": self.allocator.name,
+            "launch_env": {k: v for k, v in self.launch_env.items() if k != "HOME"},
+            "warnings": list(self.warnings),
+            "evidence": self.evidence,
+            "exit": self.exit.to_manifest() if self.exit else None,
+        }
+        if self.binary.standin:
+            d["note"] = STANDIN_NOTE
+        return d
+
+    def __enter__(self) -> MongoServer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
