@@ -19,6 +19,18 @@ def _mapped_text(v, library: str | None) -> str:
     return "" if v is None else str(v)
 
 
+def _first(d: dict, *keys):
+    """The first present key: the verification record's spelling may vary between versions."""
+    return next((d[k] for k in keys if d.get(k) is not None), None)
+
+
+def _defines_malloc(ver: dict) -> str:
+    defs = ver.get("binary_malloc_definitions")
+    if defs is None:
+        return ""
+    return ("yes: " + ", ".join(defs)) if defs else "no"
+
+
 def proof_table(run: Run) -> Table:
     table = Table(
         "proof",
@@ -27,7 +39,8 @@ def proof_table(run: Run) -> Table:
         " allocator really serves malloc: its library is mapped into the server process"
         " (/proc/PID/maps) and the server binary does not define malloc itself. The server's own"
         " report (MariaDB @@version_malloc_library) is a cross-check only: it says 'system' for"
-        " mimalloc and TBB even when they are loaded. 'agreement' tells whether the evidence agrees.",
+        " mimalloc and TBB even when they are loaded. 'verdict' is the conclusion: verified means"
+        " the measured allocator is the one named.",
         [
             "cell",
             "status",
@@ -35,8 +48,10 @@ def proof_table(run: Run) -> Table:
             "allocator",
             "library",
             "mapped",
+            "binary defines malloc",
             "server reports",
             "agreement",
+            "verdict",
         ],
     )
     for cid, c in run.cells.items():
@@ -56,9 +71,11 @@ def proof_table(run: Run) -> Table:
                 text(srv or server.get("label")),
                 text(name),
                 text(alloc.get("library") or ("built in / no preload" if name else "")),
-                text(_mapped_text(ver.get("mapped"), alloc.get("library"))),
+                text(_mapped_text(_first(ver, "mapped", "library_mapped"), alloc.get("library"))),
+                text(_defines_malloc(ver)),
                 text(ver.get("server_reported")),
-                text(ver.get("agreement")),
+                text(_first(ver, "agreement", "server_agreement")),
+                text(ver.get("verdict")),
             ]
         )
     return table

@@ -9,7 +9,8 @@ Throughput: ratio NEW/BASE of geometric means with a 95% Welch t interval on the
 sides have at least two; otherwise the per-interval throughput of the single run per side, as
 contiguous batch means — this only measures noise *within* one server life, not the run-to-run
 variation a restart brings, so such verdicts are marked weak and the output says so. A point with
-one figure per side and no interval samples gets no verdict: nothing tells a change from noise.
+one figure per side and fewer than MIN_INTERVALS interval samples gets no verdict: nothing tells
+a change from noise.
 
 Verdicts: "slower" needs both significance (the interval excludes 1.0) and a change beyond the
 threshold (default 5%); "faster" likewise; everything else is "no significant change". The
@@ -38,6 +39,10 @@ from analysis.stats import CONFIDENCE, Estimate, batch_means, diff_ci, median, r
 
 FASTER, SLOWER, NO_CHANGE, NO_VERDICT = "faster", "slower", "no significant change", "no verdict"
 MORE_MEMORY, LESS_MEMORY = "more memory", "less memory"
+
+# Fewer interval samples than this per side give no verdict: two 1-second intervals of a 3-second
+# level measured +18% "significant" between two identical real runs here.
+MIN_INTERVALS = 4
 
 HOST_KEYS = ("hostname", "kernel", "cpu_model", "cores", "memory_kb", "glibc")
 
@@ -207,12 +212,15 @@ def _throughput_point(
     else:
         bi = _interval_samples(base, brows, workload, threads)
         ni = _interval_samples(new, nrows, workload, threads)
-        if len(bi) >= 2 and len(ni) >= 2:
+        if len(bi) >= MIN_INTERVALS and len(ni) >= MIN_INTERVALS:
             est = ratio_ci(bi, ni)
             p.evidence = f"intervals {len(bi)}+{len(ni)} (weak)"
     if est is None:
         p.ratio = p.new / p.base
-        p.note = "one figure per side and no interval samples: cannot tell a change from noise"
+        p.note = (
+            f"one figure per side and fewer than {MIN_INTERVALS} interval samples: cannot tell a"
+            " change from noise"
+        )
         return p
     p.ratio, p.lo, p.hi = est.value, est.lo, est.hi
     if standin:
@@ -425,7 +433,7 @@ def compare_runs(base: Path, new: Path, threshold_pct: float = 5.0) -> Compariso
     none = [p for p in cmp.points if p.verdict == NO_VERDICT and p.evidence == "none"]
     if none:
         cmp.warnings.append(
-            f"{len(none)} point(s) have one figure per side and no interval samples: no verdict"
+            f"{len(none)} point(s) have one figure per side and too few interval samples: no verdict"
         )
     return cmp
 
