@@ -15,7 +15,13 @@ import matplotlib
 matplotlib.use("Agg")  # before pyplot: no display on servers and CI machines
 
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FixedLocator,
+    FuncFormatter,
+    LogLocator,
+    NullFormatter,
+    NullLocator,
+)
 
 from analysis.rundir import Run  # noqa: E402
 from analysis.table import fmt  # noqa: E402
@@ -107,8 +113,10 @@ def latency_plot(run: Run, workload: str) -> str | None:
     for ax, pct in zip(axes, ("p95", "p99"), strict=True):
         drawn |= _series_lines(ax, run, workload, f"lat_{pct}_ms")
         ax.set_yscale("log")
+        # Labels at 1-2-5 steps: plain numbers even when the range is less than a decade.
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt(v)))
-        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_ylabel(f"{pct} latency (ms, log scale)")
         ax.set_title(f"{workload}: {pct} latency")
     if not drawn:
