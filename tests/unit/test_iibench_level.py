@@ -1,0 +1,35 @@
+"""run_level's failure path without a server: clients that cannot connect fail the level with
+the reason, in one line, and no client process is left behind."""
+
+import json
+
+import pytest
+
+from suites.iibench import PROCESSES, THREADS, IIBenchSpec, run_level
+from suites.workload import ClientTarget
+
+
+@pytest.mark.parametrize("mode", [THREADS, PROCESSES])
+def test_unreachable_server_fails_the_level_with_the_reason(mode, short_tmp):
+    target = ClientTarget(kind="mysql", socket=str(short_tmp / "no.sock"), database="iibench")
+    spec = IIBenchSpec(clients=2, max_rows=100, batch_rows=10, startup_timeout_s=60)
+    log = short_tmp / "level.log"
+    res = run_level(target, spec, log, mode=mode)
+    assert res.status == "failed"
+    assert "insert client" in res.error and "cannot connect to MySQL at socket" in res.error
+    assert "\n" not in res.error
+    assert res.events == 0 and res.workload == "iibench" and res.threads == 2
+    events = [json.loads(line)["event"] for line in log.read_text().splitlines()]
+    assert events[0] == "start" and events[-1] == "summary"
+
+
+def test_unknown_target_kind_fails_each_client(short_tmp):
+    target = ClientTarget(kind="postgres")
+    res = run_level(target, IIBenchSpec(clients=1, max_rows=10), short_tmp / "l.log", mode=THREADS)
+    assert res.status == "failed"
+    assert "target kind 'postgres' is not supported" in res.error
+
+
+def test_bad_mode_is_refused(short_tmp):
+    with pytest.raises(ValueError, match="mode must be"):
+        run_level(ClientTarget(kind="mysql"), IIBenchSpec(), short_tmp / "l.log", mode="fibers")
