@@ -183,7 +183,7 @@ def latency_table(run: Run, workload: str, pct: str = "p99") -> Table:
 
 def efficiency_tables(run: Run, workload: str) -> list[Table]:
     """Callaghan's normalised figures: what one operation costs the server in CPU and switches."""
-    op = "inserted row" if workload == "iibench" else "query"
+    op, ops = ("inserted row", "rows") if workload == "iibench" else ("query", "queries")
     return [
         pivot_table(
             run,
@@ -193,7 +193,7 @@ def efficiency_tables(run: Run, workload: str) -> list[Table]:
             title=f"{workload}: server CPU microseconds per {op}",
             explain=(
                 f"User + system CPU time of the whole server process during the level, divided by"
-                f" the {op}s it served (lower is better). It normalises away throughput differences:"
+                f" the {ops} it served (lower is better). It normalises away throughput differences:"
                 " an allocator that burns CPU in locks or page faults shows up here first."
             ),
         ),
