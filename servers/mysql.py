@@ -65,8 +65,11 @@ class MySQLServer:
         allocator: Allocator,
         port: int | None = None,
         thp_disable: bool = False,
+        extra_preload: tuple[str, ...] = (),
     ):
         self.binary = binary
+        # Non-allocator libraries preloaded before the allocator (the keep_thp experiment shim).
+        self.extra_preload = tuple(extra_preload)
         self.workdir = Path(workdir).absolute()
         self.settings = settings
         self.allocator = allocator
@@ -184,6 +187,9 @@ class MySQLServer:
         self.launch_env = self.allocator.launch_env(
             _BASE_ENV | {"HOME": str(self.workdir), "TMPDIR": str(self.tmpdir)}
         )
+        if self.extra_preload:
+            preload = [*self.extra_preload, self.launch_env.get("LD_PRELOAD", "")]
+            self.launch_env["LD_PRELOAD"] = " ".join(p for p in preload if p)
         self.exit = None
         self.evidence = None
         self.child = spawn(
@@ -391,6 +397,7 @@ class MySQLServer:
             "socket": str(self.socket),
             "pid": self.pid,
             "thp_disable": self.thp_disable,
+            "extra_preload": list(self.extra_preload),
             "allocator": self.allocator.name,
             "launch_env": {k: v for k, v in self.launch_env.items() if k not in ("HOME", "TMPDIR")},
             "evidence": self.evidence,

@@ -107,12 +107,22 @@ class MySQLCell(_Levels, CellRunner):
     def make_server(self, thp_disable: bool):
         from servers.mysql import MySQLServer
 
+        extra = ()
+        if self.ctx.suite.thp.keep_server_thp:
+            from servers.thpshim import keep_thp_library
+
+            extra = (str(keep_thp_library()),)
+            self.record["experiment"] = (
+                "keep_server_thp: a preload shim ignored the server's prctl(PR_SET_THP_DISABLE), "
+                "so the system THP mode reached its heap; MariaDB's own behaviour was changed"
+            )
         return MySQLServer(
             self.ctx.server_binary,
             self.work,
             mysql_settings(self.ctx.suite),
             self.ctx.allocator,
             thp_disable=thp_disable,
+            extra_preload=extra,
         )
 
     def target(self) -> ClientTarget:
