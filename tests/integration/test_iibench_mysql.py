@@ -1,0 +1,221 @@
+"""iibench on a real MariaDB under two allocators, and the client processes' lifecycle.
+
+One pristine datadir per module, copied per server. Servers run on free ports with sockets in
+short private dirs and are always stopped. Loads are tiny (tens of thousands of rows): the point
+is that every row is accounted for, not the rate.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from servers.allocators import resolve
+from servers.errors import ServerError
+from servers.mysql import MySQLServer, MySQLSettings, find_mysql
+from suites import iibench
+from suites.iibench import SECONDARY_INDEXES, IIBenchSpec
+from suites.iibench.bench import client_cpu_fraction, process_cpu_s, process_vs_thread_rate
+from suites.workload import ClientTarget
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def settings() -> MySQLSettings:
+    return MySQLSettings(buffer_pool_mb=128, max_threads=32, innodb_log_file_mb=48)
+
+
+@pytest.fixture(scope="module")
+def pristine():
+    try:
+        binary = find_mysql()
+    except ServerError as e:
+        pytest.skip(f"no MariaDB server installed ({e}); `make setup` installs mariadb-server")
+    root = Path(tempfile.mkdtemp(prefix="ms-ii-", dir="/tmp"))
+    try:
+        server = MySQLServer(binary, root / "w", settings(), resolve(["glibc"])[0])
+        server.initialize()
+        yield binary, server.datadir
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def started(pristine, work: Path, allocator: str) -> MySQLServer:
+    binary, datadir = pristine
+    work.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(datadir, work / "datadir")
+    [alloc] = resolve([allocator])
+    if not alloc.usable:
+        pytest.skip(f"allocator {allocator} not usable here: {alloc.why_not}")
+    server = MySQLServer(binary, work, settings(), alloc)
+    server.start()
+    return server
+
+
+def target_of(server: MySQLServer) -> ClientTarget:
+    t = server.client_target()
+    return ClientTarget(kind="mysql", socket=t["socket"], port=t["port"], database="iibench")
+
+
+@pytest.mark.parametrize("allocator", ["glibc", "jemalloc"])
+def test_every_row_is_accounted_for(pristine, short_tmp, allocator):
+    server = started(pristine, short_tmp / "w", allocator)
+    with server:
+        assert server.evidence["verdict"] == "verified"
+        target = target_of(server)
+        spec = IIBenchSpec(clients=4, max_rows=20_000, batch_rows=250, report_interval_s=0.25)
+        iibench.prepare(target, spec)
+        seen = []
+        res = iibench.run_level(
+            target, spec, short_tmp / "ii.log", on_interval=lambda *a: seen.append(a)
+        )
+        assert res.status == "ok", res.error
+        assert res.events == 20_000 == iibench.count_rows(target, spec)
+        assert iibench.index_names(target, spec) == [n for n, _ in SECONDARY_INDEXES]
+        # Every row is in exactly one interval, and the rates say the same thing.
+        assert sum(i["rows"] for i in res.intervals) == res.events
+        by_rate = sum(i["rows_per_s"] * i["interval_s"] for i in res.intervals)
+        assert by_rate == pytest.approx(res.events, rel=0.01)
+        assert len(seen) == len(res.intervals)
+        assert [s[2] for s in seen] == [i["rows_per_s"] for i in res.intervals]
+        assert sum(i["batches"] for i in res.intervals) == 20_000 // 250
+        assert res.qps == pytest.approx(res.events / res.duration_s, rel=0.01)
+        assert sum(c["rows"] for c in res.extra["per_client"]) == res.events
+        assert all(c["rows"] > 0 for c in res.extra["per_client"])
+        assert 0 < res.lat_p50_ms <= res.lat_p99_ms <= res.lat_max_ms
+        assert res.extra["client_cpu_s"] > 0
+        exit_info = server.stop()
+    assert exit_info.returncode == 0
+
+
+def test_time_limit_and_index_count_and_query_clients(pristine, short_tmp):
+    server = started(pristine, short_tmp / "w", "glibc")
+    with server:
+        target = target_of(server)
+        spec = IIBenchSpec(
+            clients=2, max_rows=0, max_seconds=2.0, batch_rows=100, secondary_indexes=1,
+            query_clients=1,
+        )  # fmt: skip
+        iibench.prepare(target, spec)
+        res = iibench.run_level(target, spec, short_tmp / "ii.log")
+        assert res.status == "ok", res.error
+        assert 1.9 <= res.duration_s <= 6.0
+        assert res.events == iibench.count_rows(target, spec) > 0
+        assert iibench.index_names(target, spec) == ["ix_price_customer"]
+        assert res.extra["query"]["queries"] > 0
+
+
+def test_prepare_drops_the_previous_table(pristine, short_tmp):
+    server = started(pristine, short_tmp / "w", "glibc")
+    with server:
+        target = target_of(server)
+        spec = IIBenchSpec(clients=1, max_rows=500, batch_rows=100)
+        iibench.prepare(target, spec)
+        iibench.run_level(target, spec, short_tmp / "a.log")
+        assert iibench.count_rows(target, spec) == 500
+        iibench.prepare(target, IIBenchSpec(secondary_indexes=0))
+        assert iibench.count_rows(target, spec) == 0
+        assert iibench.index_names(target, spec) == []
+
+
+def test_server_gone_mid_level_fails_the_level(pristine, short_tmp):
+    server = started(pristine, short_tmp / "w", "glibc")
+    with server:
+        target = target_of(server)
+        spec = IIBenchSpec(clients=2, max_rows=0, max_seconds=30, batch_rows=100)
+        iibench.prepare(target, spec)
+
+        def kill_once(t, tps, qps):
+            if server.alive:
+                server.child.signal_group(signal.SIGKILL)
+
+        t = time.monotonic()
+        res = iibench.run_level(target, spec, short_tmp / "ii.log", on_interval=kill_once)
+        assert time.monotonic() - t < 25
+        assert res.status == "failed"
+        assert "insert client" in res.error and "\n" not in res.error
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out += [int(p) for p in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return out
+
+
+def test_clients_are_processes_in_their_own_groups_and_die_with_the_runner(pristine, short_tmp):
+    server = started(pristine, short_tmp / "w", "glibc")
+    with server:
+        target = target_of(server)
+        iibench.prepare(target, IIBenchSpec())
+        # A runner process of its own, so that the test can SIGKILL it.
+        script = textwrap.dedent(f"""
+            from pathlib import Path
+            from suites import iibench
+            from suites.workload import ClientTarget
+            t = ClientTarget(kind="mysql", socket={target.socket!r}, database="iibench")
+            spec = iibench.IIBenchSpec(clients=3, max_rows=0, max_seconds=120, batch_rows=50)
+            iibench.run_level(t, spec, Path({str(short_tmp / "r.log")!r}))
+        """)
+        runner = subprocess.Popen([sys.executable, "-c", script], cwd=REPO)
+        try:
+            deadline = time.monotonic() + 60
+            clients: list[int] = []
+            while time.monotonic() < deadline:
+                clients = [
+                    p for p in _children(runner.pid)
+                    if b"multiprocessing" in Path(f"/proc/{p}/cmdline").read_bytes()
+                    and b"resource_tracker" not in Path(f"/proc/{p}/cmdline").read_bytes()
+                ]  # fmt: skip
+                log = short_tmp / "r.log"
+                if len(clients) == 3 and log.exists() and '"interval"' in log.read_text():
+                    break  # the load is running: every client is past its start-up
+                time.sleep(0.2)
+            assert len(clients) == 3
+            for p in clients:
+                assert os.getpgid(p) == p  # its own process group
+            os.kill(runner.pid, signal.SIGKILL)
+            runner.wait(10)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in clients):
+                time.sleep(0.1)
+            survivors = [p for p in clients if Path(f"/proc/{p}").exists()]
+            # A dead client may linger briefly as a zombie until init reaps it.
+            survivors = [
+                p for p in survivors if "Z" not in Path(f"/proc/{p}/stat").read_text().split()[2]
+            ]
+            assert survivors == []
+        finally:
+            if runner.poll() is None:
+                runner.kill()
+                runner.wait(10)
+
+
+def test_bench_figures(pristine, short_tmp, capsys):
+    """The figures `make bench` reports, measured once here (noisy: shared 2-core machine)."""
+    server = started(pristine, short_tmp / "w", "glibc")
+    with server:
+        target = target_of(server)
+        spec = IIBenchSpec(clients=10, max_rows=30_000, batch_rows=100)
+        scale = process_vs_thread_rate(target, spec, short_tmp)
+        cost = client_cpu_fraction(target, spec, server.pid, short_tmp / "cpu.log")
+        assert len(scale["processes_runs"]) == len(scale["threads_runs"]) == 2
+        assert scale["ratio"] > 0
+        assert cost["server_cpu_s"] > 0 and 0 < cost["fraction"]
+        assert process_cpu_s(server.pid) > cost["server_cpu_s"] * 0.5
+        with capsys.disabled():
+            print(f"\niibench bench: {scale}\niibench client cost: {cost}")
