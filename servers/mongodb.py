@@ -372,6 +372,8 @@ class MongoServer:
                 directConnection=True,
                 serverSelectionTimeoutMS=2000,
                 connectTimeoutMS=2000,
+                # A stopped or wedged server must not hang status polls or stop() forever.
+                socketTimeoutMS=30_000,
                 appname="mallocsweep",
             )
         return self._client
