@@ -10,13 +10,27 @@ from suites.cell import CellRunner
 from suites.workload import ClientTarget
 
 
-def mysql_settings(suite):
+def mysql_settings(suite, max_threads: int | None = None):
     from servers.mysql import MySQLSettings
 
     return MySQLSettings(
         buffer_pool_mb=suite.server.buffer_pool_mb,
-        max_threads=suite.max_threads,
+        max_threads=max_threads or suite.max_threads,
+        prepared_statements=prepared_statements(suite),
         extra={k: str(v) for k, v in suite.server.settings.items()},
+    )
+
+
+def prepared_statements(suite) -> int:
+    """What the largest level's clients hold at once, so max_prepared_stmt_count never caps a level."""
+    if suite.suite.kind != "sysbench":
+        return 0
+    from suites.sysbench import prepared_statements_needed
+
+    s = suite.sysbench
+    return max(
+        prepared_statements_needed(w, max(s.threads), suite.dataset.tables, s.ps_mode)
+        for w in s.workloads
     )
 
 

@@ -55,9 +55,9 @@ def dataset_spec(suite) -> dict:
 def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:
     """The cached pristine datadir for this suite and server, preparing it if missing."""
     from servers.allocators import resolve
-    from servers.mysql import MySQLServer, MySQLSettings
+    from servers.mysql import MySQLServer
     from suites import sysbench
-    from suites.cell_kinds import sysbench_options
+    from suites.cell_kinds import mysql_settings, sysbench_options
     from suites.workload import ClientTarget
 
     cache = DatasetCache(Path(cache_root))
@@ -70,11 +70,7 @@ def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:
     logs = run_dir.path / "logs" / "dataset"
     logs.mkdir(parents=True, exist_ok=True)
     glibc = resolve(["glibc"])[0]
-    settings = MySQLSettings(
-        buffer_pool_mb=suite.server.buffer_pool_mb,
-        max_threads=64,
-        extra={k: str(v) for k, v in suite.server.settings.items()},
-    )
+    settings = mysql_settings(suite, max_threads=64)
     server = MySQLServer(binary, work, settings, glibc)
     t0 = time.monotonic()
     try:

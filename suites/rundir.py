@@ -153,18 +153,35 @@ class RunDir:
             out[rec["cell"]["id"]] = rec
         return out
 
+    def archive_attempt(self, cell_id: str) -> int | None:
+        """Before a cell runs again (--resume), move its failed attempt aside, never deleting it.
+
+        The record, timeline and logs get an `.attemptN` suffix that the readers do not pick up.
+        Returns N, or None when there was no earlier attempt.
+        """
+        paths = [
+            self.cell_file(cell_id),
+            self.samples_path(cell_id),
+            self.path / LOGS_DIR / cell_id,
+        ]
+        if not any(p.exists() for p in paths):
+            return None
+        rec = self.cell_file(cell_id)
+        if rec.exists() and json.loads(rec.read_text())["cell"].get("status") == "ok":
+            raise SuiteError(f"{rec}: a finished cell is never run again")
+        n = 1
+        while any(Path(f"{p}.attempt{n}").exists() for p in paths):
+            n += 1
+        for p in paths:
+            if p.exists():
+                os.replace(p, f"{p}.attempt{n}")
+        return n
+
     def write_cell(self, cell: dict, rows: list[dict]) -> None:
         """Record one cell (its manifest entry and its results rows). An `ok` cell is final."""
         path = self.cell_file(cell["id"])
         if path.exists():
-            prev = json.loads(path.read_text())
-            if prev["cell"].get("status") == "ok":
-                raise SuiteError(f"{path}: a finished cell is never rewritten")
-            # A failed/interrupted attempt is kept beside the new one for the record.
-            attempt = 1
-            while (old := path.with_suffix(f".attempt{attempt}")).exists():
-                attempt += 1
-            os.replace(path, old)
+            raise SuiteError(f"{path}: a finished cell is never rewritten")
         atomic_write(path, json.dumps({"cell": cell, "rows": rows}, indent=1, default=str) + "\n")
 
     def rebuild_results(self) -> int:

@@ -136,6 +136,9 @@ class Matrix:
 
     def _run_cell(self, plan: CellPlan, binary, allocator, thp, dataset) -> None:
         entry = self.manifest_cell(plan.id)
+        attempt = self.run_dir.archive_attempt(plan.id)
+        if attempt is not None:
+            entry.setdefault("earlier_attempts", []).append(f"attempt{attempt}")
         entry.update({"status": "running", "started_at": now_iso()})
         self._save_manifest()
         self.display.start_cell(plan, estimate_cell_seconds(self.suite))
@@ -227,7 +230,13 @@ class Matrix:
             raise SuiteError(
                 f"--resume: run format {m.get('format_version')} is not {FORMAT_VERSION}"
             )
-        if m.get("suite") != self.suite.as_dict():
+
+        def identity(d: dict) -> dict:  # where the run is written does not change what runs
+            return {k: v for k, v in d.items() if k != "run"} | {
+                "repeat": d.get("run", {}).get("repeat")
+            }
+
+        if identity(m.get("suite") or {}) != identity(self.suite.as_dict()):
             raise SuiteError(
                 "--resume: the suite settings differ from the run's (same file and options needed)"
             )

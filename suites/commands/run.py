@@ -131,6 +131,21 @@ def run(args) -> int:
     if args.repeat is not None and args.repeat <= 0:
         raise SuiteError(f"--repeat {args.repeat}: expected a positive number of rounds")
     loaded = load_suite(args.suite)
+    overrides = (
+        args.allocators,
+        args.threads,
+        args.duration,
+        args.warmup,
+        args.repeat,
+        args.thp,
+        args.server,
+    )
+    if args.resume is not None and all(o is None for o in overrides):
+        # Resuming without options: the settings are the ones the run was started with.
+        suite = resumed_suite(loaded, args.resume)
+        display = Display(enabled=not args.quiet)
+        code, run_dir = run_suite(loaded, suite, args.resume, display)
+        return _finish(args, code, run_dir)
     suite = apply_overrides(
         loaded.suite,
         allocators=args.allocators,
@@ -144,6 +159,37 @@ def run(args) -> int:
     )
     display = Display(enabled=not args.quiet)
     code, run_dir = run_suite(loaded, suite, args.resume, display)
+    return _finish(args, code, run_dir)
+
+
+def resumed_suite(loaded, run_dir: Path):
+    """The suite as the run recorded it, provided the suite file is still the same."""
+    import json
+
+    from pydantic import ValidationError
+
+    from suites.config import Suite
+
+    try:
+        m = json.loads((Path(run_dir) / "manifest.json").read_text())
+    except (OSError, ValueError):
+        raise SuiteError(
+            f"--resume {run_dir}: not a mallocsweep run directory (no manifest.json)"
+        ) from None
+    if m.get("suite_sha256") != loaded.sha256:
+        raise SuiteError(
+            f"--resume {run_dir}: {loaded.path} changed since the run started "
+            f"(it was {m.get('suite_file')}); resume with the same suite file"
+        )
+    try:
+        return Suite.model_validate(m.get("suite") or {})
+    except ValidationError:
+        raise SuiteError(
+            f"--resume {run_dir}: the recorded suite settings are not valid any more"
+        ) from None
+
+
+def _finish(args, code: int, run_dir: Path) -> int:
     out = Console()
     for t in final_table(run_dir):
         out.print(t)

@@ -50,17 +50,24 @@ def test_run_dir_never_overwrites(tmp_path):
 def test_finished_cell_is_never_rewritten_and_results_are_derived(tmp_path):
     rd = RunDir.create(tmp_path, "r")
     rd.write_cell({"id": "c1", "index": 1, "status": "failed"}, [])
+    rd.samples_path("c1").write_text("t_s\n")
+    rd.logs_dir("c1")
+    assert rd.archive_attempt("c1") == 1  # a resumed cell moves its failed try aside, kept
+    assert (rd.path / "cells" / "c1.json.attempt1").exists()
+    assert (rd.path / "samples" / "c1.csv.attempt1").exists()
+    assert (rd.path / "logs" / "c1.attempt1").is_dir()
     rd.write_cell(
         {"id": "c1", "index": 1, "status": "ok"},
         [{"cell": "c1", "workload": "point_select", "threads": 8}],
     )
-    assert (rd.path / "cells" / "c1.attempt1").exists()  # the failed attempt is kept
     rd.write_cell(
         {"id": "c0", "index": 0, "status": "ok"},
         [{"cell": "c0", "workload": "oltp_ro", "threads": 4}],
     )
     with pytest.raises(SuiteError, match="never rewritten"):
         rd.write_cell({"id": "c1", "index": 1, "status": "ok"}, [])
+    with pytest.raises(SuiteError, match="never run again"):
+        rd.archive_attempt("c1")
     assert rd.rebuild_results() == 2
     rows = list(csv.DictReader((rd.path / "results.csv").open()))
     assert [r["cell"] for r in rows] == ["c0", "c1"]  # in cell order

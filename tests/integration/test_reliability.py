@@ -1,0 +1,159 @@
+"""Faults a long matrix must survive (issue 8), with real processes: Ctrl-C and --resume, SIGKILL of
+the runner, a server killed mid-level. Each checks that nothing is left running."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.integration.runs_helpers import (
+    REPO,
+    children_of,
+    kill_quietly,
+    manifest,
+    results,
+    run_dir_of,
+    server_pid,
+    start_run,
+    wait_for,
+)
+
+pytestmark = pytest.mark.integration
+
+SMOKE = str(REPO / "configs/suites/smoke.toml")
+
+
+@pytest.fixture(scope="module")
+def cache():
+    d = Path(tempfile.mkdtemp(prefix="ms-cache-", dir="/tmp"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def out():
+    d = Path(tempfile.mkdtemp(prefix="ms-rel-", dir="/tmp"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def descendants(pid: int) -> set[int]:
+    found, todo = set(), [pid]
+    while todo:
+        for c in children_of(todo.pop()):
+            if c not in found:
+                found.add(c)
+                todo.append(c)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def in_a_level(run_dir: Path, cell_index: int = 0):
+    """True once the cell's first workload level has started (its raw log exists)."""
+    cells = manifest(run_dir)["cells"]
+    logs = run_dir / "logs" / cells[cell_index]["id"]
+    return any(logs.glob("*@*.log")) and server_pid(run_dir)
+
+
+def test_sigint_mid_matrix_then_resume_finishes_every_cell_once(out, cache):
+    args = [SMOKE, "--out", str(out), "--threads", "4,8", "--duration", "3"]
+    proc = start_run(args, cache)
+    try:
+        run_dir = run_dir_of(out)
+        wait_for(lambda: in_a_level(run_dir, 0), 180, "the first level to start")
+        procs = descendants(proc.pid)
+        assert procs, "the runner should have a server and a load generator as children"
+        proc.send_signal(signal.SIGINT)
+        proc.wait(120)
+        assert proc.returncode == 130, proc.stderr.read()
+        assert wait_for(lambda: not [p for p in procs if alive(p)], 30, "children to be gone")
+        m = manifest(run_dir)
+        assert m["status"] == "interrupted" and m["interrupted_by"] == "SIGINT"
+        assert m["cells"][0]["status"] == "interrupted"
+        assert m["cells"][1]["status"] == "pending"
+    finally:
+        kill_quietly(proc)
+
+    resumed = start_run([SMOKE, "--resume", str(run_dir)], cache)
+    try:
+        resumed.wait(300)
+        assert resumed.returncode == 0, resumed.stderr.read()
+    finally:
+        kill_quietly(resumed)
+    m = manifest(run_dir)
+    assert m["status"] == "finished" and [c["status"] for c in m["cells"]] == ["ok", "ok"]
+    rows = results(run_dir)
+    keys = [(r["cell"], r["workload"], r["threads"]) for r in rows]
+    assert len(keys) == len(set(keys)) == 2 * 2 * 2  # every cell exactly once
+    assert (
+        run_dir / "cells" / f"{m['cells'][0]['id']}.json.attempt1"
+    ).exists()  # the interrupted try is kept
+
+
+def test_resume_refuses_changed_settings(out, cache):
+    proc = start_run([SMOKE, "--out", str(out), "--threads", "4", "--duration", "2"], cache)
+    try:
+        run_dir = run_dir_of(out)
+        wait_for(lambda: in_a_level(run_dir, 0), 180, "the first level")
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(120)
+        assert proc.returncode == 143
+    finally:
+        kill_quietly(proc)
+    again = start_run([SMOKE, "--threads", "8", "--duration", "2", "--resume", str(run_dir)], cache)
+    again.wait(60)
+    err = again.stderr.read()
+    assert again.returncode == 2
+    assert "suite settings differ" in err and "Traceback" not in err
+
+
+def test_sigkill_of_the_runner_leaves_no_server(out, cache):
+    proc = start_run([SMOKE, "--out", str(out), "--threads", "4", "--duration", "20"], cache)
+    try:
+        run_dir = run_dir_of(out)
+        pid = wait_for(lambda: in_a_level(run_dir, 0), 180, "the first level")
+        procs = descendants(proc.pid)
+        assert pid in procs
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        # The server gets SIGTERM from the kernel (parent-death signal) and shuts down cleanly.
+        wait_for(
+            lambda: not [p for p in procs if alive(p)],
+            60,
+            "server and clients to die with the runner",
+        )
+    finally:
+        kill_quietly(proc)
+
+
+def test_server_killed_mid_level_fails_only_its_cell(out, cache):
+    proc = start_run([SMOKE, "--out", str(out), "--threads", "4,8", "--duration", "4"], cache)
+    try:
+        run_dir = run_dir_of(out)
+        pid = wait_for(lambda: in_a_level(run_dir, 0), 180, "the first level")
+        os.kill(pid, signal.SIGKILL)
+        proc.wait(300)
+        assert proc.returncode == 3, proc.stderr.read()  # finished, with a failed cell
+    finally:
+        kill_quietly(proc)
+    m = manifest(run_dir)
+    first, second = m["cells"]
+    assert first["status"] == "failed"
+    assert first["exit"]["signal"] == 9
+    assert "signal 9" in first["error"] and "SIGKILL" in first["error"]
+    assert second["status"] == "ok"
+    assert not alive(pid)
+    ok_rows = [r for r in results(run_dir) if r["cell"] == second["id"]]
+    assert len(ok_rows) == 4 and all(r["status"] == "ok" for r in ok_rows)
