@@ -97,9 +97,9 @@ class Matrix:
                 list(self.suite.thp.modes),
                 self.suite.run.repeat,
             )
+            ThpController(None).check(list(self.suite.thp.modes))  # refuse before writing anything
             self.run_dir = self._open_run_dir(label, cells)
             thp = ThpController(self.run_dir.path, defrag=self.suite.thp.defrag)
-            thp.check(list(self.suite.thp.modes))
             ds_kb = preflight.estimate_dataset_kb(
                 self.suite.suite.kind, self.suite.dataset.tables, self.suite.dataset.table_size
             )
