@@ -2,13 +2,17 @@
 
 Exit codes: 0 success; 1 `compare` found a significant regression; 2 a user error (bad suite file,
 option, path, missing component) printed as one line; 3 `run` finished but some cells failed;
+4 an internal error (a bug: rerun with MALLOCSWEEP_DEBUG=1 for the traceback);
 130/143 interrupted by SIGINT/SIGTERM (servers stopped, THP restored, run resumable).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
+from pathlib import Path
 
 from analysis.errors import AnalysisError
 from collectors.errors import CollectorError
@@ -65,6 +69,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mallocsweep: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # noqa: BLE001 - a bug of ours: one line, the detail on request
+        if os.environ.get("MALLOCSWEEP_DEBUG"):
+            raise
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        print(
+            f"mallocsweep: internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+            f"(at {Path(where.filename).name}:{where.lineno}; rerun with MALLOCSWEEP_DEBUG=1 for the "
+            "traceback and report it)",
+            file=sys.stderr,
+        )
+        return 4
 
 
 if __name__ == "__main__":

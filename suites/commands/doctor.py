@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from suites import thp
@@ -85,6 +86,26 @@ def _thp_checks() -> list[Check]:
     return out
 
 
+def _mongod() -> Check:
+    """MongoDB is optional: only the iibench MongoDB suites need a mongod you supply."""
+    from servers.errors import ServerError
+    from servers.mongodb import find_mongod
+
+    try:
+        b = find_mongod()
+    except ServerError as e:
+        return Check(
+            "mongod (optional)",
+            False,
+            str(e).splitlines()[0],
+            "only for MongoDB suites: put mongod on PATH or set [server] binary",
+        )
+    builtin = (
+        f"; links {b.allocator_builtin} statically: only 'builtin'" if b.allocator_builtin else ""
+    )
+    return Check("mongod (optional)", True, f"{b.path} {b.version}{builtin}")
+
+
 def _pid_alive_server(pid: int) -> str | None:
     try:
         comm = Path(f"/proc/{pid}/comm").read_text().strip()
@@ -142,6 +163,7 @@ def checks(runs: Path) -> list[Check]:
         out.append(_sysbench())
     if not any(n.startswith("open files") or "ulimit" in n for n in names):
         out.append(_ulimits())
+    out.append(_mongod())
     out.extend(_thp_checks())
     out.extend(_leftover_servers(runs))
     return out
@@ -163,6 +185,11 @@ def run(args) -> int:
         for col in ("check", "", "detail", "what to do"):
             t.add_column(col)
         for c in found:
-            t.add_row(c.name, "[green]ok[/green]" if c.ok else "[red]no[/red]", c.detail, c.fix)
+            t.add_row(
+                escape(c.name),
+                "[green]ok[/green]" if c.ok else "[red]no[/red]",
+                escape(c.detail or ""),
+                escape(c.fix or ""),
+            )
         Console().print(t)
     return 0

@@ -1,0 +1,75 @@
+"""The CLI turns every user error into one line on stderr and a non-zero exit, never a traceback,
+and writes nothing when it refuses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from suites.cli import build_parser, main
+
+REPO = Path(__file__).resolve().parents[2]
+SMOKE = str(REPO / "configs/suites/smoke.toml")
+
+
+def _run(capsys, *argv) -> tuple[int, str]:
+    code = main(list(argv))
+    err = capsys.readouterr().err.strip()
+    return code, err
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["run", "nope.toml"], "nope.toml: no such suite file"),
+        (["run", SMOKE, "--allocators", "glibc,jemallok"], "unknown allocator 'jemallok'"),
+        (["run", SMOKE, "--threads", "0"], "thread level 0 is out of range"),
+        (["run", SMOKE, "--duration", "0"], "sysbench.duration_s"),
+        (["run", SMOKE, "--thp", "sometimes"], "thp.modes"),
+        (["run", SMOKE, "--repeat", "0"], "--repeat 0"),
+        (["run", SMOKE, "--server", "/nonexistent/mysqld"], "/nonexistent/mysqld"),
+        (["run", SMOKE, "--server", "/bin/true"], "/bin/true"),
+        (["report", "/nonexistent/run"], "/nonexistent/run"),
+        (["compare", "/nonexistent/a", "/nonexistent/b"], "/nonexistent/a"),
+    ],
+)
+def test_user_errors_are_one_line(capsys, tmp_path, argv, expected):
+    code, err = _run(
+        capsys, *argv, *(["--out", str(tmp_path / "runs")] if argv[0] == "run" else [])
+    )
+    assert code == 2, err
+    assert err.startswith("mallocsweep: error: ")
+    assert expected in err
+    assert "\n" not in err and "Traceback" not in err
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_custom_allocator_library_must_exist(capsys, tmp_path):
+    suite = tmp_path / "s.toml"
+    suite.write_text('[[allocators.custom]]\nname = "mine"\nlibrary = "/opt/none/libmine.so"\n')
+    code, err = _run(capsys, "run", str(suite), "--out", str(tmp_path / "runs"))
+    assert (
+        code == 2
+        and "s.toml:3: allocators.custom[0].library: no such file: /opt/none/libmine.so" in err
+    )
+
+
+def test_help_teaches(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--help"])
+    out = capsys.readouterr().out
+    for word in ("--allocators", "--threads", "--thp", "--resume", "template.toml", "Ctrl-C"):
+        assert word in out
+
+
+def test_allocators_lists_the_six_core_ones(capsys):
+    assert main(["allocators", "--json"]) == 0
+    import json
+
+    found = {a["name"]: a for a in json.loads(capsys.readouterr().out)}
+    for name in ("glibc", "jemalloc", "tcmalloc", "tcmalloc-minimal", "mimalloc", "tbbmalloc"):
+        assert found[name]["usable"], found[name]
+        assert found[name]["core"]
+    assert found["jemalloc"]["library"].startswith("/")
+    assert "_debug" not in found["tcmalloc"]["library"]
