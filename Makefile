@@ -7,10 +7,11 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMPS := .stamps
 
-# Debian packages the suite drives. glibc is always there; the rest are the allocators under test.
+# Debian packages the suite drives. glibc is always there; the allocators under test; gcc for test
+# binaries and the keep_thp shim; maven + a JRE for the MongoDB stand-in; chromium to check reports render.
 DEB_PACKAGES := mariadb-server mariadb-client sysbench \
                 libjemalloc2 libtcmalloc-minimal4 libgoogle-perftools4 libmimalloc2.0 libtbbmalloc2 \
-                linux-perf gcc maven default-jre-headless
+                linux-perf gcc maven default-jre-headless chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 SUITE ?= configs/suites/quick.toml
