@@ -35,6 +35,7 @@ from servers.allocators import Allocator
 from servers.elfcheck import interposes_malloc, malloc_definitions
 from servers.errors import AllocatorError, ServerError
 from servers.launch import Child, ExitInfo, spawn
+from servers.life import ServerLife, tail
 from servers.ports import free_port, port_in_use
 from servers.verify import refuse_self_allocating, verify_allocator
 
@@ -258,18 +259,7 @@ def check_allocator(binary: MongoBinary, allocator: Allocator) -> list[str]:
     return defs
 
 
-def _tail(path: Path, n: int) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 64 * 1024))
-            lines = f.read().decode(errors="replace").splitlines()
-    except OSError:
-        return "(no log)"
-    return "\n".join(lines[-n:]) if lines else "(log is empty)"
-
-
-class MongoServer:
+class MongoServer(ServerLife):
     """One mongod life in `workdir`. Use as a context manager to guarantee it is stopped."""
 
     def __init__(
@@ -461,28 +451,11 @@ class MongoServer:
         return flatten_numeric(doc)
 
     # -- stop --------------------------------------------------------------------------------
-    @property
-    def pid(self) -> int | None:
-        return self.child.pid if self.child else None
+    def _request_shutdown(self) -> bool:
+        return self._shutdown_command()
 
-    @property
-    def alive(self) -> bool:
-        return self.child is not None and self.child.alive
-
-    def stop(self, timeout_s: float = 120) -> ExitInfo | None:
-        """The shutdown command, then SIGTERM, then SIGKILL; always reaped. Idempotent (None if
-        never started). Returns the exit with the kernel's whole-life rusage."""
-        if self.child is None:
-            self._close_client()
-            return None
-        if self.child.exit is None:
-            if self._shutdown_command():
-                self.child.wait(timeout_s)
-            # Not answering, or not down in time: SIGTERM (a clean shutdown too), then SIGKILL.
-            self.child.terminate(term_timeout=min(60.0, timeout_s), kill_timeout=10)
+    def _release(self) -> None:
         self._close_client()
-        self.exit = self.child.exit
-        return self.exit
 
     def _shutdown_command(self) -> bool:
         """Ask mongod to shut down; True when the request reached it. mongod closes the
@@ -504,14 +477,11 @@ class MongoServer:
     def _log_summary(self, n: int = 3) -> str:
         lines = [
             ln
-            for ln in (_tail(self.error_log, 50) + "\n" + _tail(self.console_log, 50)).splitlines()
+            for ln in (tail(self.error_log, 50) + "\n" + tail(self.console_log, 50)).splitlines()
             if ln and not ln.startswith("(")
         ]
         errors = [ln for ln in lines if '"s":"E"' in ln or '"s":"F"' in ln or "ERROR" in ln]
         return " | ".join((errors or lines)[-n:])[:600] or "(no log output)"
-
-    def error_log_tail(self, n: int = 20) -> str:
-        return _tail(self.error_log, n)
 
     def to_manifest(self) -> dict:
         d = {
@@ -536,9 +506,3 @@ class MongoServer:
         if self.binary.standin:
             d["note"] = STANDIN_NOTE
         return d
-
-    def __enter__(self) -> MongoServer:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

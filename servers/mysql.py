@@ -8,7 +8,6 @@ the pid file and (when the path is short enough) the unix socket.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tempfile
@@ -23,6 +22,7 @@ from analysis.rundir_format import OWNER_MARKER
 from servers.allocators import Allocator
 from servers.errors import AllocatorError, ServerError
 from servers.launch import Child, ExitInfo, spawn
+from servers.life import ServerLife, tail
 from servers.mysql_config import MySQLSettings, ServerPaths, render_my_cnf
 from servers.mysql_flavor import ServerBinary, find_mysql
 from servers.ports import free_port, port_in_use
@@ -36,25 +36,14 @@ _MARKER_TEXT = "created by mallocsweep; safe for mallocsweep to delete\n"
 _BASE_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C", "TZ": "UTC"}
 
 
-def _tail(path: Path, n: int) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 64 * 1024))
-            lines = f.read().decode(errors="replace").splitlines()
-    except OSError:
-        return "(no error log)"
-    return "\n".join(lines[-n:]) if lines else "(error log is empty)"
-
-
 def _log_summary(path: Path, n: int = 3) -> str:
     """The error log's last [ERROR] lines (else its last lines) as one line, for an error message."""
-    lines = _tail(path, 200).splitlines()
+    lines = tail(path, 200, missing="(no error log)").splitlines()
     errors = [ln for ln in lines if "[ERROR]" in ln or "ERROR:" in ln]
     return " | ".join((errors or lines)[-n:])
 
 
-class MySQLServer:
+class MySQLServer(ServerLife):
     """One server life in `workdir`. Use as a context manager to guarantee it is stopped."""
 
     def __init__(
@@ -340,31 +329,17 @@ class MySQLServer:
                 pass
 
     # -- stop --------------------------------------------------------------------------------
-    @property
-    def pid(self) -> int | None:
-        return self.child.pid if self.child else None
-
-    @property
-    def alive(self) -> bool:
-        return self.child is not None and self.child.alive
-
-    def stop(self, timeout_s: float = 120) -> ExitInfo | None:
-        """SQL SHUTDOWN, then SIGTERM, then SIGKILL; always reaped. Idempotent (None if never
-        started). Returns the exit with the kernel's whole-life rusage."""
+    def _request_shutdown(self) -> bool:
         with self._status_lock:
             self._close_status()
-        if self.child is None:
-            return None
-        if self.child.exit is None:
-            if self._sql_shutdown():
-                self.child.wait(timeout_s)
-            # Not answering, or not down in time: SIGTERM (a clean shutdown too), then SIGKILL.
-            self.child.terminate(term_timeout=min(60.0, timeout_s), kill_timeout=10)
-        self.exit = self.child.exit
+        return self._sql_shutdown()
+
+    def _release(self) -> None:
+        with self._status_lock:
+            self._close_status()
         if self._socket_dir is not None:
             shutil.rmtree(self._socket_dir, ignore_errors=True)
             self._socket_dir = None
-        return self.exit
 
     def _sql_shutdown(self) -> bool:
         """Ask the server to shut down; True when the request reached it."""
@@ -383,9 +358,6 @@ class MySQLServer:
                 pass
         return True
 
-    def error_log_tail(self, n: int = 20) -> str:
-        return _tail(self.error_log, n)
-
     def to_manifest(self) -> dict:
         return {
             "flavor": self.binary.flavor,
@@ -403,12 +375,6 @@ class MySQLServer:
             "evidence": self.evidence,
             "exit": self.exit.to_manifest() if self.exit else None,
         }
-
-    def __enter__(self) -> MySQLServer:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 def _text(v) -> str:
