@@ -46,16 +46,7 @@ console = Console(stderr=True)
 
 
 def _target(server: MySQLServer, database: str) -> ClientTarget:
-    info = server.client_target()
-    return ClientTarget(
-        kind="mysql",
-        host="127.0.0.1",
-        port=info["port"],
-        socket=info["socket"],
-        user=info["user"],
-        password=info["password"],
-        database=database,
-    )
+    return ClientTarget.mysql(server.client_target(), database)
 
 
 class Bench:

@@ -8,24 +8,19 @@ idea). Every exit path stops the server; a failure fails this cell only.
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.rundir_format import SAMPLE_COLUMNS
+from analysis.rundir_format import RESULTS_COLUMNS, SAMPLE_COLUMNS
 from collectors.errors import CollectorError
 from collectors.host import cell_host_state
-from collectors.session import Collectors
+from collectors.session import FIGURE_KEYS, Collectors
 from servers.errors import ServerError
 from suites.errors import SuiteError
 from suites.plan import CellPlan
 from suites.rundir import RunDir, now_iso
 from suites.workload import ClientTarget, LevelResult
-
-# Status counters that become per-level columns are picked by the collectors; this names the
-# figures the runner derives from them.
-PER_OP_NOTE = "per op = per query (sysbench) or per inserted row (iibench)"
 
 
 @dataclass
@@ -64,27 +59,9 @@ def _level_row(ctx: CellContext, server_info: dict, res: LevelResult, fig: dict)
         "error": res.error or "",
     }
     row.update(res.row())
-    for k in (
-        "rss_start_kb",
-        "rss_end_kb",
-        "rss_peak_kb",
-        "vsz_start_kb",
-        "vsz_end_kb",
-        "anon_huge_kb",
-        "cpu_user_s",
-        "cpu_sys_s",
-        "ctxsw_voluntary",
-        "ctxsw_involuntary",
-        "threads_created",
-        "bp_reads",
-        "bp_read_requests",
-        "server_memory_used_kb",
-        "thp_fault_alloc",
-        "thp_collapse_alloc",
-        "thp_split",
-        "process_thp_enabled",
-    ):
-        row[k] = fig.get(k)
+    for k in FIGURE_KEYS:  # the collectors' per-phase figures that are results columns
+        if k in RESULTS_COLUMNS:
+            row[k] = fig.get(k)
     ops = _ops(res)
     cpu = (fig.get("cpu_user_s") or 0) + (fig.get("cpu_sys_s") or 0)
     csw = (fig.get("ctxsw_voluntary") or 0) + (fig.get("ctxsw_involuntary") or 0)
@@ -98,7 +75,7 @@ def _level_row(ctx: CellContext, server_info: dict, res: LevelResult, fig: dict)
 
 
 def _ops(res: LevelResult) -> float:
-    """Operations of a level: queries for sysbench, rows for iibench (see PER_OP_NOTE)."""
+    """Operations of a level: queries for sysbench, rows for iibench ."""
     if res.workload == "iibench":
         return float(res.events)
     return res.qps * res.duration_s
@@ -298,14 +275,3 @@ class CellRunner:
     def _progress(self, label: str, seconds: float) -> None:
         if self.ctx.on_progress:
             self.ctx.on_progress(label, seconds)
-
-
-def wait_until(pred: Callable[[], bool], timeout_s: float, what: str) -> None:
-    """Poll with backoff until pred() is true; SuiteError naming `what` on timeout."""
-    deadline = time.monotonic() + timeout_s
-    delay = 0.05
-    while not pred():
-        if time.monotonic() > deadline:
-            raise SuiteError(f"timed out after {timeout_s:.0f}s waiting for {what}")
-        time.sleep(delay)
-        delay = min(delay * 1.5, 1.0)

@@ -142,15 +142,7 @@ class MySQLCell(_Levels, CellRunner):
     def target(self) -> ClientTarget:
         info = self.server.client_target()
         db = "iibench" if self.ctx.suite.suite.kind == "iibench" else "sbtest"
-        return ClientTarget(
-            kind="mysql",
-            host=info.get("host", "127.0.0.1"),
-            port=info.get("port", 0),
-            socket=info.get("socket"),
-            user=info.get("user", "root"),
-            password=info.get("password", ""),
-            database=db,
-        )
+        return ClientTarget.mysql(info, db)
 
     def status_source(self):
         return self.server.global_status

@@ -86,15 +86,7 @@ def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:
         prepare_s = 0.0
         if spec["kind"] == "sysbench":
             info = server.client_target()
-            target = ClientTarget(
-                kind="mysql",
-                host=info.get("host", "127.0.0.1"),
-                port=info.get("port", 0),
-                socket=info.get("socket"),
-                user=info.get("user", "root"),
-                password=info.get("password", ""),
-                database="sbtest",
-            )
+            target = ClientTarget.mysql(info, "sbtest")
             prepare_s = sysbench.prepare(target, sysbench_options(suite), logs / "prepare.log")
         server.stop()
         meta = {

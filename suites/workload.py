@@ -26,6 +26,19 @@ class ClientTarget:
     password: str = ""
     database: str = "sbtest"
 
+    @classmethod
+    def mysql(cls, info: dict, database: str) -> ClientTarget:
+        """From a MySQL-family server's client_target() dict (socket, port, host, user, password)."""
+        return cls(
+            kind="mysql",
+            host=info.get("host", "127.0.0.1"),
+            port=info.get("port", 0),
+            socket=info.get("socket"),
+            user=info.get("user", "root"),
+            password=info.get("password", ""),
+            database=database,
+        )
+
 
 # Called by a running level once per reporting interval: (seconds since level start, tps, qps).
 IntervalCallback = Callable[[float, float, float], None]
