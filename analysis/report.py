@@ -119,6 +119,12 @@ def warnings(run: Run) -> list[str]:
             "Each point was measured once (no --repeat): figures carry no confidence"
             " interval, and differences of a few percent may be noise."
         )
+    experiments = sorted({v["experiment"] for v in run.cells.values() if v.get("experiment")})
+    for what in experiments:
+        out.append(
+            f"EXPERIMENT — {what}. Figures from these cells describe a modified server, not the"
+            " server as shipped; compare them only with each other."
+        )
     rec = cells.reconciliation_failed(run)
     if rec:
         out.append(
@@ -163,6 +169,7 @@ def build_context(run: Run) -> dict:
         "rss_plot": plots.rss_timeline_plot(run),
         "thp_modes": run.thp_modes,
         "thp_self_disabled": memory.thp_self_disabled(run),
+        "thp_probe": run.manifest.get("thp_prctl_probe") or {},
         "failures": cells.failures(run),
         "reconciliation": cells.reconciliation_table(run),
         "closed_loop_note": CLOSED_LOOP_NOTE,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from analysis.rundir_format import FORMAT_VERSION
 from collectors.host import host_metadata
+from collectors.thp_probe import prctl_blocks_madvise
 from servers.errors import ServerError
 from suites import datasets, preflight
 from suites.cell import CellContext
@@ -203,6 +204,8 @@ class Matrix:
             "finished_at": None,
             "runner_pid": os.getpid(),
             "host": host_metadata(),
+            # Whether a server's own THP opt-out also blocks MADV_HUGEPAGE here (the report's advice).
+            "thp_prctl_probe": prctl_blocks_madvise(),
             "suite": self.suite.as_dict(),
             "suite_file": self.loaded.path,
             "suite_sha256": self.loaded.sha256,
