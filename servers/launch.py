@@ -35,7 +35,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 # stdin is the gate: one line means "go", EOF means the parent gave up (exit without exec).
 _GATE_SCRIPT = (
-    'read _ || exit 97; exec </dev/null; '
+    "read _ || exit 97; exec </dev/null; "
     'if [ -n "${MS_PRELOAD-}" ]; then LD_PRELOAD="$MS_PRELOAD"; export LD_PRELOAD; fi; '
     'unset MS_PRELOAD; exec "$@"'
 )

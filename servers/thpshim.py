@@ -33,11 +33,16 @@ def keep_thp_library() -> Path:
         return out
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
-        raise ServerError("thp.keep_server_thp needs a C compiler (apt-get install gcc) to build its shim")
+        raise ServerError(
+            "thp.keep_server_thp needs a C compiler (apt-get install gcc) to build its shim"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(f".tmp{os.getpid()}")
-    r = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(tmp), str(SOURCE), "-ldl"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [cc, "-shared", "-fPIC", "-O2", "-o", str(tmp), str(SOURCE), "-ldl"],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
         raise ServerError(f"building {SOURCE.name} failed: {r.stderr.strip().splitlines()[-1:]}")
     os.replace(tmp, out)
