@@ -76,7 +76,8 @@ class RunDir:
     """A run directory being written."""
 
     def __init__(self, path: Path):
-        self.path = Path(path)
+        # Absolute: children (sysbench, servers) run in other working directories.
+        self.path = Path(path).absolute()
 
     # -- creation -----------------------------------------------------------------------------
     @classmethod

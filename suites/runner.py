@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from datetime import datetime
 from pathlib import Path
 
@@ -290,11 +289,11 @@ def run_suite(
 ) -> tuple[int, Path | None]:
     """Run the matrix; (exit code, run dir). Raises Interrupted after recording the interruption."""
     m = Matrix(loaded, suite, resume=resume, display=display, cache_root=cache_root)
-    t0 = time.monotonic()
     try:
         code = m.run()
     except ServerError as e:
         raise SuiteError(str(e)) from None
-    failed = [c for c in m.manifest.get("cells", []) if c.get("status") != "ok"]
-    m.manifest["elapsed_s"] = round(time.monotonic() - t0, 1)
+    failed = [
+        c for c in m.manifest.get("cells", []) if c.get("status") != "ok" or c.get("level_failures")
+    ]
     return (code if not failed else 3), m.run_dir.path

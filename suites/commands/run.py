@@ -201,5 +201,5 @@ def _finish(args, code: int, run_dir: Path) -> int:
         print(f"summary: {md}")
     print(f"run directory: {run_dir}")
     if code == 3:
-        print("some cells failed; see the report's 'failed cells' section", file=sys.stderr)
+        print("some cells or levels failed; see the report's 'Failures' section", file=sys.stderr)
     return code

@@ -159,7 +159,7 @@ def run_level(
     seconds = whole_seconds(duration_s, "duration_s")
     if seconds < 1:
         raise SuiteError(f"duration_s must be at least 1 second, got {duration_s!r}")
-    log_path = Path(log_path)
+    log_path = Path(log_path).absolute()  # sysbench runs in another cwd
     log_path.parent.mkdir(parents=True, exist_ok=True)
     rec_path = records_path(log_path)
     rec_path.unlink(missing_ok=True)
@@ -246,7 +246,7 @@ def prepare(
 
     The database (target.database) must exist. Raises SuiteError naming the log on failure.
     """
-    log_path = Path(log_path)
+    log_path = Path(log_path).absolute()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     threads = max(1, min(opts.tables, os.cpu_count() or 1))
     argv = prepare_argv(target, opts, threads)

@@ -24,9 +24,8 @@ def smoke_run():
     mp = pytest.MonkeyPatch()
     mp.setenv("MALLOCSWEEP_CACHE", str(cache))
     try:
-        code = main(
-            ["run", str(REPO / "configs/suites/smoke.toml"), "--out", str(out / "runs"), "--quiet"]
-        )
+        mp.chdir(out)  # a relative --out, as `make run` gives it
+        code = main(["run", str(REPO / "configs/suites/smoke.toml"), "--out", "runs", "--quiet"])
         run_dir = next((out / "runs").iterdir())
         yield code, run_dir
     finally:
