@@ -190,7 +190,8 @@ def resumed_suite(loaded, run_dir: Path):
 
 
 def _finish(args, code: int, run_dir: Path) -> int:
-    out = Console()
+    # Logs and CI read this table too: without a terminal, do not squeeze it into 80 columns.
+    out = Console() if sys.stdout.isatty() else Console(width=200)
     for t in final_table(run_dir):
         out.print(t)
     if not args.no_report:

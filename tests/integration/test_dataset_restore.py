@@ -12,8 +12,8 @@ import pytest
 from servers.allocators import resolve
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
 from suites.dataset import DatasetCache, restore_vs_prepare
-from suites.sysbench import SysbenchOptions, prepare, run_level
-from suites.workload import ClientTarget
+from suites.sysbench import SysbenchOptions, run_level
+from tests.integration.mariadb import sbtest_target, start_prepared
 
 pytestmark = pytest.mark.integration
 OPTS = SysbenchOptions(tables=2, table_size=20000)
@@ -24,8 +24,7 @@ def settings():
     return MySQLSettings(buffer_pool_mb=64, max_threads=64, innodb_log_file_mb=48)
 
 
-def target_of(srv) -> ClientTarget:
-    return ClientTarget(kind="mysql", socket=srv.client_target()["socket"], database="sbtest")
+target_of = sbtest_target
 
 
 def digest(root: Path) -> dict:
@@ -41,14 +40,9 @@ def cached(tmp_path_factory):
     """A dataset prepared by a real server, shut down cleanly, stored in a cache."""
     work = Path(tempfile.mkdtemp(prefix="ms-ds-", dir="/tmp"))
     binary = find_mysql()
-    srv = MySQLServer(binary, work / "prep", settings(), resolve(["glibc"])[0])
+    srv = None
     try:
-        srv.initialize()
-        srv.start(timeout_s=120)
-        conn = srv.connect()
-        conn.cursor().execute("CREATE DATABASE sbtest")
-        conn.close()
-        prepare_s = prepare(target_of(srv), OPTS, work / "prepare.log")
+        srv, _, prepare_s = start_prepared(work / "prep", OPTS, settings(), work / "prepare.log")
         srv.stop()
         assert srv.exit.returncode == 0
         cache = DatasetCache(work / "cache")
@@ -60,7 +54,8 @@ def cached(tmp_path_factory):
         )
         yield binary, cache, key, work
     finally:
-        srv.stop()
+        if srv is not None:
+            srv.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

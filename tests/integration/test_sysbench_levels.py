@@ -12,6 +12,7 @@ from servers.allocators import resolve
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
 from suites.sysbench import SysbenchOptions, prepare, run_level
 from suites.workload import ClientTarget
+from tests.integration.mariadb import start_prepared
 
 pytestmark = pytest.mark.integration
 OPTS = SysbenchOptions(tables=2, table_size=2000)
@@ -25,25 +26,15 @@ def server(tmp_path_factory):
     from pathlib import Path
 
     work = Path(tempfile.mkdtemp(prefix="ms-sb-", dir="/tmp"))
-    srv = MySQLServer(
-        find_mysql(),
-        work,
-        MySQLSettings(buffer_pool_mb=64, max_threads=1536, innodb_log_file_mb=48),
-        resolve(["glibc"])[0],
-    )
+    logs = tmp_path_factory.mktemp("sb-logs")
+    settings = MySQLSettings(buffer_pool_mb=64, max_threads=1536, innodb_log_file_mb=48)
+    srv = None
     try:
-        srv.initialize()
-        srv.start(timeout_s=120)
-        conn = srv.connect()
-        conn.cursor().execute("CREATE DATABASE sbtest")
-        conn.close()
-        info = srv.client_target()
-        target = ClientTarget(kind="mysql", socket=info["socket"], database="sbtest")
-        logs = tmp_path_factory.mktemp("sb-logs")
-        prepare(target, OPTS, logs / "prepare.log")
+        srv, target, _ = start_prepared(work, OPTS, settings, logs / "prepare.log")
         yield srv, target, logs
     finally:
-        srv.stop()
+        if srv is not None:
+            srv.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -12,9 +12,9 @@ import pytest
 from servers.allocators import resolve
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
 from suites.dataset import DatasetCache
-from suites.sysbench import SysbenchOptions, prepare
+from suites.sysbench import SysbenchOptions
 from suites.warmup import warm_up, warm_vs_fixed
-from suites.workload import ClientTarget
+from tests.integration.mariadb import sbtest_target, start_prepared
 
 pytestmark = pytest.mark.integration
 OPTS = SysbenchOptions(tables=2, table_size=20000)
@@ -24,29 +24,24 @@ def settings():
     return MySQLSettings(buffer_pool_mb=64, max_threads=64, innodb_log_file_mb=48)
 
 
-def target_of(srv) -> ClientTarget:
-    return ClientTarget(kind="mysql", socket=srv.client_target()["socket"], database="sbtest")
+target_of = sbtest_target
 
 
 @pytest.fixture(scope="module")
 def dataset():
     work = Path(tempfile.mkdtemp(prefix="ms-wu-", dir="/tmp"))
     binary = find_mysql()
-    srv = MySQLServer(binary, work / "prep", settings(), resolve(["glibc"])[0])
+    srv = None
     try:
-        srv.initialize()
-        srv.start(timeout_s=120)
-        conn = srv.connect()
-        conn.cursor().execute("CREATE DATABASE sbtest")
-        conn.close()
-        prepare(target_of(srv), OPTS, work / "prepare.log")
+        srv, _, _ = start_prepared(work / "prep", OPTS, settings(), work / "prepare.log")
         srv.stop()
         cache = DatasetCache(work / "cache")
         key = cache.key(binary.version, {"tables": 2, "table_size": 20000})
         cache.store(key, srv.datadir, {"prepare_s": None})
         yield binary, cache, key, work
     finally:
-        srv.stop()
+        if srv is not None:
+            srv.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -1,0 +1,34 @@
+"""A real MariaDB with a sysbench dataset, for integration tests that need one (started, prepared,
+always stopped by the caller's try/finally)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from servers.allocators import resolve
+from servers.mysql import MySQLServer, MySQLSettings, find_mysql
+from suites.sysbench import SysbenchOptions, prepare
+from suites.workload import ClientTarget
+
+
+def sbtest_target(srv: MySQLServer) -> ClientTarget:
+    return ClientTarget.mysql(srv.client_target(), "sbtest")
+
+
+def start_prepared(workdir: Path, opts: SysbenchOptions, settings: MySQLSettings, log: Path):
+    """Initialise a datadir in `workdir`, start MariaDB under glibc, create and load sbtest.
+
+    Returns (server, target, prepare seconds). The server is running: the caller stops it.
+    """
+    srv = MySQLServer(find_mysql(), workdir, settings, resolve(["glibc"])[0])
+    try:
+        srv.initialize()
+        srv.start(timeout_s=120)
+        conn = srv.connect()
+        conn.cursor().execute("CREATE DATABASE sbtest")
+        conn.close()
+        target = sbtest_target(srv)
+        return srv, target, prepare(target, opts, log)
+    except BaseException:
+        srv.stop()
+        raise
