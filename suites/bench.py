@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             (
                 "onoff",
                 "collectors on vs off",
-                lambda: bench.collectors_on_off(2 if args.quick else 3),
+                lambda: bench.collectors_on_off(3 if args.quick else 5),
             ),
             ("iibench", "iibench client scaling and cost", bench.iibench),
         ]
