@@ -178,7 +178,10 @@ def verify_allocator(
     if allocator.kind == "preload":
         if not ours:
             problems.append(f"{allocator.library} is not mapped in /proc/{pid}/maps")
-        if env.get("LD_PRELOAD") != allocator.library:
+        # The allocator must be in LD_PRELOAD; other entries may only be non-allocator shims
+        # (keep_thp), which the foreign-allocator check below would catch if they were not.
+        preloaded = (env.get("LD_PRELOAD") or "").split()
+        if allocator.library not in preloaded:
             problems.append(f"the process has LD_PRELOAD={env.get('LD_PRELOAD')!r}")
     if allocator.kind != "builtin":
         if foreign:

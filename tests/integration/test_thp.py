@@ -29,7 +29,7 @@ name = "thp-test"
 [server]
 buffer_pool_mb = {pool}
 [allocators]
-use = ["glibc"]
+use = {allocators}
 [thp]
 modes = {modes}
 keep_server_thp = {keep}
@@ -58,10 +58,16 @@ def work(monkeypatch):
     assert after == before, f"THP left changed: {before} -> {after}"
 
 
-def suite_file(d: Path, modes, keep=False, pool=64, duration=2) -> Path:
+def suite_file(d: Path, modes, keep=False, pool=64, duration=2, allocators=("glibc",)) -> Path:
     p = d / "thp.toml"
     p.write_text(
-        SUITE.format(modes=json.dumps(modes), keep=str(keep).lower(), pool=pool, duration=duration)
+        SUITE.format(
+            allocators=json.dumps(list(allocators)),
+            modes=json.dumps(modes),
+            keep=str(keep).lower(),
+            pool=pool,
+            duration=duration,
+        )
     )
     return p
 
@@ -130,7 +136,12 @@ def test_never_by_prctl_when_sysfs_cannot_be_written(work, monkeypatch):
         main(
             [
                 "run",
-                str(suite_file(work, ["never", "system"], keep=True)),
+                # jemalloc too: the shim and the allocator are preloaded together, still verified.
+                str(
+                    suite_file(
+                        work, ["never", "system"], keep=True, allocators=("glibc", "jemalloc")
+                    )
+                ),
                 "--out",
                 str(work / "runs"),
                 "--quiet",
@@ -140,12 +151,19 @@ def test_never_by_prctl_when_sysfs_cannot_be_written(work, monkeypatch):
         == 0
     )
     cells = manifest(next((work / "runs").iterdir()))["cells"]
-    by_mode = {c["thp"]["requested"]: c for c in cells}
-    assert by_mode["never"]["thp"]["method"] == "prctl"
-    assert by_mode["never"]["thp"]["process_thp_enabled"] == 0
-    # Control: the same server without our prctl keeps THP on (the shim stopped its own prctl).
-    assert by_mode["system"]["thp"]["process_thp_enabled"] == 1
-    assert "keep_server_thp" in by_mode["system"]["experiment"]
+    assert len(cells) == 4 and all(c["status"] == "ok" for c in cells), [
+        c.get("error") for c in cells
+    ]
+    for c in cells:
+        assert "keep_server_thp" in c["experiment"]
+        if c["thp"]["requested"] == "never":
+            assert c["thp"]["method"] == "prctl"
+            assert c["thp"]["process_thp_enabled"] == 0
+        else:
+            # Control: without our prctl THP stays on (the shim stopped the server's own prctl).
+            assert c["thp"]["process_thp_enabled"] == 1
+    je = [c for c in cells if c["allocator"]["name"] == "jemalloc"]
+    assert all("libjemalloc" in str(c["verification"]) for c in je)
 
 
 def test_thp_always_refused_without_write_access(work, monkeypatch, capsys):
