@@ -53,7 +53,7 @@ standin: $(if $(wildcard tests/standin/pom.xml),$(STAMPS)/standin)
 
 $(STAMPS)/standin: tests/standin/pom.xml tests/standin/src/main/java/mallocsweep/StandIn.java
 	@mkdir -p $(STAMPS)
-	cd tests/standin && mvn -q -B -o package -DskipTests 2>/dev/null || (cd tests/standin && mvn -q -B package -DskipTests)
+	cd tests/standin && (mvn -q -B -o package -DskipTests >/dev/null 2>&1 || mvn -q -B package -DskipTests)
 	@touch $@
 
 run: setup

@@ -79,15 +79,47 @@ def paranoid_level() -> int | None:
         return None
 
 
-def tracepoint_dir(subsystem: str, name: str) -> Path:
-    """The tracefs directory of a tracepoint (its `id` and `format` files)."""
+def _find_tracepoint(subsystem: str, name: str) -> Path | None:
     for root in TRACEFS_ROOTS:
         d = Path(root) / "events" / subsystem / name
         if (d / "id").is_file():
             return d
+    return None
+
+
+def mount_tracefs(target: str = TRACEFS_ROOTS[0]) -> str | None:
+    """Mount tracefs at `target` the way perf(1) does when it finds none; None or why not.
+
+    Tracepoint ids exist only in tracefs. Machines without systemd (containers, small VMs) often
+    boot with it unmounted. Mounting it changes no kernel behaviour, it only exposes the tracing
+    interface, so like perf we leave it mounted (another tool may start using it meanwhile).
+    """
+    if os.geteuid() != 0:
+        return "not root (mount -t tracefs nodev /sys/kernel/tracing needs root)"
+    if not Path(target).is_dir():
+        return f"{target} does not exist (kernel without CONFIG_TRACING?)"
+    src = target.encode()
+    _libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_void_p]
+    if _libc.mount(b"nodev", src, b"tracefs", 0, None) != 0:
+        return f"mount tracefs on {target}: {os.strerror(ctypes.get_errno())}"
+    return None
+
+
+def tracepoint_dir(subsystem: str, name: str, *, mount: bool = True) -> Path:
+    """The tracefs directory of a tracepoint (its `id` and `format` files).
+
+    With `mount`, a missing tracefs is mounted first (root only), as perf(1) does.
+    """
+    found = _find_tracepoint(subsystem, name)
+    why = "tracefs not mounted or not readable"
+    if found is None and mount:
+        why = mount_tracefs() or why
+        found = _find_tracepoint(subsystem, name)
+    if found is not None:
+        return found
     raise PerfUnavailable(
         f"tracepoint {subsystem}:{name} not found under {' or '.join(TRACEFS_ROOTS)} "
-        "(tracefs not mounted or not readable; run as root or mount tracefs)"
+        f"({why}; as root: mount -t tracefs nodev {TRACEFS_ROOTS[0]})"
     )
 
 
