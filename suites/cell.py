@@ -172,6 +172,7 @@ class CellRunner:
 
             coll.begin_phase("warmup")
             self.record["warmup"] = self.warmup()
+            self._check_alive("warmup")
 
             for phase, run_level in self.workload_phases():
                 coll.begin_phase(phase)
@@ -186,18 +187,18 @@ class CellRunner:
                         "phase": phase,
                     }
                 )
-                if not self.server.alive:
-                    exit_info = self.server.stop()
-                    raise ServerError(
-                        f"server died during {phase}: {exit_info.describe}; "
-                        f"error log: {self.server.error_log_tail(5)}"
-                    )
+                self._check_alive(phase)
             coll.begin_phase("shutdown")
             self._progress("stopping server", 5)
             exit_info = self.server.stop()
             self.record["status"] = "ok"
         except (ServerError, SuiteError, CollectorError, OSError) as e:
             self.record["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
+        except Exception as e:  # noqa: BLE001 - a driver error or a bug fails this cell only
+            # The matrix goes on (a cell fails alone); the type says where to look. Interrupted is
+            # a BaseException and passes through to the runner.
+            first = str(e).splitlines()[0] if str(e) else ""
+            self.record["error"] = f"{type(e).__name__}: {first}"
         finally:
             exit_info = self._stop_everything(exit_info)
             self.record["finished_at"] = now_iso()
@@ -214,6 +215,14 @@ class CellRunner:
             failed = [f"{p}: {r.error}" for p, r in self.levels if r.status != "ok"]
             self.record["level_failures"] = failed
         return CellOutcome(self.record, rows)
+
+    def _check_alive(self, phase: str) -> None:
+        """A server that died in a phase fails the cell there, with its exit and error log."""
+        if self.server.alive:
+            return
+        exit_info = self.server.stop()
+        tail = " | ".join(self.server.error_log_tail(5).splitlines())
+        raise ServerError(f"server died during {phase}: {exit_info.describe}; error log: {tail}")
 
     def _check_reconciliation(self) -> None:
         rec = (self.record.get("collectors") or {}).get("reconciliation") or {}

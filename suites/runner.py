@@ -31,8 +31,18 @@ from suites.thp import ThpController
 TOOL_VERSION = "0.1.0"
 
 
-def _raise_interrupted(signum, _frame):
-    raise Interrupted(signum)
+class _SignalGate:
+    """SIGINT/SIGTERM -> Interrupted, once. A second signal while servers are being stopped and THP
+    restored is noted, not raised: the clean-up that the first one started must finish (a stop cut
+    short would leave a server unreaped and THP changed)."""
+
+    def __init__(self):
+        self.first: int | None = None
+
+    def __call__(self, signum, _frame):
+        if self.first is None:
+            self.first = signum
+            raise Interrupted(signum)
 
 
 class Matrix:
@@ -84,8 +94,9 @@ class Matrix:
 
     # -- the run -----------------------------------------------------------------------------------
     def run(self) -> int:
-        old_int = signal.signal(signal.SIGINT, _raise_interrupted)
-        old_term = signal.signal(signal.SIGTERM, _raise_interrupted)
+        gate = _SignalGate()
+        old_int = signal.signal(signal.SIGINT, gate)
+        old_term = signal.signal(signal.SIGTERM, gate)
         thp = None
         try:
             binary, label = self.resolve_server()

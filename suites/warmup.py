@@ -49,7 +49,10 @@ def is_warm(reads_delta: float, pages_before: float, pages_after: float) -> bool
 def scan_tables(conn_factory, database: str, tables: int) -> float:
     """The FORCE KEY (PRIMARY) scans; returns seconds. SuiteError naming the table on failure."""
     started = time.monotonic()
-    conn = conn_factory()
+    try:
+        conn = conn_factory()
+    except Exception as e:  # noqa: BLE001 - a server gone before warmup is a failed cell, one line
+        raise SuiteError(f"warmup could not connect to the server: {e}") from None
     try:
         cur = conn.cursor()
         for n in range(1, tables + 1):
