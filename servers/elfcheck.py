@@ -9,10 +9,14 @@ A statically linked executable has no dynamic loader at all, so LD_PRELOAD never
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from elftools.common.exceptions import ELFError
+from elftools.construct import ConstructError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
@@ -50,6 +54,7 @@ FAMILY_MARKERS = {
     "__TBB_malloc_proxy": "tbbmalloc",
 }
 MALLOC_FAMILY = INTERPOSING | frozenset(FAMILY_MARKERS)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -65,24 +70,36 @@ class ElfInfo:
     soname: str | None
 
 
-def _open(path: Path):
+# What pyelftools raises on a damaged file: its own errors, its bundled construct's, and plain
+# struct/index/decoding errors from reading a table whose size or offset points past the end.
+_PARSE_ERRORS = (ELFError, ConstructError, struct.error, ValueError, IndexError, EOFError)
+
+
+def _parse(path: Path, read: Callable[[ELFFile], T]) -> T:
+    """`read(ELFFile(path))` with every failure as a one-line ServerError naming the file.
+
+    pyelftools parses lazily: the constructor reads only the header, and a truncated or corrupt
+    section table fails later, inside `read`. So the whole reading happens under one handler.
+    """
     try:
         f = open(path, "rb")
     except OSError as e:
         raise ServerError(f"cannot read {path}: {e.strerror}") from None
-    try:
-        return f, ELFFile(f)
-    except ELFError:
-        f.close()
-        raise ServerError(
-            f"{path} is not an ELF file; expected an executable or shared object"
-        ) from None
+    with f:
+        if f.read(4) != b"\x7fELF":
+            raise ServerError(f"{path} is not an ELF file; expected an executable or shared object")
+        f.seek(0)
+        try:
+            return read(ELFFile(f))
+        except _PARSE_ERRORS as e:
+            why = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise ServerError(f"{path}: malformed ELF: {why}") from None
 
 
 def elf_info(path: Path) -> ElfInfo:
-    """Header facts of `path`; ServerError when it is not an ELF file."""
-    f, elf = _open(Path(path))
-    with f:
+    """Header facts of `path`; ServerError when it is not an ELF file or a damaged one."""
+
+    def read(elf: ELFFile) -> ElfInfo:
         kinds = {seg["p_type"] for seg in elf.iter_segments()}
         soname = None
         dyn = elf.get_section_by_name(".dynamic")
@@ -99,6 +116,8 @@ def elf_info(path: Path) -> ElfInfo:
             has_interp="PT_INTERP" in kinds,
             soname=soname,
         )
+
+    return _parse(Path(path), read)
 
 
 def _defined(elf, names: frozenset[str]) -> set[str]:
@@ -126,11 +145,10 @@ def _defined(elf, names: frozenset[str]) -> set[str]:
 def malloc_definitions(binary: Path) -> list[str]:
     """Malloc-family symbols `binary` defines itself (not imports), sorted.
 
-    Checks .dynsym and, when present, .symtab. ServerError when the file is missing or not ELF.
+    Checks .dynsym and, when present, .symtab. ServerError when the file is missing, not ELF, or
+    damaged (a truncated copy fails here, not later as an internal error).
     """
-    f, elf = _open(Path(binary))
-    with f:
-        return sorted(_defined(elf, MALLOC_FAMILY))
+    return _parse(Path(binary), lambda elf: sorted(_defined(elf, MALLOC_FAMILY)))
 
 
 def interposes_malloc(definitions: list[str]) -> list[str]:

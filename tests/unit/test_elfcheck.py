@@ -145,3 +145,34 @@ def test_family_of_installed_allocators():
         pytest.skip("no Debian allocator packages installed (make setup installs them)")
     for path, family in present.items():
         assert allocator_family(Path(path)) == family, path
+
+
+def _libc_path() -> Path:
+    """The libc.so this very interpreter has mapped: a real shared object on any glibc system."""
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        path = line.split(None, 5)[-1]
+        if "/libc.so" in path or "/libc-" in path:
+            return Path(path)
+    pytest.skip("no libc.so mapped in this process (not a glibc system)")
+
+
+@pytest.mark.parametrize("keep", [20, 64, 1000, 0.5, -200])
+def test_truncated_shared_object_is_a_one_line_malformed_elf(tmp_path, keep):
+    """A damaged copy (a cut download, a full disk) is the user's problem to fix, not an internal
+    error: every reader says which file and that it is malformed."""
+    data = _libc_path().read_bytes()
+    n = int(len(data) * keep) if isinstance(keep, float) else keep % len(data)
+    cut = tmp_path / "libcut.so"
+    cut.write_bytes(data[:n])
+    for read in (malloc_definitions, elf_info, allocator_family):
+        with pytest.raises(ServerError) as e:
+            read(cut)
+        msg = str(e.value)
+        assert msg.startswith(f"{cut}: malformed ELF: ") and "\n" not in msg, (read, msg)
+
+
+def test_intact_shared_object_still_reads(tmp_path):
+    lib = tmp_path / "libc-copy.so"
+    lib.write_bytes(_libc_path().read_bytes())
+    assert "malloc" in malloc_definitions(lib)
+    assert elf_info(lib).elf_type == "ET_DYN"
