@@ -4,12 +4,17 @@ No MongoDB is packaged for Debian, so the binary is the user's (suite setting or
 decides correctness here:
 - The official mongod links tcmalloc statically: it defines malloc itself, so LD_PRELOAD would
   reach only its shared libraries (two allocators, one heap). Such a binary runs only as allocator
-  `builtin`; comparing allocators needs a build made with --allocator=system. This is checked in
-  the ELF symbol table before anything is launched.
+  `builtin`; comparing allocators needs a build made with --allocator=system. Before anything is
+  launched, either sign refuses a preload: the build info of `mongod --version` says tcmalloc or
+  tcmalloc-google (symbols can be hidden or stripped, the build info cannot), or the ELF symbol
+  table shows a malloc definition. check_allocators() does it for a whole suite before a run
+  directory exists. After start, the server's own buildInfo.allocator must be what --version said
+  (else another binary, or another server on the port, answered).
 - buildInfo.allocator (tcmalloc, tcmalloc-google, system) and the version are recorded at start;
   the THP advice flips at 8.0 (disable up to 7.0; enable with defrag defer+madvise from 8.0, and
-  Google tcmalloc wants GLIBC_TUNABLES=glibc.pthread.rseq=0), so a setting against it is a warning
-  in the manifest.
+  Google tcmalloc wants GLIBC_TUNABLES=glibc.pthread.rseq=0). A setting against it is a one-line
+  warning in the manifest (cells[].server.warnings), next to the advice itself
+  (cells[].server.thp_advice).
 - The tests' wire-protocol stand-in (tests/standin/mongod-standin, a JVM process) is recognised
   by its --version and marked `standin: true` everywhere: protocol coverage, never allocator
   conclusions. It runs only as `builtin` (no native malloc is preloaded into a JVM).
@@ -47,6 +52,8 @@ _INSTALL_HINT = (
     "or set server.binary in the suite to a mongod"
 )
 THP_ROOT = "/sys/kernel/mm/transparent_hugepage"
+# buildInfo.allocator values meaning "linked into the executable": no preload can replace them.
+STATIC_ALLOCATORS = ("tcmalloc", "tcmalloc-google")
 STANDIN_NOTE = (
     "MongoDB wire-protocol stand-in (JVM): protocol coverage only, no allocator conclusions"
 )
@@ -169,6 +176,25 @@ def read_thp(root: str = THP_ROOT) -> dict[str, str | None]:
     return out
 
 
+def thp_advice_text(version: str) -> str | None:
+    """MongoDB's own THP advice for `version`, in one line (None when the version is not numeric)."""
+    v = version_tuple(version)
+    if v is None:
+        return None
+    if v < (8, 0):
+        return f"MongoDB {version}: disable transparent hugepages (THP 'never')"
+    return (
+        f"MongoDB {version}: enable transparent hugepages (THP 'always', defrag 'defer+madvise'); "
+        "with Google tcmalloc, GLIBC_TUNABLES=glibc.pthread.rseq=0"
+    )
+
+
+def effective_thp(thp_enabled: str | None, thp_disable: bool) -> str | None:
+    """The THP mode that reaches the server: PR_SET_THP_DISABLE makes it "never" whatever the
+    system says; None when the system mode could not be read."""
+    return "never" if thp_disable else thp_enabled
+
+
 def thp_advice(
     version: str,
     thp_enabled: str | None,
@@ -179,36 +205,54 @@ def thp_advice(
 ) -> list[str]:
     """Warnings where this server's THP setup goes against MongoDB's advice for its version.
 
-    `thp_disable` (PR_SET_THP_DISABLE) makes the process's mode "never" whatever the system says.
+    Up to 7.0 the advice is "disable": anything but an effective "never" is against it (madvise
+    too: DESIGN.md, and MongoDB's own production notes, say disable). From 8.0 it is "always" with
+    defrag defer+madvise. An unreadable mode is said as such, never judged.
     """
     v = version_tuple(version)
     if v is None:
         return []
-    effective = "never" if thp_disable else thp_enabled
+    effective = effective_thp(thp_enabled, thp_disable)
+    unknown = (
+        "the system THP mode could not be read "
+        "(/sys/kernel/mm/transparent_hugepage/enabled), so whether this server follows it is unknown"
+    )
     warnings = []
     if v < (8, 0):
-        if effective == "always":
+        if effective is None:
+            warnings.append(f"MongoDB {version} advises disabling transparent hugepages; {unknown}")
+        elif effective != "never":
             warnings.append(
                 f"MongoDB {version} advises disabling transparent hugepages, but this server runs "
-                "with THP 'always'; use thp mode 'never' for results that match production advice"
+                f"with THP {effective!r}; use thp mode 'never' for results that match production "
+                "advice"
             )
-    else:
-        if effective != "always":
-            warnings.append(
-                f"MongoDB {version} advises enabling transparent hugepages ('always'), but this "
-                f"server runs with THP {effective!r}"
+        return warnings
+    if effective is None:
+        warnings.append(
+            f"MongoDB {version} advises enabling transparent hugepages ('always'); {unknown}"
+        )
+    elif effective != "always":
+        warnings.append(
+            f"MongoDB {version} advises enabling transparent hugepages ('always'), but this "
+            f"server runs with THP {effective!r}"
+        )
+    if effective == "always" and thp_defrag != "defer+madvise":
+        warnings.append(
+            f"MongoDB {version} advises THP defrag 'defer+madvise', "
+            + (
+                "but the defrag setting could not be read"
+                if thp_defrag is None
+                else f"the system has {thp_defrag!r}"
             )
-        if effective == "always" and thp_defrag not in (None, "defer+madvise"):
-            warnings.append(
-                f"MongoDB {version} advises THP defrag 'defer+madvise', the system has {thp_defrag!r}"
-            )
-        if allocator_builtin == "tcmalloc-google" and "glibc.pthread.rseq=0" not in (
-            glibc_tunables or ""
-        ).split(":"):
-            warnings.append(
-                f"MongoDB {version} with Google tcmalloc wants GLIBC_TUNABLES=glibc.pthread.rseq=0 "
-                "(per-CPU caches); the server was started without it"
-            )
+        )
+    if allocator_builtin == "tcmalloc-google" and "glibc.pthread.rseq=0" not in (
+        glibc_tunables or ""
+    ).split(":"):
+        warnings.append(
+            f"MongoDB {version} with Google tcmalloc wants GLIBC_TUNABLES=glibc.pthread.rseq=0 "
+            "(per-CPU caches); the server was started without it"
+        )
     return warnings
 
 
@@ -229,6 +273,31 @@ def flatten_numeric(doc: dict, prefix: str = "") -> dict[str, float]:
     return out
 
 
+def _builtin_only(binary: MongoBinary, defs: list[str]) -> str | None:
+    """Why this mongod can run only under its own allocator (None when a preload is possible).
+
+    Either sign is enough: the build info names a statically linked tcmalloc (true even when the
+    symbols are hidden or stripped), or the symbol tables show a malloc definition.
+    """
+    own = interposes_malloc(defs)
+    static = binary.allocator_builtin in STATIC_ALLOCATORS
+    if not own and not static:
+        return None
+    carried = binary.allocator_builtin if static else "its own allocator"
+    if own:
+        evidence = f"defines {', '.join(own[:3])} itself (statically linked {carried})"
+    else:
+        evidence = (
+            f"links {carried} statically (its build info says allocator {carried!r}; the malloc "
+            "symbols are hidden or stripped, so the symbol table cannot show them)"
+        )
+    return (
+        f"{binary.path} {evidence}: under any other allocator its own calls would stay on "
+        f"{carried} while its shared libraries used the other one, and mixed allocators corrupt "
+        "the heap"
+    )
+
+
 def check_allocator(binary: MongoBinary, allocator: Allocator) -> list[str]:
     """Refuse, before launch, an allocator this mongod cannot really run under.
 
@@ -244,19 +313,38 @@ def check_allocator(binary: MongoBinary, allocator: Allocator) -> list[str]:
             )
         return []
     defs = malloc_definitions(Path(binary.path))
-    own = interposes_malloc(defs)
-    if own and allocator.kind != "builtin":
-        carried = binary.allocator_builtin or "its own allocator"
-        raise AllocatorError(
-            f"{binary.path} defines {', '.join(own[:3])} itself (statically linked {carried}): "
-            f"under allocator {allocator.name!r} its own calls would stay on {carried} while its "
-            "shared libraries used the other one, and mixed allocators corrupt the heap; run it "
-            "as allocator 'builtin', or compare allocators with a mongod built with "
-            "--allocator=system"
-        )
+    if allocator.kind != "builtin":
+        why = _builtin_only(binary, defs)
+        if why is not None:
+            raise AllocatorError(
+                f"{why}; so allocator {allocator.name!r} is refused: run it as allocator "
+                "'builtin', or compare allocators with a mongod built with --allocator=system"
+            )
     # Static binaries and unusable allocators: the generic refusals, with their own reasons.
     refuse_self_allocating(Path(binary.path), allocator)
     return defs
+
+
+def check_allocators(binary: MongoBinary, allocators: list[Allocator]) -> None:
+    """Refuse a suite's allocator list up front, in one line, before any run directory, THP
+    change or server exists (so a builtin-only mongod does not fail every cell one by one)."""
+    others = [a.name for a in allocators if a.kind != "builtin"]
+    if others:
+        if binary.standin:
+            raise AllocatorError(
+                f"{binary.path} is the MongoDB wire-protocol stand-in (a JVM process): it runs "
+                f"only as allocator 'builtin', but allocators.use asks for {', '.join(others)}; "
+                "use --allocators builtin"
+            )
+        why = _builtin_only(binary, malloc_definitions(Path(binary.path)))
+        if why is not None:
+            raise AllocatorError(
+                f"{why}. It runs only as allocator 'builtin', but allocators.use asks for "
+                f"{', '.join(others)}: use --allocators builtin (or allocators.use = "
+                '["builtin"]), or compare allocators with a mongod built with --allocator=system'
+            )
+    for a in allocators:
+        check_allocator(binary, a)  # the remaining per-allocator refusals (static binary, ...)
 
 
 class MongoServer(ServerLife):
@@ -285,6 +373,8 @@ class MongoServer(ServerLife):
         self.dbpath = self.workdir / "db"
         self.error_log = self.workdir / "mongod.log"
         self.console_log = self.workdir / "mongod.console.log"
+        # mongod writes its pid here: `mallocsweep doctor` finds a server left by a killed run.
+        self.pid_file = self.workdir / "mongod.pid"
         self.child: Child | None = None
         self.exit: ExitInfo | None = None
         self.evidence: dict | None = None
@@ -307,6 +397,7 @@ class MongoServer(ServerLife):
             "--wiredTigerCacheSizeGB", f"{self.cache_gb:g}",
             "--nounixsocket",  # no /tmp/mongodb-PORT.sock shared with other servers on the machine
             "--logpath", str(self.error_log),
+            "--pidfilepath", str(self.pid_file),
         ]  # fmt: skip
 
     def start(self, on_spawn: Callable[[int], None] | None = None, timeout_s: float = 120) -> int:
@@ -338,6 +429,7 @@ class MongoServer(ServerLife):
         try:
             self._wait_ready(timeout_s)
             self._build_info = self._admin("buildInfo")
+            self._check_build_info()
             self.evidence = self._verify()
             self.warnings = thp_advice(
                 self.binary.version,
@@ -404,6 +496,29 @@ class MongoServer(ServerLife):
         finally:
             probe.close()
 
+    def _check_build_info(self) -> None:
+        """The server that answered must be the binary that was checked before launch.
+
+        The preload refusal trusted `--version`'s build info; a different allocator now means a
+        different binary (or another server on this port) answered, and a statically linked
+        tcmalloc under a preload is the mixed-heap case the refusal exists for.
+        """
+        running = self._build_info.get("allocator")
+        said = self.binary.allocator_builtin
+        if said is not None and running != said:
+            raise AllocatorError(
+                f"{self.binary.path}: `--version` reported allocator {said!r} but the server on "
+                f"127.0.0.1:{self.port} reports buildInfo.allocator {running!r}; a different "
+                "mongod answered, so its allocator checks do not hold"
+            )
+        if running in STATIC_ALLOCATORS and self.allocator.kind != "builtin":
+            raise AllocatorError(
+                f"{self.binary.path} reports buildInfo.allocator {running!r} (statically linked) "
+                f"once running, so allocator {self.allocator.name!r} would mix two allocators in "
+                "one heap; run it as allocator 'builtin', or use a mongod built with "
+                "--allocator=system"
+            )
+
     def _verify(self) -> dict:
         reported = self._build_info.get("allocator")
         if self.binary.standin:
@@ -456,6 +571,9 @@ class MongoServer(ServerLife):
 
     def _release(self) -> None:
         self._close_client()
+        if self.child is None or self.child.exit is not None:
+            # Reaped (or never started): the pid in it is no longer ours to point at.
+            self.pid_file.unlink(missing_ok=True)
 
     def _shutdown_command(self) -> bool:
         """Ask mongod to shut down; True when the request reached it. mongod closes the
@@ -497,6 +615,10 @@ class MongoServer(ServerLife):
             "pid": self.pid,
             "thp_disable": self.thp_disable,
             "thp_system": self.thp_system,
+            "thp_effective": effective_thp(self.thp_system.get("enabled"), self.thp_disable)
+            if self.child is not None
+            else None,
+            "thp_advice": thp_advice_text(self.binary.version),
             "allocator": self.allocator.name,
             "launch_env": {k: v for k, v in self.launch_env.items() if k != "HOME"},
             "warnings": list(self.warnings),

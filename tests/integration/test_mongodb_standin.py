@@ -64,6 +64,9 @@ def test_mongodb_path_end_to_end(standin, short_tmp):
         pid = server.start(on_spawn=spawned.append, timeout_s=120)
         assert spawned == [pid]
         assert server.alive
+        # Like mongod, the stand-in wrote its pid where `mallocsweep doctor` looks (work/*/*.pid).
+        assert server.pid_file.parent == short_tmp / "w"
+        assert int(server.pid_file.read_text().split()[0]) == pid
         assert server.build_info()["allocator"] == "jvm"
         status = server.server_status()
         assert status["connections.current"] >= 1
@@ -86,6 +89,7 @@ def test_mongodb_path_end_to_end(standin, short_tmp):
     assert manifest["evidence"]["verdict"] == "standin"
     assert manifest["exit"]["returncode"] == 0
     assert _pids_alive(pid) == []
+    assert not server.pid_file.exists()  # reaped: the stale pid must not point doctor anywhere
 
 
 def test_unanswering_server_is_stopped_by_signals(standin, short_tmp):

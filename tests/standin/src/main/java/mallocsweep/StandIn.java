@@ -82,7 +82,8 @@ public final class StandIn {
     private static void usage(String why) {
         System.err.println("mongod stand-in: " + why);
         System.err.println("usage: mongod-standin --port N [--bind_ip HOST] [--logpath FILE]"
-                + " [--dbpath DIR] [--wiredTigerCacheSizeGB G] [--nounixsocket] | --version");
+                + " [--pidfilepath FILE] [--dbpath DIR] [--wiredTigerCacheSizeGB G] [--nounixsocket]"
+                + " | --version");
         System.exit(2);
     }
 
@@ -90,6 +91,7 @@ public final class StandIn {
         String host = "127.0.0.1";
         int port = -1;
         String logpath = null;
+        String pidfile = null;
         for (int i = 0; i < args.length; i++) {
             String arg = args[i];
             String value = null;
@@ -109,7 +111,7 @@ public final class StandIn {
                 continue;
             }
             boolean known = arg.equals("--port") || arg.equals("--bind_ip") || arg.equals("--logpath")
-                    || IGNORED_WITH_VALUE.contains(arg);
+                    || arg.equals("--pidfilepath") || IGNORED_WITH_VALUE.contains(arg);
             if (!known) {
                 usage("unknown option " + args[i]);
             }
@@ -123,6 +125,7 @@ public final class StandIn {
                 case "--port" -> port = Integer.parseInt(value);
                 case "--bind_ip" -> host = value;
                 case "--logpath" -> logpath = value;
+                case "--pidfilepath" -> pidfile = value;
                 default -> { }
             }
         }
@@ -135,6 +138,13 @@ public final class StandIn {
         backend.version(ANNOUNCED);
         MongoServer server = new MongoServer(backend);
         server.bind(host, port);
+        if (pidfile != null) {
+            // Like mongod: the pid, so that `mallocsweep doctor` finds a stand-in left by a killed run.
+            // The wrapper exec'd the JVM, so this is the pid our caller launched and reaps.
+            try (PrintWriter w = new PrintWriter(new FileWriter(pidfile, false))) {
+                w.println(ProcessHandle.current().pid());
+            }
+        }
         log(logpath, "mongod stand-in (mongo-java-server " + libraryVersion() + ", NOT MongoDB)"
                 + " listening on " + host + ":" + port);
         // SIGTERM runs the hooks: close sockets, then the JVM exits 143 like any signalled process.
