@@ -8,6 +8,16 @@ start-up (interpreter, driver import) is not counted as insert time.
 
 The same loop can run the clients as threads of this process: that is the single-process baseline
 the bench compares against, not a mode for measurements.
+
+What the level's figures mean (LevelResult, and so results.csv for workload=iibench):
+- events = rows (documents) inserted; threads = insert clients;
+- qps = rows inserted per second: the insert rate, iibench's headline figure;
+- tps = insert batches per second: one batch is one multi-row INSERT in autocommit (one
+  transaction) or one ordered insert_many, so this is transactions per second;
+- latencies are per batch. Per-row costs follow from the rows: CPU seconds per 1M rows is
+  cpu_us_per_op, context switches per 1M rows is ctxsw_per_op * 1e6 (the runner's per-op figures
+  divide by events, which here are rows).
+Query clients (optional) run only while the inserts do; their rate is over their own run time.
 """
 
 from __future__ import annotations
@@ -197,6 +207,9 @@ class _Level:
                 next_tick += spec.report_interval_s * max(
                     1, int((now - next_tick) / spec.report_interval_s) + 1
                 )
+        # Every inserter is done (row budget spent): query clients stop now too, so that queries
+        # run against a table that is still growing, as the load intends, and not after it.
+        shared.stop.set()
         # The last, partial interval: every row is in exactly one interval.
         ends = [self.done[k].get("end", 0.0) for k in inserters]
         end = max([e for e in ends if e] or [time.monotonic()])
@@ -257,8 +270,9 @@ def run_level(
 ) -> LevelResult:
     """Run one insert level and return its figures.
 
-    LevelResult: events = rows inserted, tps = batches/s, qps = rows/s, latencies are per batch
-    (merged over all insert clients). on_interval(t_s, batches/s, rows/s) is called once per
+    LevelResult: events = rows inserted, qps = rows inserted/s, tps = insert batches
+    (transactions)/s, latencies are per batch (merged over all insert clients); see the module
+    docstring. on_interval(t_s, batches/s, rows/s) is called once per
     report interval and for the final partial one, so the interval row counts add up to `events`.
     A failed client stops the level and marks it "failed" with the reason; figures so far remain.
     """
@@ -326,10 +340,14 @@ def _result(level: _Level, spec: IIBenchSpec, mode: str, startup_s: float, log: 
     if spec.query_clients:
         qhist = merge([c.get("histogram", b"") for c in queries])
         nq = sum(c.get("queries", 0) for c in queries)
+        # Over the query clients' own time (from go to the last one's end), not the inserts'.
+        q_ends = [c["end"] for c in queries if c.get("end")]
+        q_duration = max(0.0, max(q_ends) - level.t0) if q_ends and level.t0 else 0.0
         extra["query"] = {
             "clients": spec.query_clients,
             "queries": nq,
-            "queries_per_s": round(nq / duration, 1) if duration else 0.0,
+            "duration_s": round(q_duration, 3),
+            "queries_per_s": round(nq / q_duration, 1) if q_duration else 0.0,
             **summary_ms(qhist),
         }
     return LevelResult(

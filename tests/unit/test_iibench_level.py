@@ -33,3 +33,41 @@ def test_unknown_target_kind_fails_each_client(short_tmp):
 def test_bad_mode_is_refused(short_tmp):
     with pytest.raises(ValueError, match="mode must be"):
         run_level(ClientTarget(kind="mysql"), IIBenchSpec(), short_tmp / "l.log", mode="fibers")
+
+
+class _FakeBackend:
+    """A server stand-in inside the test process: inserts and queries take a little time."""
+
+    def __init__(self, target, **_):
+        pass
+
+    def insert(self, rows):
+        import time
+
+        time.sleep(0.002)
+
+    def query(self, price_from):
+        import time
+
+        time.sleep(0.05)
+        return 10
+
+    def close(self):
+        pass
+
+
+def test_query_clients_stop_with_the_inserts_and_rate_over_their_own_time(monkeypatch, short_tmp):
+    import suites.iibench.client as client
+
+    monkeypatch.setattr(client, "open_backend", _FakeBackend)
+    spec = IIBenchSpec(
+        clients=2, max_rows=4000, batch_rows=100, query_clients=2, report_interval_s=0.2
+    )
+    res = run_level(ClientTarget(kind="mysql"), spec, short_tmp / "l.log", mode=THREADS)
+    assert res.status == "ok", res.error
+    assert res.events == 4000 and res.tps == pytest.approx(40 / res.duration_s, rel=0.02)
+    q = res.extra["query"]
+    assert q["queries"] > 0
+    # Stopped when the inserts ended: at most one query (50 ms) in flight past the inserts' end.
+    assert res.duration_s - 0.01 <= q["duration_s"] <= res.duration_s + 0.5
+    assert q["queries_per_s"] == pytest.approx(q["queries"] / q["duration_s"], rel=0.01)
