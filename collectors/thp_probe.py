@@ -4,12 +4,22 @@ Servers that switch THP off for themselves (Debian's MariaDB) use prctl(PR_SET_T
 Kernels differ in whether that also blocks memory an allocator advises with MADV_HUGEPAGE (newer
 kernels add an opt-in "except advised" mode). The report's advice depends on the answer, so it is
 measured here, once per run, in two throwaway child processes — never assumed.
+
+The probe needs THP on: under system `never` even advised memory gets no huge pages and nothing can
+be told. When the setting is `never` and we may write it (root), the probe switches it to `madvise`
+for the second or so its children run — SIGINT/SIGTERM held meanwhile — and puts `never` back,
+verified by reading it again; the result records that it did. Without write access the answer is
+"could not be measured".
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
+
+from collectors.thp_sysfs import SYSFS, read_choice, signals_held
 
 _CHILD = r"""
 import ctypes, mmap, sys
@@ -27,6 +37,10 @@ for line in open("/proc/self/smaps_rollup"):
 print(kb)
 """
 
+PROBE_MODE = (
+    "madvise"  # what the probe sets when the system says never: affects advised memory only
+)
+
 
 def _advised_huge_kb(with_prctl: bool) -> int | None:
     try:
@@ -41,11 +55,51 @@ def _advised_huge_kb(with_prctl: bool) -> int | None:
         return None
 
 
-def prctl_blocks_madvise() -> dict:
-    """{"advised_kb", "advised_with_prctl_kb", "blocks_madvise": True/False/None (cannot tell)}."""
-    free = _advised_huge_kb(False)
-    blocked = _advised_huge_kb(True)
+def _measure() -> tuple[int | None, int | None]:
+    return _advised_huge_kb(False), _advised_huge_kb(True)
+
+
+def prctl_blocks_madvise(sysfs: Path = SYSFS) -> dict:
+    """{"advised_kb", "advised_with_prctl_kb", "blocks_madvise": True/False/None (cannot tell),
+    "system_enabled", "probe_mode" (the mode it ran under), "forced" (it set that mode itself),
+    "restore_error" (only if putting the system value back failed)}."""
+    enabled_file = Path(sysfs) / "enabled"
+    system = read_choice(enabled_file)
+    result: dict = {"system_enabled": system, "probe_mode": system, "forced": False}
+    if system == "never" and os.access(enabled_file, os.W_OK):
+        with signals_held():  # a Ctrl-C now must not leave the system setting changed
+            try:
+                enabled_file.write_text(PROBE_MODE)
+            except OSError as e:
+                result["force_error"] = f"cannot set {PROBE_MODE} for the probe: {e.strerror}"
+                free, blocked = None, None
+            else:
+                result.update(probe_mode=PROBE_MODE, forced=True)
+                try:
+                    free, blocked = _measure()
+                finally:
+                    result.update(_put_back(enabled_file, system))
+                    if result.get("restore_error"):
+                        print(
+                            f"mallocsweep: WARNING: THP NOT RESTORED after the probe: "
+                            f"{result['restore_error']}; write {system!r} to it as root",
+                            file=sys.stderr,
+                        )
+    else:
+        free, blocked = _measure()
     verdict = None
     if free:  # advised memory got huge pages without the prctl: the comparison means something
         verdict = not blocked
-    return {"advised_kb": free, "advised_with_prctl_kb": blocked, "blocks_madvise": verdict}
+    result.update(advised_kb=free, advised_with_prctl_kb=blocked, blocks_madvise=verdict)
+    return result
+
+
+def _put_back(enabled_file: Path, value: str) -> dict:
+    try:
+        enabled_file.write_text(value)
+    except OSError as e:
+        return {"restore_error": f"{enabled_file}: writing {value!r} back failed: {e.strerror}"}
+    now = read_choice(enabled_file)
+    if now != value:
+        return {"restore_error": f"{enabled_file}: reads {now!r} after writing {value!r} back"}
+    return {}

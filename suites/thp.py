@@ -21,14 +21,11 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import re
-import signal
 import sys
-import threading
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from collectors.thp_sysfs import read_choice, signals_held
 from suites.errors import SuiteError
 
 SYSFS = Path("/sys/kernel/mm/transparent_hugepage")
@@ -59,55 +56,12 @@ def _record_files(sysfs: Path, run_dir: Path | None) -> list[Path]:
     return files
 
 
-def read_choice(path: Path) -> str | None:
-    """The bracketed value of a sysfs choice file ("always [madvise] never" -> "madvise")."""
-    try:
-        text = path.read_text()
-    except OSError:
-        return None
-    m = re.search(r"\[([^\]]+)\]", text)
-    return m.group(1) if m else text.strip() or None
-
-
 def current(sysfs: Path = SYSFS) -> dict[str, str | None]:
     return {"enabled": read_choice(sysfs / "enabled"), "defrag": read_choice(sysfs / "defrag")}
 
 
 def writable(sysfs: Path = SYSFS) -> bool:
     return os.access(sysfs / "enabled", os.W_OK) and os.access(sysfs / "defrag", os.W_OK)
-
-
-@contextmanager
-def signals_held():
-    """Hold SIGINT/SIGTERM until the block ends, then deliver them to the usual handlers.
-
-    Blocking them in this thread's mask is not enough in Python: a signal delivered to another
-    thread still runs the Python handler in the main thread at the next bytecode. So in the main
-    thread the handlers are also swapped for ones that only note the signal; noted signals are
-    raised again, in order, once the old handlers and mask are back."""
-    sigs = (signal.SIGINT, signal.SIGTERM)
-    noted: list[int] = []
-    old_handlers = {}
-    main = threading.current_thread() is threading.main_thread()
-    if main:
-        for s in sigs:
-            try:
-                old_handlers[s] = signal.signal(s, lambda signum, frame: noted.append(signum))
-            except (ValueError, OSError):
-                pass
-    try:
-        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, set(sigs))
-    except (AttributeError, OSError, ValueError):
-        old_mask = None
-    try:
-        yield
-    finally:
-        for s, h in old_handlers.items():
-            signal.signal(s, h if h is not None else signal.SIG_DFL)
-        if old_mask is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)  # blocked ones arrive here
-        for s in dict.fromkeys(noted):
-            signal.raise_signal(s)
 
 
 @dataclass
