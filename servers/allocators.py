@@ -39,6 +39,7 @@ _FIELDS = {
     "tunables",
     "min_glibc",
     "base",
+    "companions",
 }
 # What the host's ELF objects look like; a library for another machine cannot be preloaded.
 _HOST_MACHINE = {"x86_64": "EM_X86_64", "aarch64": "EM_AARCH64", "ppc64le": "EM_PPC64"}
@@ -60,6 +61,7 @@ class AllocatorSpec:
     tunables: tuple[str, ...] = ()
     min_glibc: str | None = None
     base: str | None = None
+    companions: tuple[str, ...] = ()  # sonames the library loads itself, beside it
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,22 @@ class Allocator:
     core: bool = False
     base: str | None = None
     custom: bool = False
+    # Allocator libraries that the preloaded one loads itself (TBB's proxy loads libtbbmalloc.so.2):
+    # sonames looked up in the library's own directory. Any other allocator library mapped beside
+    # it is a second heap.
+    companions: tuple[str, ...] = ()
+
+    def companion_paths(self) -> list[str]:
+        """Real paths of the companion libraries next to `library` (those that exist)."""
+        if not self.library:
+            return []
+        here = os.path.dirname(self.library)
+        out = []
+        for soname in self.companions:
+            p = os.path.join(here, soname)
+            if os.path.exists(p):
+                out.append(os.path.realpath(p))
+        return out
 
     def launch_env(self, base: Mapping[str, str]) -> dict[str, str]:
         """`base` plus this allocator: LD_PRELOAD by absolute path, env merged, tunables appended.
@@ -123,6 +141,7 @@ class Allocator:
             "core": self.core,
             "base": self.base,
             "custom": self.custom,
+            "companions": list(self.companions),
             "usable": self.usable,
             "why_not": self.why_not,
         }
@@ -267,7 +286,18 @@ def _spec(path: Path, name: str, e: dict) -> AllocatorSpec:
         ),
         min_glibc=e.get("min_glibc"),
         base=e.get("base"),
+        companions=_sonames(path, f"{where}.companions", e.get("companions", [])),
     )
+
+
+def _sonames(path: Path, where: str, value) -> tuple[str, ...]:
+    names = _str_list(path, where, value)
+    for n in names:
+        if "/" in n or not n.startswith("lib"):
+            raise _fail(
+                path, where, f"expected library file names like 'libtbbmalloc.so.2', got {n!r}"
+            )
+    return names
 
 
 # -- what this machine has -----------------------------------------------------------------------
@@ -357,6 +387,7 @@ def _detect(spec: AllocatorSpec) -> Allocator:
         package=spec.package,
         core=spec.core,
         base=spec.base,
+        companions=spec.companions,
     )
     why_not = None
     if spec.min_glibc:

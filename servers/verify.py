@@ -131,6 +131,24 @@ def server_agreement(allocator: Allocator, reported: str | None) -> str:
     return "disagrees"
 
 
+def _mapped_as(files: dict[str, set[int]], libraries: list[str]) -> list[str]:
+    """The mapped paths that are one of `libraries`: by real path, or by inode with the same
+    basename (the process may see the file through another mount or a symlinked directory)."""
+    out = []
+    for lib in libraries:
+        real = os.path.realpath(lib)
+        try:
+            inode = os.stat(real).st_ino
+        except OSError:
+            inode = None
+        out += [
+            p
+            for p, inodes in files.items()
+            if p == real or (inode in inodes and os.path.basename(p) == os.path.basename(real))
+        ]
+    return sorted(set(out))
+
+
 def verify_allocator(
     pid: int,
     allocator: Allocator,
@@ -142,23 +160,13 @@ def verify_allocator(
     files = mapped_files(pid, proc_root)
     env = process_env(pid, proc_root)
     defs = malloc_definitions(binary)
-    ours: list[str] = []
-    if allocator.library:
-        real = os.path.realpath(allocator.library)
-        try:
-            inode = os.stat(real).st_ino
-        except OSError:
-            inode = None
-        ours = [
-            p
-            for p, inodes in files.items()
-            if p == real or (inode in inodes and os.path.basename(p) == os.path.basename(real))
-        ]
-    # The proxy of TBB loads libtbbmalloc itself: same family is a companion, not a rival.
+    ours = _mapped_as(files, [allocator.library] if allocator.library else [])
+    # Only the companions the registry names (TBB's proxy loads libtbbmalloc.so.2 itself) may sit
+    # beside ours. Same family is not enough: libtcmalloc_debug next to libtcmalloc_minimal is a
+    # second tcmalloc heap.
+    companions = _mapped_as(files, allocator.companion_paths())
     allocator_libs = {p: known_allocator_family(p) for p in files if known_allocator_family(p)}
-    foreign = sorted(
-        p for p, fam in allocator_libs.items() if p not in ours and fam != allocator.family
-    )
+    foreign = sorted(p for p in allocator_libs if p not in ours and p not in companions)
     evidence = {
         "allocator": allocator.name,
         "kind": allocator.kind,
@@ -167,6 +175,7 @@ def verify_allocator(
         "library": allocator.library,
         "library_mapped": ours,
         "allocator_libraries_mapped": sorted(allocator_libs),
+        "companion_libraries_mapped": companions,
         "foreign_allocator_libraries": foreign,
         "binary": str(binary),
         "binary_malloc_definitions": defs,

@@ -386,3 +386,119 @@ def test_server_agreement(family, reported, expected):
 def test_server_agreement_builtin_is_recorded_not_judged():
     a = Allocator(name="builtin", kind="builtin", family="builtin", library=None)
     assert server_agreement(a, "tcmalloc gperftools 2.10") == "not-applicable"
+
+
+# -- companions: only the libraries an allocator loads itself may be mapped beside it ------------
+
+
+@pytest.fixture
+def family_libs(tmp_path):
+    """Malloc-defining libraries named like real ones, in one directory (as in /usr/lib)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc builds the test libraries")
+    d = tmp_path / "lib"
+    d.mkdir()
+    src = tmp_path / "a.c"
+    src.write_text(FAKE_ALLOC)
+    names = [
+        "libtbbmalloc_proxy.so.2",
+        "libtbbmalloc.so.2",
+        "libtcmalloc_minimal.so.4",
+        "libtcmalloc.so.4",
+        "libtcmalloc_debug.so.4",
+    ]
+    for n in names:
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(d / n), str(src)], check=True)
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    shutil.copy(d / "libtbbmalloc.so.2", other / "libtbbmalloc.so.2")
+    return d, other
+
+
+def _family_registry(tmp_path: Path, d: Path) -> dict:
+    return load_registry(
+        _registry(
+            tmp_path,
+            f"""
+[allocator.tbbmalloc]
+kind = "preload"
+family = "tbbmalloc"
+library = ["{d}/libtbbmalloc_proxy.so.2"]
+companions = ["libtbbmalloc.so.2"]
+
+[allocator.tcmalloc-minimal]
+kind = "preload"
+family = "tcmalloc"
+library = ["{d}/libtcmalloc_minimal.so.4"]
+""",
+        )
+    )
+
+
+def _mapped(*paths: Path) -> list[tuple[str, int]]:
+    return [(str(p), os.stat(p).st_ino) for p in paths]
+
+
+def test_verify_accepts_the_named_companion(tmp_path, family_libs, plain_binary):
+    d, _ = family_libs
+    (tbb,) = resolve(["tbbmalloc"], registry=_family_registry(tmp_path, d))
+    assert tbb.companions == ("libtbbmalloc.so.2",)
+    root = _fake_proc(
+        tmp_path / "proc",
+        50,
+        _mapped(d / "libtbbmalloc_proxy.so.2", d / "libtbbmalloc.so.2"),
+        {"LD_PRELOAD": tbb.library},
+    )
+    ev = verify_allocator(50, tbb, plain_binary, proc_root=root)
+    assert ev["verdict"] == "verified"
+    assert ev["companion_libraries_mapped"] == [str(d / "libtbbmalloc.so.2")]
+
+
+def test_verify_refuses_a_same_family_library_that_is_no_companion(
+    tmp_path, family_libs, plain_binary
+):
+    d, _ = family_libs
+    (tcm,) = resolve(["tcmalloc-minimal"], registry=_family_registry(tmp_path, d))
+    root = _fake_proc(
+        tmp_path / "proc",
+        51,
+        _mapped(
+            d / "libtcmalloc_minimal.so.4", d / "libtcmalloc.so.4", d / "libtcmalloc_debug.so.4"
+        ),
+        {"LD_PRELOAD": tcm.library},
+    )
+    with pytest.raises(AllocatorError, match="other allocator libraries are mapped") as e:
+        verify_allocator(51, tcm, plain_binary, proc_root=root)
+    assert e.value.evidence["foreign_allocator_libraries"] == [
+        str(d / "libtcmalloc.so.4"),
+        str(d / "libtcmalloc_debug.so.4"),
+    ]
+
+
+def test_verify_companion_must_be_the_one_beside_the_library(tmp_path, family_libs, plain_binary):
+    d, other = family_libs
+    (tbb,) = resolve(["tbbmalloc"], registry=_family_registry(tmp_path, d))
+    root = _fake_proc(
+        tmp_path / "proc",
+        52,
+        _mapped(d / "libtbbmalloc_proxy.so.2", other / "libtbbmalloc.so.2"),
+        {"LD_PRELOAD": tbb.library},
+    )
+    with pytest.raises(AllocatorError, match=str(other / "libtbbmalloc.so.2")):
+        verify_allocator(52, tbb, plain_binary, proc_root=root)
+
+
+def test_companions_must_be_file_names(tmp_path):
+    path = _registry(
+        tmp_path,
+        '[allocator.x]\nkind = "preload"\nfamily = "x"\nlibrary = ["/l/libx.so"]\n'
+        'companions = ["/usr/lib/liby.so"]\n',
+    )
+    with pytest.raises(AllocatorError, match=r"allocator\.x\.companions: expected library file"):
+        load_registry(path)
+
+
+def test_shipped_tbbmalloc_names_its_companion():
+    reg = load_registry(DEFAULT_REGISTRY)
+    assert reg["tbbmalloc"].companions == ("libtbbmalloc.so.2",)
+    assert all(not reg[n].companions for n in ("jemalloc", "tcmalloc", "tcmalloc-minimal"))
