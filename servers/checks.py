@@ -19,7 +19,6 @@ from servers.errors import ServerError
 from servers.mysql_config import MySQLSettings
 from servers.mysql_flavor import find_mysql
 
-THP_DIR = Path("/sys/kernel/mm/transparent_hugepage")
 # Client side: one socket per sysbench thread, plus its own files and Lua state.
 CLIENT_FD_MARGIN = 256
 
@@ -40,6 +39,7 @@ def _run(argv: list[str], timeout: float = 20) -> tuple[int, str]:
         p = subprocess.run(
             argv,
             capture_output=True,
+            stdin=subprocess.DEVNULL,
             text=True,
             timeout=timeout,
             env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"},
@@ -120,59 +120,50 @@ def sysbench_check() -> Check:
     )
 
 
-def perf_check() -> Check:
-    """Software counters are what mallocsweep uses (hardware ones are often absent on VMs)."""
-    exe = shutil.which("perf", path="/usr/local/bin:/usr/bin:/bin")
-    if exe is None:
-        return Check(
-            "perf software counters", False, "perf not found", "apt-get install linux-perf"
-        )
-    rc, out = _run([exe, "stat", "-x", ",", "-e", "context-switches", "true"])
-    counted = any(
-        line.split(",")[0].strip().isdigit()
-        for line in out.splitlines()
-        if "context-switches" in line
+def open_files_needed(max_threads: int, server_open_files: int | None = None) -> dict[str, int]:
+    """Descriptors the runner's children need for `max_threads` clients: {"server", "clients",
+    "limit"}. Both inherit the runner's RLIMIT_NOFILE, so "limit" (the larger) is what it must
+    reach. The server's figure is the open_files_limit its my.cnf asks for (connections + table
+    cache + InnoDB files; below it MariaDB shrinks max_connections and the table cache itself);
+    a caller that knows its suite's settings passes that figure, 0 for a server without one."""
+    server = (
+        MySQLSettings(max_threads=max_threads).open_files_limit
+        if server_open_files is None
+        else server_open_files
     )
-    paranoid = Path("/proc/sys/kernel/perf_event_paranoid")
-    level = paranoid.read_text().strip() if paranoid.exists() else "?"
-    if rc == 0 and counted:
-        return Check(
-            "perf software counters",
-            True,
-            f"{exe}: context-switches counted (perf_event_paranoid={level})",
-        )
-    return Check(
-        "perf software counters",
-        False,
-        f"`perf stat -e context-switches true` failed: {out[-120:]!r}",
-        "run as root or sysctl -w kernel.perf_event_paranoid=1",
-    )
+    clients = max_threads + CLIENT_FD_MARGIN
+    return {"server": server, "clients": clients, "limit": max(server, clients)}
+
+
+def threads_needed(max_threads: int) -> int:
+    """Threads of the runner's user at the top level: server threads + client threads + the rest."""
+    return 2 * max_threads + 512
 
 
 def limit_checks(max_threads: int = 1536) -> list[Check]:
     """Open files and processes for `max_threads` clients against a server sized for them."""
-    need_server = MySQLSettings(max_threads=max_threads).open_files_limit
-    need_client = max_threads + CLIENT_FD_MARGIN
+    fds = open_files_needed(max_threads)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 
     def show(v: int) -> str:
         return "unlimited" if v == resource.RLIM_INFINITY else str(v)
 
-    hard_ok = hard == resource.RLIM_INFINITY or hard >= max(need_server, need_client)
+    hard_ok = hard == resource.RLIM_INFINITY or hard >= fds["limit"]
     out = [
         Check(
             "open files (RLIMIT_NOFILE)",
             hard_ok,
-            f"soft {show(soft)}, hard {show(hard)}; the server needs {need_server} and the clients "
-            f"{need_client} for {max_threads} threads (soft is raised to hard at run time)",
+            f"soft {show(soft)}, hard {show(hard)}; for {max_threads} clients the server asks for "
+            f"{fds['server']} (its open_files_limit) and the clients need {fds['clients']} "
+            "(mallocsweep raises the soft limit up to the hard one itself)",
             None
             if hard_ok
-            else f"raise the hard limit: ulimit -Hn {max(need_server, need_client)} "
+            else f"raise the hard limit: ulimit -Hn {fds['limit']} "
             "(or LimitNOFILE= / limits.conf nofile)",
         )
     ]
     nsoft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
-    need_threads = 2 * max_threads + 512  # server threads + client threads + the rest
+    need_threads = threads_needed(max_threads)
     root = os.geteuid() == 0  # the kernel does not apply RLIMIT_NPROC to root
     nproc_ok = root or nsoft == resource.RLIM_INFINITY or nsoft >= need_threads
     out.append(
@@ -198,31 +189,6 @@ def limit_checks(max_threads: int = 1536) -> list[Check]:
     return out
 
 
-def thp_checks(thp_dir: Path = THP_DIR) -> list[Check]:
-    """THP modes are a matrix dimension: the current values, and whether we may change them."""
-    out = []
-    for name in ("enabled", "defrag"):
-        f = thp_dir / name
-        if not f.exists():
-            out.append(
-                Check(f"THP {name}", False, f"{f} missing", "a kernel with transparent hugepages")
-            )
-            continue
-        current = re.search(r"\[([^\]]+)\]", f.read_text())
-        writable = os.access(f, os.W_OK)
-        out.append(
-            Check(
-                f"THP {name}",
-                writable,
-                f"{current.group(1) if current else '?'} ({'writable' if writable else 'read-only'})",
-                None
-                if writable
-                else "run as root to sweep THP modes (thp: never still works via prctl)",
-            )
-        )
-    return out
-
-
 def system_checks(max_threads: int = 1536) -> list[Check]:
     gv = glibc_version()
     return [
@@ -233,13 +199,5 @@ def system_checks(max_threads: int = 1536) -> list[Check]:
             None if gv else "mallocsweep's glibc variants need glibc",
         ),
         sysbench_check(),
-        perf_check(),
         *limit_checks(max_threads),
-        *thp_checks(),
     ]
-
-
-def all_checks(
-    binary: str | None = None, basedir: str | None = None, max_threads: int = 1536
-) -> list[Check]:
-    return server_checks(binary, basedir) + allocator_checks() + system_checks(max_threads)

@@ -89,12 +89,14 @@ class MySQLServer(ServerLife):
     def initialize(self, timeout_s: float = 600) -> None:
         """Create the datadir with the flavor's own tool; root has no password (socket only)."""
         if self.datadir.exists():
-            content = [p for p in self.datadir.iterdir() if p.name != OWNER_MARKER]
-            if content and not (self.datadir / OWNER_MARKER).is_file():
+            # Even an empty directory may be someone's mount point or a path they prepared: only a
+            # datadir carrying our marker (one we created, e.g. a failed initialise) is reused.
+            if not (self.datadir / OWNER_MARKER).is_file():
                 raise ServerError(
                     f"datadir {self.datadir} exists and was not created by mallocsweep "
-                    f"(no {OWNER_MARKER}); refusing to touch it: choose an empty directory"
+                    f"(no {OWNER_MARKER}); refusing to touch it: choose a path that does not exist"
                 )
+            content = [p for p in self.datadir.iterdir() if p.name != OWNER_MARKER]
             if content:
                 raise ServerError(
                     f"datadir {self.datadir} already holds data; start() it, or remove it first"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,6 +28,8 @@ _BASEDIR_CANDIDATES = (
     "sbin/mysqld",
     "libexec/mysqld",
 )
+# Server binaries live in sbin directories, which a user's PATH often lacks.
+SBIN_DIRS = ("/usr/sbin", "/usr/local/sbin")
 _VER = re.compile(r"\bVer\s+(?P<vs>(?P<v>\d+\.\d+\.\d+)\S*)\s+for\s+(?P<rest>.*)$")
 
 
@@ -76,9 +79,24 @@ def _install_tool(path: Path, flavor: str, basedir: Path) -> str | None:
     return None
 
 
+def which_server(name: str) -> Path:
+    """A server given as NAME or PATH (`--server mariadbd` or `--server /opt/mysql/bin/mysqld`).
+
+    A bare name (no '/') is looked up on PATH and in the sbin directories, as a shell would if
+    they were on PATH; ServerError naming the places looked when it is not found.
+    """
+    if "/" in name:
+        return Path(name).expanduser()
+    search = os.pathsep.join([os.environ.get("PATH", ""), *SBIN_DIRS])
+    found = shutil.which(name, path=search)
+    if found is None:
+        raise ServerError(f"server {name!r} not found on PATH or in {', '.join(SBIN_DIRS)}")
+    return Path(found)
+
+
 def _pick(binary: str | None, basedir: str | None) -> Path:
     if binary:
-        return Path(binary)
+        return which_server(binary)
     if basedir:
         base = Path(basedir)
         if not base.is_dir():
@@ -110,6 +128,7 @@ def find_mysql(binary: str | None = None, basedir: str | None = None) -> ServerB
         out = subprocess.run(
             [str(path), "--no-defaults", "--version"],
             capture_output=True,
+            stdin=subprocess.DEVNULL,
             text=True,
             timeout=30,
             env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"},

@@ -6,6 +6,7 @@ read). Without a terminal, only the per-cell lines are printed.
 
 from __future__ import annotations
 
+import sys
 import time
 
 from rich.console import Console
@@ -16,6 +17,14 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+
+# Without a terminal (a pipe, a log, CI) rich assumes 80 columns and would cut library paths.
+PIPE_WIDTH = 200
+
+
+def stdout_console() -> Console:
+    """Where tables go: stdout at the terminal's width, or PIPE_WIDTH columns without one."""
+    return Console() if sys.stdout.isatty() else Console(width=PIPE_WIDTH)
 
 
 class Display:

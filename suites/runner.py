@@ -1,8 +1,9 @@
 """The matrix runner: resolve, preflight, prepare the dataset once, run every cell, write the run.
 
-Order of a run (DESIGN.md "How a run flows"): validate -> plan (interleaved) -> preflight ->
-dataset prepared once and cached pristine -> cells, each recorded atomically the moment it ends ->
-report. SIGINT/SIGTERM become an Interrupted exception in the main thread, so the same `finally`
+Order of a run (DESIGN.md "How a run flows"): validate -> plan (interleaved; on --resume, the
+run's own cells) -> preflight, before anything is written -> run directory -> dataset prepared once
+and cached pristine -> cells, each recorded atomically the moment it ends -> report. A run that
+stops on an error is marked "failed" with the error in its manifest. SIGINT/SIGTERM become an Interrupted exception in the main thread, so the same `finally`
 blocks that stop servers on a failure also stop them on Ctrl-C; the interrupted cell is marked, THP
 is restored, and the exit code is 130/143.
 """
@@ -18,13 +19,15 @@ from analysis.rundir_format import FORMAT_VERSION
 from collectors.host import host_metadata
 from collectors.thp_probe import prctl_blocks_madvise
 from servers.errors import ServerError
-from suites import datasets, preflight
+from suites import datasets, leftovers, preflight
 from suites.cell import CellContext
 from suites.cell_kinds import MongoCell, MySQLCell
 from suites.config import LoadedSuite, Suite
+from suites.dataset import DatasetCache
 from suites.display import Display
 from suites.errors import Interrupted, SuiteError
 from suites.plan import CellPlan, estimate_cell_seconds, plan_cells
+from suites.resume import check_allocators, check_resumable, clear_stale_work, plan_from_manifest
 from suites.rundir import RunDir, now_iso
 from suites.thp import ThpController
 
@@ -67,8 +70,10 @@ class Matrix:
         s = self.suite.server
         if s.flavor == "mongodb":
             from servers.mongodb import find_mongod
+            from servers.mysql_flavor import which_server
 
-            b = find_mongod(s.binary or None)
+            # NAME or PATH, as for MySQL-family servers (`--server mongod`).
+            b = find_mongod(str(which_server(s.binary)) if s.binary else None)
             return b, f"mongodb-{b.version}"
         from servers.mysql import find_mysql
 
@@ -79,7 +84,8 @@ class Matrix:
             )
         return b, f"{b.flavor}-{b.version}"
 
-    def resolve_allocators(self, binary) -> list:
+    def resolve_allocators(self) -> list:
+        """The suite's allocators, each usable here."""
         from servers.allocators import resolve
 
         custom = [c.model_dump() for c in self.suite.allocators.custom]
@@ -92,6 +98,58 @@ class Matrix:
             raise SuiteError(f"allocator {a.name!r} is not usable here: {a.why_not}")
         return allocs
 
+    def _resume_plan(self, label: str) -> tuple[RunDir, list[CellPlan], list]:
+        """The resumed run's directory, its own cells, and the allocators of those still to run,
+        checked against the builds the run started with."""
+        rd = RunDir.open_existing(self.resume)
+        manifest = rd.read_manifest()
+        check_resumable(manifest, self.suite.as_dict(), label, host_metadata())
+        cells = plan_from_manifest(manifest)
+        done = {
+            cid for cid, rec in rd.finished_cells().items() if rec["cell"].get("status") == "ok"
+        }
+        names = list(dict.fromkeys(c.allocator for c in cells if c.id not in done))
+        allocators = []
+        if names:
+            from servers.allocators import resolve
+
+            custom = [c.model_dump() for c in self.suite.allocators.custom]
+            try:
+                allocators = resolve(names, custom=custom)
+            except ServerError as e:
+                raise SuiteError(f"--resume: {e}") from None
+            check_allocators(manifest, allocators)
+        return rd, cells, allocators
+
+    def _preflight(self, binary, out_root: Path) -> list[dict]:
+        """Before anything is written: disk on --out's (and the dataset cache's) filesystem,
+        memory, descriptors, threads."""
+        s = self.suite
+        cached = True
+        server_files = 0
+        redo_mb = 256
+        if s.server.flavor != "mongodb":
+            from suites.cell_kinds import mysql_settings
+
+            settings = mysql_settings(s)
+            server_files = settings.open_files_limit
+            redo_mb = settings.innodb_log_file_mb
+            # The cache key as datasets.ensure makes it: a cached dataset needs no preparation room.
+            cache = DatasetCache(self.cache_root)
+            spec = datasets.dataset_spec(s) | {"flavor": binary.flavor}
+            cached = cache.has(cache.key(binary.version, spec))
+        ds_kb = preflight.estimate_dataset_kb(
+            s.suite.kind, s.dataset.tables, s.dataset.table_size, redo_mb
+        )
+        return preflight.preflight(
+            s,
+            out_root,
+            ds_kb,
+            cache_root=self.cache_root if s.server.flavor != "mongodb" else None,
+            cached=cached,
+            server_open_files=server_files,
+        )
+
     # -- the run -----------------------------------------------------------------------------------
     def run(self) -> int:
         gate = _SignalGate()
@@ -100,25 +158,32 @@ class Matrix:
         thp = None
         try:
             binary, label = self.resolve_server()
-            allocators = self.resolve_allocators(binary)
+            if self.resume is not None:
+                resumed, cells, allocators = self._resume_plan(label)
+            else:
+                resumed = None
+                allocators = self.resolve_allocators()
+                cells = plan_cells(
+                    label,
+                    [a.name for a in allocators],
+                    list(self.suite.thp.modes),
+                    self.suite.run.repeat,
+                )
             by_name = {a.name: a for a in allocators}
-            cells = plan_cells(
-                label,
-                [a.name for a in allocators],
-                list(self.suite.thp.modes),
-                self.suite.run.repeat,
-            )
-            ThpController(None).check(list(self.suite.thp.modes))  # refuse before writing anything
-            self.run_dir = self._open_run_dir(label, cells)
+            # Refuse before writing anything: THP modes this machine cannot set, and shortfalls.
+            ThpController(None).check(list(self.suite.thp.modes))
+            checks = self._preflight(binary, self.resume or Path(self.suite.run.out))
+            if resumed is not None:
+                stale = clear_stale_work(resumed, cells)
+                self.run_dir = self._reopen(resumed, stale)
+            else:
+                self.run_dir = self._create_run_dir(label, cells, allocators)
+            self.manifest["preflight"] = checks
             thp = ThpController(self.run_dir.path, defrag=self.suite.thp.defrag)
-            ds_kb = preflight.estimate_dataset_kb(
-                self.suite.suite.kind, self.suite.dataset.tables, self.suite.dataset.table_size
-            )
-            self.manifest["preflight"] = preflight.preflight(self.suite, self.run_dir.path, ds_kb)
             todo = [c for c in cells if self.manifest_cell(c.id).get("status") != "ok"]
             self.display.start_matrix(len(todo), estimate_cell_seconds(self.suite) * len(todo))
             dataset = None
-            if self.suite.server.flavor != "mongodb":
+            if self.suite.server.flavor != "mongodb" and todo:
                 self.display.note("preparing the dataset (once; cached for later runs)")
                 dataset = datasets.ensure(self.suite, binary, self.cache_root, self.run_dir)
                 self.manifest["dataset"] = dataset.to_manifest()
@@ -126,11 +191,19 @@ class Matrix:
             for cell in todo:
                 self._run_cell(cell, binary, by_name[cell.allocator], thp, dataset)
             self.manifest["status"] = "finished"
+            self.manifest.pop("error", None)
             return 0
         except Interrupted as e:
             if self.run_dir is not None:
                 self.manifest["status"] = "interrupted"
                 self.manifest["interrupted_by"] = signal.Signals(e.signum).name
+            raise
+        except Exception as e:
+            # The run stops here (a cell's own failure never gets this far): say so in the run.
+            if self.run_dir is not None:
+                self.manifest["status"] = "failed"
+                first = str(e).splitlines()[0] if str(e) else ""
+                self.manifest["error"] = f"{type(e).__name__}: {first}"
             raise
         finally:
             if thp is not None:
@@ -186,25 +259,32 @@ class Matrix:
         self.display.end_cell(plan, outcome)
 
     # -- manifest --------------------------------------------------------------------------------
-    def _open_run_dir(self, label: str, cells: list[CellPlan]) -> RunDir:
-        if self.resume is not None:
-            rd = RunDir.open_existing(self.resume)
-            self.manifest = rd.read_manifest()
-            self._check_resumable(label)
-            done = rd.finished_cells()
-            for c in self.manifest["cells"]:
-                rec = done.get(c["id"])
-                if rec is not None:
-                    c.update(rec["cell"])
-                elif c.get("status") in ("running", "interrupted"):
-                    c["status"] = "pending"
-            self.manifest["status"] = "running"
-            self.manifest.setdefault("resumed_at", []).append(now_iso())
-            self._save_manifest(rd)
-            return rd
+    def _reopen(self, rd: RunDir, stale: list[str]) -> RunDir:
+        self.manifest = rd.read_manifest()
+        done = rd.finished_cells()
+        for c in self.manifest["cells"]:
+            rec = done.get(c["id"])
+            if rec is not None:
+                c.update(rec["cell"])
+            elif c.get("status") in ("running", "interrupted"):
+                c["status"] = "pending"
+        self.manifest["status"] = "running"
+        self.manifest["runner_pid"] = os.getpid()
+        self.manifest.pop("error", None)
+        self.manifest.setdefault("resumed_at", []).append(now_iso())
+        if stale:
+            self.manifest.setdefault("stale_work_removed", []).extend(stale)
+        self._save_manifest(rd)
+        return rd
+
+    def _create_run_dir(self, label: str, cells: list[CellPlan], allocators: list) -> RunDir:
         stamp = datetime.now().strftime("%Y%m%dT%H%M%S")
         out = Path(self.suite.run.out)
         rd = RunDir.create(out, f"{self.suite.suite.name}-{label}-{stamp}")
+        try:
+            leftovers.register(rd.path)  # so doctor finds its servers wherever --out put it
+        except OSError as e:
+            self.display.note(f"could not record the run for `mallocsweep doctor`: {e}")
         self.manifest = {
             "format_version": FORMAT_VERSION,
             "tool": {"name": "mallocsweep", "version": TOOL_VERSION},
@@ -219,6 +299,8 @@ class Matrix:
             "suite": self.suite.as_dict(),
             "suite_file": self.loaded.path,
             "suite_sha256": self.loaded.sha256,
+            # The allocator builds this run measures; --resume refuses if one has changed.
+            "allocators": [a.to_manifest() for a in allocators],
             "cells": [
                 {
                     "id": c.id,
@@ -236,43 +318,6 @@ class Matrix:
         }
         self._save_manifest(rd)
         return rd
-
-    def _check_resumable(self, label: str) -> None:
-        m = self.manifest
-        if m.get("format_version") != FORMAT_VERSION:
-            raise SuiteError(
-                f"--resume: run format {m.get('format_version')} is not {FORMAT_VERSION}"
-            )
-
-        def identity(d: dict) -> dict:  # where the run is written does not change what runs
-            return {k: v for k, v in d.items() if k != "run"} | {
-                "repeat": d.get("run", {}).get("repeat")
-            }
-
-        if identity(m.get("suite") or {}) != identity(self.suite.as_dict()):
-            raise SuiteError(
-                "--resume: the suite settings differ from the run's (same file and options needed)"
-            )
-        host = host_metadata()
-        for key in ("kernel", "cpu_model", "cores", "glibc"):
-            if m.get("host", {}).get(key) != host.get(key):
-                raise SuiteError(
-                    f"--resume: host {key} changed ({m['host'].get(key)!r} -> {host.get(key)!r})"
-                )
-        labels = {c["server"].get("label") for c in m["cells"]}
-        if labels and label not in labels:
-            raise SuiteError(
-                f"--resume: the server is now {label}, the run used {', '.join(sorted(labels))}"
-            )
-        pid = m.get("runner_pid")
-        if (
-            m.get("status") == "running"
-            and pid
-            and pid != os.getpid()
-            and Path(f"/proc/{pid}").exists()
-        ):
-            raise SuiteError(f"--resume: the run is still in progress (runner pid {pid})")
-        m["runner_pid"] = os.getpid()
 
     def manifest_cell(self, cell_id: str) -> dict:
         for c in self.manifest["cells"]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from rich.console import Console
 from rich.table import Table
+
+from suites.display import stdout_console
 
 
 def add_parser(sub) -> None:
@@ -51,5 +52,5 @@ def run(args) -> int:
             a.version or "",
             lib if a.usable else (a.why_not or ""),
         )
-    Console().print(t)
+    stdout_console().print(t)
     return 0

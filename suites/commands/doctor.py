@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from suites import thp
+from suites import leftovers, thp
+from suites.display import stdout_console
 
 
 @dataclass
@@ -29,15 +27,17 @@ def add_parser(sub) -> None:
         "doctor",
         help="check servers, sysbench, allocators, THP, limits, perf; find leftovers",
         description="Readiness of this machine for mallocsweep, each item with what to do when it "
-        "is missing; also reports servers left running by a killed run (by the pid files in run "
-        "directories) and a THP setting a killed run left changed.",
+        "is missing; also reports servers left running by a killed run (by the pid files in the "
+        "run directories mallocsweep created, wherever --out put them) and a THP setting a killed "
+        "run left changed.",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument(
         "--runs",
         default="runs",
         metavar="DIR",
-        help="where run directories are, to look for leftover servers (default: runs)",
+        help="also look for leftover servers in the run directories under DIR (default: runs; "
+        "runs made by this version are found wherever they are)",
     )
     p.add_argument(
         "--restore-thp",
@@ -45,14 +45,6 @@ def add_parser(sub) -> None:
         help="put back the THP setting a killed run left changed",
     )
     p.set_defaults(func=run)
-
-
-def _sysbench() -> Check:
-    exe = shutil.which("sysbench")
-    if not exe:
-        return Check("sysbench", False, "not found", "apt-get install sysbench (or: make setup)")
-    out = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout.strip()
-    return Check("sysbench", True, f"{out} ({exe})")
 
 
 def _thp_checks() -> list[Check]:
@@ -86,10 +78,66 @@ def _thp_checks() -> list[Check]:
     return out
 
 
+def _perf_checks() -> list[Check]:
+    """What the collectors open: a software context-switch counter (perf_event_open, no `perf`
+    binary) and the sched:sched_switch tracepoint, which needs tracefs. Looked at, never mounted:
+    a run mounts tracefs itself when it is root, as perf(1) does."""
+    from collectors.errors import CollectorError
+    from collectors.perf_event import (
+        PERF_COUNT_SW_CONTEXT_SWITCHES,
+        PERF_TYPE_SOFTWARE,
+        TRACEFS_ROOTS,
+        Counter,
+        paranoid_level,
+        tracepoint_dir,
+    )
+
+    out = []
+    try:
+        c = Counter(os.getpid(), PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES, inherit=False)
+        c.close()
+        out.append(
+            Check(
+                "perf software counters",
+                True,
+                f"perf_event_open context-switches works (perf_event_paranoid={paranoid_level()})",
+            )
+        )
+    except CollectorError as e:
+        out.append(
+            Check(
+                "perf software counters",
+                False,
+                str(e).splitlines()[0],
+                "run as root or sysctl -w kernel.perf_event_paranoid=1 (context switches then "
+                "come from /proc, which loses exited threads)",
+            )
+        )
+    root = os.geteuid() == 0
+    try:
+        tp = tracepoint_dir("sched", "sched_switch", mount=False)
+        out.append(Check("tracefs", True, f"mounted at {tp.parents[2]} (sched:sched_switch)"))
+    except CollectorError:
+        out.append(
+            Check(
+                "tracefs",
+                root,
+                f"not mounted at {' or '.join(TRACEFS_ROOTS)}"
+                + ("; a run mounts it itself (root), as perf does" if root else ""),
+                ""
+                if root
+                else f"as root: mount -t tracefs nodev {TRACEFS_ROOTS[0]} (else involuntary "
+                "context switches are not split from voluntary ones)",
+            )
+        )
+    return out
+
+
 def _mongod() -> Check:
     """MongoDB is optional: only the iibench MongoDB suites need a mongod you supply."""
+    from servers.elfcheck import interposes_malloc, malloc_definitions
     from servers.errors import ServerError
-    from servers.mongodb import find_mongod
+    from servers.mongodb import STANDIN_NOTE, find_mongod
 
     try:
         b = find_mongod()
@@ -100,72 +148,53 @@ def _mongod() -> Check:
             str(e).splitlines()[0],
             "only for MongoDB suites: put mongod on PATH or set [server] binary",
         )
-    builtin = (
-        f"; links {b.allocator_builtin} statically: only 'builtin'" if b.allocator_builtin else ""
-    )
-    return Check("mongod (optional)", True, f"{b.path} {b.version}{builtin}")
-
-
-def _pid_alive_server(pid: int) -> str | None:
+    if b.standin:
+        return Check("mongod (optional)", True, f"{b.path} {b.version}: {STANDIN_NOTE}")
+    # Only a binary that carries its own malloc is limited to 'builtin'; a "system" build is not.
     try:
-        comm = Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return None
-    return comm if comm in ("mariadbd", "mysqld", "mongod", "java") else None
+        own = interposes_malloc(malloc_definitions(Path(b.path)))
+    except ServerError:
+        own = []  # e.g. a wrapper script: nothing to read, nothing claimed
+    detail = f"{b.path} {b.version}; allocator {b.allocator_builtin or 'unknown'}"
+    if own:
+        detail += f"; defines {', '.join(own)} itself: only 'builtin' can run it"
+    elif (b.allocator_builtin or "").startswith("tcmalloc"):
+        detail += " linked in: only 'builtin' can run it"
+    return Check("mongod (optional)", True, detail)
 
 
-def _leftover_servers(runs: Path) -> list[Check]:
-    """Servers whose pid file sits in a run's work area and whose process still runs."""
+def _leftover_servers(extra_roots: list[Path]) -> list[Check]:
+    """Servers whose pid file sits in a run's work area and whose live process names that work
+    directory on its command line (a reused pid does not)."""
     out = []
-    if not runs.is_dir():
-        return out
-    for pidfile in runs.glob("*/work/*/*.pid"):
-        try:
-            pid = int(pidfile.read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            continue
-        comm = _pid_alive_server(pid)
-        if comm:
+    for run_dir in leftovers.known_run_dirs(extra_roots):
+        for s in leftovers.live_servers(run_dir):
             out.append(
                 Check(
                     "leftover server",
                     False,
-                    f"{comm} pid {pid} from {pidfile.parent}",
-                    f"stop it: kill {pid} (it belongs to a run that was killed)",
+                    f"{s.comm} pid {s.pid} from {s.work_dir}",
+                    f"stop it: kill {s.pid} (it belongs to a run that was killed)",
                 )
             )
     return out
-
-
-def _ulimits() -> Check:
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    need = 512 + 2 * 1536
-    ok = hard == resource.RLIM_INFINITY or hard >= need
-    return Check(
-        "open files (1536 clients)",
-        ok,
-        f"soft {soft}, hard {hard}; a 1536-client level needs {need}"
-        " (mallocsweep raises the soft limit itself)",
-        "" if ok else f"ulimit -Hn {need} (as root) or limits.conf",
-    )
 
 
 def checks(runs: Path) -> list[Check]:
     from servers import checks as server_checks
 
     out: list[Check] = []
-    for c in [*server_checks.server_checks(), *server_checks.allocator_checks()]:
-        out.append(Check(c.name, c.ok, c.detail, c.fix))
-    names = {c.name for c in out}
-    if "sysbench" not in names:
-        out.append(_sysbench())
-    if not any(n.startswith("open files") or "ulimit" in n for n in names):
-        out.append(_ulimits())
+    found = [
+        *server_checks.server_checks(),
+        *server_checks.allocator_checks(),
+        *server_checks.system_checks(),
+    ]
+    for c in found:
+        out.append(Check(c.name, c.ok, c.detail, c.fix or ""))
+    out.extend(_perf_checks())
     out.append(_mongod())
     out.extend(_thp_checks())
-    out.extend(_leftover_servers(runs))
+    out.extend(_leftover_servers([runs]))
     return out
 
 
@@ -191,5 +220,5 @@ def run(args) -> int:
                 escape(c.detail or ""),
                 escape(c.fix or ""),
             )
-        Console().print(t)
+        stdout_console().print(t)
     return 0

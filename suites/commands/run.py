@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
+import statistics
 import sys
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
 from suites.errors import SuiteError
@@ -88,6 +89,20 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _median(values) -> float | None:
+    """Median of the recorded values (the mean of the middle two for an even count); an empty or
+    non-numeric field is a missing value, not a number, so it is left out; None if none remain."""
+    nums = []
+    for v in values:
+        try:
+            x = float(v)
+        except (TypeError, ValueError):
+            continue
+        if not math.isnan(x):
+            nums.append(x)
+    return statistics.median(nums) if nums else None
+
+
 def final_table(run_dir: Path) -> list[Table]:
     """allocator x threads: QPS and p95 for each workload, from results.csv."""
     path = run_dir / "results.csv"
@@ -115,9 +130,11 @@ def final_table(run_dir: Path) -> list[Table]:
                 if not pts:
                     cells.append("[red]failed[/red]")
                     continue
-                qps = sorted(float(r["qps"]) for r in pts)[len(pts) // 2]
-                p95 = sorted(float(r["lat_p95_ms"] or "nan") for r in pts)[len(pts) // 2]
-                cells.append(f"{qps:,.0f} / {p95:.2f}")
+                qps = _median(r["qps"] for r in pts)
+                p95 = _median(r["lat_p95_ms"] for r in pts)
+                qps_text = "?" if qps is None else f"{qps:,.0f}"
+                p95_text = "?" if p95 is None else f"{p95:.2f}"
+                cells.append(f"{qps_text} / {p95_text}")
             t.add_row(f"{alloc} ({thp})", *cells)
         tables.append(t)
     return tables
@@ -190,8 +207,9 @@ def resumed_suite(loaded, run_dir: Path):
 
 
 def _finish(args, code: int, run_dir: Path) -> int:
-    # Logs and CI read this table too: without a terminal, do not squeeze it into 80 columns.
-    out = Console() if sys.stdout.isatty() else Console(width=200)
+    from suites.display import stdout_console
+
+    out = stdout_console()  # logs and CI read this table too
     for t in final_table(run_dir):
         out.print(t)
     if not args.no_report:

@@ -73,3 +73,59 @@ def test_allocators_lists_the_six_core_ones(capsys):
         assert found[name]["core"]
     assert found["jemalloc"]["library"].startswith("/")
     assert "_debug" not in found["tcmalloc"]["library"]
+
+
+def test_final_table_median_over_repeats_ignores_missing_values(tmp_path):
+    """With 2 repeats the median is their mean (not the larger one); a missing p95 is left out."""
+    import csv
+
+    from rich.console import Console
+
+    from analysis.rundir_format import RESULTS_COLUMNS
+    from suites.commands.run import final_table
+
+    rows = [
+        {"allocator": "glibc", "thp": "system", "workload": "oltp_ro", "threads": 8,
+         "status": "ok", "qps": 1000, "lat_p95_ms": 2.0},
+        {"allocator": "glibc", "thp": "system", "workload": "oltp_ro", "threads": 8,
+         "status": "ok", "qps": 3000, "lat_p95_ms": ""},
+        {"allocator": "glibc", "thp": "system", "workload": "oltp_ro", "threads": 8,
+         "status": "ok", "qps": 2000, "lat_p95_ms": "nan"},
+    ]  # fmt: skip
+    with (tmp_path / "results.csv").open("w") as f:
+        w = csv.DictWriter(f, fieldnames=RESULTS_COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows[:2])
+    con = Console(record=True, width=200)
+    for t in final_table(tmp_path):
+        con.print(t)
+    assert "2,000 / 2.00" in con.export_text()
+    with (tmp_path / "results.csv").open("a") as f:
+        csv.DictWriter(f, fieldnames=RESULTS_COLUMNS, extrasaction="ignore").writerow(rows[2])
+    con = Console(record=True, width=200)
+    for t in final_table(tmp_path):
+        con.print(t)
+    assert "2,000 / 2.00" in con.export_text()
+
+
+def test_server_by_name_is_found_in_sbin(monkeypatch):
+    from servers.errors import ServerError
+    from servers.mysql_flavor import find_mysql, which_server
+
+    if not Path("/usr/sbin/mariadbd").is_file():
+        pytest.skip("Debian's mariadbd is installed by make setup")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # a user's PATH without sbin
+    assert which_server("mariadbd") == Path("/usr/sbin/mariadbd")
+    assert find_mysql("mariadbd").path == "/usr/sbin/mariadbd"
+    with pytest.raises(
+        ServerError, match="server 'no-such-mysqld' not found on PATH or in /usr/sbin"
+    ):
+        which_server("no-such-mysqld")
+
+
+def test_run_with_an_unknown_server_name_is_one_line(capsys, tmp_path):
+    code, err = _run(
+        capsys, "run", SMOKE, "--server", "no-such-mysqld", "--out", str(tmp_path / "runs")
+    )
+    assert code == 2 and "server 'no-such-mysqld' not found" in err
+    assert not (tmp_path / "runs").exists()

@@ -1,0 +1,112 @@
+"""Where run directories are, and which of their servers are still running.
+
+A runner killed with SIGKILL cannot clean up: its servers get a parent-death SIGTERM and normally
+shut down, but one that hangs stays, and `--resume` must not start a second server on the same
+work directory. Every run directory the runner creates is recorded in a small registry beside THP's
+pending file (the user's state directory), so `mallocsweep doctor` finds runs written with `--out`
+anywhere, not only under ./runs.
+
+A server is "of this run" only when its pid file sits in the run's work area and the live process
+with that pid names that work directory on its command line (a pid file outlives its process, and
+the pid may belong to something else by now). Never by process name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from suites import thp
+from suites.rundir import WORK_DIR, atomic_write
+
+REGISTRY_NAME = "runs.txt"
+# Rewrite the registry without vanished run directories once it grows past this.
+PRUNE_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class LiveServer:
+    pid: int
+    comm: str
+    pid_file: Path
+
+    @property
+    def work_dir(self) -> Path:
+        return self.pid_file.parent
+
+
+def registry_file() -> Path:
+    return thp.pending_file().parent / REGISTRY_NAME
+
+
+def register(run_dir: Path) -> None:
+    """Record a new run directory (append-only; several runners may append at once)."""
+    f = registry_file()
+    f.parent.mkdir(parents=True, exist_ok=True)
+    with open(f, "a") as out:
+        out.write(f"{Path(run_dir).absolute()}\n")
+    if f.stat().st_size > PRUNE_BYTES:
+        atomic_write(f, "".join(f"{p}\n" for p in registered_runs()))
+
+
+def registered_runs() -> list[Path]:
+    """Recorded run directories that still exist, oldest first, without duplicates."""
+    try:
+        lines = registry_file().read_text().splitlines()
+    except OSError:
+        return []
+    return [Path(p) for p in dict.fromkeys(lines) if p.strip() and Path(p).is_dir()]
+
+
+def pid_files(run_dir: Path) -> list[Path]:
+    """Pid files of the run's servers: mysqld.pid, mongod.pid, ... in work/<cell>/."""
+    return sorted((Path(run_dir) / WORK_DIR).glob("*/*.pid"))
+
+
+def _mentions(cmdline: bytes, directory: Path) -> bool:
+    """True when an argument is `directory` or a path inside it (not a sibling like cell10)."""
+    names = {str(directory), str(directory.resolve())}
+    for arg in cmdline.decode(errors="replace").split("\0"):
+        for d in names:
+            if re.search(re.escape(d) + r"(/|$)", arg):
+                return True
+    return False
+
+
+def process_in(pid: int, directory: Path, proc_root: str = "/proc") -> str | None:
+    """The command name of live process `pid` if its command line names `directory`, else None."""
+    base = Path(proc_root) / str(pid)
+    try:
+        state = (base / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        cmdline = (base / "cmdline").read_bytes()
+        comm = (base / "comm").read_text().strip()
+    except (OSError, IndexError):
+        return None
+    if state == "Z" or not _mentions(cmdline, directory):
+        return None
+    return comm
+
+
+def live_servers(run_dir: Path, proc_root: str = "/proc") -> list[LiveServer]:
+    """Servers still running from `run_dir`'s work area (see the module doc for the proof)."""
+    out = []
+    for pf in pid_files(run_dir):
+        try:
+            pid = int(pf.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        comm = process_in(pid, pf.parent.absolute(), proc_root)
+        if comm is not None:
+            out.append(LiveServer(pid, comm, pf))
+    return out
+
+
+def known_run_dirs(extra_roots: list[Path] = ()) -> list[Path]:
+    """Registered run directories plus those directly under `extra_roots` (older runs)."""
+    found = [p.absolute() for p in registered_runs()]
+    for root in extra_roots:
+        root = Path(root)
+        if root.is_dir():
+            found += [d.absolute() for d in sorted(root.iterdir()) if (d / WORK_DIR).is_dir()]
+    return list(dict.fromkeys(found))

@@ -1,0 +1,136 @@
+"""`--resume RUN_DIR`: what may be resumed, which cells, and with which allocators.
+
+A resumed run must measure what the interrupted one would have: same suite, same machine, same
+server, same allocator builds. Each difference is a one-line refusal. The cells come from the
+manifest (never re-planned from today's "all"), and a runner killed with SIGKILL leaves its cells'
+work directories behind: they are removed here, but only when no server of the run still runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from analysis.rundir_format import FORMAT_VERSION
+from suites.errors import SuiteError
+from suites.leftovers import live_servers
+from suites.plan import CellPlan
+from suites.rundir import WORK_DIR, RunDir, owned
+
+# Host facts that change allocator behaviour (collectors.host.host_metadata's keys).
+HOST_KEYS = ("kernel", "cpu_model", "cpu_count", "glibc_version")
+
+
+def _identity(d: dict) -> dict:
+    """The suite settings that decide what runs (where the run is written does not)."""
+    return {k: v for k, v in d.items() if k != "run"} | {"repeat": d.get("run", {}).get("repeat")}
+
+
+def check_resumable(manifest: dict, suite: dict, label: str, host: dict) -> None:
+    """Refuse (SuiteError, one line) a run that cannot continue as it was started."""
+    m = manifest
+    if m.get("format_version") != FORMAT_VERSION:
+        raise SuiteError(f"--resume: run format {m.get('format_version')} is not {FORMAT_VERSION}")
+    if _identity(m.get("suite") or {}) != _identity(suite):
+        raise SuiteError(
+            "--resume: the suite settings differ from the run's (same file and options needed)"
+        )
+    was = m.get("host") or {}
+    for key in HOST_KEYS:
+        if was.get(key) != host.get(key):
+            raise SuiteError(
+                f"--resume: host {key} changed ({was.get(key)!r} -> {host.get(key)!r})"
+            )
+    labels = {c["server"].get("label") for c in m["cells"]}
+    if labels and label not in labels:
+        raise SuiteError(
+            f"--resume: the server is now {label}, the run used {', '.join(sorted(labels))}"
+        )
+    pid = m.get("runner_pid")
+    if m.get("status") == "running" and pid and pid != os.getpid() and _alive(pid):
+        raise SuiteError(f"--resume: the run is still in progress (runner pid {pid})")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def plan_from_manifest(manifest: dict) -> list[CellPlan]:
+    """The run's cells, as it planned them."""
+    plans = []
+    for c in manifest.get("cells") or []:
+        try:
+            p = CellPlan(
+                int(c["index"]),
+                int(c["round"]),
+                str(c["server"]["label"]),
+                str(c["allocator"]["name"]),
+                str(c["thp"]["requested"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            raise SuiteError(f"--resume: manifest cell {c.get('id')!r} is incomplete") from None
+        if p.id != c.get("id"):
+            raise SuiteError(f"--resume: manifest cell {c.get('id')!r} does not match its fields")
+        plans.append(p)
+    return plans
+
+
+def recorded_allocator(manifest: dict, name: str) -> dict | None:
+    """The allocator build the run used: its list of allocators, else any cell that ran it."""
+    for a in manifest.get("allocators") or []:
+        if a.get("name") == name:
+            return a
+    for c in manifest.get("cells") or []:
+        a = c.get("allocator") or {}
+        if a.get("name") == name and "sha256" in a:
+            return a
+    return None
+
+
+def check_allocators(manifest: dict, allocators: list) -> None:
+    """Each allocator still to run must be usable and the very build the run started with."""
+    for a in allocators:
+        if not a.usable:
+            raise SuiteError(f"--resume: allocator {a.name!r} is no longer usable: {a.why_not}")
+        was = recorded_allocator(manifest, a.name)
+        if was is None:
+            continue  # nothing recorded to compare with (no cell of it ever started)
+        for key in ("version", "sha256"):
+            if was.get(key) != getattr(a, key):
+                raise SuiteError(
+                    f"--resume: allocator {a.name!r} {key} changed "
+                    f"({was.get(key)!r} -> {getattr(a, key)!r}); start a new run"
+                )
+
+
+def clear_stale_work(rd: RunDir, cells: list[CellPlan]) -> list[str]:
+    """Remove the work directories a killed runner left, after proving no server uses them.
+
+    Only work/<cell id> of this run's cells, and only when work/ carries our ownership marker.
+    Returns the names removed.
+    """
+    live = live_servers(rd.path)
+    if live:
+        s = live[0]
+        raise SuiteError(
+            f"--resume: {s.comm} pid {s.pid} of this run is still running in {s.work_dir}; "
+            f"wait for it to exit or stop it (kill {s.pid})"
+        )
+    work = rd.path / WORK_DIR
+    if not owned(work):
+        return []
+    removed = []
+    for c in cells:
+        d = work / c.id
+        if d.is_dir() and not d.is_symlink():
+            try:
+                shutil.rmtree(d)
+            except OSError as e:
+                raise SuiteError(f"--resume: cannot remove the stale {d}: {e.strerror}") from None
+            removed.append(c.id)
+    return removed
