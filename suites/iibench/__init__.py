@@ -8,7 +8,7 @@ Written from the insert benchmark's description (Callaghan's MongoDB allocator s
 """
 
 from suites.iibench.level import PROCESSES, THREADS, run_level
-from suites.iibench.schema import count_rows, index_names, prepare
+from suites.iibench.schema import count_rows, index_keys, prepare
 from suites.iibench.spec import SECONDARY_INDEXES, TABLE, IIBenchSpec
 
 __all__ = [
@@ -18,7 +18,7 @@ __all__ = [
     "TABLE",
     "THREADS",
     "count_rows",
-    "index_names",
+    "index_keys",
     "prepare",
     "run_level",
 ]

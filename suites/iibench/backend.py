@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from suites.errors import SuiteError
-from suites.iibench.spec import IIBenchSpec
+from suites.iibench.spec import SECONDARY_INDEXES, IIBenchSpec
 from suites.workload import ClientTarget
 
 
@@ -26,8 +26,9 @@ class Backend(Protocol):
 
     def count(self) -> int: ...
 
-    def index_names(self) -> list[str]:
-        """Secondary index names (the primary key excluded), in creation order."""
+    def index_keys(self) -> list[tuple[str, tuple[str, ...]]]:
+        """Secondary indexes (the primary key excluded) as (name, key columns in key order), in
+        the spec's order: the same shape as IIBenchSpec.indexes, so a check compares the keys."""
 
     def close(self) -> None: ...
 
@@ -37,6 +38,13 @@ def where(target: ClientTarget) -> str:
     if target.kind == "mysql" and target.socket:
         return f"socket {target.socket}"
     return f"{target.host}:{target.port}"
+
+
+def in_spec_order(keys: dict[str, tuple[str, ...]]) -> list[tuple[str, tuple[str, ...]]]:
+    """{name: columns} in SECONDARY_INDEXES order (servers list indexes in no defined order),
+    unknown names last."""
+    order = {name: i for i, (name, _) in enumerate(SECONDARY_INDEXES)}
+    return sorted(keys.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0]))
 
 
 def open_backend(target: ClientTarget, *, create_database: bool = False) -> Backend:

@@ -12,9 +12,9 @@ import pymongo
 from pymongo.errors import PyMongoError
 
 from suites.errors import SuiteError
-from suites.iibench.backend import where
+from suites.iibench.backend import in_spec_order, where
 from suites.iibench.rows import COLUMNS
-from suites.iibench.spec import SECONDARY_INDEXES, TABLE, IIBenchSpec
+from suites.iibench.spec import TABLE, IIBenchSpec
 from suites.workload import ClientTarget
 
 _FIELDS = ("_id",) + COLUMNS[1:]
@@ -62,10 +62,14 @@ class MongoBackend:
     def count(self) -> int:
         return int(self.coll.count_documents({}))
 
-    def index_names(self) -> list[str]:
-        names = [n for n in self.coll.index_information() if n != "_id_"]
-        order = {name: i for i, (name, _) in enumerate(SECONDARY_INDEXES)}
-        return sorted(names, key=lambda n: (order.get(n, len(order)), n))
+    def index_keys(self) -> list[tuple[str, tuple[str, ...]]]:
+        keys = {}
+        for name, info in self.coll.index_information().items():
+            if name == "_id_":
+                continue
+            # An ascending key part is its field name; any other direction says itself.
+            keys[name] = tuple(f if d == 1 else f"{f}:{d}" for f, d in info["key"])
+        return in_spec_order(keys)
 
     def close(self) -> None:
         self.client.close()

@@ -20,13 +20,12 @@ from datetime import datetime
 import mysql.connector
 
 from suites.errors import SuiteError
-from suites.iibench.backend import where
+from suites.iibench.backend import in_spec_order, where
 from suites.iibench.spec import (
     CASHREGISTER_MAX,
     CUSTOMER_MAX,
     PRICE_MAX,
     PRODUCT_MAX,
-    SECONDARY_INDEXES,
     TABLE,
     IIBenchSpec,
 )
@@ -133,16 +132,17 @@ class MySQLBackend:
         self.cur.execute(f"SELECT COUNT(*) FROM {TABLE}")
         return int(self.cur.fetchone()[0])
 
-    def index_names(self) -> list[str]:
+    def index_keys(self) -> list[tuple[str, tuple[str, ...]]]:
         self.cur.execute(
-            "SELECT DISTINCT index_name FROM information_schema.statistics "
-            "WHERE table_schema = %s AND table_name = %s AND index_name <> 'PRIMARY'",
+            "SELECT index_name, column_name FROM information_schema.statistics "
+            "WHERE table_schema = %s AND table_name = %s AND index_name <> 'PRIMARY' "
+            "ORDER BY index_name, seq_in_index",
             (self.target.database, TABLE),
         )
-        names = [r[0] for r in self.cur.fetchall()]
-        # information_schema has no creation order; ours is the spec's order.
-        order = {name: i for i, (name, _) in enumerate(SECONDARY_INDEXES)}
-        return sorted(names, key=lambda n: (order.get(n, len(order)), n))
+        keys: dict[str, list[str]] = {}
+        for name, column in self.cur.fetchall():
+            keys.setdefault(name, []).append(column)
+        return in_spec_order({n: tuple(c) for n, c in keys.items()})
 
     def close(self) -> None:
         try:

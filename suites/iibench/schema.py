@@ -26,10 +26,11 @@ def count_rows(target: ClientTarget, spec: IIBenchSpec) -> int:
         backend.close()
 
 
-def index_names(target: ClientTarget, spec: IIBenchSpec) -> list[str]:
-    """Secondary index names present on the table/collection (primary key excluded)."""
+def index_keys(target: ClientTarget, spec: IIBenchSpec) -> list[tuple[str, tuple[str, ...]]]:
+    """Secondary indexes present on the table/collection (primary key excluded), as (name, key
+    columns in order): equal to `spec.indexes` when the schema is what the spec asked for."""
     backend = open_backend(target)
     try:
-        return backend.index_names()
+        return backend.index_keys()
     finally:
         backend.close()

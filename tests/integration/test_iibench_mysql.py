@@ -23,8 +23,10 @@ from servers.allocators import resolve
 from servers.errors import ServerError
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
 from suites import iibench
+from suites.errors import SuiteError
 from suites.iibench import SECONDARY_INDEXES, IIBenchSpec
 from suites.iibench.bench import client_cpu_fraction, process_cpu_s, process_vs_thread_rate
+from suites.iibench.spec import DATA_LENGTH_MAX
 from suites.workload import ClientTarget
 
 pytestmark = pytest.mark.integration
@@ -82,7 +84,16 @@ def test_every_row_is_accounted_for(pristine, short_tmp, allocator):
         )
         assert res.status == "ok", res.error
         assert res.events == 20_000 == iibench.count_rows(target, spec)
-        assert iibench.index_names(target, spec) == [n for n, _ in SECONDARY_INDEXES]
+        # Names and key columns in key order, as information_schema has them.
+        assert (
+            iibench.index_keys(target, spec)
+            == list(SECONDARY_INDEXES)
+            == [
+                ("ix_price_customer", ("price", "customerid")),
+                ("ix_register_price_customer", ("cashregisterid", "price", "customerid")),
+                ("ix_price_date_customer", ("price", "dateandtime", "customerid")),
+            ]
+        )
         # Every row is in exactly one interval, and the rates say the same thing.
         assert sum(i["rows"] for i in res.intervals) == res.events
         by_rate = sum(i["rows_per_s"] * i["interval_s"] for i in res.intervals)
@@ -104,7 +115,7 @@ def test_time_limit_and_index_count_and_query_clients(pristine, short_tmp):
     with server:
         target = target_of(server)
         spec = IIBenchSpec(
-            clients=2, max_rows=0, max_seconds=2.0, batch_rows=100, secondary_indexes=1,
+            clients=2, max_rows=10**9, max_seconds=2.0, batch_rows=100, secondary_indexes=1,
             query_clients=1,
         )  # fmt: skip
         iibench.prepare(target, spec)
@@ -112,8 +123,43 @@ def test_time_limit_and_index_count_and_query_clients(pristine, short_tmp):
         assert res.status == "ok", res.error
         assert 1.9 <= res.duration_s <= 6.0
         assert res.events == iibench.count_rows(target, spec) > 0
-        assert iibench.index_names(target, spec) == ["ix_price_customer"]
-        assert res.extra["query"]["queries"] > 0
+        assert iibench.index_keys(target, spec) == [("ix_price_customer", ("price", "customerid"))]
+        q = res.extra["query"]
+        assert q["queries"] > 0
+        # Query clients stop with the inserts; their rate is over their own run time.
+        assert res.duration_s - 0.05 <= q["duration_s"] <= res.duration_s + 2.0
+        assert q["queries_per_s"] == pytest.approx(q["queries"] / q["duration_s"], rel=0.01)
+
+
+def test_longest_data_column_fits_and_oversized_batch_is_refused(pristine, short_tmp):
+    server = started(pristine, short_tmp / "w", "glibc")
+    with server:
+        target = target_of(server)
+        spec = IIBenchSpec(clients=1, max_rows=40, batch_rows=20, data_length=DATA_LENGTH_MAX)
+        iibench.prepare(target, spec)
+        res = iibench.run_level(target, spec, short_tmp / "ii.log")
+        assert res.status == "ok", res.error
+        assert iibench.count_rows(target, spec) == 40
+        conn = server.connect()
+        try:
+            cur = conn.cursor()
+            cur.execute(
+                "SELECT character_set_name FROM information_schema.columns "
+                "WHERE table_schema = 'iibench' AND table_name = 'purchases' "
+                "AND column_name = 'data'"
+            )
+            assert cur.fetchall() == [("ascii",)]
+            # The server's real limit is what counts (read at prepare, per connection): lower it.
+            cur.execute("SET GLOBAL max_allowed_packet = 1048576")
+        finally:
+            conn.close()
+        big = IIBenchSpec(clients=1, max_rows=1000, batch_rows=100, data_length=DATA_LENGTH_MAX)
+        with pytest.raises(SuiteError) as e:
+            iibench.prepare(target, big)
+        msg = str(e.value)
+        assert "above the server's max_allowed_packet (1048576 bytes)" in msg
+        assert "iibench.batch_rows = 100" in msg and "\n" not in msg
+        assert iibench.count_rows(target, spec) == 40  # refused before the table was touched
 
 
 def test_prepare_drops_the_previous_table(pristine, short_tmp):
@@ -126,14 +172,14 @@ def test_prepare_drops_the_previous_table(pristine, short_tmp):
         assert iibench.count_rows(target, spec) == 500
         iibench.prepare(target, IIBenchSpec(secondary_indexes=0))
         assert iibench.count_rows(target, spec) == 0
-        assert iibench.index_names(target, spec) == []
+        assert iibench.index_keys(target, spec) == []
 
 
 def test_server_gone_mid_level_fails_the_level(pristine, short_tmp):
     server = started(pristine, short_tmp / "w", "glibc")
     with server:
         target = target_of(server)
-        spec = IIBenchSpec(clients=2, max_rows=0, max_seconds=30, batch_rows=100)
+        spec = IIBenchSpec(clients=2, max_rows=10**9, max_seconds=30, batch_rows=100)
         iibench.prepare(target, spec)
 
         def kill_once(t, tps, qps):
@@ -168,7 +214,7 @@ def test_clients_are_processes_in_their_own_groups_and_die_with_the_runner(prist
             from suites import iibench
             from suites.workload import ClientTarget
             t = ClientTarget(kind="mysql", socket={target.socket!r}, database="iibench")
-            spec = iibench.IIBenchSpec(clients=3, max_rows=0, max_seconds=120, batch_rows=50)
+            spec = iibench.IIBenchSpec(clients=3, max_rows=10**9, max_seconds=120, batch_rows=50)
             iibench.run_level(t, spec, Path({str(short_tmp / "r.log")!r}))
         """)
         runner = subprocess.Popen([sys.executable, "-c", script], cwd=REPO)
@@ -206,16 +252,22 @@ def test_clients_are_processes_in_their_own_groups_and_die_with_the_runner(prist
 
 
 def test_bench_figures(pristine, short_tmp, capsys):
-    """The figures `make bench` reports, measured once here (noisy: shared 2-core machine)."""
+    """The figures `make bench` reports, measured once here (noisy: shared 2-core machine).
+
+    What must hold whatever the noise: client processes are not slower than the GIL-bound
+    single-process baseline (20% allowed for a machine shared with other tests), and the load
+    generator costs less CPU than the server it loads (else it, not the server, sets the pace).
+    """
     server = started(pristine, short_tmp / "w", "glibc")
     with server:
         target = target_of(server)
-        spec = IIBenchSpec(clients=10, max_rows=30_000, batch_rows=100)
+        # Levels of a few seconds each: a one-second level is mostly start/stop jitter.
+        spec = IIBenchSpec(clients=10, max_rows=100_000, batch_rows=100)
         scale = process_vs_thread_rate(target, spec, short_tmp)
         cost = client_cpu_fraction(target, spec, server.pid, short_tmp / "cpu.log")
         assert len(scale["processes_runs"]) == len(scale["threads_runs"]) == 2
-        assert scale["ratio"] > 0
-        assert cost["server_cpu_s"] > 0 and 0 < cost["fraction"]
+        assert scale["ratio"] >= 0.8, scale
+        assert cost["server_cpu_s"] > 0 and 0 < cost["fraction"] < 1, cost
         assert process_cpu_s(server.pid) > cost["server_cpu_s"] * 0.5
         with capsys.disabled():
             print(f"\niibench bench: {scale}\niibench client cost: {cost}")
