@@ -18,7 +18,8 @@ OWNER_MARKER = (
     ".mallocsweep-owned"  # proves a directory was created by mallocsweep (never delete without it)
 )
 
-# One row per (cell, workload, threads, repeat). Per-level figures are deltas over that level.
+# One row per (cell, workload, threads, repeat). Per-level figures are deltas over that level, not
+# since server start; each group below says which part of the level it covers.
 RESULTS_COLUMNS = [
     # identity
     "cell",
@@ -46,28 +47,52 @@ RESULTS_COLUMNS = [
     "lat_max_ms",
     "errors",
     "reconnects",
-    # memory of the server process (kB) over the level
+    # memory of the server process (kB) over the level's phase (from the boundary before the
+    # client starts to the boundary after it ended)
     "rss_start_kb",
     "rss_end_kb",
     "rss_peak_kb",
     "vsz_start_kb",
     "vsz_end_kb",
     "anon_huge_kb",
-    # CPU and context switches of the whole server process over the level
+    # CPU and context switches of the whole server process over the level's MEASURED WINDOW:
+    # from the workload's first interval report to its last report the load outlasted, so the
+    # clients' start-up (connecting N threads, preparing statements) and teardown are outside,
+    # as they are outside the workload's own operation count. window_s is the window's wall time,
+    # window_ops the operations served in it (an op is a query for sysbench, a row/document for
+    # iibench). Every per-op figure and cpu_overhead ((user+sys)/wall) uses exactly these, e.g.
+    # cpu_us_per_op = (cpu_user_s + cpu_sys_s) * 1e6 / window_ops. Full-phase CPU and context
+    # switches are in the manifest (cells[].collectors.phases), reconciled with wait4.
+    # Run dirs written before window_s existed hold full-phase figures in these columns.
+    "window_s",
+    "window_ops",
     "cpu_user_s",
     "cpu_sys_s",
     "ctxsw_voluntary",
     "ctxsw_involuntary",
+    # "perf" (whole process, exited threads included, reconciled with wait4) or the fallback
+    # "procfs-task-sum" (live threads only: counts can be too low); ctxsw_per_op and
+    # ctxsw_per_1m_ops are left empty for any source but perf. Text.
+    "ctxsw_source",
     "cpu_us_per_op",
     "ctxsw_per_op",
     "cpu_overhead",
-    # server internals over the level (SHOW GLOBAL STATUS deltas; empty where not applicable)
+    # the same window figures in iibench's customary unit (per million ops); all rows
+    "cpu_s_per_1m_ops",
+    "ctxsw_per_1m_ops",
+    # server internals (SHOW GLOBAL STATUS; empty where not applicable): deltas over the level's
+    # phase, except threads_connected, a gauge read at the window's first mark (clients connected;
+    # it counts the collectors' own status connection too)
     "threads_created",
+    "threads_connected",
     "bp_reads",
     "bp_read_requests",
     "server_memory_used_kb",
-    # hugepages: system counters over the level and the server's own THP state read back
+    # hugepages: system counters over the level's phase (thp_fault_fallback: a huge page was
+    # wanted and a small one used) and the server's own THP state read back. Every thp_* counter
+    # is in the manifest, per phase and per cell.
     "thp_fault_alloc",
+    "thp_fault_fallback",
     "thp_collapse_alloc",
     "thp_split",
     "process_thp_enabled",

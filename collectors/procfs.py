@@ -181,6 +181,19 @@ class ProcFS:
             raise ProcessGone(pid, "smaps_rollup (no address space)")
         return out
 
+    def exe(self, pid: int) -> str | None:
+        """The executable /proc/PID/exe points at; None when it cannot be read (kernel threads,
+        another user's process, a fixture without the link). It changes at execve, which is how
+        the collectors tell the launch gate (/bin/sh) from the server it becomes."""
+        try:
+            return os.readlink(self.root / str(pid) / "exe")
+        except FileNotFoundError:
+            if not (self.root / str(pid)).exists():
+                raise ProcessGone(pid, "exe") from None
+            return None
+        except OSError:
+            return None
+
     def task_ids(self, pid: int) -> list[int]:
         """Live thread ids (exited threads are not listed)."""
         try:

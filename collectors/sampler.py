@@ -40,22 +40,48 @@ class Snapshot:
     thp_enabled: int | None
     anon_huge_kb: int | None = None  # only when smaps_rollup was read for this snapshot
     live: bool = True  # False: the process is gone and these are the last known values
+    # True while the pid is still the launch gate (/bin/sh waiting to exec the server): its
+    # cumulative counters are valid baselines (CPU and perf counts carry across execve, perf
+    # counts from the exec), but its memory is the shell's, not the server's.
+    pre_exec: bool = False
 
 
 class ProcessReader:
-    """Reads one process, refusing to read a different process that reused its pid."""
+    """Reads one process, refusing to read a different process that reused its pid.
+
+    `gate_exe` is what /proc/PID/exe pointed at while the pid was still the launch gate (read by
+    the session before exec). Until the link changes, snapshots are flagged `pre_exec`; after
+    that the link is no longer read (one readlink per sample only during the first instants).
+    """
 
     def __init__(
-        self, procfs: ProcFS, pid: int, ctx: PerfCtxSwitches | ProcfsCtxSwitches | None = None
+        self,
+        procfs: ProcFS,
+        pid: int,
+        ctx: PerfCtxSwitches | ProcfsCtxSwitches | None = None,
+        gate_exe: str | None = None,
     ):
         self.procfs = procfs
         self.pid = pid
         self.ctx = ctx
         self.starttime = procfs.stat(pid).starttime_ticks  # identity: unchanged by exec
+        self.gate_exe = gate_exe
+        self.execd = gate_exe is None
         self.smaps_reads = 0
         self.smaps_seconds = 0.0
 
+    def _pre_exec(self) -> bool:
+        if self.execd:
+            return False
+        exe = self.procfs.exe(self.pid)
+        if exe == self.gate_exe:
+            return True
+        # A different executable, or one we can no longer read: the gate has exec'd.
+        self.execd = True
+        return False
+
     def read(self, smaps: bool = False) -> Snapshot:
+        pre_exec = self._pre_exec()  # before status/stat: a "server" snapshot is really one
         st = self.procfs.status(self.pid)
         sa = self.procfs.stat(self.pid)
         if sa.starttime_ticks != self.starttime or sa.state in ("Z", "X"):
@@ -79,6 +105,7 @@ class ProcessReader:
             ctx=ctx,
             thp_enabled=st.thp_enabled,
             anon_huge_kb=huge,
+            pre_exec=pre_exec,
         )
 
     def after_exit(self, last: Snapshot | None) -> Snapshot:
@@ -219,6 +246,21 @@ class Sampler(threading.Thread):
             finally:
                 self.cpu_s = time.thread_time()
         self.cpu_s = time.thread_time()
+
+    @property
+    def failure(self) -> str | None:
+        """Why the thread is no longer sampling a live process; None while it is.
+
+        `gone` (the process exited) is not a failure of the sampler; the runner reports that
+        through the server's own liveness.
+        """
+        if self.error:
+            return self.error
+        if self._halt.is_set() or self.gone is not None:
+            return None
+        if not self.is_alive():
+            return "the sampler thread is not running"
+        return None
 
     def stop(self, timeout: float = 10.0) -> None:
         self._halt.set()

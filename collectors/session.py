@@ -4,13 +4,28 @@ Life cycle, driven by the runner:
     coll = Collectors(samples_csv, SAMPLE_COLUMNS, ...)
     spawn(..., on_spawn=lambda pid: (coll.on_spawn(pid), coll.start(pid, "startup")))
     coll.set_status_source(fn)      # e.g. SHOW GLOBAL STATUS, read at boundaries only
-    coll.begin_phase("warmup"); coll.begin_phase("oltp_ro@64"); ...; coll.begin_phase("shutdown")
+    coll.begin_phase("warmup", mark="server_start")     # the server answers: its start figures
+    coll.begin_phase("oltp_ro@64")
+    coll.mark_window(); coll.mark_window(); ...        # at the workload's interval reports
+    coll.check_sampling()           # after each level, while the server is alive
+    coll.begin_phase("shutdown", mark="server_stop")    # the last live figures before stopping
     exit = child.terminate()        # reaped with os.wait4
     section = coll.stop(exit.rusage)   # reconciliation with the kernel's whole-life totals
-    coll.phase_figures("oltp_ro@64")
+    coll.phase_figures("oltp_ro@64"); coll.window_figures("oltp_ro@64", 0, -2)
 
-Phases chain: each boundary snapshot ends one phase and starts the next, so per-phase deltas add
-up to the whole life and their sum is what is reconciled with wait4.
+Two windows, on purpose:
+- a *phase* runs from one boundary to the next. Phases chain: each boundary snapshot ends one
+  phase and starts the next, so per-phase deltas add up to the whole life and their sum is what
+  is reconciled with wait4. A level's phase includes the client's start, connecting N threads,
+  preparing statements, and disconnecting — work the workload's operation count excludes.
+- a *measured window* lies inside a phase, between two marks taken when the workload reported an
+  interval: only the timed run, all clients connected. Per-operation rates (CPU per op, context
+  switches per op, CPU/wall) are computed over it; the caller picks which marks bound it.
+
+The first boundary (start() in the launch hook) is taken in the launch gate, before exec: CPU time
+and the perf counters carry across execve (perf counts from the exec), so it is the right baseline
+for counters, but the gate's memory is /bin/sh's. Snapshots taken before exec are flagged and never
+used for memory figures or written to the timeline.
 """
 
 from __future__ import annotations
@@ -33,9 +48,11 @@ from collectors.errors import CollectorError, ProcessGone
 from collectors.procfs import ProcFS
 from collectors.sampler import ProcessReader, Sampler, Snapshot, TimelineWriter
 
-# /proc/vmstat counters that become per-phase columns (system-wide: one server at a time).
+# /proc/vmstat counters that become per-phase columns (system-wide: one server at a time). Every
+# thp_* counter's delta is kept as well, in the phase's "thp_vmstat" and the cell's section.
 _THP_COUNTERS = {
     "thp_fault_alloc": "thp_fault_alloc",
+    "thp_fault_fallback": "thp_fault_fallback",  # a huge page was wanted and not obtained
     "thp_collapse_alloc": "thp_collapse_alloc",
     "thp_split": "thp_split_page",
 }
@@ -59,15 +76,33 @@ FIGURE_KEYS = (
     "ctxsw_involuntary",
     "wall_s",
     "threads_created",
+    "threads_connected",
     "bp_reads",
     "bp_read_requests",
     "server_memory_used_kb",
     "thp_fault_alloc",
+    "thp_fault_fallback",
     "thp_collapse_alloc",
     "thp_split",
+    "thp_vmstat",
     "process_thp_enabled",
     "status_delta",
+    "window_marks",
 )
+
+# What window_figures() returns: deltas between two marks of one phase (see the module doc).
+WINDOW_KEYS = (
+    "window_s",
+    "cpu_user_s",
+    "cpu_sys_s",
+    "ctxsw_voluntary",
+    "ctxsw_involuntary",
+    "ctxsw_source",
+)
+
+# Memory figures of one moment, for the cell's server_start / server_stop record.
+_MEMORY_FIELDS = ("rss_kb", "vsz_kb", "hwm_kb", "rss_anon_kb", "anon_huge_kb", "threads")
+MEMORY_MARKS = ("server_start", "server_stop")
 
 
 @dataclass
@@ -84,17 +119,27 @@ class _Phase:
     peak_rss_kb: int | None = None
     last_anon_huge_kb: int | None = None
     last_thp_enabled: int | None = None
+    first_server: Snapshot | None = None  # first live snapshot of the server itself (after exec)
     samples: int = 0
     end: _Boundary | None = None
+    marks: list[_Boundary] = field(default_factory=list)  # measured-window marks (mark_window)
     figures: dict = field(default_factory=dict)
 
     def see(self, snap: Snapshot) -> None:
+        if snap.pre_exec:
+            return  # the launch gate's memory is not the server's
+        if self.first_server is None and snap.live:
+            self.first_server = snap
         if snap.rss_kb is not None and snap.live:
             self.peak_rss_kb = max(self.peak_rss_kb or 0, snap.rss_kb)
         if snap.anon_huge_kb is not None:
             self.last_anon_huge_kb = snap.anon_huge_kb
         if snap.thp_enabled is not None:
             self.last_thp_enabled = snap.thp_enabled
+
+
+def _vmstat_delta(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    return {k: b[k] - a[k] for k in sorted(b) if k in a}
 
 
 def _numeric(d: dict | None) -> dict[str, float]:
@@ -116,6 +161,16 @@ def _delta(a, b, digits: int | None = None):
 
 def _int_if_whole(x: float):
     return int(x) if float(x).is_integer() else x
+
+
+def _ctx_delta(a: Snapshot, b: Snapshot, cls: str):
+    return _delta(getattr(a.ctx, cls) if a.ctx else None, getattr(b.ctx, cls) if b.ctx else None)
+
+
+def _memory_of(snap: Snapshot, t0: float, source: str) -> dict:
+    return {"t_s": round(snap.t - t0, 3), "source": source} | {
+        k: getattr(snap, k) for k in _MEMORY_FIELDS
+    }
 
 
 class Collectors:
@@ -156,6 +211,10 @@ class Collectors:
         self._qps: float | None = None
         self._boundary_cpu_s = 0.0
         self._stopped: dict | None = None
+        self._gate_exe: str | None = None
+        self._first_vmstat: dict[str, int] | None = None
+        self._last_vmstat: dict[str, int] | None = None
+        self._memory: dict[str, dict] = {}
 
     # -- attach ---------------------------------------------------------------------------------
     def on_spawn(self, pid: int) -> None:
@@ -163,6 +222,8 @@ class Collectors:
         if self._ctx is not None:
             raise CollectorError(f"collectors already attached to pid {self.pid}")
         self.pid = pid
+        # What the gate is, so snapshots taken before its exec can be told apart (see module doc).
+        self._gate_exe = self.procfs.exe(pid)
         self._ctx, self._ctx_note = open_source(
             pid, use_perf=self.use_perf, before_exec=True, procfs=self.procfs
         )
@@ -180,7 +241,7 @@ class Collectors:
             self._ctx_note = note or "attached after the server started (on_spawn not used)"
         elif pid != self.pid:
             raise CollectorError(f"start({pid}) but on_spawn attached to pid {self.pid}")
-        self._reader = ProcessReader(self.procfs, pid, self._ctx)
+        self._reader = ProcessReader(self.procfs, pid, self._ctx, gate_exe=self._gate_exe)
         self.writer.open()
         self._t0 = time.monotonic()
         self.begin_phase(phase)
@@ -197,6 +258,8 @@ class Collectors:
 
     # -- sampling -------------------------------------------------------------------------------
     def _on_sample(self, snap: Snapshot) -> None:
+        if snap.pre_exec:
+            return  # still the launch gate: not the server's timeline
         with self._lock:
             self._last = snap
             phase = self._phase
@@ -243,12 +306,22 @@ class Collectors:
             self.errors.append(str(e))
             vm = {}
         b = _Boundary(snap, vm, self._server_status() if status else None)
+        if vm:
+            if self._first_vmstat is None:
+                self._first_vmstat = vm
+            self._last_vmstat = vm
         self._boundary_cpu_s += time.thread_time() - c0
         return b
 
     # -- phases ---------------------------------------------------------------------------------
-    def begin_phase(self, name: str) -> None:
-        """A phase boundary: snapshot everything, close the current phase, open `name`."""
+    def begin_phase(self, name: str, mark: str | None = None) -> None:
+        """A phase boundary: snapshot everything, close the current phase, open `name`.
+
+        `mark` names this moment in the cell's memory record: "server_start" (the server has
+        just become ready) or "server_stop" (the last moment before it is asked to stop).
+        """
+        if mark is not None and mark not in MEMORY_MARKS:
+            raise CollectorError(f"begin_phase mark must be one of {MEMORY_MARKS}, got {mark!r}")
         if self._reader is None:
             raise CollectorError(f"begin_phase({name!r}) before start()")
         if name in self._phases or (self._phase and self._phase.name == name):
@@ -261,11 +334,50 @@ class Collectors:
                 self._close(self._phase, b)
             self._phase = _Phase(name, b)
             self._phase.see(b.snap)
-            if b.snap.live:
+            if b.snap.live and not b.snap.pre_exec:
                 self._last = b.snap
             self._tps = self._qps = None
-        if b.snap.live:
+        if b.snap.live and not b.snap.pre_exec:
             self.writer.write(self._t0, name, b.snap, None, None)
+        if mark is not None:
+            self._remember_memory(mark, b.snap)
+
+    def _remember_memory(self, mark: str, snap: Snapshot) -> None:
+        if snap.live and not snap.pre_exec:
+            self._memory[mark] = _memory_of(snap, self._t0, "boundary")
+            return
+        # The server is already gone (or not yet exec'd): the last live sample is what we know.
+        last = self._last
+        if last is not None and not last.pre_exec:
+            self._memory[mark] = _memory_of(last, self._t0, "last sample before the boundary")
+
+    def mark_window(self) -> None:
+        """A measured-window mark in the current phase: CPU and context-switch counters now.
+
+        Cheap (status, stat and the context-switch source; no smaps_rollup). The first mark of a
+        phase also reads the server's status, for figures only meaningful while the clients are
+        connected (Threads_connected). Called from the thread that runs the workload.
+        """
+        if self._reader is None or self._phase is None:
+            raise CollectorError("mark_window() outside a phase")
+        first = not self._phase.marks
+        b = self._boundary(smaps=False, status=first)
+        with self._lock:
+            if self._phase is not None:
+                self._phase.marks.append(b)
+
+    def check_sampling(self) -> None:
+        """CollectorError if the timeline sampler is no longer sampling. Collectors are not
+        optional: call this while the server is known to be alive (a sampler that stopped
+        because the process exited is then a contradiction, and a failure too)."""
+        s = self._sampler
+        if s is None:
+            raise CollectorError("collectors were never started")
+        why = s.failure
+        if why is None and s.gone is not None:
+            why = f"it lost the server process ({s.gone}) while the server is running"
+        if why is not None:
+            raise CollectorError(f"the timeline sampler stopped: {why}; the timeline is incomplete")
 
     def _close(self, ph: _Phase, end: _Boundary) -> None:
         ph.see(end.snap)
@@ -274,23 +386,23 @@ class Collectors:
         self._phases[ph.name] = ph
 
     def _figures(self, ph: _Phase) -> dict:
+        """Deltas over the whole phase: from its start boundary to its end boundary."""
         s, e = ph.start, ph.end
         a, b = s.snap, e.snap
+        # Memory at the phase start is the server's: a boundary taken in the launch gate
+        # gives way to the first snapshot of the server itself (None if none was taken).
+        mem = ph.first_server if a.pre_exec else a
         fig = {
-            "rss_start_kb": a.rss_kb,
+            "rss_start_kb": mem.rss_kb if mem else None,
             "rss_end_kb": b.rss_kb,
             "rss_peak_kb": ph.peak_rss_kb,
-            "vsz_start_kb": a.vsz_kb,
+            "vsz_start_kb": mem.vsz_kb if mem else None,
             "vsz_end_kb": b.vsz_kb,
             "anon_huge_kb": b.anon_huge_kb if b.anon_huge_kb is not None else ph.last_anon_huge_kb,
             "cpu_user_s": _delta(a.cpu_user_s, b.cpu_user_s, 3),
             "cpu_sys_s": _delta(a.cpu_sys_s, b.cpu_sys_s, 3),
-            "ctxsw_voluntary": _delta(
-                a.ctx.voluntary if a.ctx else None, b.ctx.voluntary if b.ctx else None
-            ),
-            "ctxsw_involuntary": _delta(
-                a.ctx.involuntary if a.ctx else None, b.ctx.involuntary if b.ctx else None
-            ),
+            "ctxsw_voluntary": _ctx_delta(a, b, "voluntary"),
+            "ctxsw_involuntary": _ctx_delta(a, b, "involuntary"),
             "wall_s": round(b.t - a.t, 3),
             "process_thp_enabled": b.thp_enabled
             if b.thp_enabled is not None
@@ -298,6 +410,7 @@ class Collectors:
         }
         for key, counter in _THP_COUNTERS.items():
             fig[key] = _delta(s.vmstat.get(counter), e.vmstat.get(counter))
+        fig["thp_vmstat"] = _vmstat_delta(s.vmstat, e.vmstat)
         sd = None
         if s.status is not None and e.status is not None:
             sd = {
@@ -310,7 +423,47 @@ class Collectors:
             fig[key] = sd.get(var) if sd else None
         used = (e.status or {}).get("Memory_used")
         fig["server_memory_used_kb"] = round(used / 1024) if used is not None else None
+        # A gauge: at a boundary no client is connected, so it is read at the first window mark
+        # (the clients are connected and running). Includes our own status connection.
+        first_status = ph.marks[0].status if ph.marks else None
+        tc = (first_status or {}).get("Threads_connected")
+        fig["threads_connected"] = _int_if_whole(tc) if tc is not None else None
+        fig["window_marks"] = len(ph.marks)
         return {k: fig[k] for k in FIGURE_KEYS}
+
+    def window_figures(self, name: str, first: int = 0, last: int = -1) -> dict | None:
+        """Deltas between marks `first` and `last` of phase `name` (list indices), or None when
+        the phase has fewer than two marks or the process was gone at either.
+
+        The window's wall time is ours (monotonic), so a caller that counts operations in the
+        workload's own clock should turn them into a rate first (see suites.cell).
+        """
+        marks = self._phases[name].marks
+        if len(marks) < 2:
+            return None
+        try:
+            a, b = marks[first].snap, marks[last].snap
+        except IndexError:
+            return None
+        if not (a.live and b.live) or b.t <= a.t:
+            return None
+        return {
+            "window_s": round(b.t - a.t, 4),
+            "cpu_user_s": _delta(a.cpu_user_s, b.cpu_user_s, 3),
+            "cpu_sys_s": _delta(a.cpu_sys_s, b.cpu_sys_s, 3),
+            "ctxsw_voluntary": _ctx_delta(a, b, "voluntary"),
+            "ctxsw_involuntary": _ctx_delta(a, b, "involuntary"),
+            "ctxsw_source": self.ctxsw_source,
+        }
+
+    def window_mark_times(self, name: str) -> list[float]:
+        """Seconds since start() of each window mark of phase `name` (for the manifest)."""
+        return [round(m.snap.t - self._t0, 3) for m in self._phases[name].marks]
+
+    @property
+    def ctxsw_source(self) -> str | None:
+        """ "perf" (whole process, reconcilable) or the fallback's name; None before on_spawn."""
+        return self._ctx.source if self._ctx else None
 
     def phase_figures(self, name: str) -> dict:
         """Deltas over a closed phase (KeyError for a phase that is unknown or still open)."""
@@ -325,6 +478,12 @@ class Collectors:
     def sampler_cpu_s(self) -> float:
         """CPU seconds of the sampler thread itself (boundary work is reported separately)."""
         return self._sampler.cpu_s if self._sampler else 0.0
+
+    @property
+    def boundary_cpu_s(self) -> float:
+        """CPU seconds the caller's thread spent in phase boundaries and window marks (status
+        queries included): the collectors' cost outside the sampler thread."""
+        return self._boundary_cpu_s
 
     def stop(self, exit_rusage: dict | None) -> dict:
         """Close the last phase, stop the thread, reconcile with wait4; the manifest section."""
@@ -358,6 +517,11 @@ class Collectors:
                 self._ctx.close()
             self.writer.close()
         phases = {n: p.figures for n, p in self._phases.items()}
+        if "server_stop" not in self._memory and self._last is not None:
+            # No explicit stop mark (the cell failed before its shutdown boundary).
+            self._memory["server_stop"] = _memory_of(
+                self._last, self._t0, "last sample (no stop boundary)"
+            )
         self._stopped = {
             "reconciliation": self._reconcile(phases, exit_rusage),
             "ctxsw_source": self._ctx.source if self._ctx else None,
@@ -377,6 +541,15 @@ class Collectors:
             "smaps_seconds": round(self._reader.smaps_seconds, 4) if self._reader else 0.0,
             "gone": self.gone_reason if self.gone and not exit_rusage else None,
             "errors": self.errors,
+            # The server's memory when it became ready and just before it was asked to stop
+            # (Percona's RSS/VSZ at server start and stop).
+            "memory": {k: self._memory.get(k) for k in MEMORY_MARKS},
+            # Every /proc/vmstat thp_* counter over the server's life (system-wide).
+            "thp_vmstat_delta": (
+                _vmstat_delta(self._first_vmstat, self._last_vmstat)
+                if self._first_vmstat is not None and self._last_vmstat is not None
+                else None
+            ),
             "phases": phases,
         }
         return self._stopped

@@ -4,13 +4,15 @@ Timings on a shared machine drift, so every figure here is a ratio of two things
 back (or interleaved) in this process, never an absolute time compared with a constant:
 
 1. dataset restore vs sysbench prepare of the same dataset        goal: restore >= 20x faster
-2. server start to warm buffer pool vs the fixed 600 s warmup      (how much the protocol saves)
-3. sampler CPU per second, as a fraction of one core, while the server holds 1536 connections
+2. server start to warm buffer pool vs the fixed 600 s warmup      goal: warm, sooner than 600 s
+3. the collectors' CPU (sampler thread + boundary and window marks, the real Collectors of a cell)
+   as a fraction of one core, while the server holds 1536 client connections
                                                                    goal: <= 1% of a core
-4. POINT_SELECT QPS with collectors on vs off, interleaved repeats, with the run-to-run noise
-                                                                   goal: no change beyond the noise
-5. iibench: multi-process client insert rate vs a one-process (GIL-bound) baseline; client CPU as a
-   fraction of server CPU                                          (the client must not be the limit)
+4. POINT_SELECT QPS with collectors on vs off at 64 and at 1536 threads, interleaved repeats
+   (on/off alternating first), with the run-to-run noise          goal: no change beyond the noise
+5. iibench: multi-process client insert rate vs a one-process (GIL-bound) baseline
+                                                                   goal: >= 1 within the noise
+6. iibench client CPU as a fraction of server CPU                  goal: < 1 (client lighter)
 
 Usage: python -m suites.bench [--quick] [--out DIR]
 """
@@ -23,15 +25,14 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from analysis.rundir_format import SAMPLE_COLUMNS
-from collectors.sampler import measure_sample_cost
 from collectors.session import Collectors
 from servers.allocators import resolve
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
@@ -39,14 +40,46 @@ from suites import sysbench
 from suites.dataset import DatasetCache, restore_vs_prepare
 from suites.rundir import make_owned_dir
 from suites.sysbench import SysbenchOptions
-from suites.warmup import warm_up, warm_vs_fixed
+from suites.warmup import scan_tables, warm_up, warm_vs_fixed
 from suites.workload import ClientTarget
 
 console = Console(stderr=True)
 
+HIGH = 1536  # the sweep's top level: where the collectors' cost and intrusion would show
+LOW = 64
+
 
 def _target(server: MySQLServer, database: str) -> ClientTarget:
     return ClientTarget.mysql(server.client_target(), database)
+
+
+def spread(xs: list[float]) -> float:
+    """Run-to-run noise of repeated runs: (max - min) / median; 0 for fewer than two runs."""
+    return (max(xs) - min(xs)) / statistics.median(xs) if len(xs) > 1 else 0.0
+
+
+@dataclass
+class OnOff:
+    """QPS of repeated levels with collectors on and off, at one thread count."""
+
+    threads: int
+    on: list[float] = field(default_factory=list)
+    off: list[float] = field(default_factory=list)
+    cost: list[float] = field(default_factory=list)  # collectors CPU / wall, per "on" run
+    connected: list[int] = field(default_factory=list)  # Threads_connected at the window mark
+
+    def summary(self) -> dict:
+        on, off = statistics.median(self.on), statistics.median(self.off)
+        return {
+            "threads": self.threads,
+            "on_runs": self.on,
+            "off_runs": self.off,
+            "ratio": on / off if off else None,
+            "noise": max(spread(self.on), spread(self.off)),
+            "collectors_core_fraction_runs": self.cost,
+            "collectors_core_fraction": statistics.median(self.cost) if self.cost else None,
+            "connected_runs": self.connected,
+        }
 
 
 class Bench:
@@ -56,14 +89,14 @@ class Bench:
         self.binary = find_mysql()
         self.glibc = resolve(["glibc"])[0]
         self.cache = DatasetCache(work / "cache")
-        # Restore-vs-prepare depends on size (prepare is CPU-bound, a copy is I/O-bound): 4 x 250k rows
-        # (~240 MB) is the smallest size where the ratio says something about real datasets.
+        # Restore-vs-prepare depends on size (prepare is CPU-bound, a copy is I/O-bound): 4 x 250k
+        # rows (~240 MB) is the smallest size where the ratio says something about real datasets.
         self.opts = SysbenchOptions(tables=4, table_size=25_000 if quick else 250_000)
         self.settings = MySQLSettings(
             buffer_pool_mb=256,
-            max_threads=1536,
+            max_threads=HIGH,
             prepared_statements=sysbench.prepared_statements_needed(
-                "point_select", 1536, self.opts.tables
+                "point_select", HIGH, self.opts.tables
             ),
         )
         self.key = ""
@@ -100,17 +133,11 @@ class Bench:
             server.stop()
             shutil.rmtree(wd, ignore_errors=True)
 
-    def server(self, tag: str, collectors: Collectors | None = None) -> MySQLServer:
+    def restored(self, tag: str) -> MySQLServer:
+        """A server on a fresh copy of the dataset, not started yet."""
         wd = make_owned_dir(self._workdir(tag))
         self.cache.restore(self.key, wd / "datadir")
-        server = MySQLServer(self.binary, wd, self.settings, self.glibc)
-
-        def attach(pid: int) -> None:
-            collectors.on_spawn(pid)
-            collectors.start(pid, "startup")
-
-        server.start(on_spawn=attach if collectors else None)
-        return server
+        return MySQLServer(self.binary, wd, self.settings, self.glibc)
 
     # -- 1 ---------------------------------------------------------------------------------------
     def restore_vs_prepare(self) -> dict:
@@ -120,9 +147,10 @@ class Bench:
 
     # -- 2 ---------------------------------------------------------------------------------------
     def start_to_warm(self) -> dict:
-        t0 = time.monotonic()
-        server = self.server("warm")
+        server = self.restored("warm")
         try:
+            t0 = time.monotonic()  # the clock starts at server start; the restore is item 1
+            server.start()
             w = warm_up(
                 server.connect,
                 _target(server, "sbtest"),
@@ -136,86 +164,85 @@ class Bench:
             elapsed = time.monotonic() - t0
         finally:
             server.stop()
-        return warm_vs_fixed(elapsed) | {"warm": w["warm"], "bp_reads_during": w["bp_reads_during"]}
-
-    # -- 3 ---------------------------------------------------------------------------------------
-    def sampler_cost_at_1536(self) -> dict:
-        server = self.server("sampler")
-        got: dict = {}
-        try:
-            target = _target(server, "sbtest")
-            duration = 20
-
-            def measure() -> None:
-                # Measure once all 1536 clients are connected (Threads_connected says so).
-                deadline = time.monotonic() + duration
-                while time.monotonic() < deadline:
-                    if server.global_status().get("Threads_connected", 0) >= 1536:
-                        break
-                    time.sleep(0.5)
-                got["connected"] = server.global_status().get("Threads_connected", 0)
-                got["perf"] = measure_sample_cost(server.pid, samples=30, ctx="perf")
-                got["procfs"] = measure_sample_cost(server.pid, samples=5, ctx="procfs")
-                got["smaps"] = measure_sample_cost(server.pid, samples=5, ctx=None, with_smaps=True)
-
-            t = threading.Thread(target=measure, daemon=True)
-            t.start()
-            res = sysbench.run_level(
-                target, "point_select", 1536, duration, self.opts, self.work / "sampler-1536.log"
-            )
-            t.join(30)
-            got["level_status"] = res.status
-        finally:
-            server.stop()
-        return got
-
-    # -- 4 ---------------------------------------------------------------------------------------
-    def collectors_on_off(self, pairs: int, threads: int = 64, duration: int = 8) -> dict:
-        qps: dict[str, list[float]] = {"on": [], "off": []}
-        for r in range(pairs):
-            for mode in ("on", "off") if r % 2 == 0 else ("off", "on"):
-                coll = None
-                if mode == "on":
-                    coll = Collectors(self.work / f"samples-{r}.csv", list(SAMPLE_COLUMNS))
-                server = self.server(f"collect-{mode}", coll)
-                try:
-                    if coll:
-                        coll.set_status_source(server.global_status)
-                        coll.begin_phase("level")
-                    res = sysbench.run_level(
-                        _target(server, "sbtest"),
-                        "point_select",
-                        threads,
-                        duration,
-                        self.opts,
-                        self.work / f"onoff-{mode}-{r}.log",
-                        on_interval=(lambda _t, a, b, c=coll: c.set_throughput(a, b))
-                        if coll
-                        else None,
-                    )
-                    if res.status != "ok":
-                        raise RuntimeError(f"collectors {mode} level failed: {res.error}")
-                    qps[mode].append(res.qps)
-                finally:
-                    exit_info = server.stop()
-                    if coll:
-                        coll.stop(exit_info.rusage if exit_info else None)
-        on, off = statistics.median(qps["on"]), statistics.median(qps["off"])
-
-        def spread(xs: list[float]) -> float:
-            return (max(xs) - min(xs)) / statistics.median(xs) if len(xs) > 1 else 0.0
-
-        return {
-            "threads": threads,
-            "duration_s": duration,
-            "pairs": pairs,
-            "on_runs": qps["on"],
-            "off_runs": qps["off"],
-            "ratio": on / off,
-            "noise": max(spread(qps["on"]), spread(qps["off"])),
+        return warm_vs_fixed(elapsed) | {
+            "warm": w["warm"],
+            "stopped_by": w["stopped_by"],
+            "bp_reads_during": w["bp_reads_during"],
         }
 
-    # -- 5 ---------------------------------------------------------------------------------------
+    # -- 3 and 4 ---------------------------------------------------------------------------------
+    def one_life(self, mode: str, r: int, levels: dict[int, OnOff], duration: int) -> None:
+        """One server life with collectors `mode` ("on"/"off"): scan, then each level once.
+
+        "on" drives the real Collectors exactly as a cell does: attached before exec, phase
+        boundaries, a window mark at every interval report, sampler liveness checked per level.
+        """
+        server = self.restored(f"{mode}-{r}")
+        coll = None
+        if mode == "on":
+            coll = Collectors(self.work / f"samples-{r}.csv", list(SAMPLE_COLUMNS))
+
+        def attach(pid: int) -> None:
+            coll.on_spawn(pid)
+            coll.start(pid, "startup")
+
+        exit_info = None
+        try:
+            server.start(on_spawn=attach if coll else None)
+            if coll:
+                coll.set_status_source(server.global_status)
+                coll.begin_phase("warmup", mark="server_start")
+            # The same cold start in every life: the scans load the pool before any level.
+            scan_tables(server.connect, "sbtest", self.opts.tables)
+            for threads, rec in levels.items():
+                phase = f"point_select@{threads}"
+                cpu0 = w0 = 0.0
+                if coll:
+                    cpu0, w0 = coll.sampler_cpu_s + coll.boundary_cpu_s, time.monotonic()
+                    coll.begin_phase(phase)
+
+                def interval(_t, tps, qps, c=coll):
+                    if c:
+                        c.set_throughput(tps, qps)
+                        c.mark_window()
+
+                res = sysbench.run_level(
+                    _target(server, "sbtest"),
+                    "point_select",
+                    threads,
+                    duration,
+                    self.opts,
+                    self.work / f"onoff-{mode}-{r}-{threads}.log",
+                    on_interval=interval,
+                )
+                if res.status != "ok":
+                    raise RuntimeError(f"collectors {mode}, {phase} failed: {res.error}")
+                (rec.on if mode == "on" else rec.off).append(res.qps)
+                if coll:
+                    coll.check_sampling()
+                    cpu = coll.sampler_cpu_s + coll.boundary_cpu_s - cpu0
+                    rec.cost.append(cpu / (time.monotonic() - w0))
+            if coll:
+                coll.begin_phase("shutdown", mark="server_stop")
+            exit_info = server.stop()
+        finally:
+            exit_info = exit_info or server.stop()
+            if coll:
+                coll.stop(exit_info.rusage if exit_info else None)
+        if coll:
+            for threads, rec in levels.items():
+                connected = coll.phase_figures(f"point_select@{threads}")["threads_connected"]
+                rec.connected.append(int(connected or 0))
+
+    def collectors_on_off(self, pairs: int, duration: int = 8) -> dict:
+        levels = {LOW: OnOff(LOW), HIGH: OnOff(HIGH)}
+        for r in range(pairs):
+            for mode in ("on", "off") if r % 2 == 0 else ("off", "on"):
+                console.print(f"[dim]  pair {r + 1}/{pairs}: collectors {mode}[/dim]")
+                self.one_life(mode, r, levels, duration)
+        return {str(t): rec.summary() | {"duration_s": duration} for t, rec in levels.items()}
+
+    # -- 5 and 6 ---------------------------------------------------------------------------------
     def iibench(self) -> dict:
         from suites.iibench.bench import client_cpu_fraction, process_vs_thread_rate
         from suites.iibench.spec import IIBenchSpec
@@ -226,22 +253,98 @@ class Bench:
             batch_rows=200,
             secondary_indexes=3,
         )
-        server = self.server("iibench")
+        server = self.restored("iibench")
         try:
+            server.start()
             target = _target(server, "iibench")
             scale = process_vs_thread_rate(target, spec, self.work, repeats=2)
             cpu = client_cpu_fraction(target, spec, server.pid, self.work / "iibench-cpu.log")
         finally:
             server.stop()
+        scale["noise"] = max(spread(scale["processes_runs"]), spread(scale["threads_runs"]))
         return {"scale": scale, "cpu": cpu}
 
 
-def _met(ok: bool) -> str:
-    return "[green]yes[/green]" if ok else "[red]NOT met[/red]"
+def _met(ok: bool | None, why: str = "") -> str:
+    if ok is None:
+        return "[yellow]n/a[/yellow]" + (f" ({why})" if why else "")
+    return "[green]yes[/green]" if ok else "[red]NOT met[/red]" + (f" ({why})" if why else "")
 
 
 def _fmt(x, spec=".1f") -> str:
     return "n/a" if x is None else format(x, spec)
+
+
+def table(figures: dict) -> Table:
+    m = figures["machine"]
+    t = Table(
+        title=f"mallocsweep bench — {m.get('cpu_model', '?')}, {m.get('cpu_count', '?')} cores, "
+        f"kernel {m.get('kernel', '?')}"
+    )
+    for col in ("figure", "measured (side by side, this run)", "ratio", "goal", "met"):
+        t.add_column(col)
+    r = figures["restore"]
+    t.add_row(
+        "dataset restore vs sysbench prepare",
+        f"prepare {_fmt(r['prepare_s'], '.2f')} s, restore {_fmt(r['restore_s'], '.3f')} s "
+        f"({r['method']}, {r['bytes'] / 1e6:.0f} MB)",
+        f"{_fmt(r['ratio'])}x faster",
+        ">= 20x",
+        _met(r["ratio"] >= 20 if r["ratio"] is not None else None),
+    )
+    w = figures["warm"]
+    t.add_row(
+        "server start to warm vs fixed 600 s warmup",
+        f"{_fmt(w.get('start_to_warm_s'), '.1f')} s from server start to warm "
+        f"(stopped by {w['stopped_by']}, {w['bp_reads_during']:.0f} reads from disk)",
+        f"{_fmt(w.get('ratio'))}x shorter",
+        "warm, < 600 s",
+        _met(bool(w["warm"]) and w["start_to_warm_s"] < w["fixed_s"]),
+    )
+    onoff = figures["onoff"]
+    high = onoff[str(HIGH)]
+    frac = high["collectors_core_fraction"]
+    short = min(high["connected_runs"], default=0)
+    t.add_row(
+        f"collectors CPU at {HIGH} connections",
+        f"sampler + boundaries + window marks over the POINT_SELECT@{HIGH} level; "
+        f"runs {[round(100 * x, 3) for x in high['collectors_core_fraction_runs']]} %; "
+        f"Threads_connected {high['connected_runs']}",
+        f"{_fmt(frac * 100 if frac is not None else None, '.3f')}% of a core",
+        "<= 1% of a core",
+        _met(
+            frac <= 0.01 if frac is not None and short >= HIGH else False,
+            "" if short >= HIGH else f"only {short} connections held",
+        ),
+    )
+    for threads in (LOW, HIGH):
+        o = onoff[str(threads)]
+        t.add_row(
+            f"POINT_SELECT@{threads} QPS, collectors on / off",
+            f"on {[round(x) for x in o['on_runs']]}, off {[round(x) for x in o['off_runs']]}",
+            f"{_fmt(o['ratio'], '.3f')} (noise {o['noise'] * 100:.1f}%)",
+            "|1 - ratio| <= noise",
+            _met(abs(1 - o["ratio"]) <= o["noise"] if o["ratio"] is not None else None),
+        )
+    ii = figures["iibench"]
+    sc = ii["scale"]
+    t.add_row(
+        "iibench client processes vs one process (rows/s)",
+        f"{sc['processes_rows_per_s']:.0f} vs {sc['threads_rows_per_s']:.0f} "
+        f"(noise {sc['noise'] * 100:.1f}%)",
+        f"{_fmt(sc['ratio'], '.2f')}x",
+        ">= 1 - noise",
+        _met(sc["ratio"] >= 1 - sc["noise"] if sc["ratio"] is not None else None),
+    )
+    cpu = ii["cpu"]
+    t.add_row(
+        "iibench client CPU / server CPU",
+        f"{cpu['client_cpu_s']:.2f} s vs {cpu['server_cpu_s']:.2f} s",
+        f"{_fmt(cpu['fraction'], '.2f')}",
+        "< 1 (client lighter than server)",
+        _met(cpu["fraction"] < 1 if cpu["fraction"] is not None else None),
+    )
+    return t
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -264,12 +367,11 @@ def main(argv: list[str] | None = None) -> int:
         steps = [
             ("dataset", "preparing the dataset with sysbench", bench.prepare_dataset),
             ("restore", "restore vs prepare", bench.restore_vs_prepare),
-            ("warm", "start to warm", bench.start_to_warm),
-            ("sampler", "sampler cost at 1536 connections", bench.sampler_cost_at_1536),
+            ("warm", "server start to warm", bench.start_to_warm),
             (
                 "onoff",
-                "collectors on vs off",
-                lambda: bench.collectors_on_off(3 if args.quick else 5),
+                f"collectors on vs off at {LOW} and {HIGH} threads (and their cost)",
+                lambda: bench.collectors_on_off(2 if args.quick else 5),
             ),
             ("iibench", "iibench client scaling and cost", bench.iibench),
         ]
@@ -281,66 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    m = figures["machine"]
-    t = Table(
-        title=f"mallocsweep bench — {m.get('cpu_model', '?')}, {m.get('cpu_count', '?')} cores, "
-        f"kernel {m.get('kernel', '?')}"
-    )
-    for col in ("figure", "measured (side by side, this run)", "ratio", "goal", "met"):
-        t.add_column(col)
-    r = figures["restore"]
-    t.add_row(
-        "dataset restore vs sysbench prepare",
-        f"prepare {_fmt(r['prepare_s'], '.2f')} s, restore {_fmt(r['restore_s'], '.3f')} s ({r['method']}, "
-        f"{r['bytes'] / 1e6:.0f} MB)",
-        f"{_fmt(r['ratio'])}x faster",
-        ">= 20x",
-        _met(r["ratio"] is not None and r["ratio"] >= 20),
-    )
-    w = figures["warm"]
-    t.add_row(
-        "start to warm vs fixed 600 s warmup",
-        f"{_fmt(w.get('start_to_warm_s'), '.1f')} s to warm "
-        f"(warm={w['warm']}, {w['bp_reads_during']:.0f} reads from disk)",
-        f"{_fmt(w.get('ratio'))}x shorter",
-        "(saving)",
-        "",
-    )
-    s = figures["sampler"]
-    perf, procfs = s["perf"], s["procfs"]
-    t.add_row(
-        "sampler CPU at 1536 connections (1 Hz)",
-        f"{perf['cpu_ms_per_sample']:.3f} ms/sample with {perf.get('threads', '?')} server threads; "
-        f"procfs fallback {procfs['cpu_ms_per_sample']:.1f} ms; smaps_rollup "
-        f"{s['smaps']['cpu_ms_per_sample']:.2f} ms",
-        f"{perf['core_fraction_at_1hz'] * 100:.3f}% of a core",
-        "<= 1% of a core",
-        _met(perf["core_fraction_at_1hz"] <= 0.01),
-    )
-    o = figures["onoff"]
-    t.add_row(
-        f"POINT_SELECT@{o['threads']} QPS, collectors on / off",
-        f"on {[round(x) for x in o['on_runs']]}, off {[round(x) for x in o['off_runs']]}",
-        f"{o['ratio']:.3f} (noise {o['noise'] * 100:.1f}%)",
-        "|1 - ratio| within noise",
-        _met(abs(1 - o["ratio"]) <= o["noise"]),
-    )
-    ii = figures["iibench"]
-    t.add_row(
-        "iibench processes vs one process (rows/s)",
-        f"{ii['scale']['processes_rows_per_s']:.0f} vs {ii['scale']['threads_rows_per_s']:.0f}",
-        f"{_fmt(ii['scale']['ratio'], '.2f')}x",
-        "~1 or more: the server sets the pace",
-        "",
-    )
-    t.add_row(
-        "iibench client CPU / server CPU",
-        f"{ii['cpu']['client_cpu_s']:.2f} s vs {ii['cpu']['server_cpu_s']:.2f} s",
-        f"{_fmt(ii['cpu']['fraction'], '.2f')}",
-        "(cost of the client)",
-        "",
-    )
-    (Console() if sys.stdout.isatty() else Console(width=200)).print(t)
+    (Console() if sys.stdout.isatty() else Console(width=200)).print(table(figures))
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / f"bench-{time.strftime('%Y%m%dT%H%M%S')}.json"
     out.write_text(json.dumps(figures, indent=2, default=str) + "\n")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.rundir_format import RESULTS_COLUMNS, SAMPLE_COLUMNS
+from collectors.ctxsw import SOURCE_PERF
 from collectors.errors import CollectorError
 from collectors.host import cell_host_state
 from collectors.session import FIGURE_KEYS, Collectors
@@ -44,7 +45,93 @@ class CellContext:
     on_interval: Callable[[float, float, float], None] | None = None
 
 
-def _level_row(ctx: CellContext, server_info: dict, res: LevelResult, fig: dict) -> dict:
+@dataclass
+class Interval:
+    """One interval report of a running level, as the workload gave it, and whether the
+    collectors took a window mark when it arrived."""
+
+    t_s: float  # seconds since the workload's own start of timing
+    ops_per_s: float  # queries/s (sysbench) or rows/s (iibench) over the interval
+    marked: bool
+
+
+@dataclass
+class Window:
+    """The measured window of a level: between two window marks, in both clocks."""
+
+    first_mark: int  # indices into the phase's window marks
+    last_mark: int
+    first_t_s: float  # the workload's clock at the two interval reports
+    last_t_s: float
+    ops: float  # operations the workload counted between the two reports
+
+    @property
+    def workload_s(self) -> float:
+        return self.last_t_s - self.first_t_s
+
+    @property
+    def ops_per_s(self) -> float:
+        return self.ops / self.workload_s
+
+
+def measured_window(
+    intervals: list[Interval], duration_s: float | None, interval_s: float | None
+) -> Window | None:
+    """Pick the measured window of a level from its interval reports (None: too few).
+
+    Start: the first marked report — by then every client is connected and the workload's timer
+    runs (sysbench starts timing once all threads are initialised). End: the last marked report
+    that the load certainly outlasted, so the clients' teardown (disconnecting N threads, which
+    sysbench does before its cumulative report) stays outside: a report that another report
+    followed, or one at least one interval before the planned end of the level.
+    Operations in the window are the workload's own counts of the reports after the first one.
+    """
+    marked = [i for i, iv in enumerate(intervals) if iv.marked]
+    if len(marked) < 2:
+        return None
+    first = marked[0]
+    last = None
+    for i in reversed(marked[1:]):
+        followed = i < len(intervals) - 1
+        early = (
+            duration_s is not None
+            and interval_s is not None
+            and intervals[i].t_s + interval_s <= duration_s + 0.05
+        )
+        if followed or early:
+            last = i
+            break
+    if last is None or intervals[last].t_s <= intervals[first].t_s:
+        return None
+    ops = 0.0
+    for k in range(first + 1, last + 1):
+        ops += intervals[k].ops_per_s * (intervals[k].t_s - intervals[k - 1].t_s)
+    mark_index = {i: n for n, i in enumerate(marked)}
+    return Window(
+        mark_index[first], mark_index[last], intervals[first].t_s, intervals[last].t_s, ops
+    )
+
+
+def _level_row(
+    ctx: CellContext,
+    server_info: dict,
+    res: LevelResult,
+    fig: dict,
+    win: dict | None,
+    window: Window | None,
+    ctxsw_source: str | None,
+) -> dict:
+    """One results.csv row. Which window each figure covers:
+
+    - memory (rss_*, vsz_*, anon_huge_kb), server status deltas (threads_created, bp_*), THP
+      counters: the whole level phase (boundary to boundary, clients' start and end included);
+    - threads_connected: read at the first window mark (all clients connected);
+    - cpu_user_s, cpu_sys_s, ctxsw_voluntary, ctxsw_involuntary, and every per-op figure
+      (cpu_us_per_op, ctxsw_per_op, cpu_s_per_1m_ops, ctxsw_per_1m_ops, cpu_overhead): the
+      measured window only (window_s, window_ops), so that numerator and operation count cover
+      the same time. Full-phase CPU and context switches stay in the manifest (collectors.phases),
+      where their sum over the phases is reconciled with wait4.
+    """
     alloc = ctx.allocator
     row = {
         "cell": ctx.plan.id,
@@ -62,23 +149,56 @@ def _level_row(ctx: CellContext, server_info: dict, res: LevelResult, fig: dict)
     for k in FIGURE_KEYS:  # the collectors' per-phase figures that are results columns
         if k in RESULTS_COLUMNS:
             row[k] = fig.get(k)
-    ops = _ops(res)
-    cpu = (fig.get("cpu_user_s") or 0) + (fig.get("cpu_sys_s") or 0)
-    csw = (fig.get("ctxsw_voluntary") or 0) + (fig.get("ctxsw_involuntary") or 0)
-    row["cpu_us_per_op"] = round(cpu * 1e6 / ops, 3) if ops else None
-    row["ctxsw_per_op"] = (
-        round(csw / ops, 5) if ops and fig.get("ctxsw_voluntary") is not None else None
-    )
-    wall = fig.get("wall_s") or 0
-    row["cpu_overhead"] = round(cpu / wall, 4) if wall else None
+    row["ctxsw_source"] = ctxsw_source or ""
+    for k in ("cpu_user_s", "cpu_sys_s", "ctxsw_voluntary", "ctxsw_involuntary"):
+        row[k] = win.get(k) if win else None
+    row.update(window_rates(win, window, ctxsw_source))
     return row
 
 
-def _ops(res: LevelResult) -> float:
-    """Operations of a level: queries for sysbench, rows for iibench ."""
-    if res.workload == "iibench":
-        return float(res.events)
-    return res.qps * res.duration_s
+def window_rates(win: dict | None, window: Window | None, ctxsw_source: str | None) -> dict:
+    """Per-operation rates over the measured window (all None without one).
+
+    The collectors' window is timed by us, the operations by the workload: the workload's rate
+    over its side of the window times our window's length is the operations the server served
+    while we measured (the marks trail the reports by the polling delay; in steady load the rate
+    is the same on both sides, so the delay cancels instead of biasing the count).
+    An op is a query for sysbench and a row (document) for iibench. Context switches per op only
+    from the perf source: the procfs fallback loses exited threads (its counts stay in the row,
+    named by ctxsw_source).
+    """
+    out = dict.fromkeys(
+        (
+            "window_s",
+            "window_ops",
+            "cpu_us_per_op",
+            "ctxsw_per_op",
+            "cpu_overhead",
+            "cpu_s_per_1m_ops",
+            "ctxsw_per_1m_ops",
+        )
+    )
+    if not win or window is None or window.workload_s <= 0 or not win.get("window_s"):
+        return out
+    wall = win["window_s"]
+    ops = window.ops_per_s * wall
+    out["window_s"] = round(wall, 3)
+    out["window_ops"] = round(ops, 1)
+    if win.get("cpu_user_s") is not None and win.get("cpu_sys_s") is not None:
+        cpu = win["cpu_user_s"] + win["cpu_sys_s"]
+        out["cpu_overhead"] = round(cpu / wall, 4)
+        if ops > 0:
+            out["cpu_us_per_op"] = round(cpu * 1e6 / ops, 3)
+            out["cpu_s_per_1m_ops"] = round(cpu * 1e6 / ops, 3)
+    if ctxsw_source == SOURCE_PERF and ops > 0 and win.get("ctxsw_voluntary") is not None:
+        csw = win["ctxsw_voluntary"] + win["ctxsw_involuntary"]
+        out["ctxsw_per_op"] = round(csw / ops, 5)
+        out["ctxsw_per_1m_ops"] = round(csw * 1e6 / ops, 1)
+    return out
+
+
+def _sum_or_none(a, b):
+    return None if a is None or b is None else round(a + b, 3)
 
 
 class CellRunner:
@@ -94,6 +214,8 @@ class CellRunner:
         self.collectors: Collectors | None = None
         self.record: dict = {}
         self.levels: list[tuple[str, LevelResult]] = []
+        self.intervals: dict[str, list[Interval]] = {}  # per level phase, as reported
+        self._current: list[Interval] | None = None
 
     # -- hooks for the server family -----------------------------------------------------------
     def make_server(self, thp_disable: bool):
@@ -114,6 +236,11 @@ class CellRunner:
 
     def warmup(self) -> dict | None:
         return None
+
+    def level_clock(self) -> tuple[float | None, float | None]:
+        """(planned seconds of a level, report interval) where the workload has them: lets the
+        measured window end on a report the load outlasted (see measured_window)."""
+        return None, None
 
     def server_info(self) -> dict:
         b = self.ctx.server_binary
@@ -170,13 +297,19 @@ class CellRunner:
             self.record["verification"] = self.server.evidence
             coll.set_status_source(self.status_source())
 
-            coll.begin_phase("warmup")
+            # The server answers: its memory now is "at server start" (Percona's table).
+            coll.begin_phase("warmup", mark="server_start")
             self.record["warmup"] = self.warmup()
             self._check_alive("warmup")
+            coll.check_sampling()
 
             for phase, run_level in self.workload_phases():
                 coll.begin_phase(phase)
-                res = run_level()
+                self._current = self.intervals.setdefault(phase, [])
+                try:
+                    res = run_level()
+                finally:
+                    self._current = None
                 self.levels.append((phase, res))
                 self.record["levels"].append(
                     {
@@ -188,7 +321,8 @@ class CellRunner:
                     }
                 )
                 self._check_alive(phase)
-            coll.begin_phase("shutdown")
+                coll.check_sampling()  # collectors are mandatory: a dead sampler fails the cell
+            coll.begin_phase("shutdown", mark="server_stop")
             self._progress("stopping server", 5)
             exit_info = self.server.stop()
             self.record["status"] = "ok"
@@ -203,18 +337,66 @@ class CellRunner:
             exit_info = self._stop_everything(exit_info)
             self.record["finished_at"] = now_iso()
         if self.collectors is not None:
-            for phase, res in self.levels:
+            duration, interval = self.level_clock()
+            for n, (phase, res) in enumerate(self.levels):
                 try:
                     fig = self.collectors.phase_figures(phase)
                 except KeyError:
                     fig = {}
-                rows.append(_level_row(ctx, self.server_info(), res, fig))
+                window = measured_window(self.intervals.get(phase, []), duration, interval)
+                win = None
+                if window is not None and fig:
+                    win = self.collectors.window_figures(phase, window.first_mark, window.last_mark)
+                row = _level_row(
+                    ctx, self.server_info(), res, fig, win, window, self.collectors.ctxsw_source
+                )
+                rows.append(row)
+                self.record["levels"][n]["window"] = self._window_record(
+                    phase, fig, win, window, row
+                )
             if self.record["status"] == "ok":
                 self._check_reconciliation()
         if self.record["status"] == "ok" and any(r.status != "ok" for _, r in self.levels):
             failed = [f"{p}: {r.error}" for p, r in self.levels if r.status != "ok"]
             self.record["level_failures"] = failed
         return CellOutcome(self.record, rows)
+
+    def _window_record(self, phase, fig: dict, win, window: Window | None, row: dict) -> dict:
+        """What the manifest says about a level's measured window (and why there is none)."""
+        if window is None or win is None:
+            n = len(self.intervals.get(phase, []))
+            return {
+                "measured": False,
+                "reason": f"{n} interval report(s): a window needs two the load outlasted",
+            }
+        return {
+            "measured": True,
+            "workload_first_t_s": window.first_t_s,
+            "workload_last_t_s": window.last_t_s,
+            "workload_s": round(window.workload_s, 3),
+            "workload_ops": round(window.ops, 1),
+            "window_s": row["window_s"],
+            "window_ops": row["window_ops"],
+            "phase_wall_s": fig.get("wall_s"),
+            "phase_cpu_s": _sum_or_none(fig.get("cpu_user_s"), fig.get("cpu_sys_s")),
+            "window_cpu_s": _sum_or_none(win.get("cpu_user_s"), win.get("cpu_sys_s")),
+        }
+
+    def on_interval(self, t: float, tps: float, qps: float) -> None:
+        """The workload's interval report: timeline throughput and a measured-window mark."""
+        marked = False
+        if self.collectors is not None:
+            self.collectors.set_throughput(tps, qps)
+            if self._current is not None:
+                try:
+                    self.collectors.mark_window()
+                    marked = True
+                except CollectorError as e:
+                    self.collectors.errors.append(f"window mark at t={t:.1f}s: {e}")
+        if self._current is not None:
+            self._current.append(Interval(float(t), float(qps), marked))
+        if self.ctx.on_interval:
+            self.ctx.on_interval(t, tps, qps)
 
     def _check_alive(self, phase: str) -> None:
         """A server that died in a phase fails the cell there, with its exit and error log."""
@@ -263,6 +445,11 @@ class CellRunner:
                 None,
             )
             self.record["thp"]["process_thp_enabled"] = thp_state
+            section = self.record["collectors"]
+            if isinstance(section, dict):
+                self.record["memory"] = section.get("memory")
+                self.record["ctxsw_source"] = section.get("ctxsw_source")
+                self.record["thp"]["vmstat_delta"] = section.get("thp_vmstat_delta")
         self._remove_work()
         return exit_info
 

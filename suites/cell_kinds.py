@@ -57,7 +57,7 @@ class _Levels:
                         s.duration_s,
                         opts,
                         log,
-                        on_interval=self._on_interval,
+                        on_interval=self.on_interval,
                         timeout_s=None,
                     )
 
@@ -73,16 +73,23 @@ class _Levels:
         def run():
             self._progress(phase, spec.max_seconds or 60)
             return iibench.run_level(
-                target, spec, self.logs / f"{phase}.log", on_interval=self._on_interval
+                target, spec, self.logs / f"{phase}.log", on_interval=self.on_interval
             )
 
         yield phase, run
 
-    def _on_interval(self, t: float, tps: float, qps: float) -> None:
+    def level_clock(self) -> tuple[float | None, float | None]:
+        suite = self.ctx.suite
+        if suite.suite.kind == "sysbench":
+            return float(suite.sysbench.duration_s), float(suite.sysbench.report_interval_s)
+        # iibench ends at a row count or a time, whichever first: only "another report
+        # followed" can tell that the load outlasted a report (its last report is the partial one).
+        return None, float(iibench_spec(suite).report_interval_s)
+
+    def warmup_throughput(self, t: float, tps: float, qps: float) -> None:
+        """Warmup intervals go to the timeline only (no measured window: nothing is per-op)."""
         if self.collectors is not None:
             self.collectors.set_throughput(tps, qps)
-        if self.ctx.on_interval:
-            self.ctx.on_interval(t, tps, qps)
 
 
 def sysbench_options(suite):
@@ -169,6 +176,7 @@ class MySQLCell(_Levels, CellRunner):
             status_fn=self.server.global_status,
             scan=w.scan,
             threads=w.threads,
+            on_interval=self.warmup_throughput,
         )
 
     def workload_phases(self):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from suites.dataset import DatasetCache
+from suites.errors import SuiteError
 from suites.rundir import make_owned_dir
 
 
@@ -52,6 +53,41 @@ def dataset_spec(suite) -> dict:
     return {"kind": "empty"}
 
 
+def binary_identity(path: str | os.PathLike) -> dict:
+    """The server build a pristine datadir was made by: resolved path, size and mtime. Two builds
+    with the same version string (a distro rebuild, a custom build with other defaults) may write
+    different on-disk formats; a reinstall changes size or mtime, so it prepares again."""
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except OSError as e:
+        raise SuiteError(f"server binary {path}: cannot stat: {e.strerror}") from None
+    return {"path": real, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def cache_spec(suite, binary) -> dict:
+    """Everything a pristine datadir depends on, hashed into its cache key.
+
+    The dataset itself, the server flavor and build, and every [server] setting the suite writes
+    into my.cnf: some change the on-disk format (innodb_page_size, innodb_checksum_algorithm,
+    innodb_default_row_format, lower_case_table_names, character sets...), and telling those from
+    the harmless ones per server version is guesswork; a needless prepare costs time, a wrong
+    reuse costs correctness. The buffer pool and connection sizing are ours and format-neutral.
+    """
+    return dataset_spec(suite) | {
+        "flavor": binary.flavor,
+        "binary": binary_identity(binary.path),
+        "server_settings": {str(k): str(v) for k, v in sorted(suite.server.settings.items())},
+    }
+
+
+def cache_key(suite, binary, cache: DatasetCache) -> tuple[str, dict]:
+    """(key, spec) of this suite's pristine datadir for `binary` (the runner's preflight uses it
+    too, so both agree on whether the dataset is cached)."""
+    spec = cache_spec(suite, binary)
+    return cache.key(binary.version, spec), spec
+
+
 def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:
     """The cached pristine datadir for this suite and server, preparing it if missing."""
     from servers.allocators import resolve
@@ -61,8 +97,7 @@ def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:
     from suites.workload import ClientTarget
 
     cache = DatasetCache(Path(cache_root))
-    spec = dataset_spec(suite) | {"flavor": binary.flavor}
-    key = cache.key(binary.version, spec)
+    key, spec = cache_key(suite, binary, cache)
     if cache.has(key):
         return Prepared(cache, key, spec, False, None)
     Path(cache_root).mkdir(parents=True, exist_ok=True)

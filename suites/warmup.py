@@ -3,12 +3,13 @@
 Every cell restarts its server from the same cold datadir (buffer-pool dump/load is off), so
 without a warmup the first allocator level would pay for the disk reads of the next ones. The
 procedure is the classic one: a full PRIMARY-key scan of each table (SELECT AVG(id) ... FORCE KEY
-(PRIMARY)), then OLTP_RO in short chunks until the server's own counters say it is warm:
-Innodb_buffer_pool_reads (reads that missed the pool and went to disk) no longer rises and
-Innodb_buffer_pool_pages_data has levelled off. A fixed 600 s warmup (the 2012 protocol) is
-usually far longer than needed; one that stops at the first quiet second is too short, hence
-`min_s`. Every cell runs the same procedure, so no allocator starts warmer than another — and the
-returned record lets the report show it.
+(PRIMARY)), then OLTP_RO — one continuous sysbench run, its clients connected once (not short
+runs that reconnect every few seconds, which warm the connection path instead) — while the server's own counters are polled every CHECK_S seconds of
+that run: it is warm when Innodb_buffer_pool_reads (reads that missed the pool and went to disk)
+no longer rises and Innodb_buffer_pool_pages_data has levelled off. Then sysbench is stopped. A
+fixed 600 s warmup is usually far longer than needed; one that stops at the first quiet check is
+too short, hence `min_s`; `cap_s` bounds a pool that never settles. Every cell runs the same
+procedure, so no allocator starts warmer than another — and the returned record shows it.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from suites.workload import ClientTarget
 
 READS = "Innodb_buffer_pool_reads"
 PAGES = "Innodb_buffer_pool_pages_data"
-CHUNK_S = 2  # long enough for sysbench to connect and settle, short enough to stop soon after warm
-# "Levelled off": the pool's page count moved by at most this fraction (or one page) in a chunk.
+# How often (seconds of the warmup run) the server's counters are compared: long enough for a
+# read from disk to show up, short enough to stop soon after warm.
+CHECK_S = 2
+# "Levelled off": the pool's page count moved by at most this fraction (or one page) in a check.
 PAGES_TOLERANCE = 0.001
 
 
@@ -41,7 +44,7 @@ def _counters(status_fn: Callable[[], Mapping[str, float]]) -> tuple[float, floa
 
 
 def is_warm(reads_delta: float, pages_before: float, pages_after: float) -> bool:
-    """A chunk with no reads from disk and a buffer pool whose data pages stopped growing."""
+    """A check period with no reads from disk and a buffer pool whose pages stopped growing."""
     steady = abs(pages_after - pages_before) <= max(1.0, PAGES_TOLERANCE * pages_before)
     return reads_delta <= 0 and steady
 
@@ -80,16 +83,21 @@ def warm_up(
     *,
     scan: bool = True,
     threads: int = 8,
-    chunk_s: int = CHUNK_S,
+    check_s: float = CHECK_S,
+    on_interval: Callable[[float, float, float], None] | None = None,
 ) -> dict:
-    """Scan, then OLTP_RO chunks for at least `min_s` and at most `cap_s` seconds until warm.
+    """Scan, then one OLTP_RO run of at most `cap_s` seconds, stopped once warm after `min_s`.
 
     Returns what it saw (all counters are the server's own): seconds, warm, bp_reads_start/end/
-    during, pages_data_start/end, scan_seconds, oltp_seconds, chunks [{t_s, seconds, qps,
-    bp_reads_delta, pages_data, status}], and error when a chunk failed.
+    during, pages_data_start/end, scan_seconds, oltp_seconds, checks [{t_s, oltp_t_s, qps,
+    bp_reads_delta, pages_data, warm}] (one per `check_s` of the run), stopped_by ("warm", "cap"
+    or "error"), and error when the run failed. `on_interval(t_s, tps, qps)` receives sysbench's
+    interval reports (the timeline's throughput during warmup).
     """
     if cap_s < 0 or min_s < 0 or (cap_s and min_s > cap_s):
         raise SuiteError(f"warmup: need 0 <= min_s <= cap_s, got min_s={min_s} cap_s={cap_s}")
+    if check_s <= 0:
+        raise SuiteError(f"warmup: check_s must be > 0, got {check_s}")
     log_dir = Path(log_dir)
     started = time.monotonic()
     reads0, pages0 = _counters(status_fn)
@@ -98,52 +106,92 @@ def warm_up(
         "scan": scan,
         "cap_s": cap_s,
         "min_s": min_s,
-        "criterion": f"{READS} delta 0 and {PAGES} within {PAGES_TOLERANCE:.1%} over a {chunk_s}s chunk",
+        "check_s": check_s,
+        "criterion": (
+            f"{READS} delta 0 and {PAGES} within {PAGES_TOLERANCE:.1%} over {check_s:g}s of "
+            "one continuous OLTP_RO run"
+        ),
         "bp_reads_start": reads0,
         "pages_data_start": pages0,
         "scan_seconds": 0.0,
         "oltp_seconds": 0.0,
-        "chunks": [],
+        "checks": [],
         "warm": False,
+        "stopped_by": None,
     }
     if scan:
         out["scan_seconds"] = round(scan_tables(conn_factory, target.database, tables), 3)
     reads, pages = _counters(status_fn)
     out["bp_reads_after_scan"] = reads
     oltp_started = time.monotonic()
-    n = 0
-    while True:
-        elapsed = time.monotonic() - oltp_started
-        remaining = cap_s - elapsed
-        if remaining < 1:  # sysbench runs whole seconds; a cap of 0 means scan only
-            break
-        n += 1
-        length = int(min(chunk_s, remaining))
-        res = run_level(target, "oltp_ro", threads, length, opts, log_dir / f"warmup-{n:03d}.log")
-        reads_after, pages_after = _counters(status_fn)
-        chunk = {
-            "t_s": round(time.monotonic() - started, 3),
-            "seconds": res.duration_s,
-            "qps": round(res.qps, 2),
-            "bp_reads_delta": reads_after - reads,
-            "pages_data": pages_after,
-            "status": res.status,
-        }
-        out["chunks"].append(chunk)
+    seconds = int(cap_s)  # sysbench runs whole seconds; a cap below 1 s means scan only
+    if seconds >= 1:
+        watch = _WarmWatch(status_fn, reads, pages, min_s, check_s, started, on_interval)
+        res = run_level(
+            target,
+            "oltp_ro",
+            threads,
+            seconds,
+            opts,
+            log_dir / "warmup.log",
+            on_interval=watch.interval,
+            stop_when=watch.is_done,
+        )
+        out["oltp_seconds"] = round(time.monotonic() - oltp_started, 3)
+        out["checks"] = watch.checks
+        out["warm"] = watch.warm
+        out["qps"] = round(res.qps, 2)
+        out["sysbench_seconds"] = res.duration_s
         if res.status != "ok":
-            out["error"] = f"warmup chunk {n} failed: {res.error}"
-            reads, pages = reads_after, pages_after
-            break
-        warm_now = is_warm(reads_after - reads, pages, pages_after)
-        reads, pages = reads_after, pages_after
-        if warm_now and time.monotonic() - oltp_started >= min_s:
-            out["warm"] = True
-            break
-    out["oltp_seconds"] = round(time.monotonic() - oltp_started, 3)
+            out["error"] = f"warmup OLTP_RO run failed: {res.error}"
+            out["stopped_by"] = "error"
+        else:
+            out["stopped_by"] = "warm" if watch.warm else "cap"
+        reads, pages = _counters(status_fn)
     out["bp_reads_end"], out["pages_data_end"] = reads, pages
     out["bp_reads_during"] = reads - reads0
     out["seconds"] = round(time.monotonic() - started, 3)
     return out
+
+
+class _WarmWatch:
+    """Follows a running warmup: the server's counters every `check_s` of sysbench's clock."""
+
+    def __init__(self, status_fn, reads, pages, min_s, check_s, started, on_interval):
+        self.status_fn = status_fn
+        self.reads, self.pages = reads, pages
+        self.min_s, self.check_s = min_s, check_s
+        self.started = started
+        self.on_interval = on_interval
+        self.last_t = 0.0
+        self.qps: list[float] = []
+        self.checks: list[dict] = []
+        self.warm = False
+
+    def interval(self, t: float, tps: float, qps: float) -> None:
+        if self.on_interval is not None:
+            self.on_interval(t, tps, qps)
+        self.qps.append(qps)
+        if t - self.last_t < self.check_s - 1e-6 or self.warm:
+            return
+        reads, pages = _counters(self.status_fn)
+        warm_now = is_warm(reads - self.reads, self.pages, pages)
+        self.checks.append(
+            {
+                "t_s": round(time.monotonic() - self.started, 3),
+                "oltp_t_s": round(t, 3),
+                "qps": round(sum(self.qps) / len(self.qps), 2),
+                "bp_reads_delta": reads - self.reads,
+                "pages_data": pages,
+                "warm": warm_now,
+            }
+        )
+        self.reads, self.pages, self.last_t, self.qps = reads, pages, t, []
+        if warm_now and t >= self.min_s:
+            self.warm = True
+
+    def is_done(self) -> bool:
+        return self.warm
 
 
 def warm_vs_fixed(start_to_warm_s: float, fixed_s: float = 600.0) -> dict:

@@ -33,6 +33,9 @@ from suites.workload import ClientTarget, LevelResult
 
 WRAPPER = Path(__file__).resolve().with_name("mallocsweep.lua")
 THREAD_INIT_TIMEOUT_S = 30  # hard-coded in sysbench 1.0.20: all threads connected, or exit 2
+# How often a running level's records are read. Interval reports drive the collectors' measured
+# window marks, so they are picked up promptly; one stat + read of a small file per poll.
+POLL_S = 0.05
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
 
 # What a DBA should do about the failures a sweep meets, keyed by what sysbench says.
@@ -64,6 +67,19 @@ _HINTS = [
 def records_path(log_path: Path) -> Path:
     """Where the wrapper's JSON records of the level logged at `log_path` are kept."""
     return Path(log_path).with_suffix(".jsonl")
+
+
+def _from_intervals(res: LevelResult, recs) -> None:
+    """Rates of a level stopped on purpose, over the interval reports it wrote."""
+    seconds = sum(float(r.get("time_interval") or 0) for r in recs.intervals)
+    events = sum(float(r.get("events", 0)) for r in recs.intervals)
+    queries = sum(float(r.get(k, 0)) for r in recs.intervals for k in ("reads", "writes", "other"))
+    res.events = int(events)
+    res.duration_s = round(seconds, 3)
+    res.tps = events / seconds if seconds else 0.0
+    res.qps = queries / seconds if seconds else 0.0
+    res.errors = int(sum(float(r.get("errors", 0)) for r in recs.intervals))
+    res.reconnects = int(sum(float(r.get("reconnects", 0)) for r in recs.intervals))
 
 
 def default_timeout(threads: int, duration_s: float) -> float:
@@ -146,12 +162,17 @@ def run_level(
     log_path: Path,
     on_interval: Callable[[float, float, float], None] | None = None,
     timeout_s: float | None = None,
+    stop_when: Callable[[], bool] | None = None,
 ) -> LevelResult:
     """One level: `threads` clients of `workload` for `duration_s` seconds.
 
     Bad arguments (unknown workload, threads < 1, fractional duration) raise SuiteError; anything
     that goes wrong while running returns a LevelResult with status "failed" and the reason.
-    `on_interval(t_s, tps, qps)` is called from this thread once per report interval.
+    `on_interval(t_s, tps, qps)` is called from this thread once per report interval, within
+    POLL_S of sysbench writing it (the collectors mark their measured window there).
+    `stop_when()` is asked after each interval report; when it says True, sysbench is stopped
+    (SIGTERM to its group) and the result is "ok" with extra["stopped_early"], its figures from
+    the interval reports (a warmup that got warm needs no more).
     """
     script = stock_script(workload)
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
@@ -174,7 +195,7 @@ def run_level(
     }
     nofile = ensure_nofile(threads + 256)
     follower = _RecordFollower(rec_path)
-    timed_out = False
+    timed_out = stopped = False
     child = None
     started = time.monotonic()
     try:
@@ -191,14 +212,19 @@ def run_level(
             return res
         deadline = started + limit
         while True:
-            ended = child.wait(0.25)
+            ended = child.wait(POLL_S)
             for rec in follower.new_records():
-                if rec["type"] == "interval" and on_interval is not None:
+                if rec["type"] != "interval":
+                    continue
+                if on_interval is not None:
                     dt = float(rec.get("time_interval") or 1.0) or 1.0
                     q = sum(float(rec.get(k, 0)) for k in ("reads", "writes", "other"))
                     on_interval(
                         float(rec.get("time_total", 0)), float(rec.get("events", 0)) / dt, q / dt
                     )
+                if ended is None and not stopped and stop_when is not None and stop_when():
+                    stopped = True
+                    child.signal_group(signal.SIGTERM)
             if ended is not None:
                 break
             if time.monotonic() >= deadline:
@@ -222,6 +248,13 @@ def run_level(
         exit=exit_info.to_manifest() if exit_info else None,
         nofile=nofile,
     )
+    if stopped:
+        res.extra["stopped_early"] = True
+        if recs.cumulative is None:
+            # Ours to stop: what the intervals saw is the result (no cumulative report).
+            res.status, res.error = "ok", None
+            _from_intervals(res, recs)
+        return res  # its exit status is our SIGTERM's
     if timed_out:
         seen = (
             "zero events"

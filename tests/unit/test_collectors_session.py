@@ -22,6 +22,14 @@ COLUMNS = [
 PID = 4242
 
 
+def _write(path: Path, text: str) -> None:
+    """Replace a file atomically: the sampler thread must never read it half-written (an empty
+    status reads as a process that is gone)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
 class FakeProc:
     """Edits the fixture files of pid 4242 the way a running server would change them."""
 
@@ -36,28 +44,30 @@ class FakeProc:
                 f"VmRSS:\t{rss} kB" if ln.startswith("VmRSS:") else ln
                 for ln in p.read_text().splitlines()
             ]
-            p.write_text("\n".join(lines) + "\n")
+            _write(p, "\n".join(lines) + "\n")
         if utime is not None:
             p = self.dir / "stat"
             head, _, tail = p.read_text().rpartition(")")
             f = tail.split()
             f[11] = str(utime)  # field 14 (utime), counted from field 3 after the comm
-            p.write_text(head + ") " + " ".join(f) + "\n")
+            _write(p, head + ") " + " ".join(f) + "\n")
         if invol_worker is not None:
-            (self.dir / "task" / "4250" / "status").write_text(
-                f"voluntary_ctxt_switches:\t300\nnonvoluntary_ctxt_switches:\t{invol_worker}\n"
+            _write(
+                self.dir / "task" / "4250" / "status",
+                f"voluntary_ctxt_switches:\t300\nnonvoluntary_ctxt_switches:\t{invol_worker}\n",
             )
         if huge is not None:
             p = self.dir / "smaps_rollup"
-            p.write_text(
+            _write(
+                p,
                 "\n".join(
                     f"AnonHugePages:    {huge} kB" if ln.startswith("AnonHugePages:") else ln
                     for ln in p.read_text().splitlines()
                 )
-                + "\n"
+                + "\n",
             )
         if vm is not None:
-            (self.root / "vmstat").write_text("".join(f"{k} {v}\n" for k, v in vm.items()))
+            _write(self.root / "vmstat", "".join(f"{k} {v}\n" for k, v in vm.items()))
 
     def exit(self):
         shutil.rmtree(self.dir)
@@ -219,3 +229,127 @@ def test_timeline_is_never_overwritten(tmp_path, proc):
     with pytest.raises(CollectorError, match="never overwritten"):
         c.start(PID)
     assert (tmp_path / "samples" / "cell.csv").read_text() == "old\n"
+
+
+# -- the launch gate, server start/stop memory, measured windows, a dead sampler ---------------
+
+
+def test_gate_snapshots_before_exec_give_no_memory_figures(tmp_path, proc):
+    """start() runs in the launch hook, while the pid is still /bin/sh: its counters are the
+    baseline, its memory is not the server's and never reaches a figure or the timeline."""
+    exe = proc.dir / "exe"
+    exe.symlink_to("/bin/sh")
+    proc.set(rss=1700)  # the gate shell
+    c = _collectors(tmp_path, proc)
+    c.on_spawn(PID)
+    c.start(PID, "startup")
+    time.sleep(0.1)  # several sampler ticks, all still in the gate
+    assert c.writer.rows == 0
+    proc.set(rss=100_000)  # what the server will have (read only once exe says it is there)
+    exe.unlink()
+    exe.symlink_to("/usr/sbin/mariadbd")  # execve
+    _wait_for(lambda: c.writer.rows >= 2)
+    proc.set(rss=120_000)
+    c.set_status_source(lambda: {"Threads_connected": 1})
+    c.begin_phase("warmup", mark="server_start")
+    proc.set(rss=150_000)
+    c.begin_phase("shutdown", mark="server_stop")
+    proc.exit()
+    section = c.stop(None)
+
+    start = c.phase_figures("startup")
+    assert start["rss_start_kb"] == 100_000  # the server's first snapshot, not the shell's
+    assert start["rss_end_kb"] == 120_000
+    assert start["cpu_user_s"] is not None  # counters from the gate's baseline
+    rows = _rows(tmp_path / "samples" / "cell.csv")
+    assert rows and all(int(r["rss_kb"]) >= 100_000 for r in rows)
+    mem = section["memory"]
+    assert mem["server_start"]["rss_kb"] == 120_000 and mem["server_start"]["vsz_kb"] > 0
+    assert mem["server_stop"]["rss_kb"] == 150_000
+    assert mem["server_start"]["source"] == "boundary"
+
+
+def test_without_a_stop_boundary_server_stop_is_the_last_sample(tmp_path, proc):
+    c = _collectors(tmp_path, proc)
+    c.on_spawn(PID)
+    c.start(PID)
+    c.begin_phase("warmup", mark="server_start")
+    proc.set(rss=333_333)
+    _wait_for(lambda: c._last is not None and c._last.rss_kb == 333_333)
+    proc.exit()
+    section = c.stop(None)
+    assert section["memory"]["server_stop"]["rss_kb"] == 333_333
+    assert "last sample" in section["memory"]["server_stop"]["source"]
+    with pytest.raises(CollectorError, match="mark must be"):
+        c.begin_phase("x", mark="bogus")
+
+
+def test_window_marks_bound_per_op_figures_inside_a_phase(tmp_path, proc):
+    c = _collectors(tmp_path, proc, sample_interval_s=10)  # boundaries and marks only
+    status = {"Threads_connected": 3, "Threads_created": 5}
+    c.on_spawn(PID)
+    c.start(PID)
+    c.set_status_source(lambda: dict(status))
+    c.begin_phase("point_select@64")
+    proc.set(utime=1234 + 2 * CLK_TCK, invol_worker=60)  # clients connecting: outside
+    status.update(Threads_connected=65, Threads_created=70)
+    c.mark_window()  # first interval report: all 64 clients (and our status connection) in
+    status.update(Threads_connected=65)
+    proc.set(utime=1234 + 5 * CLK_TCK, invol_worker=90)
+    c.mark_window()
+    proc.set(utime=1234 + 7 * CLK_TCK, invol_worker=95)
+    c.mark_window()
+    status.update(Threads_connected=1, Threads_created=70)
+    proc.set(utime=1234 + 9 * CLK_TCK)  # teardown: outside the window
+    c.begin_phase("shutdown")
+    c.stop(None)
+
+    fig = c.phase_figures("point_select@64")
+    assert fig["cpu_user_s"] == pytest.approx(9.0)  # the whole phase
+    assert fig["threads_connected"] == 65  # read at the first mark, not at a boundary (1)
+    assert fig["threads_created"] == 65 and fig["window_marks"] == 3
+    win = c.window_figures("point_select@64", 0, -1)
+    assert win["cpu_user_s"] == pytest.approx(5.0)
+    assert win["ctxsw_involuntary"] == 35  # procfs fallback: counts from live threads
+    assert win["ctxsw_source"] == "procfs-task-sum" and win["window_s"] > 0
+    assert c.window_figures("point_select@64", 0, 1)["cpu_user_s"] == pytest.approx(3.0)
+    assert c.window_figures("shutdown") is None  # no marks
+    assert len(c.window_mark_times("point_select@64")) == 3
+
+
+def test_all_thp_vmstat_counters_per_phase_and_per_cell(tmp_path, proc):
+    c = _collectors(tmp_path, proc)
+    c.on_spawn(PID)
+    c.start(PID)
+    proc.set(vm={"thp_fault_alloc": 600, "thp_fault_fallback": 40, "thp_split_page": 2,
+                 "thp_collapse_alloc": 11, "thp_swpout": 1, "nr_anon_pages": 5})  # fmt: skip
+    c.begin_phase("level")
+    proc.set(vm={"thp_fault_alloc": 610, "thp_fault_fallback": 90, "thp_split_page": 2,
+                 "thp_collapse_alloc": 11, "thp_swpout": 4, "nr_anon_pages": 9})  # fmt: skip
+    c.begin_phase("shutdown")
+    section = c.stop(None)
+    fig = c.phase_figures("level")
+    assert fig["thp_fault_fallback"] == 50 and fig["thp_fault_alloc"] == 10
+    assert fig["thp_vmstat"] == {
+        "thp_collapse_alloc": 0, "thp_fault_alloc": 10, "thp_fault_fallback": 50,
+        "thp_split_page": 0, "thp_swpout": 3,
+    }  # fmt: skip
+    startup = c.phase_figures("startup")["thp_vmstat"]
+    assert startup["thp_fault_fallback"] == 37  # from the fixture's 3
+    assert section["thp_vmstat_delta"]["thp_fault_fallback"] == 87
+    assert "nr_anon_pages" not in section["thp_vmstat_delta"]
+
+
+def test_a_sampler_that_died_fails_check_sampling(tmp_path, proc):
+    c = _collectors(tmp_path, proc)
+    c.on_spawn(PID)
+    c.start(PID)
+    c.check_sampling()  # running: fine
+    good = (proc.dir / "stat").read_text()
+    _write(proc.dir / "stat", "4242 garbage\n")  # not ProcessGone: a reader error
+    _wait_for(lambda: c._sampler.error is not None)
+    with pytest.raises(CollectorError, match="sampler stopped.*stat"):
+        c.check_sampling()
+    _write(proc.dir / "stat", good)
+    section = c.stop(None)
+    assert any("sampler" in e for e in section["errors"])
