@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import json
+import math
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -22,22 +25,99 @@ from pydantic import (
     PositiveFloat,
     PositiveInt,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from servers.errors import ServerError
+from servers.mysql_config import extra_lines
 from suites.errors import SuiteError
+from suites.iibench.spec import (
+    DEFAULT_MAX_ALLOWED_PACKET,
+    IIBenchSettingError,
+    IIBenchSpec,
+    insert_statement_bytes,
+)
 
 WORKLOAD_NAMES = ("oltp_ro", "point_select")
 THP_MODES = ("system", "always", "madvise", "never")
 FLAVORS = ("mariadb", "mysql", "percona", "mongodb")
 MAX_THREADS = 100_000
+# A sysbench level of a week is surely a typo; sysbench's --time is a C int anyway.
+MAX_LEVEL_S = 7 * 24 * 3600
+# Each round runs the whole matrix again; the plan lists every cell up front.
+MAX_REPEAT = 1000
+# Our own connections beside the clients (status collector, control connection, warmup scans)
+# when a suite sets max_connections itself; sized automatically, the margin is larger.
+OWN_CONNECTIONS = 10
 
 NonNegFloat = Annotated[float, Field(ge=0)]
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: a value of the wrong type is an error, never converted ("30" is not 30, true is not
+    # 1, "yes" is not true); the one widening allowed is a whole number where a number is expected
+    # (duration_s = 30). inf and nan are not numbers a setting can take.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+class _FieldError(ValueError):
+    """A rule across fields, reported at the field the user should change (not "(top level)")."""
+
+    def __init__(self, loc: tuple, msg: str, value: Any = None):
+        self.loc, self.value = loc, value
+        super().__init__(msg)
+
+
+def _base_dir(info: ValidationInfo) -> Path:
+    """The directory relative paths are taken from: the suite file's (the CLI's cwd for options)."""
+    base = (info.context or {}).get("base_dir")
+    return Path(base) if base else Path(".")
+
+
+def _resolve(value: str, info: ValidationInfo) -> Path:
+    p = Path(value)
+    if value.startswith("~"):
+        try:
+            p = p.expanduser()
+        except RuntimeError:
+            raise ValueError(f"cannot expand {value!r}: no home directory") from None
+    if not p.is_absolute():
+        p = _base_dir(info).absolute() / p
+    return Path(os.path.normpath(p))  # no symlink resolution: mysqld's name may tell its flavor
+
+
+def _where_relative(value: str, info: ValidationInfo) -> str:
+    if value.startswith(("/", "~")):
+        return ""
+    base = (info.context or {}).get("base_name", "the suite file's directory")
+    return f" (a relative path is taken from {base})"
+
+
+def _existing(value: str, info: ValidationInfo, kind: str) -> str:
+    p = _resolve(value, info)
+    ok = p.is_dir() if kind == "directory" else p.is_file()
+    if not ok:
+        what = "no such file" if kind == "file" else "no such directory"
+        if p.exists():
+            what = f"not a {kind}"
+        raise ValueError(f"{what}: {p}{_where_relative(value, info)}")
+    return str(p)
+
+
+def mycnf_int(value: Any) -> int | None:
+    """A whole number as my.cnf writes it (2000, "2000", "16M"); None when it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    m = re.fullmatch(r"\s*(\d{1,18})\s*([kKmMgG]?)\s*", str(value))
+    if not m:
+        return None
+    return int(m.group(1)) * 1024 ** " kmg".index((m.group(2) or " ").lower())
 
 
 class SuiteInfo(_Section):
@@ -63,24 +143,70 @@ class ServerSection(_Section):
         "mariadb", description="Server family; MySQL-family flavors are detected from --version."
     )
     binary: str = Field(
-        "", description="Server binary (mariadbd, mysqld, mongod); empty = default."
+        "",
+        description="Server binary (mariadbd, mysqld, mongod); empty = default. A path is taken "
+        "relative to the suite file's directory and must exist; a bare name is looked up on PATH.",
     )
     basedir: str = Field(
-        "", description="A MySQL/Percona install directory with bin/mysqld inside."
+        "",
+        description="A MySQL/Percona install directory with bin/mysqld inside (relative to the "
+        "suite file's directory).",
     )
     buffer_pool_mb: PositiveInt = Field(256, description="innodb_buffer_pool_size in MiB.")
     cache_gb: PositiveFloat = Field(1.0, description="MongoDB WiredTiger cache size in GiB.")
     settings: dict[str, str | int | float | bool] = Field(
-        default_factory=dict, description="Extra my.cnf [mysqld] settings, as written in my.cnf."
+        default_factory=dict,
+        description="Extra my.cnf [mysqld] settings, as written in my.cnf (MySQL family only); "
+        "the port, socket, directories and bind address are ours.",
     )
     startup_timeout_s: PositiveFloat = Field(
         180, description="How long a server may take to accept connections."
     )
 
+    @field_validator("binary")
+    @classmethod
+    def _binary(cls, v: str, info: ValidationInfo) -> str:
+        if not v or ("/" not in v and not v.startswith("~")):
+            return v  # default, or a name to look up on PATH
+        return _existing(v, info, "file")
+
+    @field_validator("basedir")
+    @classmethod
+    def _basedir(cls, v: str, info: ValidationInfo) -> str:
+        return _existing(v, info, "directory") if v else v
+
+    @field_validator("settings", mode="before")
+    @classmethod
+    def _settings(cls, v: Any) -> Any:
+        # Checked here, not when my.cnf is rendered in the first cell: a bad key must stop the run
+        # before a run directory exists, with the file and line.
+        if not isinstance(v, dict):
+            return v  # the type check says what is expected
+        for key, value in v.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"the value of {key!r} is not a finite number")
+            if not isinstance(value, str | int | float | bool):
+                raise ValueError(
+                    f"the value of {key!r} must be a string, a number or true/false (a my.cnf value)"
+                )
+        try:
+            extra_lines({str(k): str(x) for k, x in v.items()})
+        except ServerError as e:
+            raise ValueError(str(e).removeprefix("server.settings: ")) from None
+        for key in ("max_connections", "max_allowed_packet"):
+            if key in v and mycnf_int(v[key]) is None:
+                raise ValueError(
+                    f'{key} = {v[key]!r}: expected a whole number (e.g. 2000 or "64M")'
+                )
+        return v
+
 
 class CustomAllocator(_Section):
     name: str = Field(description="Name used in tables and --allocators.")
-    library: str = Field(description="Absolute path of the allocator's shared object (preloaded).")
+    library: str = Field(
+        description="The allocator's shared object, preloaded: an absolute path or one relative "
+        "to the suite file's directory; it must exist."
+    )
     env: dict[str, str] = Field(
         default_factory=dict, description="Extra environment for the server."
     )
@@ -89,12 +215,11 @@ class CustomAllocator(_Section):
 
     @field_validator("library")
     @classmethod
-    def _library(cls, v: str) -> str:
-        if not v.startswith("/"):
-            raise ValueError(f"expected an absolute path, got {v!r}")
-        if not Path(v).is_file():
-            raise ValueError(f"no such file: {v}")
-        return v
+    def _library(cls, v: str, info: ValidationInfo) -> str:
+        # Preloading is always by absolute path (never resolved by the loader's search path).
+        if not v:
+            raise ValueError("expected the path of a shared object")
+        return _existing(v, info, "file")
 
 
 class AllocatorsSection(_Section):
@@ -154,12 +279,16 @@ class WarmupSection(_Section):
     cap_s: NonNegFloat = Field(
         120, description="...and at most this long, warm or not (0 = scan only)."
     )
-    threads: PositiveInt = Field(8, description="Client threads during the OLTP_RO warmup.")
+    threads: Annotated[int, Field(ge=1, le=MAX_THREADS)] = Field(
+        8, description="Client threads during the OLTP_RO warmup."
+    )
 
     @model_validator(mode="after")
     def _order(self):
         if self.cap_s and self.min_s > self.cap_s:
-            raise ValueError(f"min_s ({self.min_s}) is larger than cap_s ({self.cap_s})")
+            raise _FieldError(
+                ("warmup", "min_s"), f"min_s ({self.min_s}) is larger than cap_s ({self.cap_s})"
+            )
         return self
 
 
@@ -172,8 +301,15 @@ class SysbenchSection(_Section):
         default_factory=lambda: [8, 64, 128, 256, 512, 1024, 1536],
         description="Client thread levels, one measured phase each.",
     )
-    duration_s: PositiveFloat = Field(30, description="Seconds per level.")
-    report_interval_s: PositiveFloat = Field(1, description="sysbench interval reports (timeline).")
+    duration_s: float = Field(
+        30,
+        description="Seconds per level: whole seconds (sysbench 1.0.20 takes an integer --time).",
+    )
+    report_interval_s: float = Field(
+        1,
+        description="sysbench interval reports (timeline): whole seconds, at most duration_s "
+        "(sysbench 1.0.20 takes an integer --report-interval).",
+    )
     rate: Annotated[int, Field(ge=0)] = Field(
         0, description="Target tps (0 = closed loop, as fast as possible)."
     )
@@ -194,6 +330,26 @@ class SysbenchSection(_Section):
             raise ValueError(f"duplicate workloads in {v}")
         return v
 
+    @field_validator("duration_s", "report_interval_s")
+    @classmethod
+    def _whole_seconds(cls, v: float, info: ValidationInfo) -> float:
+        flag = "--time" if info.field_name == "duration_s" else "--report-interval"
+        if not 1 <= v <= MAX_LEVEL_S or v != int(v):
+            raise ValueError(
+                f"expected whole seconds, 1 to {MAX_LEVEL_S} (sysbench 1.0.20 takes an integer {flag})"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _interval(self):
+        if self.report_interval_s > self.duration_s:
+            raise _FieldError(
+                ("sysbench", "report_interval_s"),
+                f"report_interval_s ({self.report_interval_s:g}) is longer than duration_s "
+                f"({self.duration_s:g}): a level would report no interval",
+            )
+        return self
+
     @field_validator("threads")
     @classmethod
     def _threads(cls, v: list[int]) -> list[int]:
@@ -208,41 +364,82 @@ class SysbenchSection(_Section):
 
 
 class IIBenchSection(_Section):
-    clients: PositiveInt = Field(10, description="Concurrent insert clients (separate processes).")
-    max_rows: Annotated[int, Field(ge=0)] = Field(
-        1_000_000, description="Stop after this many rows in all (0 = no limit)."
+    # Types here; the ranges and the rules across fields live once, in IIBenchSpec.
+    clients: int = Field(10, description="Concurrent insert clients (separate processes).")
+    max_rows: int = Field(
+        1_000_000,
+        description="Stop after this many rows in all (>= 1; a time-only run sets max_seconds and "
+        "a large max_rows).",
     )
-    max_seconds: NonNegFloat = Field(0, description="Stop after this long (0 = no limit).")
-    batch_rows: PositiveInt = Field(1000, description="Rows per insert statement / insert_many.")
-    secondary_indexes: Annotated[int, Field(ge=0, le=3)] = Field(
-        3, description="0-3 secondary indexes."
+    max_seconds: float = Field(0, description="...or after this long (0 = no time limit).")
+    batch_rows: int = Field(1000, description="Rows per insert statement / insert_many.")
+    secondary_indexes: int = Field(3, description="0-3 secondary indexes.")
+    data_length: int = Field(10, description="Length of the data column (0-16000 characters).")
+    query_clients: int = Field(
+        0, description="Concurrent query clients (they query the first secondary index)."
     )
-    data_length: Annotated[int, Field(ge=0)] = Field(10, description="Length of the data column.")
-    query_clients: Annotated[int, Field(ge=0)] = Field(0, description="Concurrent query clients.")
+
+    def to_spec(self) -> IIBenchSpec:
+        return IIBenchSpec(
+            clients=self.clients,
+            max_rows=self.max_rows,
+            max_seconds=self.max_seconds,
+            batch_rows=self.batch_rows,
+            secondary_indexes=self.secondary_indexes,
+            data_length=self.data_length,
+            query_clients=self.query_clients,
+        )
 
     @model_validator(mode="after")
-    def _stop(self):
-        if self.max_rows == 0 and self.max_seconds == 0:
-            raise ValueError("max_rows and max_seconds are both 0: the load would never stop")
+    def _spec(self):
+        try:
+            self.to_spec()
+        except IIBenchSettingError as e:
+            raise _FieldError(("iibench", e.field), e.reason, e.value) from None
         return self
 
 
 class CollectSection(_Section):
-    sample_interval_s: PositiveFloat = Field(1.0, description="Timeline sampling period.")
+    sample_interval_s: float = Field(
+        1.0,
+        ge=0.1,
+        description="Timeline sampling period, >= 0.1 s: a sample reads /proc for every server "
+        "thread (~40 ms at 1500 threads), so a shorter period measures the sampler, not the server.",
+    )
     smaps_interval_s: NonNegFloat = Field(
         30,
-        description="smaps_rollup (AnonHugePages) period; 0 = phase boundaries only. It is costly.",
+        description="smaps_rollup (AnonHugePages) period; 0 = phase boundaries only, else >= 1 s "
+        "and >= sample_interval_s: each read walks the server's page tables under its mmap lock "
+        "(129 ms on 12 GB of 4 KB pages) and can stall it.",
     )
     perf: bool = Field(
         True, description="Whole-process context switches from perf software counters."
     )
 
+    @model_validator(mode="after")
+    def _smaps(self):
+        floor = max(1.0, self.sample_interval_s)
+        if self.smaps_interval_s and self.smaps_interval_s < floor:
+            raise _FieldError(
+                ("collect", "smaps_interval_s"),
+                f"expected 0 (phase boundaries only) or at least {floor:g} s (1 s and "
+                "sample_interval_s): each read walks the server's page tables",
+            )
+        return self
+
 
 class RunSection(_Section):
-    repeat: PositiveInt = Field(
+    repeat: Annotated[int, Field(ge=1, le=MAX_REPEAT)] = Field(
         1, description="Rounds of the whole matrix; allocator order alternates."
     )
     out: str = Field("runs", description="Directory under which run directories are created.")
+
+    @field_validator("out")
+    @classmethod
+    def _out(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError('expected a directory (e.g. "runs")')
+        return v
 
 
 class Suite(_Section):
@@ -258,16 +455,57 @@ class Suite(_Section):
     run: RunSection = Field(default_factory=RunSection)
 
     @model_validator(mode="after")
+    def _flavor(self):
+        if self.server.flavor == "mongodb" and self.suite.kind != "iibench":
+            raise _FieldError(
+                ("server", "flavor"),
+                'MongoDB runs the iibench insert load only: set suite.kind = "iibench" '
+                "(the sysbench workloads are SQL)",
+            )
+        if self.server.flavor == "mongodb" and self.server.settings:
+            raise _FieldError(
+                ("server", "settings"),
+                "these are my.cnf lines for a MySQL-family server; MongoDB does not read them",
+            )
+        return self
+
+    @model_validator(mode="after")
     def _connections(self):
-        limit = self.server.settings.get("max_connections")
-        if limit is not None and self.suite.kind == "sysbench":
-            top = max(self.sysbench.threads)
-            if not isinstance(limit, int) or top > limit - 10:
-                raise ValueError(
-                    f"thread level {top} is above the server's connection limit "
-                    f"(server.settings.max_connections = {limit}, and a few are kept for our own "
-                    "monitoring); raise max_connections or drop the setting to size it automatically"
-                )
+        if self.server.flavor == "mongodb" or "max_connections" not in self.server.settings:
+            return self
+        limit = mycnf_int(self.server.settings["max_connections"])
+        loc, what = (
+            (("iibench", "clients"), "clients + query_clients")
+            if self.suite.kind == "iibench"
+            else (("sysbench", "threads"), "thread level")
+        )
+        if limit is not None and self.max_threads > limit - OWN_CONNECTIONS:
+            raise _FieldError(
+                loc,
+                f"{what} {self.max_threads} is above the server's connection limit "
+                f"(server.settings.max_connections = {limit}, of which {OWN_CONNECTIONS} are kept "
+                "for our own monitoring); raise max_connections or drop the setting to size it "
+                "automatically",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _packet(self):
+        # A MySQL insert batch is one statement: past max_allowed_packet every batch would fail.
+        if self.suite.kind != "iibench" or self.server.flavor == "mongodb":
+            return self
+        i = self.iibench
+        need = insert_statement_bytes(i.batch_rows, i.data_length)
+        given = self.server.settings.get("max_allowed_packet")
+        limit = mycnf_int(given) if given is not None else DEFAULT_MAX_ALLOWED_PACKET
+        if limit is not None and need > limit:
+            raise _FieldError(
+                ("iibench", "batch_rows"),
+                f"one insert of {i.batch_rows} rows with data_length {i.data_length} takes up to "
+                f"{need:,} bytes, above the server's max_allowed_packet ({limit:,} bytes"
+                f"{'' if given is not None else ', the default'}); lower batch_rows or "
+                "data_length, or set server.settings.max_allowed_packet",
+            )
         return self
 
     @property
@@ -322,9 +560,10 @@ def _find_line(text: str, loc: tuple) -> int | None:
     lines = text.splitlines()
     section, key = (keys[0], keys[-1]) if len(keys) > 1 else (None, keys[0])
     in_section = section is None
+    quoted = rf"""["']?{re.escape(key)}["']?"""
     for i, line in enumerate(lines, 1):
         s = line.strip()
-        header = re.match(r"^\[\[?\s*([A-Za-z0-9_.-]+)\s*\]\]?", s)
+        header = re.match(r"""^\[\[?\s*["']?([A-Za-z0-9_.-]+)["']?\s*\]\]?""", s)
         if header:
             name = header.group(1)
             if section is None and name == key:
@@ -333,11 +572,11 @@ def _find_line(text: str, loc: tuple) -> int | None:
             if section is not None and name == section and len(keys) == 1:
                 return i
             continue
-        if in_section and re.match(rf"^{re.escape(key)}\s*=", s):
+        if in_section and re.match(rf"^{quoted}\s*=", s):
             return i
     if section is not None:
         for i, line in enumerate(lines, 1):
-            if re.match(rf"^\[\[?\s*{re.escape(section)}\s*\]\]?", line.strip()):
+            if re.match(rf"""^\[\[?\s*["']?{re.escape(section)}["']?\s*\]\]?""", line.strip()):
                 return i
     return None
 
@@ -349,100 +588,194 @@ def _format_loc(loc: tuple) -> str:
     return out
 
 
-def _describe(err: dict, text: str, path: str) -> str:
+# Characters str.splitlines() breaks on: a message must stay one line whatever the input held.
+_LINE_BREAKS = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def _one_line(text: str) -> str:
+    return _LINE_BREAKS.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def _shown(value: Any) -> str:
+    """A value as the user wrote it in TOML (true, "30", 1.5), short."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        text = json.dumps(value, ensure_ascii=False)
+        return text if len(text) <= 60 else text[:56] + '..."'
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "a list"
+    return repr(value)
+
+
+# What a wrong type is told it should be (strict validation: nothing is converted).
+_EXPECTED = {
+    "int_type": "expected a whole number",
+    "float_type": "expected a number",
+    "bool_type": "expected true or false",
+    "string_type": "expected a string in quotes",
+    "list_type": "expected a list, e.g. [1, 2]",
+    "dict_type": "expected a table ({ key = value } or a [section])",
+    "model_type": "expected a table ({ key = value } or a [section])",
+    "model_attributes_type": "expected a table ({ key = value } or a [section])",
+    "finite_number": "expected a finite number",
+    "missing": "required setting is missing",
+}
+_BOUNDS = {
+    "greater_than": ("gt", ">"),
+    "greater_than_equal": ("ge", ">="),
+    "less_than": ("lt", "<"),
+    "less_than_equal": ("le", "<="),
+}
+
+
+def _reason(err: dict) -> tuple[tuple, str]:
+    """(where, what is expected) of one pydantic error."""
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-    # Literal errors carry the choices; unknown keys get a suggestion.
     kind = err["type"]
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, _FieldError):
+        return cause.loc, str(cause)
+    if kind in _EXPECTED:
+        return loc, _EXPECTED[kind]
+    if kind in _BOUNDS:
+        key, op = _BOUNDS[kind]
+        return loc, f"expected a value {op} {err['ctx'][key]}"
+    msg = err["msg"].removeprefix("Value error, ")
+    return loc, msg.replace("Input should be ", "expected ", 1)
+
+
+def _describe(err: dict, text: str, path: str) -> str:
+    loc, msg = _reason(err)
     line = _find_line(text, loc)
     where = f"{path}:{line}" if line else path
     field = _format_loc(loc) or "(top level)"
-    if kind == "extra_forbidden":
+    if err["type"] == "extra_forbidden":
         allowed = _fields_of(Suite, loc[:-1])
         hint = _did_you_mean(str(loc[-1]), allowed)
         expected = f"; allowed here: {', '.join(allowed)}" if allowed else ""
         return f"{where}: unknown setting {field}{hint}{expected}"
-    msg = err["msg"]
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, ") :]
+    return f"{where}: {field}: {msg}{_got(err)}"
+
+
+def _got(err: dict) -> str:
+    """The "(got VALUE)" suffix, where the value helps the reader find the mistake."""
     value = err.get("input")
-    shown = "" if isinstance(value, dict | list) or value is None else f" (got {value!r})"
-    return f"{where}: {field}: {msg}{shown}"
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, _FieldError):
+        value = cause.value
+    if value is None or err["type"] == "missing":
+        return ""
+    if isinstance(value, dict | list) and err["type"] not in _EXPECTED:
+        return ""  # the message names the entry at fault
+    return f" (got {_shown(value)})"
 
 
-def parse_suite(text: str, path: str = "<suite>") -> Suite:
-    """Validate suite TOML text; SuiteError with file:line, field and expected form on any error."""
+def _first_error(e: ValidationError, describe) -> str:
+    # An unknown key first: a misspelt key also makes the setting it meant "missing".
+    errs = sorted(e.errors(include_url=False), key=lambda err: err["type"] != "extra_forbidden")
+    more = len(errs) - 1
+    tail = f" (and {more} more error{'s' if more > 1 else ''})" if more else ""
+    return _one_line(describe(errs[0]) + tail)
+
+
+def parse_suite(text: str, path: str = "<suite>", base_dir: str | Path | None = None) -> Suite:
+    """Validate suite TOML text; SuiteError with file:line, field and expected form on any error.
+
+    Relative paths in it (server.binary, server.basedir, allocators.custom.library) are taken from
+    `base_dir`, by default the directory of `path`.
+    """
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise SuiteError(f"{path}: not valid TOML: {e}") from None
+        raise SuiteError(_one_line(f"{path}: not valid TOML: {e}")) from None
+    except RecursionError:
+        raise SuiteError(_one_line(f"{path}: not valid TOML: nested too deeply")) from None
+    base = Path(base_dir) if base_dir is not None else Path(path).parent
     try:
-        return Suite.model_validate(data)
+        return Suite.model_validate(data, context={"base_dir": base})
     except ValidationError as e:
-        errs = e.errors(include_url=False)
-        first = _describe(errs[0], text, path)
-        more = (
-            f" (and {len(errs) - 1} more error{'s' if len(errs) > 2 else ''})"
-            if len(errs) > 1
-            else ""
-        )
-        raise SuiteError(first + more) from None
+        raise SuiteError(_first_error(e, lambda err: _describe(err, text, path))) from None
 
 
 def load_suite(path: str | Path) -> LoadedSuite:
     p = Path(path)
     if not p.exists():
-        raise SuiteError(f"{p}: no such suite file (the shipped suites are in configs/suites/)")
+        raise SuiteError(
+            _one_line(f"{p}: no such suite file (the shipped suites are in configs/suites/)")
+        )
     if not p.is_file():
-        raise SuiteError(f"{p}: not a file")
+        raise SuiteError(_one_line(f"{p}: not a file"))
     try:
         raw = p.read_bytes()
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise SuiteError(f"{p}: not UTF-8 text") from None
+        raise SuiteError(_one_line(f"{p}: not UTF-8 text")) from None
     except OSError as e:
-        raise SuiteError(f"{p}: cannot read: {e.strerror}") from None
+        raise SuiteError(_one_line(f"{p}: cannot read: {e.strerror}")) from None
     return LoadedSuite(
         path=str(p), sha256=hashlib.sha256(raw).hexdigest(), suite=parse_suite(text, str(p))
     )
 
 
 def apply_overrides(suite: Suite, **opts) -> Suite:
-    """CLI options override the file; the result is validated like the file was ("--threads" etc.)."""
+    """CLI options override the file; the result is validated like the file was, and an error
+    names the option ("--duration 2.5: sysbench.duration_s: ...")."""
     data = suite.as_dict()
-    flag = {}
+    kind = data["suite"]["kind"]
+    given: dict[str, tuple[str, Any]] = {}  # option -> (shown value, the fields it sets)
+
+    def put(flag: str, value: Any, *fields: tuple[str, str]) -> None:
+        shown = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+        given[flag] = (shown, fields)
+
     if opts.get("allocators") is not None:
         data["allocators"]["use"] = opts["allocators"]
-        flag["allocators"] = "--allocators"
+        put("--allocators", opts["allocators"], ("allocators", "use"))
     if opts.get("threads") is not None:
-        if data["suite"]["kind"] == "iibench":
+        if kind == "iibench":
             raise SuiteError("--threads applies to sysbench suites; set [iibench] clients instead")
         data["sysbench"]["threads"] = opts["threads"]
-        flag["sysbench"] = "--threads"
+        put("--threads", opts["threads"], ("sysbench", "threads"))
     if opts.get("duration") is not None:
-        if data["suite"]["kind"] == "iibench":
-            data["iibench"]["max_seconds"] = opts["duration"]
-        else:
-            data["sysbench"]["duration_s"] = opts["duration"]
+        field = ("iibench", "max_seconds") if kind == "iibench" else ("sysbench", "duration_s")
+        data[field[0]][field[1]] = opts["duration"]
+        put("--duration", opts["duration"], field)
     if opts.get("warmup") is not None:
         data["warmup"]["cap_s"] = opts["warmup"]
         data["warmup"]["min_s"] = min(data["warmup"]["min_s"], opts["warmup"])
+        put("--warmup", opts["warmup"], ("warmup", "cap_s"), ("warmup", "min_s"))
     if opts.get("repeat") is not None:
         data["run"]["repeat"] = opts["repeat"]
+        put("--repeat", opts["repeat"], ("run", "repeat"))
     if opts.get("thp") is not None:
         data["thp"]["modes"] = opts["thp"]
+        put("--thp", opts["thp"], ("thp", "modes"))
     if opts.get("server") is not None:
         data["server"]["binary"] = opts["server"]
+        put("--server", opts["server"], ("server", "binary"))
     if opts.get("out") is not None:
         data["run"]["out"] = opts["out"]
+        put("--out", opts["out"], ("run", "out"))
+
+    def describe(err: dict) -> str:
+        loc, msg = _reason(err)
+        field = _format_loc(loc)
+        for flag, (shown, fields) in given.items():
+            if any(tuple(loc[:2]) == f for f in fields):
+                return f"{flag} {shown}: {field}: {msg}"
+        return f"with {' '.join(f'{k} {v}' for k, (v, _) in given.items())}: {field}: {msg}"
+
     try:
-        return Suite.model_validate(data)
+        # Paths given on the command line are relative to where the command runs; the file's were
+        # made absolute when it was loaded.
+        return Suite.model_validate(
+            data, context={"base_dir": Path.cwd(), "base_name": "the current directory"}
+        )
     except ValidationError as e:
-        err = e.errors(include_url=False)[0]
-        msg = err["msg"].removeprefix("Value error, ")
-        loc = _format_loc(tuple(err["loc"]))
-        value = err.get("input")
-        shown = "" if isinstance(value, dict | list) else f" (got {value!r})"
-        raise SuiteError(f"command-line option for {loc}: {msg}{shown}") from None
+        raise SuiteError(_first_error(e, describe)) from None
 
 
 def template_settings() -> list[tuple[str, str, Any, str]]:

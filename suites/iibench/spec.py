@@ -26,14 +26,37 @@ CUSTOMER_MAX = 100_000
 PRODUCT_MAX = 10_000
 PRICE_MAX = 500.0
 
-# A hard cap keeps one row well inside InnoDB's and MongoDB's row/document limits.
-DATA_LENGTH_MAX = 65_000
+# InnoDB caps a row at 65,535 bytes, counting a VARCHAR at its charset's widest: 4 bytes a
+# character under utf8mb4 (MySQL 8's default), so VARCHAR(16383) is the most it takes. 16,000 leaves
+# room for the other columns; a MongoDB document (16 MiB) is never the limit.
+DATA_LENGTH_MAX = 16_000
+
+# A MySQL insert batch is one statement, which must fit the server's max_allowed_packet (16 MiB by
+# default on MariaDB 10.2+, 64 MiB on MySQL 8): a row's SQL text is its data plus at most
+# ROW_SQL_BYTES ("('2024-01-01 00:00:00',1000,100000,10000,499.99,''),"), behind one INSERT prefix.
+ROW_SQL_BYTES = 64
+INSERT_PREFIX_BYTES = 128
+DEFAULT_MAX_ALLOWED_PACKET = 16 * 1024 * 1024
+
+
+def insert_statement_bytes(batch_rows: int, data_length: int) -> int:
+    """An upper bound of one MySQL insert batch's size (the data column is ASCII)."""
+    return INSERT_PREFIX_BYTES + batch_rows * (data_length + ROW_SQL_BYTES)
+
+
+class IIBenchSettingError(SuiteError):
+    """One iibench setting is wrong: `field` names it, `reason` says what is expected."""
+
+    def __init__(self, field: str, value, reason: str):
+        self.field, self.value, self.reason = field, value, reason
+        super().__init__(f"iibench.{field} = {value!r}: {reason}")
 
 
 @dataclass(frozen=True)
 class IIBenchSpec:
     """One iibench level. Stops at `max_rows` rows in total or after `max_seconds`, whichever
-    comes first; 0 disables that limit (not both).
+    comes first; max_seconds = 0 means no time limit. A row limit is always set (a time-only run
+    sets a large max_rows): "max rows 0" is bad input, not a hidden "no limit".
 
     clients are separate processes so the Python client is never the bottleneck; query_clients
     run range queries on the first secondary index while the inserts go on.
@@ -55,13 +78,19 @@ class IIBenchSpec:
 
     def __post_init__(self) -> None:
         def bad(field: str, why: str) -> SuiteError:
-            return SuiteError(f"iibench.{field} = {getattr(self, field)!r}: {why}")
+            return IIBenchSettingError(field, getattr(self, field), why)
 
-        for name in ("clients", "batch_rows"):
+        at_least_one = {
+            "clients": "expected a whole number >= 1",
+            "batch_rows": "expected a whole number >= 1",
+            "max_rows": "expected a whole number >= 1 (a time-only run sets max_seconds and a "
+            "large max_rows)",
+        }
+        for name, why in at_least_one.items():
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise bad(name, "expected a whole number >= 1")
-        for name in ("max_rows", "query_clients", "data_length", "seed"):
+                raise bad(name, why)
+        for name in ("query_clients", "data_length", "seed"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise bad(name, "expected a whole number >= 0")
@@ -73,15 +102,16 @@ class IIBenchSpec:
             raise bad("secondary_indexes", f"expected 0..{len(SECONDARY_INDEXES)}")
         for name in ("max_seconds", "report_interval_s", "stall_timeout_s", "startup_timeout_s"):
             v = getattr(self, name)
-            if not isinstance(v, int | float) or isinstance(v, bool) or v != v or v < 0:
-                raise bad(name, "expected a number of seconds >= 0")
+            if not isinstance(v, int | float) or isinstance(v, bool) or not 0 <= v < float("inf"):
+                raise bad(name, "expected a finite number of seconds >= 0")
         for name in ("report_interval_s", "stall_timeout_s", "startup_timeout_s"):
             if getattr(self, name) <= 0:
                 raise bad(name, "expected a number of seconds > 0")
-        if self.max_rows == 0 and self.max_seconds == 0:
-            raise bad("max_rows", "with max_seconds = 0 the load would never stop; set either > 0")
         if self.data_length > DATA_LENGTH_MAX:
-            raise bad("data_length", f"expected at most {DATA_LENGTH_MAX} characters")
+            raise bad(
+                "data_length",
+                f"expected at most {DATA_LENGTH_MAX} characters (InnoDB's row limit under utf8mb4)",
+            )
         if self.query_clients and not self.secondary_indexes:
             raise bad(
                 "query_clients", "queries use the first secondary index; set secondary_indexes >= 1"
