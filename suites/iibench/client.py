@@ -30,6 +30,7 @@ PR_SET_PDEATHSIG = 1
 
 INSERT = "insert"
 QUERY = "query"
+_STOP_WAIT_S = 600.0
 
 
 @dataclass
@@ -97,6 +98,10 @@ def client_main(args: ClientArgs, shared: Shared) -> None:
         else:
             figures = _query_loop(args, shared, backend)
         shared.results.put(("done", args.role, args.number, figures))
+        # Stay connected until the runner has taken its final report: a disconnect (the server
+        # tearing down a connection thread) belongs outside the measured load. The runner always
+        # sets `stop` in the end; the timeout only guards against a runner that vanished.
+        shared.stop.wait(_STOP_WAIT_S)
     except Exception as e:  # noqa: BLE001 - any failure ends this client; the runner reports it
         text = str(e).splitlines()[0] if str(e) else ""
         shared.results.put(("failed", args.role, args.number, f"{type(e).__name__}: {text}"))

@@ -18,6 +18,12 @@ What the level's figures mean (LevelResult, and so results.csv for workload=iibe
   cpu_us_per_op, context switches per 1M rows is ctxsw_per_op * 1e6 (the runner's per-op figures
   divide by events, which here are rows).
 Query clients (optional) run only while the inserts do; their rate is over their own run time.
+
+The interval reports (on_interval) bracket exactly the insert load, so that the runner's measured
+window between two reports can cover all of it: the first report is at t=0, when the clock starts
+(every client connected, nothing inserted yet, rates 0); the last one, the final partial interval,
+comes when the last insert has returned and before any client disconnects (clients wait for
+`stop`, which is set only after that report). Start-up and teardown stay outside.
 """
 
 from __future__ import annotations
@@ -172,6 +178,8 @@ class _Level:
         self.t0 = time.monotonic()
         shared.t0.value = self.t0
         shared.go.set()
+        if on_interval is not None:
+            on_interval(0.0, 0.0, 0.0)  # the window's start: all connected, clock running
         inserters = [(INSERT, i) for i in range(spec.clients)]
         last_t, last_rows, last_batches = self.t0, 0, 0
         last_progress = self.t0
@@ -207,9 +215,6 @@ class _Level:
                 next_tick += spec.report_interval_s * max(
                     1, int((now - next_tick) / spec.report_interval_s) + 1
                 )
-        # Every inserter is done (row budget spent): query clients stop now too, so that queries
-        # run against a table that is still growing, as the load intends, and not after it.
-        shared.stop.set()
         # The last, partial interval: every row is in exactly one interval.
         ends = [self.done[k].get("end", 0.0) for k in inserters]
         end = max([e for e in ends if e] or [time.monotonic()])
@@ -224,6 +229,9 @@ class _Level:
                 on_interval,
             )
         self.end = end
+        # Only now: clients disconnect, and query clients stop (queries run against a table that
+        # is still growing, as the load intends, not after it).
+        shared.stop.set()
 
     def _interval(self, now, rows, batches, dt, total, on_interval) -> None:
         t_s = now - self.t0
@@ -272,8 +280,8 @@ def run_level(
 
     LevelResult: events = rows inserted, qps = rows inserted/s, tps = insert batches
     (transactions)/s, latencies are per batch (merged over all insert clients); see the module
-    docstring. on_interval(t_s, batches/s, rows/s) is called once per
-    report interval and for the final partial one, so the interval row counts add up to `events`.
+    docstring. on_interval(t_s, batches/s, rows/s) is called at t=0, once per report interval and
+    for the final partial one (the interval row counts in `intervals` add up to `events`).
     A failed client stops the level and marks it "failed" with the reason; figures so far remain.
     """
     if mode not in (PROCESSES, THREADS):

@@ -21,25 +21,15 @@ from servers.ports import free_port
 from suites import iibench
 from suites.iibench import SECONDARY_INDEXES, IIBenchSpec
 from suites.workload import ClientTarget
+from tests.integration.standin import ensure_standin
 
 pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[2]
-STANDIN_DIR = REPO / "tests" / "standin"
-STANDIN = STANDIN_DIR / "mongod-standin"
-JAR = STANDIN_DIR / "target" / "standin.jar"
 
 
 @pytest.fixture(scope="module")
 def standin():
     """The stand-in's mongod-like wrapper, its jar built on first use (what `make standin` does)."""
-    if not JAR.is_file():
-        if shutil.which("mvn") is None or shutil.which("java") is None:
-            pytest.skip("the stand-in needs maven and a JRE (`make setup` installs them)")
-        build = "mvn -q -B -o package -DskipTests || mvn -q -B package -DskipTests"
-        done = subprocess.run(["sh", "-c", build], cwd=STANDIN_DIR, capture_output=True)
-        assert done.returncode == 0, done.stdout.decode()[-2000:] + done.stderr.decode()[-2000:]
-    return find_mongod(STANDIN)
+    return find_mongod(ensure_standin())
 
 
 def builtin():

@@ -71,3 +71,33 @@ def test_query_clients_stop_with_the_inserts_and_rate_over_their_own_time(monkey
     # Stopped when the inserts ended: at most one query (50 ms) in flight past the inserts' end.
     assert res.duration_s - 0.01 <= q["duration_s"] <= res.duration_s + 0.5
     assert q["queries_per_s"] == pytest.approx(q["queries"] / q["duration_s"], rel=0.01)
+
+
+def test_reports_bracket_the_load_and_clients_disconnect_after_the_last(monkeypatch, short_tmp):
+    """t=0 report at the clock start; the final report before any client has disconnected."""
+    import suites.iibench.client as client
+
+    closed: list[float] = []
+    reports: list[tuple] = []
+
+    class Backend(_FakeBackend):
+        def close(self):
+            import time
+
+            closed.append(time.monotonic())
+
+    def on_interval(*a):
+        import time
+
+        reports.append((time.monotonic(), *a))
+
+    monkeypatch.setattr(client, "open_backend", Backend)
+    spec = IIBenchSpec(clients=3, max_rows=3000, batch_rows=100, report_interval_s=0.05)
+    res = run_level(
+        ClientTarget(kind="mysql"), spec, short_tmp / "l.log", on_interval, mode=THREADS
+    )
+    assert res.status == "ok", res.error
+    assert reports[0][1:] == (0.0, 0.0, 0.0)
+    assert len(reports) == len(res.intervals) + 1
+    assert sum(i["rows"] for i in res.intervals) == 3000
+    assert len(closed) == 3 and min(closed) > reports[-1][0]
