@@ -42,7 +42,8 @@ def check_resumable(manifest: dict, suite: dict, label: str, host: dict) -> None
             raise SuiteError(
                 f"--resume: host {key} changed ({was.get(key)!r} -> {host.get(key)!r})"
             )
-    labels = {c["server"].get("label") for c in m["cells"]}
+    # Pending cells carry the server label; a cell that ran has the server's own record instead.
+    labels = {(c.get("server") or {}).get("label") for c in m["cells"]} - {None}
     if labels and label not in labels:
         raise SuiteError(
             f"--resume: the server is now {label}, the run used {', '.join(sorted(labels))}"
@@ -60,15 +61,16 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def plan_from_manifest(manifest: dict) -> list[CellPlan]:
-    """The run's cells, as it planned them."""
+def plan_from_manifest(manifest: dict, label: str) -> list[CellPlan]:
+    """The run's cells, as it planned them. A cell that ran records the server itself rather than
+    its label: it is `label` (checked by check_resumable, and by the cell id, which names it)."""
     plans = []
     for c in manifest.get("cells") or []:
         try:
             p = CellPlan(
                 int(c["index"]),
                 int(c["round"]),
-                str(c["server"]["label"]),
+                str((c.get("server") or {}).get("label") or label),
                 str(c["allocator"]["name"]),
                 str(c["thp"]["requested"]),
             )

@@ -104,7 +104,7 @@ class Matrix:
         rd = RunDir.open_existing(self.resume)
         manifest = rd.read_manifest()
         check_resumable(manifest, self.suite.as_dict(), label, host_metadata())
-        cells = plan_from_manifest(manifest)
+        cells = plan_from_manifest(manifest, label)
         done = {
             cid for cid, rec in rd.finished_cells().items() if rec["cell"].get("status") == "ok"
         }

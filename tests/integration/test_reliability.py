@@ -11,11 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from suites.cell_kinds import MySQLCell
+from suites.config import apply_overrides, load_suite
+from suites.display import Display
+from suites.runner import run_suite
 from tests.integration.runs_helpers import (
     REPO,
     children_of,
     kill_quietly,
     manifest,
+    processes_mentioning,
     results,
     run_dir_of,
     server_pid,
@@ -119,8 +124,8 @@ def test_resume_refuses_changed_settings(out, cache):
     assert "suite settings differ" in err and "Traceback" not in err
 
 
-def test_sigkill_of_the_runner_leaves_no_server(out, cache):
-    proc = start_run([SMOKE, "--out", str(out), "--threads", "4", "--duration", "20"], cache)
+def test_sigkill_of_the_runner_leaves_no_server_and_resume_finishes(out, cache):
+    proc = start_run([SMOKE, "--out", str(out), "--threads", "4", "--duration", "5"], cache)
     try:
         run_dir = run_dir_of(out)
         pid = wait_for(lambda: in_a_level(run_dir, 0), 180, "the first level")
@@ -136,6 +141,24 @@ def test_sigkill_of_the_runner_leaves_no_server(out, cache):
         )
     finally:
         kill_quietly(proc)
+    wait_for(lambda: not processes_mentioning(str(run_dir)), 60, "no process of the run")
+    first = manifest(run_dir)["cells"][0]["id"]
+    assert (run_dir / "work" / first).is_dir()  # what the killed runner could not clean up
+
+    resumed = start_run([SMOKE, "--resume", str(run_dir)], cache)
+    try:
+        resumed.wait(300)
+        assert resumed.returncode == 0, resumed.stderr.read()
+    finally:
+        kill_quietly(resumed)
+    m = manifest(run_dir)
+    assert m["status"] == "finished" and [c["status"] for c in m["cells"]] == ["ok", "ok"]
+    assert m["stale_work_removed"] == [first]
+    rows = results(run_dir)
+    keys = [(r["cell"], r["workload"], r["threads"]) for r in rows]
+    assert len(keys) == len(set(keys)) == 2 * 2 * 1  # every cell exactly once
+    assert {r["cell"] for r in rows} == {c["id"] for c in m["cells"]}
+    assert not list((run_dir / "work").glob("*/"))  # and nothing left in the work area
 
 
 def test_server_killed_mid_level_fails_only_its_cell(out, cache):
@@ -143,7 +166,15 @@ def test_server_killed_mid_level_fails_only_its_cell(out, cache):
     try:
         run_dir = run_dir_of(out)
         pid = wait_for(lambda: in_a_level(run_dir, 0), 180, "the first level")
+        # The cell's load generator: the runner's other children (found by parent pid).
+        clients = wait_for(
+            lambda: descendants(proc.pid) - {pid} - descendants(pid), 30, "the cell's clients"
+        )
         os.kill(pid, signal.SIGKILL)
+        first_id = manifest(run_dir)["cells"][0]["id"]
+        wait_for(lambda: (run_dir / "cells" / f"{first_id}.json").exists(), 120, "cell 1 record")
+        # When the failed cell is recorded, its clients are gone too (the next cell is starting).
+        assert not [c for c in clients if alive(c)], "clients of the failed cell outlived it"
         proc.wait(300)
         assert proc.returncode == 3, proc.stderr.read()  # finished, with a failed cell
     finally:
@@ -154,6 +185,35 @@ def test_server_killed_mid_level_fails_only_its_cell(out, cache):
     assert first["exit"]["signal"] == 9
     assert "signal 9" in first["error"] and "SIGKILL" in first["error"]
     assert second["status"] == "ok"
-    assert not alive(pid)
     ok_rows = [r for r in results(run_dir) if r["cell"] == second["id"]]
     assert len(ok_rows) == 4 and all(r["status"] == "ok" for r in ok_rows)
+
+
+def test_an_unexpected_error_fails_only_its_cell(out, cache, monkeypatch):
+    """A bug in a cell (here: warmup raising RuntimeError) fails that cell; the next one runs."""
+    real_warmup = MySQLCell.warmup
+    calls = []
+
+    def warmup(self):
+        calls.append(self.plan.id)
+        if len(calls) == 1:
+            raise RuntimeError("injected fault in warmup")
+        return real_warmup(self)
+
+    monkeypatch.setattr(MySQLCell, "warmup", warmup)
+    monkeypatch.setenv("MALLOCSWEEP_STATE", str(out / "state"))
+    loaded = load_suite(SMOKE)
+    suite = apply_overrides(
+        loaded.suite, allocators=["glibc", "jemalloc"], threads=[4], duration=2, out=str(out)
+    )
+    code, run_dir = run_suite(loaded, suite, None, Display(enabled=False), cache_root=cache)
+    assert code == 3
+    m = manifest(run_dir)
+    first, second = m["cells"]
+    assert first["status"] == "failed"
+    assert first["error"] == "RuntimeError: injected fault in warmup"
+    assert first["exit"] is not None  # its server was stopped and reaped
+    assert second["status"] == "ok" and second["allocator"]["name"] == "jemalloc"
+    assert m["status"] == "finished"
+    assert {r["cell"] for r in results(run_dir)} == {second["id"]}
+    assert not processes_mentioning(str(run_dir))

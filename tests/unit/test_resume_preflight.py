@@ -76,7 +76,13 @@ def test_resume_compares_the_host_keys_the_manifest_really_has():
     host = host_metadata()
     assert {"cpu_count", "glibc_version"} <= set(host)  # what collectors.host writes
     suite = load_suite(SMOKE).suite.as_dict()
-    check_resumable(_manifest(suite, host), suite, "mariadb-10.11.19", host)  # same host: fine
+    m = _manifest(suite, host)
+    check_resumable(m, suite, "mariadb-10.11.19", host)  # same host: fine
+    with pytest.raises(SuiteError, match="the server is now mariadb-11.4.2"):
+        check_resumable(m, suite, "mariadb-11.4.2", host)
+    for c in m["cells"]:
+        c["server"] = {"flavor": "mariadb"}  # every cell ran: records without a label
+    check_resumable(m, suite, "mariadb-10.11.19", host)
 
 
 @pytest.mark.parametrize(
@@ -93,10 +99,13 @@ def test_resume_refuses_a_changed_host(key, value):
 def test_plan_comes_from_the_manifest():
     cells = plan_cells("mariadb-10.11.19", ["glibc", "jemalloc"], ["system", "never"], 2)
     m = {"cells": _manifest_cells(cells)}
-    assert plan_from_manifest(m) == cells
+    m["cells"][0]["server"] = {"flavor": "mariadb", "pid": 1}  # a cell that ran: no label
+    assert plan_from_manifest(m, "mariadb-10.11.19") == cells
+    with pytest.raises(SuiteError, match="does not match its fields"):
+        plan_from_manifest(m, "mariadb-11.4.2")  # the cell that ran was on another server
     m["cells"][3]["allocator"]["name"] = "mimalloc"  # the id says jemalloc or glibc
     with pytest.raises(SuiteError, match="does not match its fields"):
-        plan_from_manifest(m)
+        plan_from_manifest(m, "mariadb-10.11.19")
 
 
 def test_resume_refuses_a_changed_allocator_build():
