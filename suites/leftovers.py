@@ -13,10 +13,12 @@ the pid may belong to something else by now). Never by process name.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from analysis.rundir_format import MANIFEST
 from suites import thp
 from suites.rundir import WORK_DIR, atomic_write
 
@@ -30,6 +32,7 @@ class LiveServer:
     pid: int
     comm: str
     pid_file: Path
+    ppid: int  # the runner while its run is in progress; else whoever adopted the orphan
 
     @property
     def work_dir(self) -> Path:
@@ -74,18 +77,27 @@ def _mentions(cmdline: bytes, directory: Path) -> bool:
     return False
 
 
-def process_in(pid: int, directory: Path, proc_root: str = "/proc") -> str | None:
-    """The command name of live process `pid` if its command line names `directory`, else None."""
+def process_in(pid: int, directory: Path, proc_root: str = "/proc") -> tuple[str, int] | None:
+    """(command name, parent pid) of live process `pid` if its command line names `directory`."""
     base = Path(proc_root) / str(pid)
     try:
-        state = (base / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        fields = (base / "stat").read_text().rsplit(")", 1)[1].split()
         cmdline = (base / "cmdline").read_bytes()
         comm = (base / "comm").read_text().strip()
-    except (OSError, IndexError):
+        state, ppid = fields[0], int(fields[1])
+    except (OSError, IndexError, ValueError):
         return None
     if state == "Z" or not _mentions(cmdline, directory):
         return None
-    return comm
+    return comm, ppid
+
+
+def runner_pid(run_dir: Path) -> int | None:
+    """The pid of the runner that last worked on `run_dir` (from its manifest)."""
+    try:
+        return int(json.loads((Path(run_dir) / MANIFEST).read_text()).get("runner_pid"))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
 
 
 def live_servers(run_dir: Path, proc_root: str = "/proc") -> list[LiveServer]:
@@ -96,9 +108,9 @@ def live_servers(run_dir: Path, proc_root: str = "/proc") -> list[LiveServer]:
             pid = int(pf.read_text().split()[0])
         except (OSError, ValueError, IndexError):
             continue
-        comm = process_in(pid, pf.parent.absolute(), proc_root)
-        if comm is not None:
-            out.append(LiveServer(pid, comm, pf))
+        found = process_in(pid, pf.parent.absolute(), proc_root)
+        if found is not None:
+            out.append(LiveServer(pid, found[0], pf, found[1]))
     return out
 
 

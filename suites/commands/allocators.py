@@ -40,7 +40,7 @@ def run(args) -> int:
         return 0
     t = Table(title="Allocators", show_lines=False)
     for col in ("name", "core", "usable", "version", "library / why not"):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")  # paths are wrapped, never cut
     for a in found:
         lib = a.library or (
             "(no preload: glibc malloc)" if a.kind == "system" else "(the binary's own)"

@@ -165,10 +165,21 @@ def _mongod() -> Check:
 
 def _leftover_servers(extra_roots: list[Path]) -> list[Check]:
     """Servers whose pid file sits in a run's work area and whose live process names that work
-    directory on its command line (a reused pid does not)."""
+    directory on its command line (a reused pid does not). A server still the child of its run's
+    runner belongs to a run in progress, not to a killed one."""
     out = []
     for run_dir in leftovers.known_run_dirs(extra_roots):
+        runner = leftovers.runner_pid(run_dir)
         for s in leftovers.live_servers(run_dir):
+            if runner is not None and s.ppid == runner:
+                out.append(
+                    Check(
+                        "server of a run in progress",
+                        True,
+                        f"{s.comm} pid {s.pid} from {s.work_dir} (runner pid {runner})",
+                    )
+                )
+                continue
             out.append(
                 Check(
                     "leftover server",
@@ -212,7 +223,7 @@ def run(args) -> int:
     else:
         t = Table(title=f"mallocsweep doctor (uid {os.getuid()})")
         for col in ("check", "", "detail", "what to do"):
-            t.add_column(col)
+            t.add_column(col, overflow="fold")  # paths are wrapped, never cut
         for c in found:
             t.add_row(
                 escape(c.name),

@@ -210,6 +210,22 @@ def test_doctor_finds_a_server_of_a_run_written_anywhere(tmp_path):
     assert doctor._leftover_servers([]) == []
 
 
+def test_doctor_tells_a_running_run_from_a_killed_one(tmp_path):
+    rd, cell, work = _run_with_stale_cell(tmp_path)
+    rd.write_manifest({"runner_pid": os.getpid(), "status": "running", "cells": []})
+    p = _holder(work)  # our child, as a server is the runner's
+    try:
+        (work / "mysqld.pid").write_text(f"{p.pid}\n")
+        (found,) = doctor._leftover_servers([rd.path.parent])
+        assert found.name == "server of a run in progress" and found.ok
+        rd.write_manifest({"runner_pid": 1, "status": "running", "cells": []})
+        (found,) = doctor._leftover_servers([rd.path.parent])
+        assert found.name == "leftover server" and not found.ok
+    finally:
+        p.kill()
+        p.wait()
+
+
 def test_doctor_also_looks_for_mongod_pid_files(tmp_path):
     rd, cell, work = _run_with_stale_cell(tmp_path)
     p = _holder(work)
