@@ -1,33 +1,52 @@
-"""`compare BASE NEW`: did NEW get slower (or hungrier) than BASE, beyond noise and beyond a threshold?
+"""`compare BASE NEW`: did NEW get slower (or hungrier, or crash) where BASE worked?
 
 Points are matched by (workload, allocator, threads, THP mode). When each run has one server and
 they differ (an upgrade check), points are matched across the two servers by allocator; otherwise
-only servers present in both runs are compared.
+only servers present in both runs are compared (a server in one run only is warned about).
 
 Throughput: ratio NEW/BASE of geometric means with a 95% Welch t interval on the log scale
-(analysis/stats.py explains why). The samples are repeats (independent server lives) when both
-sides have at least two; otherwise the per-interval throughput of the single run per side, as
-contiguous batch means — this only measures noise *within* one server life, not the run-to-run
-variation a restart brings, so such verdicts are marked weak and the output says so. A point with
-one figure per side and fewer than MIN_INTERVALS interval samples gets no verdict: nothing tells
-a change from noise.
+(analysis/stats.py explains why); the base/new columns are those geometric means.
+
+Evidence, and what may fail a CI job (exit code 1):
+- Repeats (at least MIN_REPEATS = 2 server lives per side): firm. Each repeat is an independent
+  server life, so the t interval includes the run-to-run variation a restart brings, and the t
+  quantile widens the interval honestly for few values (df = 1 with 2 + 2 repeats: t = 12.7).
+  Two per side is the least that estimates that variation at all; 3 or more give useful power
+  (README and `mallocsweep compare --help` recommend --repeat 3).
+- One run on either side: only the level's per-interval throughput is left, as BATCHES contiguous
+  batch means of at least MIN_INTERVALS intervals. That measures noise *within* one server life,
+  not between lives: two identical real smoke runs here differed by -24% .. +33% per point, far
+  beyond what their intervals suggested. Such verdicts are shown as "possibly slower"/"possibly
+  faster" (weak evidence) and do not set exit code 1 unless --allow-weak asks for it.
+- Fewer intervals than MIN_INTERVALS (raw 1-second intervals are autocorrelated and give intervals
+  far too narrow: two 1-second intervals measured +18% "significant" between identical runs): no
+  verdict.
 
 Verdicts: "slower" needs both significance (the interval excludes 1.0) and a change beyond the
 threshold (default 5%); "faster" likewise; everything else is "no significant change". The
 threshold is the minimum effect that guards against the many-points problem: among dozens of
 points a few will be "significant" by chance, rarely also by more than 5%.
 
-Memory: each cell's RSS growth over its measured levels (end of the last minus start of the first),
-NEW - BASE, expressed as a percentage of BASE's RSS at the end (a ratio of two growths explodes when
-growth is near zero). Compared with repeats only: one server life per side carries no estimate of
-run-to-run memory variation, so it gets no verdict (the difference is still shown). A significant
-growth beyond the threshold is a regression, like a slowdown.
+Failures: a point BASE measured whose level failed in NEW, or whose NEW cell (server life) failed,
+is "failed in NEW" — a regression, whatever the evidence rules say: a server that crashes is worse
+than a slow one. A point that failed in BASE but worked in NEW is listed, not judged.
+
+Memory: each ok cell's RSS growth over its measured levels (end of the last minus start of the
+first), mean NEW - mean BASE, expressed as a percentage of BASE's mean RSS at the end (a ratio of
+two growths explodes when growth is near zero). The base/new columns are those means, the interval
+Welch's on the difference. Compared with repeats only: one server life per side carries no
+estimate of run-to-run memory variation, so it gets no verdict (the difference is still shown).
+A significant growth beyond the threshold is a regression, like a slowdown.
+
+Exit code: 1 on any regression; 2 when nothing could be judged at all (every point lacks evidence:
+a CI job must not pass on a comparison that could not see anything); else 0.
 
 A MongoDB protocol stand-in is never given a verdict: it proves the harness, not an allocator.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -35,16 +54,27 @@ from pathlib import Path
 from analysis import memory, tables
 from analysis.errors import AnalysisError
 from analysis.rundir import Run, load_run
-from analysis.stats import CONFIDENCE, Estimate, batch_means, diff_ci, median, ratio_ci
+from analysis.stats import BATCHES, CONFIDENCE, Estimate, batch_means, diff_ci, ratio_ci
 
 FASTER, SLOWER, NO_CHANGE, NO_VERDICT = "faster", "slower", "no significant change", "no verdict"
+POSSIBLY_SLOWER, POSSIBLY_FASTER = "possibly slower", "possibly faster"
+FAILED_IN_NEW, FAILED_IN_BASE = "failed in NEW", "failed in BASE"
 MORE_MEMORY, LESS_MEMORY = "more memory", "less memory"
 
-# Fewer interval samples than this per side give no verdict: two 1-second intervals of a 3-second
-# level measured +18% "significant" between two identical real runs here.
-MIN_INTERVALS = 4
+MIN_REPEATS = 2  # server lives per side for a firm verdict (see the module docstring)
+# Intervals per level needed for weak (single-run) evidence: BATCHES batch means of >= 2 each.
+MIN_INTERVALS = 2 * BATCHES
+WEAK_NOTE = (
+    "weak evidence: 1 run per side — only noise within one server life was measured; not counted"
+    " as a regression unless --allow-weak"
+)
 
 HOST_KEYS = ("hostname", "kernel", "cpu_model", "cores", "memory_kb", "glibc")
+# Suite settings that do not change what was measured: where the run went, how often it repeated
+# (the evidence rules handle that), and its name.
+SUITE_KEYS_IGNORED = frozenset({"run.out", "run.repeat", "suite.name", "suite.description"})
+# In an upgrade check the server binary is what is being compared.
+SUITE_KEYS_UPGRADE = frozenset({"server.binary", "server.basedir"})
 
 
 @dataclass
@@ -57,9 +87,9 @@ class PointComparison:
     metric: str
     base_server: str
     new_server: str
-    base: float | None  # median over BASE's repeats (memory: RSS growth, kB)
+    base: float | None  # throughput: geometric mean over BASE's repeats; memory: mean growth, kB
     new: float | None
-    ratio: float | None  # NEW/BASE (memory: 1 + change / BASE's end RSS)
+    ratio: float | None  # NEW/BASE (memory: 1 + change / BASE's mean end RSS)
     lo: float | None
     hi: float | None
     evidence: str
@@ -81,6 +111,7 @@ class Comparison:
     new_id: str
     mode: str  # "same server" or "upgrade"
     threshold_pct: float
+    allow_weak: bool = False
     points: list[PointComparison] = field(default_factory=list)
     memory: list[PointComparison] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -91,9 +122,27 @@ class Comparison:
         return [p for p in self.points + self.memory if p.regression]
 
     @property
+    def possible_regressions(self) -> list[PointComparison]:
+        """Weak 'possibly slower' points that do not count (without --allow-weak)."""
+        return [p for p in self.points if p.verdict == POSSIBLY_SLOWER and not p.regression]
+
+    @property
+    def judged(self) -> list[PointComparison]:
+        """Points with any evidence (firm or weak), or a failure in NEW."""
+        return [p for p in self.points if p.verdict not in (NO_VERDICT, FAILED_IN_BASE)]
+
+    @property
+    def nothing_judged(self) -> bool:
+        """Every real (non-stand-in) point lacked evidence: the comparison saw nothing."""
+        real = [p for p in self.points if p.note != tables.STANDIN_LABEL]
+        return bool(real) and not self.judged
+
+    @property
     def exit_code(self) -> int:
-        """0: no significant regression; 1: at least one (the CLI maps errors to 2)."""
-        return 1 if self.regressions else 0
+        """0: no significant regression; 1: at least one; 2: nothing could be judged."""
+        if self.regressions:
+            return 1
+        return 2 if self.nothing_judged else 0
 
     def to_json(self) -> dict:
         def point(p: PointComparison) -> dict:
@@ -107,30 +156,40 @@ class Comparison:
             "mode": self.mode,
             "threshold_pct": self.threshold_pct,
             "confidence": CONFIDENCE,
+            "allow_weak": self.allow_weak,
             "warnings": list(self.warnings),
             "points": [point(p) for p in self.points],
             "memory": [point(p) for p in self.memory],
             "unmatched": self.unmatched,
             "regressions": len(self.regressions),
+            "possible_regressions": len(self.possible_regressions),
+            "nothing_judged": self.nothing_judged,
             "exit_code": self.exit_code,
         }
 
 
-# -- matching -----------------------------------------------------------------------------------
-def _server_pairs(base: Run, new: Run) -> tuple[str, list[tuple[str, str]]]:
-    bs, ns = base.servers, new.servers
-    if not bs or not ns:
-        empty = base if not bs else new
-        raise AnalysisError(f"{empty.path}: no measured levels in results.csv; nothing to compare")
-    common = [s for s in bs if s in ns]
-    if common:
-        return "same server", [(s, s) for s in common]
-    if len(bs) == 1 and len(ns) == 1:
-        return "upgrade", [(bs[0], ns[0])]
-    raise AnalysisError(
-        f"{base.path} ({', '.join(bs)}) and {new.path} ({', '.join(ns)}) have no server in common"
-        " and are not one server each (an upgrade check); compare runs of the same servers"
+# -- what each run measured, and what failed ----------------------------------------------------
+def cell_series(run: Run, cell_id: str) -> tuple[str, str, str]:
+    """(server, allocator, THP mode) of a cell, also for a cell that failed before any level."""
+    row = next((r for r in run.rows if r["cell"] == cell_id), None)
+    if row is not None:
+        return row["server"], row["allocator"], row["thp"]
+    c = run.cell(cell_id)
+    server = (c.get("server") or {}).get("label") or cell_id.split("__")[0]
+    return (
+        str(server),
+        str((c.get("allocator") or {}).get("name") or ""),
+        str((c.get("thp") or {}).get("requested") or ""),
     )
+
+
+def _failed_cells(run: Run) -> list[str]:
+    return [cid for cid, c in run.cells.items() if c.get("status") == "failed"]
+
+
+def _servers(run: Run) -> list[str]:
+    """Servers that were measured or at least started (a run whose every cell failed has some)."""
+    return list(dict.fromkeys(run.servers + [cell_series(run, c)[0] for c in _failed_cells(run)]))
 
 
 def _values(run: Run, server: str, metric: str) -> dict[tuple, list[dict]]:
@@ -142,17 +201,48 @@ def _values(run: Run, server: str, metric: str) -> dict[tuple, list[dict]]:
     return out
 
 
-def _interval_samples(run: Run, rows: list[dict], workload: str, threads: int) -> list[float]:
-    """Batch means of every repeat's interval throughput (ramp-up interval dropped)."""
-    out: list[float] = []
-    for r in rows:
-        rates = [x for x in run.interval_rates(r["cell"], workload, threads) if x > 0]
-        if len(rates) >= 4:
-            rates = rates[1:]
-        out += batch_means(rates)
+def failures_at(run: Run, server: str, key: tuple) -> list[str]:
+    """Why attempts at a point failed: failed levels, and failed cells that never measured it."""
+    wl, alloc, thp, threads = key
+    out = []
+    for r in run.rows:
+        if (r["server"], r["workload"], r["allocator"], r["thp"], r["threads"]) == (
+            server,
+            wl,
+            alloc,
+            thp,
+            threads,
+        ) and (r.get("status") or "ok") != "ok":
+            out.append(f"level failed in {r['cell']}: {r.get('error') or 'no reason recorded'}")
+    for cid in _failed_cells(run):
+        if cell_series(run, cid) != (server, alloc, thp):
+            continue
+        tried = any(
+            r["cell"] == cid and r["workload"] == wl and r["threads"] == threads for r in run.rows
+        )
+        if not tried:
+            out.append(f"cell {cid} failed: {run.cell(cid).get('error') or 'no reason recorded'}")
     return out
 
 
+def _interval_samples(run: Run, rows: list[dict], workload: str, threads: int) -> list[float]:
+    """Batch means of every repeat's interval throughput (ramp-up interval dropped); a level with
+    fewer than MIN_INTERVALS intervals contributes nothing (see the module docstring)."""
+    out: list[float] = []
+    for r in rows:
+        rates = [x for x in run.interval_rates(r["cell"], workload, threads) if x > 0][1:]
+        if len(rates) >= MIN_INTERVALS:
+            out += batch_means(rates)
+    return out
+
+
+def geomean(values: list[float]) -> float:
+    if min(values) <= 0:
+        return float(sum(values) / len(values))
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+# -- verdicts -----------------------------------------------------------------------------------
 def _verdict(est: Estimate, threshold_pct: float, higher_is_better: bool = True) -> tuple[str, str]:
     thr = threshold_pct / 100.0
     if not est.excludes(1.0):
@@ -162,6 +252,27 @@ def _verdict(est: Estimate, threshold_pct: float, higher_is_better: bool = True)
     if est.value > 1.0 + thr:
         return (FASTER if higher_is_better else SLOWER), ""
     return NO_CHANGE, f"significant but within ±{threshold_pct:g}%"
+
+
+def _new_point(kind, key, metric, bserver, nserver, base, new) -> PointComparison:
+    workload, allocator, thp, threads = key
+    return PointComparison(
+        kind, workload, allocator, thp, threads, metric, bserver, nserver, base, new,
+        None, None, None, "none", True, NO_VERDICT, False,
+    )  # fmt: skip
+
+
+def _failed_point(key, metric, bserver, nserver, brows, nrows, reasons) -> PointComparison:
+    """BASE measured it, NEW failed at it (all attempts, or some: a crash is not noise)."""
+    b = geomean([r[metric] for r in brows])
+    n = geomean([r[metric] for r in nrows]) if nrows else None
+    p = _new_point("throughput", key, metric, bserver, nserver, b, n)
+    if n is not None and b > 0:
+        p.ratio = n / b  # what the attempts that worked measured, shown beside the failure
+    p.verdict, p.regression, p.weak = FAILED_IN_NEW, True, False
+    p.evidence = f"{len(reasons)} failed attempt(s) in NEW"
+    p.note = "; ".join(dict.fromkeys(reasons))
+    return p
 
 
 def _throughput_point(
@@ -174,52 +285,35 @@ def _throughput_point(
     bserver: str,
     nserver: str,
     threshold_pct: float,
+    allow_weak: bool,
 ) -> PointComparison:
     workload, allocator, thp, threads = key
     bvals, nvals = [r[metric] for r in brows], [r[metric] for r in nrows]
     standin = any(base.is_standin(r["cell"]) for r in brows) or any(
         new.is_standin(r["cell"]) for r in nrows
     )
-    p = PointComparison(
-        "throughput",
-        workload,
-        allocator,
-        thp,
-        threads,
-        metric,
-        bserver,
-        nserver,
-        median(bvals),
-        median(nvals),
-        None,
-        None,
-        None,
-        "none",
-        True,
-        NO_VERDICT,
-        False,
-    )
+    p = _new_point("throughput", key, metric, bserver, nserver, geomean(bvals), geomean(nvals))
     if min(bvals) <= 0 or min(nvals) <= 0:
         p.note = "zero throughput on one side"
-        p.ratio = median(nvals) / median(bvals) if median(bvals) > 0 else None
+        p.ratio = p.new / p.base if p.base > 0 else None
         if p.ratio is not None and p.ratio < 1 - threshold_pct / 100 and not standin:
             p.verdict, p.regression, p.weak = SLOWER, True, False
         return p
     est: Estimate | None = None
-    if len(bvals) >= 2 and len(nvals) >= 2:
+    if len(bvals) >= MIN_REPEATS and len(nvals) >= MIN_REPEATS:
         est = ratio_ci(bvals, nvals)
         p.evidence, p.weak = f"repeats {len(bvals)}+{len(nvals)}", False
     else:
         bi = _interval_samples(base, brows, workload, threads)
         ni = _interval_samples(new, nrows, workload, threads)
-        if len(bi) >= MIN_INTERVALS and len(ni) >= MIN_INTERVALS:
+        if len(bi) >= BATCHES and len(ni) >= BATCHES:
             est = ratio_ci(bi, ni)
-            p.evidence = f"intervals {len(bi)}+{len(ni)} (weak)"
+            p.evidence = f"1 run per side: {len(bi)}+{len(ni)} batch means (weak)"
     if est is None:
         p.ratio = p.new / p.base
         p.note = (
-            f"one figure per side and fewer than {MIN_INTERVALS} interval samples: cannot tell a"
-            " change from noise"
+            f"one run per side and levels shorter than {MIN_INTERVALS} intervals: cannot tell a"
+            " change from noise (re-run both sides with --repeat 3)"
         )
         return p
     p.ratio, p.lo, p.hi = est.value, est.lo, est.hi
@@ -227,7 +321,12 @@ def _throughput_point(
         p.note = tables.STANDIN_LABEL
         return p
     p.verdict, p.note = _verdict(est, threshold_pct)
-    p.regression = p.verdict == SLOWER
+    if p.weak and p.verdict in (SLOWER, FASTER):
+        p.verdict = POSSIBLY_SLOWER if p.verdict == SLOWER else POSSIBLY_FASTER
+        p.note = WEAK_NOTE
+        p.regression = p.verdict == POSSIBLY_SLOWER and allow_weak
+    else:
+        p.regression = p.verdict == SLOWER
     return p
 
 
@@ -239,44 +338,20 @@ def _memory_points(base: Run, new: Run, pairs, threshold_pct: float) -> list[Poi
             if s.server != bserver:
                 continue
             ns = tables.Series(nserver, s.allocator, s.thp)
-            bcells = [
-                c
-                for c in bmem.get(s, [])
-                if c.rss_end_kb is not None and c.rss_start_kb is not None
-            ]
-            ncells = [
-                c
-                for c in nmem.get(ns, [])
-                if c.rss_end_kb is not None and c.rss_start_kb is not None
-            ]
+            bcells = [c for c in bmem.get(s, []) if c.rss_growth_kb is not None]
+            ncells = [c for c in nmem.get(ns, []) if c.rss_growth_kb is not None]
             if not bcells or not ncells:
                 continue
-            bg = [c.rss_end_kb - c.rss_start_kb for c in bcells]
-            ng = [c.rss_end_kb - c.rss_start_kb for c in ncells]
-            ref = median([c.rss_end_kb for c in bcells])
-            p = PointComparison(
-                "memory",
-                "",
-                s.allocator,
-                s.thp,
-                None,
-                "rss_growth_kb",
-                bserver,
-                nserver,
-                median(bg),
-                median(ng),
-                1.0 + (median(ng) - median(bg)) / ref,
-                None,
-                None,
-                "none",
-                True,
-                NO_VERDICT,
-                False,
-            )
+            bg = [c.rss_growth_kb for c in bcells]
+            ng = [c.rss_growth_kb for c in ncells]
+            ref = _mean([c.rss_end_kb for c in bcells])
+            key = ("", s.allocator, s.thp, None)
+            p = _new_point("memory", key, "rss_growth_kb", bserver, nserver, _mean(bg), _mean(ng))
+            p.ratio = 1.0 + (p.new - p.base) / ref
             standin = base.is_standin(_first_cell(base, s)) or new.is_standin(_first_cell(new, ns))
             if standin:
                 p.note = tables.STANDIN_LABEL
-            elif len(bg) >= 2 and len(ng) >= 2:
+            elif len(bg) >= MIN_REPEATS and len(ng) >= MIN_REPEATS:
                 d = diff_ci(bg, ng)
                 p.ratio, p.lo, p.hi = 1 + d.value / ref, 1 + d.lo / ref, 1 + d.hi / ref
                 p.evidence, p.weak = f"repeats {len(bg)}+{len(ng)}", False
@@ -293,6 +368,10 @@ def _memory_points(base: Run, new: Run, pairs, threshold_pct: float) -> list[Poi
     return out
 
 
+def _mean(values: list[float]) -> float:
+    return float(sum(values) / len(values))
+
+
 def _first_cell(run: Run, s: tables.Series) -> str:
     return next(
         (
@@ -304,7 +383,55 @@ def _first_cell(run: Run, s: tables.Series) -> str:
     )
 
 
+# -- matching -----------------------------------------------------------------------------------
+def _server_pairs(base: Run, new: Run) -> tuple[str, list[tuple[str, str]], list[str]]:
+    """(mode, server pairs, warnings about servers left out)."""
+    bs, ns = base.servers, _servers(new)
+    if not bs or not ns:
+        empty = base if not bs else new
+        raise AnalysisError(f"{empty.path}: no measured levels in results.csv; nothing to compare")
+    common = [s for s in bs if s in ns]
+    if common:
+        left = [f"{s} (base only)" for s in bs if s not in ns]
+        left += [f"{s} (new only)" for s in ns if s not in bs]
+        warn = [f"server(s) in one run only, not compared: {', '.join(left)}"] if left else []
+        return "same server", [(s, s) for s in common], warn
+    if len(bs) == 1 and len(ns) == 1:
+        return "upgrade", [(bs[0], ns[0])], []
+    raise AnalysisError(
+        f"{base.path} ({', '.join(bs)}) and {new.path} ({', '.join(ns)}) have no server in common"
+        " and are not one server each (an upgrade check); compare runs of the same servers"
+    )
+
+
 # -- metadata checks ----------------------------------------------------------------------------
+def flatten(d: dict, prefix: str = "") -> dict[str, object]:
+    """{"a": {"b": 1}} -> {"a.b": 1}; lists and scalars are leaves."""
+    out: dict[str, object] = {}
+    for k, v in d.items():
+        name = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out.update(flatten(v, name + "."))
+        else:
+            out[name] = v
+    return out
+
+
+def _suite_differences(base: Run, new: Run, mode: str) -> list[str]:
+    """Every suite setting that differs (the whole manifest["suite"], not a chosen few)."""
+    ignored = SUITE_KEYS_IGNORED | (SUITE_KEYS_UPGRADE if mode == "upgrade" else frozenset())
+    b, n = flatten(base.suite), flatten(new.suite)
+    out = []
+    for k in sorted(set(b) | set(n)):
+        if k in ignored or b.get(k) == n.get(k):
+            continue
+        bv = b.get(k, "(not set)")
+        nv = n.get(k, "(not set)")
+        what = "dataset differs" if k.startswith("dataset.") else "suite setting differs"
+        out.append(f"{what}: {k} = {bv!r} (base) vs {nv!r} (new)")
+    return out
+
+
 def _differences(base: Run, new: Run, mode: str) -> list[str]:
     """Loud warnings: anything besides the server version that differs makes a verdict doubtful."""
     out = []
@@ -318,19 +445,9 @@ def _differences(base: Run, new: Run, mode: str) -> list[str]:
     for k in ("enabled", "defrag"):
         if bt.get(k) != nt.get(k):
             out.append(f"system THP {k} differs: {bt.get(k)!r} vs {nt.get(k)!r}")
-    if base.dataset != new.dataset:
-        out.append(f"dataset differs: {base.dataset} vs {new.dataset}")
     if base.kind != new.kind:
         out.append(f"suite kind differs: {base.kind} vs {new.kind}")
-    for section, key in (
-        ("sysbench", "duration_s"),
-        ("server", "buffer_pool_mb"),
-        ("server", "settings"),
-    ):
-        b = (base.suite.get(section) or {}).get(key)
-        n = (new.suite.get(section) or {}).get(key)
-        if b != n:
-            out.append(f"suite {section}.{key} differs: {b!r} vs {n!r}")
+    out += _suite_differences(base, new, mode)
     bf, nf = _thp_in_force(base), _thp_in_force(new)
     for mode_name in sorted(set(bf) & set(nf)):
         if bf[mode_name] != nf[mode_name]:
@@ -350,7 +467,7 @@ def _differences(base: Run, new: Run, mode: str) -> list[str]:
             out.append(f"{side} run uses a MongoDB protocol stand-in: {tables.STANDIN_LABEL}")
     if mode == "upgrade":
         out.append(
-            f"upgrade check: {base.servers[0]} -> {new.servers[0]}; points matched by allocator"
+            f"upgrade check: {base.servers[0]} -> {_servers(new)[0]}; points matched by allocator"
         )
     return out
 
@@ -374,47 +491,65 @@ def _alloc_versions(run: Run) -> dict[str, str]:
 
 
 # -- entry points -------------------------------------------------------------------------------
-def compare_runs(base: Path, new: Path, threshold_pct: float = 5.0) -> Comparison:
+def compare_runs(
+    base: Path, new: Path, threshold_pct: float = 5.0, allow_weak: bool = False
+) -> Comparison:
     if not 0 <= threshold_pct < 100:
         raise AnalysisError(f"threshold {threshold_pct}: expected a percentage from 0 to 100")
     brun, nrun = load_run(Path(base)), load_run(Path(new))
-    mode, pairs = _server_pairs(brun, nrun)
-    cmp = Comparison(brun.path, nrun.path, brun.run_id, nrun.run_id, mode, threshold_pct)
-    cmp.warnings = _differences(brun, nrun, mode)
-    base_only, new_only = [], []
+    mode, pairs, server_warnings = _server_pairs(brun, nrun)
+    cmp = Comparison(
+        brun.path, nrun.path, brun.run_id, nrun.run_id, mode, threshold_pct, allow_weak
+    )
+    cmp.warnings = _differences(brun, nrun, mode) + server_warnings
+    base_only, new_only, failed_base = [], [], []
     for bserver, nserver in pairs:
         for workload in _unique(brun.workloads + nrun.workloads):
             metric = tables.metric_of(brun, workload)
             bvals = {k: v for k, v in _values(brun, bserver, metric).items() if k[0] == workload}
             nvals = {k: v for k, v in _values(nrun, nserver, metric).items() if k[0] == workload}
             for key in sorted(set(bvals) | set(nvals), key=lambda k: _order(brun, nrun, k)):
-                if key not in nvals:
-                    base_only.append(_key_text(key))
-                elif key not in bvals:
-                    new_only.append(_key_text(key))
-                else:
+                nfail = failures_at(nrun, nserver, key)
+                bfail = failures_at(brun, bserver, key)
+                if key in bvals and nfail and not bfail:
                     cmp.points.append(
-                        _throughput_point(
-                            brun,
-                            nrun,
-                            key,
-                            bvals[key],
-                            nvals[key],
-                            metric,
-                            bserver,
-                            nserver,
-                            threshold_pct,
+                        _failed_point(
+                            key, metric, bserver, nserver, bvals[key], nvals.get(key, []), nfail
                         )
                     )
+                elif key not in nvals:
+                    base_only.append(_key_text(key))
+                elif key not in bvals:
+                    (failed_base if bfail else new_only).append(_key_text(key))
+                else:
+                    p = _throughput_point(
+                        brun, nrun, key, bvals[key], nvals[key], metric, bserver, nserver,
+                        threshold_pct, allow_weak,
+                    )  # fmt: skip
+                    if bfail or nfail:
+                        p.note = "; ".join(
+                            x for x in (p.note, "failed attempts on both sides") if x
+                        )
+                    cmp.points.append(p)
     if not cmp.points:
         raise AnalysisError(
             f"{brun.path} and {nrun.path} have no point in common (workload, allocator, threads, THP"
             " mode): nothing to compare"
         )
-    cmp.unmatched = {"base_only": base_only, "new_only": new_only}
+    cmp.unmatched = {"base_only": base_only, "new_only": new_only, "failed_in_base": failed_base}
+    failed_new = [p for p in cmp.points if p.verdict == FAILED_IN_NEW]
+    if failed_new:
+        cmp.warnings.append(
+            f"{len(failed_new)} point(s) measured in BASE failed in NEW (a level or the server"
+            " failed): counted as regressions"
+        )
     if base_only or new_only:
         cmp.warnings.append(
             f"{len(base_only)} point(s) only in base and {len(new_only)} only in new: not compared"
+        )
+    if failed_base:
+        cmp.warnings.append(
+            f"{len(failed_base)} point(s) failed in BASE but worked in NEW: not compared"
         )
     if brun.workloads == nrun.workloads and all(
         brun.threads(w) == nrun.threads(w) for w in brun.workloads
@@ -426,14 +561,22 @@ def compare_runs(base: Path, new: Path, threshold_pct: float = 5.0) -> Compariso
         )
     weak = [p for p in cmp.points if p.weak and p.verdict != NO_VERDICT]
     if weak:
+        counted = "counted as regressions (--allow-weak)" if allow_weak else "not counted"
         cmp.warnings.append(
-            f"{len(weak)} verdict(s) rest on one server life per side (interval samples): they capture"
-            " noise within a run, not between runs. Re-run both sides with --repeat 3 for a firm answer."
+            f"{len(weak)} verdict(s) rest on one server life per side (batch means of interval"
+            f" samples): they capture noise within a run, not between runs; 'possibly slower' is"
+            f" {counted}. Re-run both sides with --repeat 3 for a firm answer."
         )
     none = [p for p in cmp.points if p.verdict == NO_VERDICT and p.evidence == "none"]
     if none:
         cmp.warnings.append(
-            f"{len(none)} point(s) have one figure per side and too few interval samples: no verdict"
+            f"{len(none)} of {len(cmp.points)} point(s) have one run per side and levels too short"
+            f" for batch means (< {MIN_INTERVALS} intervals): no verdict"
+        )
+    if cmp.nothing_judged:
+        cmp.warnings.append(
+            "NOTHING COULD BE JUDGED: no point had enough evidence; exit code 2. Re-run both sides"
+            " with --repeat 3 (or longer levels) to get a verdict."
         )
     return cmp
 

@@ -17,7 +17,15 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from analysis.compare import NO_VERDICT, SLOWER, Comparison, PointComparison
+from analysis.compare import (
+    FAILED_IN_NEW,
+    FASTER,
+    POSSIBLY_FASTER,
+    POSSIBLY_SLOWER,
+    SLOWER,
+    Comparison,
+    PointComparison,
+)
 from analysis.errors import AnalysisError
 from analysis.plots import to_data_uri
 from analysis.report import TEMPLATES
@@ -27,16 +35,21 @@ COMPARE_MD = "compare.md"
 COMPARE_HTML = "compare.html"
 
 HOW_TO_READ = (
-    "Each row is one point measured in both runs. NEW/BASE is the throughput ratio (1.00× = equal,"
+    "Each row is one point measured in both runs. base and new are geometric means over each run's"
+    " repeats (the plain figure with one run per side); NEW/BASE is their ratio (1.00× = equal,"
     " 0.90× = NEW does 10% less work per second), with its 95% confidence interval in brackets."
     " A verdict of 'slower' or 'faster' needs both: the interval excludes 1.00× (the difference is"
-    " not noise) and the change exceeds the threshold. 'weak' evidence means each side was one"
-    " server life, so only the noise within a run was measured."
+    " not noise) and the change exceeds the threshold. Firm verdicts need at least 2 repeats per"
+    " side (separate server lives). With one run per side the interval comes from batch means of"
+    " that run's per-second throughput, which measures only the noise within one server life:"
+    " such verdicts read 'possibly slower'/'possibly faster' and fail the exit code only with"
+    " --allow-weak. 'failed in NEW' means BASE measured the point and NEW's level or server"
+    " failed there: a regression."
 )
 MEMORY_HOW_TO_READ = (
-    "RSS growth of each server over its measured levels (MB), BASE vs NEW. The change is NEW's"
-    " extra growth as a percentage of BASE's resident memory at the end, with its 95% confidence"
-    " interval when both sides were repeated."
+    "RSS growth of each server over its measured levels (MB): the mean over each run's complete"
+    " cells. The change is NEW's extra mean growth as a percentage of BASE's mean resident memory"
+    " at the end, with its 95% confidence interval (Welch) when both sides were repeated."
 )
 
 
@@ -54,7 +67,7 @@ def _change_cell(p: PointComparison) -> Cell:
 
 def _verdict_cell(p: PointComparison) -> Cell:
     t = p.verdict.upper() if p.regression else p.verdict
-    return Cell(p.verdict, t, note=p.note, warn=p.regression)
+    return Cell(p.verdict, t, note=p.note, warn=p.regression or p.verdict == POSSIBLY_SLOWER)
 
 
 def points_table(cmp: Comparison) -> Table:
@@ -65,8 +78,8 @@ def points_table(cmp: Comparison) -> Table:
         "THP",
         "threads",
         "metric",
-        "base",
-        "new",
+        "base (geo. mean)",
+        "new (geo. mean)",
         "NEW/BASE [95% CI]",
         "change",
         "verdict",
@@ -100,8 +113,8 @@ def memory_table(cmp: Comparison) -> Table:
     cols = [
         "allocator",
         "THP",
-        "base growth (MB)",
-        "new growth (MB)",
+        "base growth (MB, mean)",
+        "new growth (MB, mean)",
         "change [95% CI]",
         "verdict",
         "evidence",
@@ -116,7 +129,7 @@ def memory_table(cmp: Comparison) -> Table:
                 text(p.allocator),
                 text(p.thp),
                 Cell(p.base, fmt(p.base / 1024)),
-                Cell(p.new, fmt(p.new / 1024)),
+                Cell(p.new, fmt(None if p.new is None else p.new / 1024)),
                 ch,
                 _verdict_cell(p),
                 text(p.evidence),
@@ -127,23 +140,39 @@ def memory_table(cmp: Comparison) -> Table:
 
 def headline(cmp: Comparison) -> str:
     reg = cmp.regressions
-    judged = [p for p in cmp.points if p.verdict != NO_VERDICT]
+    judged = cmp.judged
+    code = cmp.exit_code
     if reg:
-        slow = sum(1 for p in reg if p.kind == "throughput")
-        mem = len(reg) - slow
+        failed = sum(1 for p in reg if p.verdict == FAILED_IN_NEW)
+        slow = sum(1 for p in reg if p.kind == "throughput") - failed
+        mem = len(reg) - slow - failed
         parts = []
+        if failed:
+            parts.append(f"{failed} point(s) measured in BASE failed in NEW")
         if slow:
+            weak = sum(1 for p in reg if p.verdict == POSSIBLY_SLOWER)
+            extra = f" ({weak} on weak evidence, --allow-weak)" if weak else ""
             parts.append(
-                f"{slow} point(s) significantly slower by more than {cmp.threshold_pct:g}%"
+                f"{slow} point(s) significantly slower by more than {cmp.threshold_pct:g}%{extra}"
             )
         if mem:
             parts.append(f"{mem} significant memory-growth increase(s)")
-        return "REGRESSION: " + "; ".join(parts) + " (exit code 1)"
-    if not judged:
-        return "NO VERDICT: no point had enough evidence to judge (exit code 0)"
+        return "REGRESSION: " + "; ".join(parts) + f" (exit code {code})"
+    if cmp.nothing_judged:
+        return (
+            f"NO VERDICT: none of the {len(cmp.points)} point(s) had enough evidence to judge —"
+            f" nothing was checked (exit code {code}). Re-run both sides with --repeat 3."
+        )
+    possible = cmp.possible_regressions
+    if possible:
+        return (
+            f"POSSIBLE REGRESSION (weak evidence: 1 run per side): {len(possible)} point(s)"
+            f" possibly slower by more than {cmp.threshold_pct:g}%; not counted (exit code {code})."
+            " Re-run both sides with --repeat 3 for a firm answer, or pass --allow-weak to fail on it."
+        )
     return (
         f"No significant regression: {len(judged)} point(s) judged, none slower by more than"
-        f" {cmp.threshold_pct:g}% (exit code 0)"
+        f" {cmp.threshold_pct:g}% (exit code {code})"
     )
 
 
@@ -192,7 +221,11 @@ def forest_plot(cmp: Comparison, workload: str) -> str | None:
     ax.axvline(1.0, color="#555555", linewidth=1)
     for i, p in enumerate(pts):
         colour = (
-            "#d62728" if p.verdict == SLOWER else "#2ca02c" if p.verdict == "faster" else "#444444"
+            "#d62728"
+            if p.verdict in (SLOWER, POSSIBLY_SLOWER, FAILED_IN_NEW)
+            else "#2ca02c"
+            if p.verdict in (FASTER, POSSIBLY_FASTER)
+            else "#444444"
         )
         if p.lo is not None and p.hi is not None:
             ax.plot([p.lo, p.hi], [i, i], color=colour, linewidth=2)

@@ -33,6 +33,14 @@ class CellMemory:
     rss_peak_kb: float | None
     anon_huge_kb: float | None
 
+    @property
+    def rss_growth_kb(self) -> float | None:
+        return growth(self.rss_end_kb, self.rss_start_kb)
+
+    @property
+    def vsz_growth_kb(self) -> float | None:
+        return growth(self.vsz_end_kb, self.vsz_start_kb)
+
 
 def cell_memory(rows: list[dict]) -> CellMemory:
     """Memory over a cell's measured levels: start of the first, end of the last, peak of all."""
@@ -57,13 +65,27 @@ def cell_memory(rows: list[dict]) -> CellMemory:
     )
 
 
-def memory_by_series(run: Run) -> dict[Series, list[CellMemory]]:
-    """One CellMemory per repeat (cell) of each series."""
+def complete_cells(run: Run) -> dict[str, list[dict]]:
+    """Rows of each cell that finished ok with every level ok, in run order.
+
+    Memory is a whole-cell figure (start of the first level to end of the last): a cell that
+    failed or skipped a level covers a different stretch of the server's life, so it is left out
+    rather than mixed in."""
     by_cell: dict[str, list[dict]] = defaultdict(list)
     for r in run.rows:
         by_cell[r["cell"]].append(r)
+    return {
+        cid: rows
+        for cid, rows in by_cell.items()
+        if run.cell(cid).get("status", "ok") == "ok"
+        and all((r.get("status") or "ok") == "ok" for r in rows)
+    }
+
+
+def memory_by_series(run: Run) -> dict[Series, list[CellMemory]]:
+    """One CellMemory per complete repeat (cell) of each series; see complete_cells()."""
     out: dict[Series, list[CellMemory]] = defaultdict(list)
-    for rows in by_cell.values():
+    for rows in complete_cells(run).values():
         s = Series(rows[0]["server"], rows[0]["allocator"], rows[0]["thp"])
         out[s].append(cell_memory(rows))
     return out
@@ -78,7 +100,8 @@ def memory_table(run: Run) -> Table:
         " the last one ended; growth = end − start (Percona's table: an allocator that fragments or"
         " caches per thread grows more as client threads rise). Peak RSS is the high-water mark;"
         " AnonHugePages is the largest amount of anonymous memory backed by transparent huge pages"
-        " seen at a level boundary. Medians over repeats.",
+        " seen at a level boundary. Medians over the repeats whose cell and levels all completed"
+        " (a failed cell covers a different stretch of the server's life and is left out).",
         label_columns(run)
         + [
             "RSS start",
@@ -104,8 +127,8 @@ def memory_table(run: Run) -> Table:
             med_or_none(c.vsz_start_kb for c in cells),
             med_or_none(c.vsz_end_kb for c in cells),
         )
-        rg = med_or_none(growth(c.rss_end_kb, c.rss_start_kb) for c in cells)
-        vg = med_or_none(growth(c.vsz_end_kb, c.vsz_start_kb) for c in cells)
+        rg = med_or_none(c.rss_growth_kb for c in cells)
+        vg = med_or_none(c.vsz_growth_kb for c in cells)
         table.rows.append(
             label_cells(run, s)
             + [num(kb_to_mb(v)) for v in (rs, re_, rg, vs, ve, vg)]
@@ -118,33 +141,194 @@ def memory_table(run: Run) -> Table:
 
 
 # -- hugepages -----------------------------------------------------------------------------------
+# Counters of /proc/vmstat kept per level (system-wide deltas), shown first when present; any other
+# thp_* key a run recorded is shown after them.
+THP_COUNTER_ORDER = ("thp_fault_alloc", "thp_fault_fallback", "thp_collapse_alloc", "thp_split")
+NOT_COUNTERS = frozenset({"process_thp_enabled"})
+ALIASES = {"thp_split": "thp_split_page"}  # results.csv's short name -> the vmstat name
+
+
+def cell_process_thp(run: Run, cell_id: str) -> int | None:
+    """THP_enabled read back from the cell's server process (1, 0, or None = unknown)."""
+    state = (run.cell(cell_id).get("thp") or {}).get("process_thp_enabled")
+    if state is None:
+        state = next(
+            (
+                r["process_thp_enabled"]
+                for r in run.rows
+                if r["cell"] == cell_id and r.get("process_thp_enabled") is not None
+            ),
+            None,
+        )
+    return None if state is None else int(state)
+
+
+def expected_process_thp(run: Run, cell_id: str) -> int:
+    """What the THP mode implies for the process flag: 0 only when we set PR_SET_THP_DISABLE.
+
+    /proc/PID/status THP_enabled reflects the process's own opt-out (the prctl), not the system
+    mode: under system `never` it still reads 1."""
+    return 0 if (run.cell(cell_id).get("thp") or {}).get("method") == "prctl" else 1
+
+
 def process_thp_states(run: Run, s: Series) -> list:
-    """THP_enabled read back from each server process of the series (1, 0 or None = unknown)."""
-    states = []
-    for cell_id in sorted(
+    """THP_enabled of each server process of the series (1, 0 or None = unknown)."""
+    cells = sorted(
         {r["cell"] for r in run.rows if Series(r["server"], r["allocator"], r["thp"]) == s}
-    ):
-        state = (run.cell(cell_id).get("thp") or {}).get("process_thp_enabled")
-        if state is None:
-            state = next(
-                (
-                    r["process_thp_enabled"]
-                    for r in run.rows
-                    if r["cell"] == cell_id and r.get("process_thp_enabled") is not None
-                ),
-                None,
-            )
-        states.append(None if state is None else int(state))
-    return states
+    )
+    return [cell_process_thp(run, c) for c in cells]
+
+
+def in_force_text(thp: dict) -> str:
+    """The THP setting a cell ran under, as recorded (prctl `never` says so)."""
+    force = thp.get("in_force") or {}
+    if thp.get("method") == "prctl":
+        system = thp.get("system") or {}
+        sys_text = f"; system enabled={system['enabled']}" if system.get("enabled") else ""
+        return f"never (prctl, per server{sys_text})"
+    if not force:
+        return "unknown"
+    return f"enabled={force.get('enabled', '?')}, defrag={force.get('defrag', '?')}"
 
 
 def thp_in_force(run: Run, s: Series) -> str:
+    texts = []
     for r in run.rows:
         if Series(r["server"], r["allocator"], r["thp"]) == s:
-            force = (run.cell(r["cell"]).get("thp") or {}).get("in_force") or {}
-            if force:
-                return f"enabled={force.get('enabled', '?')}, defrag={force.get('defrag', '?')}"
-    return "unknown"
+            texts.append(in_force_text(run.cell(r["cell"]).get("thp") or {}))
+    known = [t for t in dict.fromkeys(texts) if t != "unknown"]
+    return "; ".join(known) or "unknown"
+
+
+def thp_counters(run: Run, cell_id: str) -> dict[str, float]:
+    """System-wide /proc/vmstat thp_* deltas summed over the cell's completed measured levels.
+
+    Read from results.csv columns and from the manifest's per-phase collector figures (any thp_*
+    key, also inside a nested dict such as a vmstat section), whichever a run recorded."""
+    phases = ((run.cell(cell_id).get("collectors") or {}).get("phases")) or {}
+    totals: dict[str, float] = defaultdict(float)
+    for r in run.rows:
+        if r["cell"] != cell_id or (r.get("status") or "ok") != "ok":
+            continue
+        found: dict[str, float] = {}
+        fig = phases.get(f"{r['workload']}@{r['threads']}") or {}
+        for src in [fig] + [v for v in fig.values() if isinstance(v, dict)]:
+            for k, v in src.items():
+                if k.startswith("thp_") and k not in NOT_COUNTERS and _is_number(v):
+                    found[k] = float(v)
+        for k, v in r.items():
+            if k.startswith("thp_") and k not in NOT_COUNTERS and v is not None:
+                found[k] = float(v)
+        for k, v in found.items():
+            totals[k] += v
+    return dict(totals)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _counter_columns(per_cell: dict[str, dict[str, float]]) -> list[str]:
+    """The usual counters first, then any other that moved in some cell (a run may record two
+    dozen thp_* counters, most of them always 0)."""
+    keys = {k for c in per_cell.values() for k in c}
+    keys -= {alias for alias, name in ALIASES.items() if name in keys}
+    first = [k for k in THP_COUNTER_ORDER if k in keys]
+    moved = {k for c in per_cell.values() for k, v in c.items() if v}
+    return first + sorted((keys & moved) - set(first))
+
+
+def what_reached(run: Run, cell_id: str) -> str:
+    thp = run.cell(cell_id).get("thp") or {}
+    state = cell_process_thp(run, cell_id)
+    if thp.get("method") == "prctl":
+        if state == 1:
+            return "PR_SET_THP_DISABLE did not take: the server ran with THP on"
+        return "no huge pages: THP off for this server (prctl)"
+    mode = (thp.get("in_force") or {}).get("enabled")
+    if state is None:
+        return "unknown: the server's THP flag was not read back"
+    if mode == "never":
+        return "no huge pages (system never)" + (
+            "; the server also disabled THP for itself" if state == 0 else ""
+        )
+    if state == 0:
+        return (
+            "the server disabled THP for itself: at most memory mapped before that (the buffer"
+            " pool) got huge pages, never the allocator's heap"
+        )
+    return {
+        "always": "all anonymous memory was eligible for huge pages",
+        "madvise": "only regions the program advised (MADV_HUGEPAGE) were eligible",
+        "never": "no huge pages (system never)",
+    }.get(str(mode), f"system mode {mode}")
+
+
+def thp_cells_table(run: Run) -> Table:
+    """Per cell: THP asked for, how it was applied, what the server process really had, and the
+    system's THP counters over the measured levels."""
+    ids = [cid for cid, c in run.cells.items() if c.get("thp")]
+    counters = {cid: thp_counters(run, cid) for cid in ids}
+    cols = _counter_columns(counters)
+    table = Table(
+        "thp-cells",
+        "THP per cell: what was asked, what the server process had",
+        "One row per cell (server life). 'in force' is the system setting read back after it was"
+        " applied (or the per-server prctl for `never` without write access). 'process THP' is the"
+        " THP_enabled flag read back from the server's own /proc/PID/status: 1 = THP allowed for"
+        " the process, 0 = THP disabled for it (by our prctl, or by the server itself — Debian's"
+        " MariaDB does that at start-up); ⚠ marks a flag that differs from what the mode implies"
+        " (1, unless we set the prctl). AnonHugePages is the largest amount of the server's"
+        " anonymous memory backed by huge pages at a level boundary. The thp_* columns are"
+        " /proc/vmstat counters summed over the cell's measured levels (counters that stayed 0"
+        " everywhere are left out): system-wide — any process on the machine counts — so read"
+        " them as a whole-cell figure, not the server's alone. thp_fault_alloc: huge pages"
+        " given at a page fault; thp_fault_fallback: a huge page was wanted and a small one used;"
+        " thp_collapse_alloc: small pages merged into a huge one by khugepaged; thp_split_*:"
+        " huge pages broken up again.",
+        ["cell", "THP asked", "applied by", "in force", "process THP", "what reached the server",
+         "AnonHugePages (MB)"] + cols,
+    )  # fmt: skip
+    for cid in ids:
+        thp = run.cell(cid).get("thp") or {}
+        rows = [r for r in run.rows if r["cell"] == cid]
+        huge = [r["anon_huge_kb"] for r in rows if r.get("anon_huge_kb") is not None]
+        state = cell_process_thp(run, cid)
+        mismatch = state is not None and state != expected_process_thp(run, cid)
+        table.rows.append(
+            [
+                text(cid),
+                text(thp.get("requested")),
+                text(thp.get("method") or "?"),
+                text(in_force_text(thp)),
+                Cell(state, "?" if state is None else str(state), warn=mismatch),
+                text(what_reached(run, cid)),
+                num(kb_to_mb(max(huge)) if huge else None),
+            ]
+            + [num(counters[cid].get(k)) for k in cols]
+        )
+    return table
+
+
+def thp_state_mismatches(run: Run) -> list[str]:
+    """Cells whose server process THP flag differs from what the THP mode implies."""
+    out = []
+    for cid in run.cells:
+        state = cell_process_thp(run, cid)
+        if state is not None and state != expected_process_thp(run, cid):
+            out.append(cid)
+    return out
+
+
+def thp_self_disabled(run: Run) -> list[str]:
+    """Cells where the THP mode in force offered huge pages (always/madvise) but the server
+    disabled THP for itself (under system `never` there was nothing to refuse)."""
+    return [
+        c
+        for c in thp_state_mismatches(run)
+        if cell_process_thp(run, c) == 0
+        and ((run.cell(c).get("thp") or {}).get("in_force") or {}).get("enabled") != "never"
+    ]
 
 
 def hugepage_table(run: Run, workload: str) -> Table | None:
@@ -163,14 +347,17 @@ def hugepage_table(run: Run, workload: str) -> Table | None:
         f"hugepages-{workload}",
         f"{workload}: hugepage impact — THP modes side by side",
         f"Each row is one allocator under one transparent-hugepage mode. The per-thread columns give"
-        f" throughput as a ratio to the same allocator with THP `{ref}` (above 1.00× = THP helped)."
-        " p99 is at the highest thread count. AnonHugePages is how much of the server's anonymous"
-        " memory huge pages backed; 'process THP' is the THP_enabled flag read back from the"
-        " server's own /proc/PID/status (0 = the server had THP disabled for itself).",
+        f" throughput as a ratio to the same allocator with THP `{ref}` (above 1.00× = THP helped;"
+        " hover for the figure). p99 is at the highest thread count. The last two columns are"
+        " whole-cell figures, not per thread level: RSS growth from the start of the first"
+        " measured level to the end of the last, and the largest AnonHugePages (server memory"
+        " backed by huge pages) seen at a level boundary, medians over complete cells. 'process"
+        " THP' is the THP_enabled flag read back from the server's own /proc/PID/status (0 = the"
+        " server ran with THP disabled for itself).",
         label_columns(run)
         + ["THP in force", "process THP"]
         + [f"{t} thr" for t in threads]
-        + [f"p99 ms @{top}", "RSS growth (MB)", "AnonHugePages (MB)"],
+        + [f"p99 ms @{top}", "RSS growth, whole cell (MB)", "AnonHugePages, cell max (MB)"],
     )
     for s in series_of(run):
         if s.thp not in modes:
@@ -188,18 +375,8 @@ def hugepage_table(run: Run, workload: str) -> Table | None:
         cells = mem.get(s, [])
         row += [
             num(lat.median if lat else None),
-            num(kb_to_mb(med_or_none(growth(c.rss_end_kb, c.rss_start_kb) for c in cells))),
+            num(kb_to_mb(med_or_none(c.rss_growth_kb for c in cells))),
             num(kb_to_mb(med_or_none(c.anon_huge_kb for c in cells))),
         ]
         table.rows.append(row)
     return table
-
-
-def thp_self_disabled(run: Run) -> list[str]:
-    """Cells where THP was requested (or left to the system) but the server disabled it for itself."""
-    out = []
-    for cid, cell in run.cells.items():
-        thp = cell.get("thp") or {}
-        if thp.get("requested") != "never" and thp.get("process_thp_enabled") == 0:
-            out.append(cid)
-    return out

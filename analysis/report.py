@@ -125,6 +125,13 @@ def warnings(run: Run) -> list[str]:
             f"EXPERIMENT — {what}. Figures from these cells describe a modified server, not the"
             " server as shipped; compare them only with each other."
         )
+    self_off = memory.thp_self_disabled(run)
+    if self_off and (len(run.thp_modes) > 1 or run.thp_modes != ["system"]):
+        out.append(
+            f"THP was part of this study, but the server disabled THP for itself in"
+            f" {len(self_off)} cell(s): the THP mode reached at most its buffer pool, not the"
+            " allocator's heap. See 'Transparent hugepages'."
+        )
     rec = cells.reconciliation_failed(run)
     if rec:
         out.append(
@@ -168,14 +175,29 @@ def build_context(run: Run) -> dict:
         "memory": memory.memory_table(run),
         "rss_plot": plots.rss_timeline_plot(run),
         "thp_modes": run.thp_modes,
+        "thp_cells": memory.thp_cells_table(run),
         "thp_self_disabled": memory.thp_self_disabled(run),
         "thp_probe": run.manifest.get("thp_prctl_probe") or {},
+        "probe_why": probe_why(run.manifest.get("thp_prctl_probe")),
         "failures": cells.failures(run),
         "reconciliation": cells.reconciliation_table(run),
         "closed_loop_note": CLOSED_LOOP_NOTE,
         "repeats": run.repeats,
         "standin_label": tables.STANDIN_LABEL,
     }
+
+
+def probe_why(probe: dict | None) -> str:
+    """Why the prctl-vs-MADV_HUGEPAGE probe has no answer, in words."""
+    if not probe:
+        return "the run predates the probe"
+    if probe.get("force_error"):
+        return probe["force_error"]
+    if (probe.get("probe_mode") or probe.get("system_enabled")) == "never":
+        return "THP was never system-wide and could not be switched on for the probe (needs root)"
+    if probe.get("advised_kb") is None:
+        return "the probe process failed"
+    return "the probe got no huge pages even without the prctl (memory too fragmented?)"
 
 
 def _atomic_write(path: Path, data: str) -> None:

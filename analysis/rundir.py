@@ -32,6 +32,7 @@ TEXT_COLUMNS = frozenset(
         "status",
         "error",
         "phase",
+        "ctxsw_source",
     }
 )
 INT_COLUMNS = frozenset({"threads", "repeat"})

@@ -15,8 +15,9 @@ class Cell:
     value: float | str | None
     text: str
     note: str = ""  # secondary figure shown small beside the text, e.g. "1.08× glibc"
-    title: str = ""  # hover text in HTML: the confidence interval, the repeats
+    title: str = ""  # hover text in HTML: how the interval was computed, the spread
     warn: bool = False  # unstable point (spread > 10% of the median)
+    ci: str = ""  # the confidence interval, shown beside the value ("[1,020–1,090]")
 
 
 @dataclass
@@ -34,7 +35,12 @@ class Table:
 
     def markdown(self) -> str:
         def md(c: Cell) -> str:
-            text = c.text + (f" ({c.note})" if c.note else "") + (" ⚠" if c.warn else "")
+            text = (
+                c.text
+                + (f" {c.ci}" if c.ci else "")
+                + (f" ({c.note})" if c.note else "")
+                + (" ⚠" if c.warn else "")
+            )
             return text.replace("|", "\\|")
 
         lines = ["| " + " | ".join(self.columns) + " |", "|" + "---|" * len(self.columns)]
@@ -70,5 +76,7 @@ def ratio_text(r: float | None) -> str:
     return "–" if r is None else f"{r:.2f}×"
 
 
-def num(value: float | None, note: str = "", title: str = "", warn: bool = False) -> Cell:
-    return Cell(value, fmt(value), note, title, warn)
+def num(
+    value: float | None, note: str = "", title: str = "", warn: bool = False, ci: str = ""
+) -> Cell:
+    return Cell(value, fmt(value), note, title, warn, ci)

@@ -107,10 +107,22 @@ def points(run: Run, workload: str, metric: str) -> dict[tuple[Series, int], Med
 def _ci_title(ci: MedianCI) -> str:
     if ci.n == 1:
         return "one repeat: no interval"
-    cov = f"{ci.coverage * 100:.1f}%"
     return (
-        f"median of {ci.n} repeats; {cov} CI {fmt(ci.lo)}–{fmt(ci.hi)}; spread {ci.spread_pct:.1f}%"
+        f"median of {ci.n} repeats; 95% confidence interval {fmt(ci.lo)}–{fmt(ci.hi)}"
+        f" ({ci.method}); spread of the repeats {ci.spread_pct:.1f}%"
     )
+
+
+def ci_text(ci: MedianCI) -> str:
+    """The interval as shown beside a value: "[lo–hi]" when repeated, "" for one value."""
+    return "" if ci.n < 2 else f"[{fmt(ci.lo)}–{fmt(ci.hi)}]"
+
+
+CI_NOTE = (
+    "Values are medians over {n} repeats (separate server lives); [lo–hi] beside a value is its 95%"
+    " confidence interval (Student t on the log of the repeats — the method `mallocsweep compare`"
+    " uses). With few repeats the interval is wide: that is the honest uncertainty, not an error."
+)
 
 
 def pivot_table(
@@ -134,7 +146,7 @@ def pivot_table(
             base = pts.get((Series(s.server, BASELINE_ALLOCATOR, s.thp), t))
             if ratio and base is not None and base.median and s.allocator != BASELINE_ALLOCATOR:
                 note = f"{ratio_text(ci.median / base.median)} glibc"
-            row.append(num(ci.median, note, _ci_title(ci), ci.unstable))
+            row.append(num(ci.median, note, _ci_title(ci), ci.unstable, ci_text(ci)))
             if ci.unstable:
                 unstable.append(f"{series_label(run, s)} at {t} threads ({ci.spread_pct:.0f}%)")
         table.rows.append(row)
@@ -143,9 +155,7 @@ def pivot_table(
             "⚠ unstable (repeats spread > 10% of the median): " + "; ".join(unstable)
         )
     if run.repeats > 1:
-        table.notes.append(
-            "Values are medians over repeats; hover a value for its confidence interval."
-        )
+        table.notes.append(CI_NOTE.format(n=run.repeats))
     return table
 
 

@@ -1,9 +1,21 @@
-"""`mallocsweep compare BASE NEW`: is NEW significantly slower than BASE? Exit 1 if so."""
+"""`mallocsweep compare BASE NEW`: is NEW significantly slower than BASE? Exit 1 if so.
+
+The verdict is computed and printed before compare.md/compare.html are written: a file that cannot
+be written is a warning, never a lost verdict. Exit codes stay 0/1/2 whatever happens: an internal
+error becomes a one-line error with exit code 2 (MALLOCSWEEP_DEBUG=1 shows the traceback).
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
+
+MIN_REPEATS_HELP = (
+    "Firm verdicts need at least 2 repeats per side (run both with --repeat 3); with one run per "
+    "side a slowdown is only 'possibly slower' (weak evidence) and exits 0 unless --allow-weak."
+)
 
 
 def add_parser(sub) -> None:
@@ -13,8 +25,10 @@ def add_parser(sub) -> None:
         description="Match the points of two runs by (workload, allocator, threads, THP mode) — or "
         "by allocator across two server versions, for an upgrade check — and give each a NEW/BASE "
         "ratio with a confidence interval and a verdict. A point is 'slower' only when the change "
-        "is both statistically significant and larger than --threshold. Exit codes: 0 no "
-        "significant regression, 1 regression, 2 error. Writes compare.md and compare.html into NEW.",
+        "is both statistically significant and larger than --threshold; a point BASE measured that "
+        f"failed in NEW is a regression too. {MIN_REPEATS_HELP} Exit codes: 0 no significant "
+        "regression, 1 regression, 2 error or nothing could be judged. Writes compare.md and "
+        "compare.html into NEW.",
     )
     p.add_argument("base", metavar="BASE_RUN", type=Path)
     p.add_argument("new", metavar="NEW_RUN", type=Path)
@@ -24,6 +38,11 @@ def add_parser(sub) -> None:
         default=5.0,
         metavar="PCT",
         help="smallest change called a regression, in percent (default 5)",
+    )
+    p.add_argument(
+        "--allow-weak",
+        action="store_true",
+        help="also exit 1 on 'possibly slower' points judged from one run per side (weak evidence)",
     )
     p.add_argument("--json", action="store_true", help="machine-readable verdicts on stdout")
     p.add_argument(
@@ -37,18 +56,51 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from analysis.compare import compare_runs, render_text, write_outputs
     from analysis.errors import AnalysisError
 
     if not 0 <= args.threshold < 100:
         raise AnalysisError(f"--threshold {args.threshold}: expected a percentage from 0 to 100")
-    cmp = compare_runs(args.base, args.new, threshold_pct=args.threshold)
-    out_dir = args.out or args.new
-    files = write_outputs(cmp, out_dir)
+    try:
+        return _run(args)
+    except AnalysisError:
+        raise
+    except Exception as e:  # a bug of ours must not read as "no regression" (0) or "regression" (1)
+        if os.environ.get("MALLOCSWEEP_DEBUG"):
+            raise
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise AnalysisError(
+            f"internal error while comparing ({type(e).__name__}: {first}); no verdict. Rerun with"
+            " MALLOCSWEEP_DEBUG=1 for the traceback"
+        ) from None
+
+
+def _run(args) -> int:
+    from analysis.compare import compare_runs, render_text, write_outputs
+    from analysis.errors import AnalysisError
+
+    cmp = compare_runs(
+        args.base, args.new, threshold_pct=args.threshold, allow_weak=args.allow_weak
+    )
+    code = cmp.exit_code
     if args.json:
-        print(json.dumps(cmp.to_json(), indent=2))
+        print(json.dumps(cmp.to_json(), indent=2), flush=True)
+        for w in cmp.warnings:  # scripts read stdout; people watching CI logs read stderr
+            print(f"mallocsweep compare: WARNING: {w}", file=sys.stderr)
     else:
-        print(render_text(cmp))
+        print(render_text(cmp), flush=True)
+    try:
+        files = write_outputs(cmp, args.out or args.new)
+    except Exception as e:  # noqa: BLE001 - the verdict is made; the files are a view of it
+        if os.environ.get("MALLOCSWEEP_DEBUG") and not isinstance(e, AnalysisError):
+            raise
+        what = str(e) if isinstance(e, AnalysisError) else f"{type(e).__name__}: {e}"
+        print(
+            f"mallocsweep compare: WARNING: compare.md/compare.html not written: {what}"
+            f" (the verdict above stands, exit code {code})",
+            file=sys.stderr,
+        )
+        return code
+    if not args.json:
         for f in files:
             print(f"written: {f}")
-    return cmp.exit_code
+    return code

@@ -11,6 +11,7 @@ from fixtures.make_runs import make_run
 from analysis import cells, memory, tables
 from analysis.report import write_report
 from analysis.rundir import load_run
+from analysis.stats import median_ci
 from analysis.table import fmt
 
 
@@ -137,7 +138,12 @@ def test_repeats_are_medians_with_intervals(runs):
     ]
     assert len(vals) == 3
     assert cell.value == statistics.median(vals)
-    assert "75.0% CI" in cell.title  # 3 repeats: [min, max], its real coverage said
+    ci = median_ci(vals)
+    assert cell.ci == f"[{fmt(ci.lo)}–{fmt(ci.hi)}]"  # shown beside the value, not only on hover
+    assert ci.lo < min(vals) and ci.hi > max(vals)  # 3 values: a t interval is wider than them
+    assert "95% confidence interval" in cell.title
+    assert "[" in t.markdown().split("\n")[3]  # Markdown shows it too
+    assert any("95% confidence interval" in n for n in t.notes)
 
 
 def test_latency_and_efficiency_tables_equal_results_csv(runs):
@@ -187,10 +193,37 @@ def test_hugepage_table_only_with_several_modes(runs):
     assert memory.hugepage_table(load_run(runs["plain"]), "oltp_ro") is None
     run = load_run(runs["thp"])
     t = memory.hugepage_table(run, "oltp_ro")
-    never = [r for r in t.rows if r[1].value == "never"]
-    assert all(c.value == 1.0 for r in never for c in r[4:6])  # never vs itself
-    assert {r[3].value for r in t.rows} == {"0"}  # mariadbd turned THP off for itself
-    assert len(memory.thp_self_disabled(run)) == 2  # the two "always" cells
+    cols = t.columns
+    for row in t.rows:
+        alloc, mode = row[0].value, row[1].value
+        for th in (8, 64):
+
+            def qps(m, alloc=alloc, th=th):
+                return next(
+                    r["qps"]
+                    for r in run.rows
+                    if (r["allocator"], r["thp"], r["threads"], r["workload"])
+                    == (alloc, m, th, "oltp_ro")
+                )
+
+            # the ratio to the same allocator under `never`, recomputed from results.csv
+            assert row[cols.index(f"{th} thr")].value == pytest.approx(qps(mode) / qps("never"))
+        rows = [r for r in run.rows if (r["allocator"], r["thp"]) == (alloc, mode)]
+        p99 = next(
+            r["lat_p99_ms"] for r in rows if r["threads"] == 64 and r["workload"] == "oltp_ro"
+        )
+        assert row[cols.index("p99 ms @64")].value == p99
+        growth = (rows[-1]["rss_end_kb"] - rows[0]["rss_start_kb"]) / 1024
+        assert row[cols.index("RSS growth, whole cell (MB)")].value == pytest.approx(growth)
+        huge = max(r["anon_huge_kb"] for r in rows) / 1024
+        assert row[cols.index("AnonHugePages, cell max (MB)")].value == huge
+        assert row[cols.index("process THP")].value == "0"  # mariadbd turned THP off for itself
+    always = [r for r in t.rows if r[1].value == "always"]
+    assert always and all(
+        r[cols.index("AnonHugePages, cell max (MB)")].value == 40.0 for r in always
+    )
+    # the two `always` cells: THP was offered, mariadbd said no (under `never` nothing was offered)
+    assert [c.split("__")[2] for c in memory.thp_self_disabled(run)] == ["thp-always"] * 2
 
 
 def test_failures_name_cells_and_levels(runs):
@@ -252,10 +285,16 @@ def test_report_with_failures_lists_reasons_and_keeps_the_rest(runs):
 
 def test_thp_report_explains_self_disabled_thp(runs):
     html_path, md_path = write_report(runs["thp"])
-    text = " ".join(parse(html_path.read_text()).text)
-    assert "Hugepage impact" in text
+    page = parse(html_path.read_text())
+    text = " ".join(" ".join(page.text).split())
+    assert "Transparent hugepages (THP)" in text
+    assert "oltp_ro: hugepage impact — THP modes side by side" in text
     assert "The server disabled THP for itself" in text
-    assert "THP_enabled: 0" in md_path.read_text()
+    assert "THP was part of this study, but the server disabled THP" in text  # read this first
+    assert "In 2 of 4 cell(s) THP was allowed" in text
+    assert len(page.tables["thp-cells"]) == 1 + 4  # header + one row per cell
+    md = md_path.read_text()
+    assert "THP_enabled: 0" in md and "THP per cell" in md
 
 
 def test_standin_is_labelled(runs):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 
@@ -24,17 +25,33 @@ def test_t_quantile_matches_the_tables(df, expected):
     assert t_quantile(0.975, df) == pytest.approx(expected, abs=2e-3)
 
 
-def test_median_ci_small_samples_report_their_real_coverage():
+def test_median_ci_is_a_95_percent_t_interval_on_the_log_scale():
     ci = median_ci([3.0, 1.0, 2.0])
-    assert (ci.median, ci.lo, ci.hi) == (2.0, 1.0, 3.0)
-    assert ci.coverage == pytest.approx(0.75)
-    assert median_ci([1.0, 2.0, 3.0, 4.0, 5.0]).coverage == pytest.approx(0.9375)
+    assert ci.median == 2.0 and ci.coverage == 0.95 and ci.n == 3
+    logs = [math.log(x) for x in (1.0, 2.0, 3.0)]
+    mean, sd = sum(logs) / 3, statistics.stdev(logs)
+    half = 4.303 * sd / math.sqrt(3)  # t(0.975, df=2)
+    assert ci.lo == pytest.approx(math.exp(mean - half), rel=1e-3)
+    assert ci.hi == pytest.approx(math.exp(mean + half), rel=1e-3)
+    assert "log" in ci.method
 
 
-def test_median_ci_large_sample_reaches_95_percent():
-    ci = median_ci([float(x) for x in range(1, 21)])
-    assert ci.coverage >= 0.95
-    assert 1.0 < ci.lo < ci.median < ci.hi < 20.0
+def test_median_ci_is_centred_on_the_geometric_mean_as_compare_is():
+    """compare's ratio is one of geometric means; the report's interval is centred on the same."""
+    xs = [100.0, 103.0, 97.0, 101.0]
+    ci = median_ci(xs)
+    gm = math.exp(sum(math.log(x) for x in xs) / len(xs))
+    assert math.sqrt(ci.lo * ci.hi) == pytest.approx(gm)  # symmetric around the geometric mean
+
+
+def test_median_ci_with_zeros_falls_back_to_the_linear_scale():
+    ci = median_ci([0.0, 1.0, 2.0])
+    assert ci.method == "Student t" and ci.lo < 0 < 1.0 < ci.hi
+
+
+def test_median_ci_large_sample_narrows():
+    ci = median_ci([float(x) for x in range(10, 30)])
+    assert 10.0 < ci.lo < ci.median < ci.hi < 30.0
 
 
 def test_single_value_has_no_interval():
@@ -73,5 +90,10 @@ def test_diff_ci_is_symmetric_around_the_difference():
 
 def test_batch_means_keep_the_latest_intervals():
     assert batch_means(list(range(23))) == [4.5, 8.5, 12.5, 16.5, 20.5]
-    assert batch_means([1.0, 2.0, 3.0]) == [1.0, 2.0, 3.0]
     assert all(not math.isnan(x) for x in batch_means([1.0] * 10))
+
+
+def test_batch_means_refuse_series_too_short_to_decorrelate():
+    """Raw 1-second intervals are autocorrelated: returning them would make intervals too narrow."""
+    assert batch_means([1.0, 2.0, 3.0]) == []
+    assert batch_means([1.0] * 9) == []

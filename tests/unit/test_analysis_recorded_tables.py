@@ -1,0 +1,212 @@
+"""Tables, report.html and summary.md on the recorded REAL run directories: every figure checked
+against what this test recomputes from results.csv on its own (csv module, statistics module)."""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+import shutil
+import statistics
+from pathlib import Path
+
+import pytest
+
+from analysis import memory, tables
+from analysis.report import write_report
+from analysis.rundir import load_run
+from analysis.table import fmt
+from tests.unit.test_analysis_report import parse
+
+RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+T975 = {1: 12.7062, 2: 4.30265, 3: 3.18245, 4: 2.77645}  # Student t, 97.5% quantile, by df
+
+
+def raw_rows(name: str) -> list[dict]:
+    with (RUNS / name / "results.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def values(rows, col, **match) -> list[float]:
+    return [
+        float(r[col])
+        for r in rows
+        if all(r[k] == str(v) for k, v in match.items()) and r["status"] == "ok"
+    ]
+
+
+def cells_of(rows, **match) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in rows:
+        if all(r[k] == str(v) for k, v in match.items()):
+            out.setdefault(r["cell"], []).append(r)
+    return out
+
+
+def log_t_interval(xs: list[float]) -> tuple[float, float]:
+    logs = [math.log(x) for x in xs]
+    half = T975[len(xs) - 1] * statistics.stdev(logs) / math.sqrt(len(xs))
+    mean = statistics.fmean(logs)
+    return math.exp(mean - half), math.exp(mean + half)
+
+
+# -- pivot tables: p95, p99, throughput ------------------------------------------------------------
+@pytest.mark.parametrize("name", ["real-smoke-1", "real-regress-base-a", "real-thp-small"])
+@pytest.mark.parametrize("pct", ["p95", "p99"])
+def test_latency_tables_equal_results_csv(name, pct):
+    run, rows = load_run(RUNS / name), raw_rows(name)
+    for wl in run.workloads:
+        t = tables.latency_table(run, wl, pct)
+        thp_col = "THP" in t.columns
+        for row in t.rows:
+            alloc = row[0].value
+            thp = row[1].value if thp_col else run.thp_modes[0]
+            for th in run.threads(wl):
+                cell = row[t.columns.index(f"{th} thr")]
+                xs = values(
+                    rows, f"lat_{pct}_ms", allocator=alloc, thp=thp, workload=wl, threads=th
+                )
+                assert cell.value == pytest.approx(statistics.median(xs))
+                if len(xs) > 1:
+                    lo, hi = log_t_interval(xs)
+                    assert cell.ci == f"[{fmt(lo)}–{fmt(hi)}]"
+                else:
+                    assert cell.ci == ""
+
+
+def test_repeated_throughput_shows_median_and_interval_in_html_and_markdown(tmp_path):
+    copy = shutil.copytree(RUNS / "real-regress-base-a", tmp_path / "run")
+    html, md = write_report(copy)
+    qps = values(raw_rows("real-regress-base-a"), "qps", threads=4)
+    assert len(qps) == 5
+    lo, hi = log_t_interval(qps)
+    want = f"{fmt(statistics.median(qps))}[{fmt(lo)}–{fmt(hi)}]"
+    page = parse(html.read_text())
+    row = page.tables["throughput-point_select"][1]
+    assert row[0] == "glibc" and row[1].startswith(want)  # visible, not only on hover
+    assert f"| glibc | {fmt(statistics.median(qps))} [{fmt(lo)}–{fmt(hi)}]" in md.read_text()
+
+
+# -- memory --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["real-smoke-1", "real-regress-base-a", "real-thp-small"])
+def test_memory_table_equals_results_csv(name):
+    run, rows = load_run(RUNS / name), raw_rows(name)
+    t = memory.memory_table(run)
+    thp_col = "THP" in t.columns
+    for row in t.rows:
+        alloc = row[0].value
+        match = {"allocator": alloc}
+        if thp_col:
+            match["thp"] = row[1].value
+        cells = list(cells_of(rows, **match).values())
+
+        def med(f, cells=cells):
+            return statistics.median(f(c) for c in cells) / 1024
+
+        want = {
+            "RSS start": med(lambda c: float(c[0]["rss_start_kb"])),
+            "RSS end": med(lambda c: float(c[-1]["rss_end_kb"])),
+            "RSS growth": med(lambda c: float(c[-1]["rss_end_kb"]) - float(c[0]["rss_start_kb"])),
+            "VSZ start": med(lambda c: float(c[0]["vsz_start_kb"])),
+            "VSZ end": med(lambda c: float(c[-1]["vsz_end_kb"])),
+            "VSZ growth": med(lambda c: float(c[-1]["vsz_end_kb"]) - float(c[0]["vsz_start_kb"])),
+            "peak RSS": med(lambda c: max(float(r["rss_peak_kb"]) for r in c)),
+            "AnonHugePages": med(lambda c: max(float(r["anon_huge_kb"]) for r in c)),
+        }
+        for col, v in want.items():
+            assert row[t.columns.index(col)].value == pytest.approx(v), (name, alloc, col)
+
+
+# -- hugepages (real THP always vs never) ----------------------------------------------------------
+def test_hugepage_table_equals_results_csv():
+    run, rows = load_run(RUNS / "real-thp-small"), raw_rows("real-thp-small")
+    t = memory.hugepage_table(run, "point_select")
+    cols = t.columns
+    assert len(t.rows) == 4
+    for row in t.rows:
+        alloc, mode = row[0].value, row[1].value
+
+        def qps(m, th, alloc=alloc):
+            (x,) = values(rows, "qps", allocator=alloc, thp=m, threads=th)
+            return x
+
+        for th in (4, 16):
+            assert row[cols.index(f"{th} thr")].value == pytest.approx(
+                qps(mode, th) / qps("never", th)
+            )
+        (p99,) = values(rows, "lat_p99_ms", allocator=alloc, thp=mode, threads=16)
+        assert row[cols.index("p99 ms @16")].value == pytest.approx(p99)
+        (cell,) = cells_of(rows, allocator=alloc, thp=mode).values()
+        growth = (float(cell[-1]["rss_end_kb"]) - float(cell[0]["rss_start_kb"])) / 1024
+        assert row[cols.index("RSS growth, whole cell (MB)")].value == pytest.approx(growth)
+        huge = max(float(r["anon_huge_kb"]) for r in cell) / 1024
+        assert row[cols.index("AnonHugePages, cell max (MB)")].value == pytest.approx(huge)
+        assert (huge > 0) == (mode == "always")  # the buffer pool got huge pages under always
+        assert row[cols.index("THP in force")].value == f"enabled={mode}, defrag=madvise"
+
+
+def test_thp_cell_counters_are_level_sums_of_results_csv():
+    run, rows = load_run(RUNS / "real-thp-small"), raw_rows("real-thp-small")
+    t = memory.thp_cells_table(run)
+    for row in t.rows:
+        cell = [r for r in rows if r["cell"] == row[0].value]
+        for col in ("thp_fault_alloc", "thp_collapse_alloc"):
+            assert row[t.columns.index(col)].value == sum(float(r[col]) for r in cell)
+        assert row[t.columns.index("process THP")].text == "0"
+    always = [r for r in t.rows if r[1].value == "always"]
+    assert all(r[t.columns.index("thp_fault_alloc")].value > 0 for r in always)
+
+
+# -- the server's own THP opt-out on a single-mode run ---------------------------------------------
+def test_single_mode_run_shows_the_servers_thp_opt_out(tmp_path):
+    """real-smoke-1 ran under the system's madvise; mariadbd reported THP_enabled 0 in every cell."""
+    rows = raw_rows("real-smoke-1")
+    assert {r["process_thp_enabled"] for r in rows} == {"0"}
+    copy = shutil.copytree(RUNS / "real-smoke-1", tmp_path / "run")
+    html, md = write_report(copy)
+    page = parse(html.read_text())
+    text = " ".join(" ".join(page.text).split())
+    assert "The server disabled THP for itself" in text and "In 2 of 2 cell(s)" in text
+    cells = page.tables["thp-cells"]
+    # process THP per cell (glibc, jemalloc), flagged: the mode in force implied 1
+    assert [r[4] for r in cells[1:]] == ["0 ⚠"] * 2
+    assert all(r[3] == "enabled=madvise, defrag=madvise" for r in cells[1:])
+    assert "Hugepage impact" not in text  # one mode: nothing to put side by side
+    md_text = md.read_text()
+    assert "The server disabled THP for itself" in md_text and "THP per cell" in md_text
+
+
+# -- summary.md --------------------------------------------------------------------------------------
+def md_table(md: str, title: str) -> list[list[str]]:
+    """The first Markdown table after the heading `### title`, as rows of cell texts."""
+    lines = md.split(f"### {title}", 1)[1].splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("|"))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return [
+        [c.strip() for c in ln.strip("|").split("|")]
+        for ln in lines[start:end]
+        if not ln.startswith("|---")
+    ]
+
+
+def test_summary_md_numbers_equal_results_csv(tmp_path):
+    copy = shutil.copytree(RUNS / "real-smoke-1", tmp_path / "run")
+    _, md_path = write_report(copy)
+    md, rows = md_path.read_text(), raw_rows("real-smoke-1")
+    for wl in ("oltp_ro", "point_select"):
+        thr = md_table(md, f"{wl}: throughput (queries/s) by allocator and client threads")
+        p99 = md_table(md, f"{wl}: p99 latency (ms) by allocator and client threads")
+        assert thr[0] == p99[0] == ["allocator", "4 thr", "16 thr"]
+        for table, col in ((thr, "qps"), (p99, "lat_p99_ms")):
+            for line in table[1:]:
+                alloc = line[0]
+                for th, text in zip((4, 16), line[1:], strict=True):
+                    (x,) = values(rows, col, allocator=alloc, workload=wl, threads=th)
+                    assert re.match(re.escape(fmt(x)) + r"( |$)", text), (wl, col, text)
+    mem = md_table(md, "Server memory (MB) by allocator: start, end and growth")
+    header = mem[0]
+    for line in mem[1:]:
+        (cell,) = cells_of(rows, allocator=line[0]).values()
+        growth = (float(cell[-1]["rss_end_kb"]) - float(cell[0]["rss_start_kb"])) / 1024
+        assert line[header.index("RSS growth")] == fmt(growth)
+        assert line[header.index("VSZ end")] == fmt(float(cell[-1]["vsz_end_kb"]) / 1024)
