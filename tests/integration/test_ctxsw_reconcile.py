@@ -2,7 +2,7 @@
 
 (a) a C program that creates and joins many short-lived threads, each blocking briefly (voluntary
     switches) and spinning past its time slice on 2 cores (involuntary ones);
-(b) MariaDB with thread_cache_size=0 serving 200 short connections: every connection thread
+(b) MariaDB with thread_cache_size=0 serving 400 short connections: every connection thread
     exits, and the perf totals still match the kernel's whole-life counts within 2%.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors.ctxsw import psutil_style
+from collectors.ctxsw import ABS_TOLERANCE, REL_TOLERANCE, psutil_style
 from collectors.procfs import ProcFS
 from collectors.session import Collectors
 from servers.launch import spawn
@@ -74,6 +74,23 @@ int main(int argc, char **argv) {
 """
 
 
+# A class "is large" when 2% of it exceeds the absolute slack (30 switches): from 1500 switches on,
+# the relative bound alone decides and is asserted as such.
+LARGE = ABS_TOLERANCE / REL_TOLERANCE
+
+
+def assert_reconciled(rec: dict, rusage: dict) -> None:
+    """Each class within 2% of wait4 when it is large, else within ABS_TOLERANCE switches (the
+    launch gate and exiting threads' last switches, measured <= 12: see collectors.ctxsw)."""
+    for cls, key in (("voluntary", "ru_nvcsw"), ("involuntary", "ru_nivcsw")):
+        mine, kernel = rec[f"perf_{cls}"], rusage[key]
+        assert rec[f"wait4_{cls}"] == kernel
+        if kernel >= LARGE:
+            assert rec[f"diff_pct_{cls}"] <= 100 * REL_TOLERANCE, (cls, rec)
+        else:
+            assert abs(mine - kernel) <= ABS_TOLERANCE, (cls, rec)
+
+
 def _wait_for(cond, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     delay = 0.01
@@ -127,15 +144,17 @@ def test_thread_churn_reconciles_with_wait4(churn_bin, short_tmp):
     ru = exit_info.rusage
     # Both classes matter, and both are substantial here.
     assert ru["ru_nvcsw"] > 1000 and ru["ru_nivcsw"] > 100, ru
-    for cls, key in (("voluntary", "ru_nvcsw"), ("involuntary", "ru_nivcsw")):
-        assert abs(rec[f"perf_{cls}"] - ru[key]) <= max(0.02 * ru[key], 30), rec
+    assert_reconciled(rec, ru)
+    assert ru["ru_nvcsw"] >= LARGE  # the relative bound is what this test checks
     # Per-phase deltas add up to the reconciled totals.
     phases = section["phases"]
     assert sum(p["ctxsw_voluntary"] for p in phases.values()) == rec["perf_voluntary"]
     assert phases["churn"]["ctxsw_voluntary"] > 0.9 * ru["ru_nvcsw"]
     # The main thread's own counters miss nearly everything the 1200 exited threads did.
     assert main_only.voluntary < 0.5 * ru["ru_nvcsw"], (main_only, ru)
-    assert main_only.involuntary < 0.5 * ru["ru_nivcsw"], (main_only, ru)
+    # Involuntary ones depend on the machine's load (the main thread is preempted too); it still
+    # misses more than reconciliation's whole slack.
+    assert main_only.involuntary < ru["ru_nivcsw"] - ABS_TOLERANCE, (main_only, ru)
 
 
 def test_without_perf_reconciliation_is_not_checked(churn_bin, short_tmp):
@@ -219,7 +238,7 @@ def test_mariadb_connection_threads_exit_and_still_reconcile(mariadb_pristine, s
                 cur.fetchall()
                 conn.close()
 
-        workers = [threading.Thread(target=clients, args=(50,)) for _ in range(4)]
+        workers = [threading.Thread(target=clients, args=(100,)) for _ in range(4)]
         for w in workers:
             w.start()
         for w in workers:
@@ -234,11 +253,16 @@ def test_mariadb_connection_threads_exit_and_still_reconcile(mariadb_pristine, s
 
     conns = coll.phase_figures("connections")
     # thread_cache_size=0: one new server thread per connection, each gone after it.
-    assert conns["threads_created"] >= 200, conns["status_delta"]
+    assert conns["threads_created"] >= 400, conns["status_delta"]
     rec = section["reconciliation"]
     print("reconciliation:", rec, "main thread only:", main_only)
     assert rec["check"] == "passed", rec
     ru = exit_info.rusage
-    assert ru["ru_nvcsw"] > 1000, ru
+    # Voluntary switches are many (400 connection threads came and went): within 2%, not 30.
+    assert ru["ru_nvcsw"] >= LARGE, ru
+    assert_reconciled(rec, ru)
+    phases = section["phases"]
+    for cls in ("voluntary", "involuntary"):
+        assert sum(p[f"ctxsw_{cls}"] for p in phases.values()) == rec[f"perf_{cls}"]
     assert main_only.voluntary < 0.5 * ru["ru_nvcsw"], (main_only, ru)
     assert conns["ctxsw_voluntary"] > 0 and conns["cpu_user_s"] is not None

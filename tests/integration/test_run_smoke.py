@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import re
 import shutil
 import tempfile
@@ -9,12 +10,29 @@ from pathlib import Path
 
 import pytest
 
+from analysis.rundir_format import SAMPLE_COLUMNS
 from suites.cli import main
 from tests.integration.runs_helpers import manifest, processes_mentioning, results
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
+
+# DESIGN.md's run-directory contract, copied here on purpose: the test fails if the code and the
+# contract drift apart, whichever moved.
+DESIGN_RESULTS = """server, server_version, allocator, allocator_version, thp, workload,
+  threads, repeat, duration_s, tps, qps, lat_avg_ms, lat_p50_ms, lat_p95_ms,
+  lat_p99_ms, lat_p999_ms, lat_max_ms, errors, rss_start_kb, rss_end_kb,
+  rss_peak_kb, vsz_start_kb, vsz_end_kb, anon_huge_kb, cpu_user_s, cpu_sys_s,
+  ctxsw_voluntary, ctxsw_involuntary, cpu_us_per_op, ctxsw_per_op"""
+DESIGN_SAMPLES = """t_s, phase, rss_kb, vsz_kb, hwm_kb,
+  anon_huge_kb, threads, cpu_user_s, cpu_sys_s, ctxsw_voluntary,
+  ctxsw_involuntary"""
+THROUGHPUT = ("workload_tps", "workload_qps")  # "plus workload throughput per interval"
+
+
+def _names(text: str) -> list[str]:
+    return [n.strip() for n in text.replace("\n", " ").split(",") if n.strip()]
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +79,76 @@ def test_qps_equals_what_sysbench_printed(smoke_run):
         m = re.search(r"queries:\s+\d+\s+\(([\d.]+) per sec\.\)", log.read_text())
         assert m, f"no sysbench summary in {log}"
         assert float(r["qps"]) == pytest.approx(float(m.group(1)), rel=1e-3)
+
+
+def test_design_contract_columns_present_and_filled(smoke_run):
+    """Every results column DESIGN.md promises is in results.csv and filled on every ok row;
+    every timeline column is in samples/<cell>.csv, with throughput during workload phases."""
+    _, run_dir = smoke_run
+    rows = results(run_dir)
+    assert rows
+    for col in _names(DESIGN_RESULTS):
+        assert col in rows[0], f"results.csv lacks DESIGN.md column {col}"
+        for r in rows:
+            if r["status"] == "ok":
+                assert r[col] != "", f"{col} empty in {r['cell']} {r['workload']}@{r['threads']}"
+    for c in manifest(run_dir)["cells"]:
+        with (run_dir / c["samples_file"]).open() as f:
+            samples = list(csv.DictReader(f))
+        header = list(samples[0])
+        assert header == SAMPLE_COLUMNS
+        for col in [*_names(DESIGN_SAMPLES), *THROUGHPUT]:
+            assert col in header, f"samples lack DESIGN.md column {col}"
+        for col in _names(DESIGN_SAMPLES):
+            if col != "anon_huge_kb":  # read at boundaries and at a low rate only (DESIGN.md)
+                assert all(r[col] != "" for r in samples), f"{col} has gaps in {c['id']}"
+        assert any(r["anon_huge_kb"] != "" for r in samples)
+        levels = {f"{w}@{t}" for w in ("oltp_ro", "point_select") for t in (4, 16)}
+        for phase in levels:
+            qps = [r["workload_qps"] for r in samples if r["phase"] == phase]
+            assert qps, f"no sample in {phase}"
+            filled = [float(q) for q in qps if q != ""]
+            assert filled and all(q > 0 for q in filled), f"{phase}: no throughput {qps}"
+        # The first row is the server, not the launch gate (/bin/sh, under 5 MB).
+        assert int(samples[0]["rss_kb"]) > 20_000, samples[0]
+
+
+def test_per_op_figures_cover_the_measured_window(smoke_run):
+    _, run_dir = smoke_run
+    for r in results(run_dir):
+        where = f"{r['cell']} {r['workload']}@{r['threads']}"
+        win, ops = float(r["window_s"]), float(r["window_ops"])
+        assert 0.5 < win < float(r["duration_s"]), where  # inside the timed run
+        cpu = float(r["cpu_user_s"]) + float(r["cpu_sys_s"])
+        assert float(r["cpu_us_per_op"]) == pytest.approx(cpu * 1e6 / ops, rel=1e-2, abs=1e-3)
+        assert float(r["cpu_s_per_1m_ops"]) == pytest.approx(float(r["cpu_us_per_op"]))
+        csw = float(r["ctxsw_voluntary"]) + float(r["ctxsw_involuntary"])
+        assert float(r["ctxsw_per_op"]) == pytest.approx(csw / ops, rel=1e-2, abs=1e-4)
+        assert float(r["ctxsw_per_1m_ops"]) == pytest.approx(csw * 1e6 / ops, rel=1e-2, abs=1)
+        assert float(r["cpu_overhead"]) == pytest.approx(cpu / win, rel=1e-2, abs=1e-3)
+        # ops at the window's rate: close to the level's own rate (same steady load)
+        assert ops / win == pytest.approx(float(r["qps"]), rel=0.5), where
+        assert r["ctxsw_source"] == "perf"
+        # all clients connected when the gauge was read (plus our status connection)
+        assert int(r["threads_connected"]) >= int(r["threads"]), where
+        assert r["thp_fault_fallback"] != ""
+
+
+def test_server_start_and_stop_memory_and_thp_counters_in_the_manifest(smoke_run):
+    _, run_dir = smoke_run
+    for c in manifest(run_dir)["cells"]:
+        mem = c["memory"]
+        for mark in ("server_start", "server_stop"):
+            assert mem[mark]["rss_kb"] > 20_000 and mem[mark]["vsz_kb"] > mem[mark]["rss_kb"]
+        assert mem["server_start"]["t_s"] < mem["server_stop"]["t_s"]
+        startup = c["collectors"]["phases"]["startup"]
+        assert startup["rss_start_kb"] is None or startup["rss_start_kb"] > 20_000
+        delta = c["thp"]["vmstat_delta"]
+        assert "thp_fault_fallback" in delta and "thp_fault_alloc" in delta
+        assert c["ctxsw_source"] == "perf"
+        for lv in c["levels"]:
+            assert lv["window"]["measured"], lv
+            assert lv["window"]["window_cpu_s"] <= lv["window"]["phase_cpu_s"]
 
 
 def test_contract_columns_are_filled(smoke_run):

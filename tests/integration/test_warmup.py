@@ -1,4 +1,5 @@
-"""Warmup on a freshly started server: it reads from disk (nobody starts warm) and gets warm."""
+"""Warmup on a freshly started server: it reads from disk (nobody starts warm) and gets warm in
+one continuous sysbench run, stopped when warm; the cap stops one that never gets warm."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from servers.allocators import resolve
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
 from suites.dataset import DatasetCache
+from suites.errors import SuiteError
 from suites.sysbench import SysbenchOptions
 from suites.warmup import warm_up, warm_vs_fixed
 from tests.integration.mariadb import sbtest_target, start_prepared
@@ -68,21 +70,63 @@ def test_fresh_server_reads_during_warmup_and_gets_warm(dataset, cell, capsys):
     finally:
         srv.stop()
     with capsys.disabled():
-        print(f"\nwarmup ({cell} cell): { ({k: v for k, v in got.items() if k != 'chunks'}) }")
+        print(f"\nwarmup ({cell} cell): { ({k: v for k, v in got.items() if k != 'checks'}) }")
+        print(f"checks: {got['checks']}")
         print(f"start to warm vs fixed 600 s: {warm_vs_fixed(start_to_warm)}")
     assert got["bp_reads_during"] > 0 and got["bp_reads_start"] < got["bp_reads_end"]
     assert got["bp_reads_after_scan"] > got["bp_reads_start"]  # the scans did the loading
     assert got["pages_data_end"] > got["pages_data_start"]
-    assert got["warm"] is True and got["chunks"] and got["chunks"][-1]["bp_reads_delta"] == 0
-    assert got["oltp_seconds"] >= 2 and got["seconds"] < 60
-    assert all(c["status"] == "ok" for c in got["chunks"])
+    assert got["warm"] is True and got["stopped_by"] == "warm" and "error" not in got
+    assert got["checks"][-1]["bp_reads_delta"] == 0 and got["checks"][-1]["warm"]
+    assert got["checks"][-1]["oltp_t_s"] >= 2  # min_s, in the run's own clock
+    assert got["oltp_seconds"] >= 2 and got["seconds"] < 30  # stopped well before the cap
+    assert got["qps"] > 0
+    # One continuous sysbench process: its clients connected once, not once per chunk.
+    log = (work / f"{cell}-logs" / "warmup.log").read_text()
+    assert log.count("# mallocsweep: ") == 1
 
 
-def test_cap_stops_a_warmup_that_cannot_get_warm(dataset):
-    """A cap shorter than min_s is refused; cap 0 means the scans only."""
+def test_cap_stops_a_warmup_that_never_gets_warm(dataset):
+    """A pool that never settles (reads always rising) runs until the cap, then stops."""
     binary, cache, key, work = dataset
     cache.restore(key, work / "cap" / "datadir")
     srv = MySQLServer(binary, work / "cap", settings(), resolve(["glibc"])[0])
+    bump = {"n": 0}
+
+    def restless_status():
+        s = dict(srv.global_status())
+        bump["n"] += 1000  # as if every check found more reads from disk
+        s["Innodb_buffer_pool_reads"] = float(s["Innodb_buffer_pool_reads"]) + bump["n"]
+        return s
+
+    try:
+        srv.start(timeout_s=120)
+        t0 = time.monotonic()
+        got = warm_up(
+            srv.connect,
+            target_of(srv),
+            OPTS.tables,
+            OPTS,
+            cap_s=4,
+            min_s=1,
+            log_dir=work / "cap-logs",
+            status_fn=restless_status,
+            scan=False,
+        )
+        took = time.monotonic() - t0
+    finally:
+        srv.stop()
+    assert got["warm"] is False and got["stopped_by"] == "cap" and "error" not in got
+    assert got["checks"] and not any(c["warm"] for c in got["checks"])
+    assert got["sysbench_seconds"] == pytest.approx(4, abs=0.5)  # ran to the cap, no further
+    assert took < 4 + 30  # the cap plus sysbench's start and stop, never open-ended
+
+
+def test_scan_only_with_cap_zero(dataset):
+    """cap_s = 0 means the scans only: no sysbench at all."""
+    binary, cache, key, work = dataset
+    cache.restore(key, work / "scan" / "datadir")
+    srv = MySQLServer(binary, work / "scan", settings(), resolve(["glibc"])[0])
     try:
         srv.start(timeout_s=120)
         got = warm_up(
@@ -92,9 +136,34 @@ def test_cap_stops_a_warmup_that_cannot_get_warm(dataset):
             OPTS,
             cap_s=0,
             min_s=0,
-            log_dir=work / "cap-logs",
+            log_dir=work / "scan-logs",
             status_fn=srv.global_status,
         )
     finally:
         srv.stop()
-    assert got["chunks"] == [] and got["warm"] is False and got["bp_reads_during"] > 0
+    assert got["checks"] == [] and got["warm"] is False and got["bp_reads_during"] > 0
+    assert got["stopped_by"] is None and not (work / "scan-logs" / "warmup.log").exists()
+
+
+@pytest.mark.parametrize("min_s, cap_s", [(5, 3), (-1, 3), (1, -2)])
+def test_warmup_refuses_min_above_cap_before_touching_the_server(min_s, cap_s, tmp_path):
+    def no_server():
+        raise AssertionError("the refusal must come before any server access")
+
+    with pytest.raises(SuiteError, match=r"0 <= min_s <= cap_s"):
+        warm_up(
+            no_server,
+            sbtest_target_stub(),
+            2,
+            OPTS,
+            cap_s=cap_s,
+            min_s=min_s,
+            log_dir=tmp_path,
+            status_fn=no_server,
+        )
+
+
+def sbtest_target_stub():
+    from suites.workload import ClientTarget
+
+    return ClientTarget(kind="mysql", socket="/nonexistent.sock")

@@ -172,3 +172,53 @@ def test_restore_vs_prepare_reports_a_ratio(cached, tmp_path):
     got = restore_vs_prepare(cache, key, tmp_path / "scratch")
     assert got["prepare_s"] == 12.5 and got["restore_s"] > 0 and got["ratio"] > 1
     assert json.dumps(got) and not list((tmp_path / "scratch").glob("restore-*"))
+
+
+# -- what a pristine datadir's cache key depends on (suites.datasets) -------------------------
+
+
+def _suite(settings=None, tables=2):
+    from types import SimpleNamespace as NS
+
+    return NS(
+        suite=NS(kind="sysbench"),
+        dataset=NS(tables=tables, table_size=100),
+        server=NS(settings=dict(settings or {})),
+    )
+
+
+def _binary(path: Path, version="10.11.6"):
+    from types import SimpleNamespace as NS
+
+    return NS(path=str(path), flavor="mariadb", version=version)
+
+
+def test_cache_key_follows_settings_and_the_build(tmp_path):
+    from suites.datasets import cache_key
+
+    cache = DatasetCache(tmp_path / "cache")
+    exe = tmp_path / "mariadbd"
+    exe.write_bytes(b"\x7fELF build one")
+    base, spec = cache_key(_suite(), _binary(exe), cache)
+    assert spec["binary"]["path"] == str(exe.resolve()) and spec["binary"]["size"] == 14
+    assert cache_key(_suite(), _binary(exe), cache)[0] == base  # stable
+    # a setting that changes the on-disk format must not reuse the 16k-page datadir
+    assert cache_key(_suite({"innodb_page_size": "4k"}), _binary(exe), cache)[0] != base
+    assert cache_key(_suite(tables=3), _binary(exe), cache)[0] != base
+    # the same version string from another build (or another path) is another dataset
+    other = tmp_path / "other" / "mariadbd"
+    other.parent.mkdir()
+    other.write_bytes(b"\x7fELF build one")
+    assert cache_key(_suite(), _binary(other), cache)[0] != base
+    exe.write_bytes(b"\x7fELF build two, same version")
+    assert cache_key(_suite(), _binary(exe), cache)[0] != base
+    # the order settings are written in does not matter
+    a = cache_key(_suite({"a": 1, "b": "x"}), _binary(exe), cache)[0]
+    assert cache_key(_suite({"b": "x", "a": 1}), _binary(exe), cache)[0] == a
+
+
+def test_cache_key_of_a_missing_binary_is_a_one_line_error(tmp_path):
+    from suites.datasets import cache_key
+
+    with pytest.raises(SuiteError, match="server binary .*nope.*cannot stat"):
+        cache_key(_suite(), _binary(tmp_path / "nope"), DatasetCache(tmp_path / "c"))
