@@ -170,6 +170,12 @@ class Matrix:
                     self.suite.run.repeat,
                 )
             by_name = {a.name: a for a in allocators}
+            if self.suite.server.flavor == "mongodb":
+                # A mongod with its own allocator refuses every preload: say so once, up front,
+                # not once per cell after THP was already changed.
+                from servers.mongodb import check_allocators
+
+                check_allocators(binary, allocators)
             # Refuse before writing anything: THP modes this machine cannot set, and shortfalls.
             ThpController(None).check(list(self.suite.thp.modes))
             checks = self._preflight(binary, self.resume or Path(self.suite.run.out))
