@@ -30,7 +30,8 @@ from pydantic import (
     model_validator,
 )
 
-from servers.errors import ServerError
+from servers.allocators import custom_allocator, load_registry
+from servers.errors import AllocatorError, ServerError
 from servers.mysql_config import extra_lines
 from suites.errors import SuiteError
 from suites.iibench.spec import (
@@ -470,6 +471,37 @@ class Suite(_Section):
         return self
 
     @model_validator(mode="after")
+    def _allocators(self):
+        # Names and custom entries are checked against configs/allocators.toml here, with the file
+        # and line; whether an allocator is installed is the runner's question (it detects them).
+        try:
+            registry = load_registry()
+        except AllocatorError as e:
+            raise _FieldError(("allocators",), str(e)) from None
+        for i, c in enumerate(self.allocators.custom):
+            try:
+                custom_allocator(c.model_dump(), known=registry)
+            except AllocatorError as e:
+                # (its env check names the file "suite": this message names the real one)
+                msg = str(e).removeprefix("suite: ")
+                raise _FieldError(("allocators", "custom", i), msg) from None
+        names = [c.name for c in self.allocators.custom]
+        if len(set(names)) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise _FieldError(
+                ("allocators", "custom"), f"custom allocator {dup!r} is defined twice"
+            )
+        known = ["all", *registry, *names]
+        for name in self.allocators.use:
+            if name not in known:
+                raise _FieldError(
+                    ("allocators", "use"),
+                    f"unknown allocator {name!r}{_did_you_mean(name, known)}; known: "
+                    + ", ".join(known),
+                )
+        return self
+
+    @model_validator(mode="after")
     def _connections(self):
         if self.server.flavor == "mongodb" or "max_connections" not in self.server.settings:
             return self
@@ -552,33 +584,56 @@ def _fields_of(model: type[BaseModel], loc: tuple) -> list[str]:
     return list(model.model_fields)
 
 
+_HEADER = re.compile(r"^\[(\[)?\s*(.+?)\s*\]\]?\s*(?:#.*)?$")
+_KEY = re.compile(r"""^(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_-]+))\s*=""")
+_PART = re.compile(r"""\s*(?:"([^"]*)"|'([^']*)'|([^."'\s]+))\s*""")
+
+
+def _table_name(raw: str) -> str:
+    return ".".join("".join(m.groups(default="")) for m in _PART.finditer(raw))
+
+
 def _find_line(text: str, loc: tuple) -> int | None:
-    """Best-effort line number of a field: the key under its [table] header."""
-    keys = [p for p in loc if isinstance(p, str)]
-    if not keys:
+    """Best-effort line number of a field: its key inside its [table] (or the n-th [[table]] of an
+    array of tables), else the table's header, else None."""
+    if not loc or not isinstance(loc[0], str):
         return None
-    lines = text.splitlines()
-    section, key = (keys[0], keys[-1]) if len(keys) > 1 else (None, keys[0])
-    in_section = section is None
-    quoted = rf"""["']?{re.escape(key)}["']?"""
-    for i, line in enumerate(lines, 1):
+    table = loc[0]
+    key = loc[1] if len(loc) > 1 and isinstance(loc[1], str) else None
+    aot = nth = inner = None  # [[table.key]] number nth, and the key inside it
+    if key is not None and len(loc) > 2 and isinstance(loc[2], int):
+        aot, nth = f"{table}.{key}", loc[2]
+        inner = next((p for p in loc[3:] if isinstance(p, str)), None)
+    current: tuple[str, int | None] = ("", None)
+    seen: dict[str, int] = {}
+    headers: dict[tuple[str, int | None], int] = {}
+    top: dict[str, int] = {}
+    keyed: dict[tuple[tuple[str, int | None], str], int] = {}
+    for i, line in enumerate(text.splitlines(), 1):
         s = line.strip()
-        header = re.match(r"""^\[\[?\s*["']?([A-Za-z0-9_.-]+)["']?\s*\]\]?""", s)
-        if header:
-            name = header.group(1)
-            if section is None and name == key:
-                return i
-            in_section = section is None or name == section or name.startswith(section + ".")
-            if section is not None and name == section and len(keys) == 1:
-                return i
+        m = _HEADER.match(s)
+        if m:
+            name = _table_name(m.group(2))
+            if m.group(1):
+                seen[name] = seen.get(name, -1) + 1
+                current = (name, seen[name])
+            else:
+                current = (name, None)
+            headers.setdefault(current, i)
             continue
-        if in_section and re.match(rf"^{quoted}\s*=", s):
-            return i
-    if section is not None:
-        for i, line in enumerate(lines, 1):
-            if re.match(rf"""^\[\[?\s*["']?{re.escape(section)}["']?\s*\]\]?""", line.strip()):
-                return i
-    return None
+        k = _KEY.match(s)
+        if k:
+            word = "".join(k.groups(default=""))
+            keyed.setdefault((current, word), i)
+            if current == ("", None):
+                top.setdefault(word, i)
+    candidates = []
+    if aot is not None:
+        candidates += [keyed.get(((aot, nth), inner)), headers.get((aot, nth))]
+    if key is not None:
+        candidates += [keyed.get(((table, None), key)), headers.get((f"{table}.{key}", 0))]
+    candidates += [headers.get((table, None)), top.get(table)]
+    return next((c for c in candidates if c is not None), None)
 
 
 def _format_loc(loc: tuple) -> str:

@@ -322,7 +322,7 @@ BAD = [
     ),
     (
         "[[allocators.custom]]\nname = 'x'\n",
-        r"x\.toml: allocators\.custom\[0\]\.library: required setting is missing$",
+        r"x\.toml:1: allocators\.custom\[0\]\.library: required setting is missing$",
     ),
     (
         "[server]\nbinary = '/nonexistent/mysqld'\n",
@@ -396,6 +396,17 @@ def test_mycnf_size_suffixes_count():
 # -- paths are taken from the suite file's directory and must exist -----------------------------
 
 
+@pytest.fixture(scope="module")
+def allocator_library() -> str:
+    """A real preloadable allocator here (custom entries are checked like the runner checks them)."""
+    from servers.allocators import check_preloadable, detect_all
+
+    for a in detect_all():
+        if a.usable and a.library and check_preloadable(a.library) is None:
+            return a.library
+    pytest.skip("no preloadable allocator installed (`make setup` installs libjemalloc2)")
+
+
 def _suite_in(tmp_path: Path, body: str) -> Path:
     d = tmp_path / "suites" / "mine"
     d.mkdir(parents=True)
@@ -429,9 +440,9 @@ def test_bare_binary_name_stays_a_name_for_path_lookup():
     assert parse_suite("[server]\nbinary = 'mysqld'\n").server.binary == "mysqld"
 
 
-def test_relative_basedir_and_library(tmp_path):
+def test_relative_basedir_and_library(tmp_path, allocator_library):
     (tmp_path / "suites" / "mine" / "lib").mkdir(parents=True)
-    (tmp_path / "suites" / "mine" / "lib" / "libx.so").write_text("")
+    (tmp_path / "suites" / "mine" / "lib" / "libx.so").symlink_to(allocator_library)
     (tmp_path / "mysql").mkdir()
     p = tmp_path / "suites" / "mine" / "s.toml"
     p.write_text(
@@ -441,6 +452,64 @@ def test_relative_basedir_and_library(tmp_path):
     s = load_suite(p).suite
     assert s.server.basedir == str(tmp_path / "mysql")
     assert s.allocators.custom[0].library == str(tmp_path / "suites/mine/lib/libx.so")
+
+
+@pytest.mark.parametrize(
+    "entry, expected",
+    [
+        (
+            "name = 'X Y'",
+            r"x\.toml:1: allocators\.custom\[0\]: custom allocator 'X Y': name must be",
+        ),
+        (
+            "name = 'glibc'",
+            r"x\.toml:1: allocators\.custom\[0\]: .*already used by configs/allocators",
+        ),
+        (
+            "name = 'm'\nenv = { LD_PRELOAD = 'x' }",
+            r"x\.toml:1: allocators\.custom\[0\]: custom allocator 'm' env: LD_PRELOAD",
+        ),
+        (
+            "name = 'm'\ntunables = ['arena=1']",
+            r"x\.toml:1: allocators\.custom\[0\]: .*tunables item 'arena=1'",
+        ),
+    ],
+)
+def test_custom_allocators_are_checked_at_load(allocator_library, entry, expected):
+    text = f"[[allocators.custom]]\n{entry}\nlibrary = '{allocator_library}'\n"
+    with pytest.raises(SuiteError) as e:
+        parse_suite(text, "x.toml")
+    assert re.search(expected, str(e.value)), str(e.value)
+
+
+def test_custom_library_must_be_a_preloadable_allocator():
+    with pytest.raises(SuiteError, match=r"x\.toml:1: allocators\.custom\[0\]: .*/bin/sh is not"):
+        parse_suite("[[allocators.custom]]\nname = 'x'\nlibrary = '/bin/sh'\n", "x.toml")
+
+
+def test_second_custom_entry_is_found_at_its_own_line(allocator_library):
+    text = (
+        f"[[allocators.custom]]\nname = 'a'\nlibrary = '{allocator_library}'\n"
+        "[[allocators.custom]]\nname = 'b'\nlibrary = '/nonexistent/b.so'\n"
+    )
+    with pytest.raises(SuiteError, match=r"^x\.toml:6: allocators\.custom\[1\]\.library: no such"):
+        parse_suite(text, "x.toml")
+
+
+def test_custom_allocator_defined_twice(allocator_library):
+    entry = f"[[allocators.custom]]\nname = 'a'\nlibrary = '{allocator_library}'\n"
+    with pytest.raises(SuiteError, match=r"^x\.toml:1: allocators\.custom: .*'a' is defined twice"):
+        parse_suite(entry * 2, "x.toml")
+
+
+def test_allocator_names_are_checked_at_load(allocator_library):
+    with pytest.raises(SuiteError) as e:
+        parse_suite("[allocators]\nuse = ['glibc', 'jemallok']\n", "x.toml")
+    assert str(e.value).startswith(
+        "x.toml:2: allocators.use: unknown allocator 'jemallok' (did you mean 'jemalloc'?); known: all"
+    )
+    custom = f"[[allocators.custom]]\nname = 'mine'\nlibrary = '{allocator_library}'\n"
+    assert parse_suite("[allocators]\nuse = ['mine']\n" + custom).allocators.use == ["mine"]
 
 
 def test_missing_relative_library_names_where_it_looked(tmp_path):
@@ -513,9 +582,9 @@ def test_threads_override_above_the_connection_limit_names_the_option():
         apply_overrides(s, threads=[8, 512])
 
 
-def test_override_keeps_the_files_resolved_paths(tmp_path, monkeypatch):
+def test_override_keeps_the_files_resolved_paths(tmp_path, monkeypatch, allocator_library):
     (tmp_path / "suites" / "mine" / "lib").mkdir(parents=True)
-    (tmp_path / "suites" / "mine" / "lib" / "libx.so").write_text("")
+    (tmp_path / "suites" / "mine" / "lib" / "libx.so").symlink_to(allocator_library)
     p = tmp_path / "suites" / "mine" / "s.toml"
     p.write_text("[[allocators.custom]]\nname = 'x'\nlibrary = 'lib/libx.so'\n")
     s = load_suite(p).suite

@@ -97,6 +97,7 @@ def test_a_valid_suite_reaches_the_matrix_and_stops_there(capsys, tmp_path, stop
             ["s.toml:2", "collect.sample_interval_s", ">= 0.1"],
         ),
         ("[sysbench]\nthrads = [8]\n", ["s.toml:2", "unknown setting", "did you mean 'threads'"]),
+        ("[allocators]\nuse = ['jemallok']\n", ["s.toml:2", "allocators.use", "'jemallok'"]),
     ],
 )
 def test_bad_suite_files_are_one_line_exit_2(capsys, tmp_path, stop_at_matrix, body, expected):
