@@ -1,5 +1,6 @@
-"""Collectors on real processes: RSS agrees with /proc at the same moment, the sampler's own cost
-with 1500 threads in the target, and a target that dies mid-phase.
+"""Collectors on real processes: RSS agrees with /proc at the same moment (on a C program and on
+a real MariaDB server), the sampler's own cost with 1500 threads in the target, and a target that
+dies mid-phase.
 
 The target is a small C program built here: it touches a fixed amount of memory, starts N
 threads that block, writes a marker file, and waits for SIGTERM, so its RSS stays put while we
@@ -195,4 +196,79 @@ def test_target_killed_mid_phase_is_recorded_not_raised(hold_bin, short_tmp):
     assert fig["rss_end_kb"] is not None and fig["rss_end_kb"] > 4 * 1024  # last known value
     assert section["errors"] == []
     # perf counters outlive the process: the totals still reconcile with wait4.
+    assert section["reconciliation"]["check"] == "passed", section["reconciliation"]
+
+
+# -- a real MariaDB server ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mariadb_datadir(tmp_path_factory):
+    from servers.allocators import resolve
+    from servers.errors import ServerError
+    from servers.mysql import MySQLServer, MySQLSettings, find_mysql
+
+    try:
+        binary = find_mysql()
+    except ServerError as e:
+        pytest.skip(f"no MariaDB server installed ({e}); `make setup` installs mariadb-server")
+    root = tmp_path_factory.mktemp("mdb")
+    settings = MySQLSettings(buffer_pool_mb=64, max_threads=16, innodb_log_file_mb=16)
+    server = MySQLServer(binary, root / "w", settings, resolve(["glibc"])[0])
+    server.initialize()
+    return binary, settings, server.datadir
+
+
+def test_mariadb_sample_rss_equals_proc_status_at_the_same_moment(mariadb_datadir, short_tmp):
+    """On the real server: a timeline row's RSS is what /proc/PID/status said at that moment.
+
+    An idle server's RSS is steady for seconds at a time: status read just before the sampler's
+    next row and just after it; when both agree, the row must carry exactly that value.
+    """
+    from servers.allocators import resolve
+    from servers.mysql import MySQLServer
+
+    binary, settings, pristine = mariadb_datadir
+    work = short_tmp / "w"
+    work.mkdir()
+    shutil.copytree(pristine, work / "datadir")
+    server = MySQLServer(binary, work, settings, resolve(["glibc"])[0])
+    coll = Collectors(short_tmp / "samples.csv", COLUMNS, sample_interval_s=0.5)
+
+    def attach(pid: int) -> None:
+        coll.on_spawn(pid)
+        coll.start(pid, "startup")
+
+    exit_info = None
+    matched = []
+    try:
+        pid = server.start(on_spawn=attach, timeout_s=120)
+        coll.set_status_source(server.global_status)
+        coll.begin_phase("idle", mark="server_start")
+        procfs = ProcFS()
+        for _ in range(20):
+            n = coll.writer.rows
+            before = procfs.status(pid)
+            _wait_for(lambda n=n: coll.writer.rows > n, 10, "the next sample")
+            after = procfs.status(pid)
+            if (before.vm_rss_kb, before.vm_size_kb) != (after.vm_rss_kb, after.vm_size_kb):
+                continue  # it moved between the two reads: no single "same moment" value
+            with open(short_tmp / "samples.csv") as f:
+                row = list(csv.DictReader(f))[-1]
+            assert row["phase"] == "idle"
+            assert int(row["rss_kb"]) == after.vm_rss_kb, (row, after)
+            assert int(row["vsz_kb"]) == after.vm_size_kb and int(row["hwm_kb"]) == after.vm_hwm_kb
+            matched.append(after.vm_rss_kb)
+            if len(matched) >= 3:
+                break
+        coll.check_sampling()
+        coll.begin_phase("shutdown", mark="server_stop")
+        exit_info = server.stop()
+    finally:
+        exit_info = exit_info or server.stop()
+        section = coll.stop(exit_info.rusage if exit_info else None)
+    assert len(matched) >= 3, "the server's RSS never held still across one sample"
+    assert matched[0] > 50_000  # mariadbd with its buffer pool, not the launch shell
+    start = section["memory"]["server_start"]
+    assert start["rss_kb"] > 50_000 and start["vsz_kb"] > start["rss_kb"]
     assert section["reconciliation"]["check"] == "passed", section["reconciliation"]
