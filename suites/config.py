@@ -129,6 +129,13 @@ class SuiteInfo(_Section):
         description="sysbench: thread sweep of OLTP_RO/POINT_SELECT; iibench: insert load.",
     )
 
+    @field_validator("description")
+    @classmethod
+    def _description(cls, v: str) -> str:
+        if _LINE_BREAKS.search(v):
+            raise ValueError("expected one line")
+        return v
+
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
@@ -212,7 +219,7 @@ class CustomAllocator(_Section):
         default_factory=dict, description="Extra environment for the server."
     )
     tunables: list[str] = Field(default_factory=list, description="GLIBC_TUNABLES items, appended.")
-    description: str = ""
+    description: str = Field("", description="One line shown by `mallocsweep allocators`.")
 
     @field_validator("library")
     @classmethod

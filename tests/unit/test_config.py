@@ -308,6 +308,10 @@ BAD = [
     ("[suite\n", r"x\.toml: not valid TOML"),
     ("[suite]\nname = 'a b'\n", r"x\.toml:2: suite\.name: expected 1-64 letters"),
     (
+        '[suite]\ndescription = "a\\nb"\n',
+        r'x\.toml:2: suite\.description: expected one line \(got "a\\nb"\)',
+    ),
+    (
         "[allocators]\nuse = []\n",
         r"x\.toml:2: allocators\.use: expected at least one allocator name",
     ),
