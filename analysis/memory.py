@@ -239,28 +239,21 @@ def _counter_columns(per_cell: dict[str, dict[str, float]]) -> list[str]:
 
 
 def what_reached(run: Run, cell_id: str) -> str:
+    """In a few words: which of the server's memory could get huge pages."""
     thp = run.cell(cell_id).get("thp") or {}
     state = cell_process_thp(run, cell_id)
     if thp.get("method") == "prctl":
-        if state == 1:
-            return "PR_SET_THP_DISABLE did not take: the server ran with THP on"
-        return "no huge pages: THP off for this server (prctl)"
+        return "all of it (our prctl did not take)" if state == 1 else "none (our prctl)"
     mode = (thp.get("in_force") or {}).get("enabled")
     if state is None:
-        return "unknown: the server's THP flag was not read back"
+        return "unknown (flag not read back)"
     if mode == "never":
-        return "no huge pages (system never)" + (
-            "; the server also disabled THP for itself" if state == 0 else ""
-        )
+        return "none (system never)"
     if state == 0:
-        return (
-            "the server disabled THP for itself: at most memory mapped before that (the buffer"
-            " pool) got huge pages, never the allocator's heap"
-        )
+        return "buffer pool only (server opted out)"
     return {
-        "always": "all anonymous memory was eligible for huge pages",
-        "madvise": "only regions the program advised (MADV_HUGEPAGE) were eligible",
-        "never": "no huge pages (system never)",
+        "always": "all anonymous memory",
+        "madvise": "advised regions only",
     }.get(str(mode), f"system mode {mode}")
 
 
@@ -270,24 +263,29 @@ def thp_cells_table(run: Run) -> Table:
     ids = [cid for cid, c in run.cells.items() if c.get("thp")]
     counters = {cid: thp_counters(run, cid) for cid in ids}
     cols = _counter_columns(counters)
+    shown = [c.removeprefix("thp_") for c in cols]  # headers narrow enough to read
     table = Table(
         "thp-cells",
         "THP per cell: what was asked, what the server process had",
         "One row per cell (server life). 'in force' is the system setting read back after it was"
-        " applied (or the per-server prctl for `never` without write access). 'process THP' is the"
+        " applied (or the per-server prctl for 'never' without write access). 'process THP' is the"
         " THP_enabled flag read back from the server's own /proc/PID/status: 1 = THP allowed for"
         " the process, 0 = THP disabled for it (by our prctl, or by the server itself — Debian's"
         " MariaDB does that at start-up); ⚠ marks a flag that differs from what the mode implies"
-        " (1, unless we set the prctl). AnonHugePages is the largest amount of the server's"
-        " anonymous memory backed by huge pages at a level boundary. The thp_* columns are"
-        " /proc/vmstat counters summed over the cell's measured levels (counters that stayed 0"
+        " (1, unless we set the prctl). 'huge pages could reach' follows from both: under"
+        " 'always' all anonymous memory, under 'madvise' only regions the program advised, and"
+        " when the server opted out only what it had mapped before (its buffer pool)."
+        " AnonHugePages is the largest amount of the server's"
+        " anonymous memory backed by huge pages at a level boundary. The columns after it are"
+        " /proc/vmstat thp_* counters (shown without the thp_ prefix) summed over the cell's"
+        " measured levels (counters that stayed 0"
         " everywhere are left out): system-wide — any process on the machine counts — so read"
-        " them as a whole-cell figure, not the server's alone. thp_fault_alloc: huge pages"
-        " given at a page fault; thp_fault_fallback: a huge page was wanted and a small one used;"
-        " thp_collapse_alloc: small pages merged into a huge one by khugepaged; thp_split_*:"
-        " huge pages broken up again.",
-        ["cell", "THP asked", "applied by", "in force", "process THP", "what reached the server",
-         "AnonHugePages (MB)"] + cols,
+        " them as a whole-cell figure, not the server's alone. fault_alloc: huge pages given at"
+        " a page fault; fault_fallback: a huge page was wanted and a small one used;"
+        " collapse_alloc: small pages merged into a huge one by khugepaged; split_*: huge pages"
+        " broken up again.",
+        ["cell", "THP asked", "applied by", "in force", "process THP", "huge pages could reach",
+         "AnonHugePages (MB)"] + shown,
     )  # fmt: skip
     for cid in ids:
         thp = run.cell(cid).get("thp") or {}
@@ -347,7 +345,7 @@ def hugepage_table(run: Run, workload: str) -> Table | None:
         f"hugepages-{workload}",
         f"{workload}: hugepage impact — THP modes side by side",
         f"Each row is one allocator under one transparent-hugepage mode. The per-thread columns give"
-        f" throughput as a ratio to the same allocator with THP `{ref}` (above 1.00× = THP helped;"
+        f" throughput as a ratio to the same allocator with THP '{ref}' (above 1.00× = THP helped;"
         " hover for the figure). p99 is at the highest thread count. The last two columns are"
         " whole-cell figures, not per thread level: RSS growth from the start of the first"
         " measured level to the end of the last, and the largest AnonHugePages (server memory"

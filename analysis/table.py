@@ -29,6 +29,15 @@ class Table:
     rows: list[list[Cell]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
+    def numeric_columns(self) -> set[int]:
+        """Columns whose every filled cell is a number: right-aligned in HTML, text left."""
+        out = set()
+        for i in range(len(self.columns)):
+            vals = [r[i].value for r in self.rows if i < len(r) and r[i].text not in ("", "–")]
+            if vals and all(isinstance(v, int | float) and not isinstance(v, bool) for v in vals):
+                out.add(i)
+        return out
+
     def column(self, name: str) -> list[Cell]:
         i = self.columns.index(name)
         return [r[i] for r in self.rows]

@@ -119,8 +119,8 @@ def ci_text(ci: MedianCI) -> str:
 
 
 CI_NOTE = (
-    "Values are medians over {n} repeats (separate server lives); [lo–hi] beside a value is its 95%"
-    " confidence interval (Student t on the log of the repeats — the method `mallocsweep compare`"
+    "Values are medians over {n} repeats (separate server lives); [lo–hi] with each value is its 95%"
+    " confidence interval (Student t on the log of the repeats — the method 'mallocsweep compare'"
     " uses). With few repeats the interval is wide: that is the honest uncertainty, not an error."
 )
 

@@ -14,7 +14,17 @@ import pytest
 
 from suites import thp as thpmod
 from suites.cli import main
-from tests.integration.runs_helpers import manifest, results, run_dir_of, start_run, wait_for
+from tests.integration.runs_helpers import (
+    kill_quietly,
+    manifest,
+    results,
+    run_dir_of,
+    server_pid,
+    start_run,
+    wait_for,
+)
+
+ENABLED = thpmod.SYSFS / "enabled"
 
 pytestmark = [
     pytest.mark.integration,
@@ -77,8 +87,18 @@ def other_mode() -> str:
     return "always" if thpmod.current()["enabled"] != "always" else "never"
 
 
-def test_always_is_in_force_during_the_cell_and_restored_after(work):
-    original = thpmod.current()
+@pytest.fixture
+def not_always(work):
+    """A system setting other than `always`, so that setting `always` is observable."""
+    before = thpmod.current()["enabled"]
+    if before == "always":
+        ENABLED.write_text("madvise")
+    yield thpmod.current()
+    ENABLED.write_text(before)
+
+
+def test_always_is_in_force_during_the_cell_and_restored_after(work, not_always):
+    original = not_always
     code = main(
         [
             "run",
@@ -91,11 +111,14 @@ def test_always_is_in_force_during_the_cell_and_restored_after(work):
     )
     assert code == 0
     run_dir = next((work / "runs").iterdir())
-    cell = manifest(run_dir)["cells"][0]
+    m = manifest(run_dir)
+    cell = m["cells"][0]
     assert cell["thp"]["method"] == "sysfs"
-    assert cell["thp"]["in_force"]["enabled"] == "always"  # read back, not assumed
-    assert cell["host_at_start"]["thp"]["enabled"] in ("always", original["enabled"])
+    assert cell["thp"]["in_force"]["enabled"] == "always"  # read back after writing, not assumed
+    assert cell["host_at_start"]["thp"]["enabled"] == original["enabled"]  # before the cell's write
     assert thpmod.current() == original
+    assert m["thp_restored"] == original and thpmod.leftover() is None
+    assert not (run_dir / thpmod.PENDING_NAME).exists()
     # MariaDB turns THP off for itself after mapping its buffer pool: recorded per process.
     assert cell["thp"]["process_thp_enabled"] == 0
     # The buffer pool, mapped before that, did get hugepages under `always`.
@@ -103,7 +126,8 @@ def test_always_is_in_force_during_the_cell_and_restored_after(work):
     assert max(int(r["anon_huge_kb"] or 0) for r in rows) > 0, rows
 
 
-def test_sigint_mid_cell_restores_thp(work):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_mid_cell_restores_thp(work, sig):
     original = thpmod.current()
     mode = other_mode()
     proc = start_run(
@@ -117,21 +141,94 @@ def test_sigint_mid_cell_restores_thp(work):
             lambda: any((run_dir / "logs").glob("*/point_select@4.log")), 120, "the level to start"
         )
         assert thpmod.current()["enabled"] == mode  # in force while the cell runs
-        proc.send_signal(signal.SIGINT)
+        assert thpmod.leftover()["original"] == original  # recorded for doctor meanwhile
+        proc.send_signal(sig)
         proc.wait(120)
-        assert proc.returncode == 130
+        assert proc.returncode == 128 + sig
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert thpmod.current() == original
     assert thpmod.leftover() is None
-    assert manifest(run_dir)["thp_restored"]["enabled"] == original["enabled"]
+    m = manifest(run_dir)
+    assert m["thp_restored"] == original
+    assert m["interrupted_by"] == signal.Signals(sig).name
 
 
-def test_never_by_prctl_when_sysfs_cannot_be_written(work, monkeypatch):
-    """With the keep_thp shim the server cannot switch THP off itself, so THP_enabled 0 is ours."""
-    monkeypatch.setattr(thpmod, "writable", lambda sysfs=None: False)
+def test_a_failed_cell_restores_thp(work):
+    """The server crashes mid-level (we SIGKILL the mariadbd our run started): the cell fails,
+    the run finishes (exit 3), THP comes back."""
+    original = thpmod.current()
+    mode = other_mode()
+    proc = start_run(
+        [str(suite_file(work, [mode], duration=30)), "--out", str(work / "runs")],
+        Path("/tmp/ms-thp-cache"),
+        state=work / "state",
+    )
+    try:
+        run_dir = run_dir_of(work / "runs")
+        wait_for(
+            lambda: any((run_dir / "logs").glob("*/point_select@4.log")), 120, "the level to start"
+        )
+        pid = wait_for(lambda: server_pid(run_dir), 30, "the server's pid file")
+        assert thpmod.current()["enabled"] == mode
+        os.kill(pid, signal.SIGKILL)
+        proc.wait(180)
+        assert proc.returncode == 3, proc.stderr.read()
+    finally:
+        kill_quietly(proc)
+    m = manifest(run_dir)
+    (cell,) = m["cells"]
+    assert cell["status"] == "failed" and cell["error"]
+    assert cell["thp"]["in_force"]["enabled"] == mode
+    assert thpmod.current() == original
+    assert m["thp_restored"] == original and thpmod.leftover() is None
+
+
+def test_an_unexpected_exception_restores_thp(work, monkeypatch, capsys):
+    """A bug of ours after THP was changed (writing the finished cell): exit 4, THP restored."""
+    from suites.rundir import RunDir
+
+    original = thpmod.current()
+    mode = other_mode()
+    seen = []
+
+    def broken(self, *a, **k):
+        seen.append(thpmod.current()["enabled"])
+        raise RuntimeError("synthetic bug in write_cell")
+
+    monkeypatch.setattr(RunDir, "write_cell", broken)
+    monkeypatch.delenv("MALLOCSWEEP_DEBUG", raising=False)
+    code = main(
+        [
+            "run",
+            str(suite_file(work, [mode])),
+            "--out",
+            str(work / "runs"),
+            "--quiet",
+            "--no-report",
+        ]
+    )
+    assert code == 4 and "synthetic bug" in capsys.readouterr().err
+    assert seen == [mode]  # the exception came while THP was changed
+    assert thpmod.current() == original
+    assert thpmod.leftover() is None
+
+
+def test_never_by_prctl_when_the_sysfs_write_fails(work, monkeypatch):
+    """writable() says yes (we are root) but the write itself is refused: `never` falls back to
+    PR_SET_THP_DISABLE for each server. With the keep_thp shim the server cannot switch THP off
+    itself, so THP_enabled 0 is ours."""
+    original = thpmod.current()
+    attempts = []
+
+    def refused(self, name, value):
+        attempts.append((name, value))
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(thpmod.ThpController, "_write", refused)
+    assert thpmod.writable()
     assert (
         main(
             [
@@ -150,6 +247,8 @@ def test_never_by_prctl_when_sysfs_cannot_be_written(work, monkeypatch):
         )
         == 0
     )
+    assert ("enabled", "never") in attempts  # the write was really tried, and failed
+    assert thpmod.current() == original and thpmod.leftover() is None
     cells = manifest(next((work / "runs").iterdir()))["cells"]
     assert len(cells) == 4 and all(c["status"] == "ok" for c in cells), [
         c.get("error") for c in cells
@@ -158,6 +257,8 @@ def test_never_by_prctl_when_sysfs_cannot_be_written(work, monkeypatch):
         assert "keep_server_thp" in c["experiment"]
         if c["thp"]["requested"] == "never":
             assert c["thp"]["method"] == "prctl"
+            assert c["thp"]["in_force"]["enabled"] == thpmod.PRCTL_NEVER
+            assert c["thp"]["system"]["enabled"] == original["enabled"]
             assert c["thp"]["process_thp_enabled"] == 0
         else:
             # Control: without our prctl THP stays on (the shim stopped the server's own prctl).
