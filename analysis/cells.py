@@ -173,7 +173,15 @@ def metadata(run: Run) -> list[tuple[str, str]]:
             "kernel / glibc / python",
             f"{h.get('kernel', '?')} / {h.get('glibc', '?')} / {h.get('python', '?')}",
         ),
-        ("THP (system)", f"enabled={thp.get('enabled', '?')}, defrag={thp.get('defrag', '?')}"),
+        (
+            "THP (system, at run start)",
+            f"enabled={thp.get('enabled', '?')}, defrag={thp.get('defrag', '?')}"
+            + (
+                "; each cell's mode: see Transparent hugepages"
+                if run.thp_modes != ["system"]
+                else ""
+            ),
+        ),
         ("CPU governor", str(h.get("governor") or "unknown")),
         ("repeats", str(run.repeats)),
         (

@@ -312,8 +312,7 @@ def _throughput_point(
     if est is None:
         p.ratio = p.new / p.base
         p.note = (
-            f"one run per side and levels shorter than {MIN_INTERVALS} intervals: cannot tell a"
-            " change from noise (re-run both sides with --repeat 3)"
+            f"1 run per side, levels < {MIN_INTERVALS} intervals: cannot tell a change from noise"
         )
         return p
     p.ratio, p.lo, p.hi = est.value, est.lo, est.hi

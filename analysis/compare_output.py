@@ -20,6 +20,7 @@ from rich.text import Text
 from analysis.compare import (
     FAILED_IN_NEW,
     FASTER,
+    NO_VERDICT,
     POSSIBLY_FASTER,
     POSSIBLY_SLOWER,
     SLOWER,
@@ -60,9 +61,14 @@ def _ratio_cell(p: PointComparison) -> Cell:
     return Cell(p.ratio, f"{p.ratio:.3f}×{ci}")
 
 
+def pct_text(x: float) -> str:
+    """A signed percentage; small ones keep enough digits not to read as zero."""
+    return f"{x:+.1f}%" if abs(x) >= 0.1 or x == 0 else f"{x:+.2g}%"
+
+
 def _change_cell(p: PointComparison) -> Cell:
     c = p.change_pct
-    return Cell(c, "–" if c is None else f"{c:+.1f}%")
+    return Cell(c, "–" if c is None else pct_text(c))
 
 
 def _verdict_cell(p: PointComparison) -> Cell:
@@ -96,7 +102,7 @@ def points_table(cmp: Comparison) -> Table:
                 text(p.workload),
                 text(p.allocator),
                 text(p.thp),
-                text(str(p.threads)),
+                Cell(p.threads, str(p.threads)),
                 text(p.metric),
                 Cell(p.base, fmt(p.base)),
                 Cell(p.new, fmt(p.new)),
@@ -123,7 +129,9 @@ def memory_table(cmp: Comparison) -> Table:
     for p in cmp.memory:
         ch = _change_cell(p)
         if p.lo is not None and p.hi is not None:
-            ch = Cell(ch.value, f"{ch.text} [{(p.lo - 1) * 100:+.1f}%, {(p.hi - 1) * 100:+.1f}%]")
+            ch = Cell(
+                ch.value, f"{ch.text} [{pct_text((p.lo - 1) * 100)}, {pct_text((p.hi - 1) * 100)}]"
+            )
         t.rows.append(
             [
                 text(p.allocator),
@@ -190,8 +198,9 @@ def render_text(cmp: Comparison) -> str:
         if not table.rows:
             continue
         rt = RichTable(title=table.title, box=box.SIMPLE_HEAD, show_lines=False)
-        for i, c in enumerate(table.columns):
-            rt.add_column(c, justify="left" if i < 3 or c in ("verdict", "evidence") else "right")
+        for c in table.columns:
+            text_col = c in ("workload", "allocator", "THP", "metric", "verdict", "evidence")
+            rt.add_column(c, justify="left" if text_col else "right")
         notes: list[str] = []
         for row in table.rows:
             cells = []
@@ -227,6 +236,9 @@ def forest_plot(cmp: Comparison, workload: str) -> str | None:
             if p.verdict in (FASTER, POSSIBLY_FASTER)
             else "#444444"
         )
+        if p.verdict == NO_VERDICT:  # a ratio with no interval is not evidence: say so
+            ax.plot([p.ratio], [i], "x", color="#999999")
+            continue
         if p.lo is not None and p.hi is not None:
             ax.plot([p.lo, p.hi], [i, i], color=colour, linewidth=2)
         ax.plot([p.ratio], [i], "o", color=colour, markerfacecolor="white" if p.weak else colour)
@@ -235,7 +247,9 @@ def forest_plot(cmp: Comparison, workload: str) -> str | None:
     ax.invert_yaxis()
     ax.set_xlabel("NEW / BASE throughput (1.0 = unchanged)")
     ax.set_title(
-        f"{workload}: ratio with 95% CI (grey band: ±{cmp.threshold_pct:g}%; hollow = weak)"
+        f"{workload}: ratio with 95% CI (grey band: ±{cmp.threshold_pct:g}%;"
+        " hollow = weak; × = no verdict)",
+        fontsize=9,
     )
     ax.grid(True, axis="x", alpha=0.3)
     return to_data_uri(fig)

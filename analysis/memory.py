@@ -145,6 +145,11 @@ def memory_table(run: Run) -> Table:
 # thp_* key a run recorded is shown after them.
 THP_COUNTER_ORDER = ("thp_fault_alloc", "thp_fault_fallback", "thp_collapse_alloc", "thp_split")
 NOT_COUNTERS = frozenset({"process_thp_enabled"})
+APPLIED_BY = {
+    "none": "left as is",
+    "sysfs": "sysfs (system-wide)",
+    "prctl": "prctl (this server only)",
+}
 ALIASES = {"thp_split": "thp_split_page"}  # results.csv's short name -> the vmstat name
 
 
@@ -297,7 +302,7 @@ def thp_cells_table(run: Run) -> Table:
             [
                 text(cid),
                 text(thp.get("requested")),
-                text(thp.get("method") or "?"),
+                text(APPLIED_BY.get(thp.get("method") or "", thp.get("method") or "?")),
                 text(in_force_text(thp)),
                 Cell(state, "?" if state is None else str(state), warn=mismatch),
                 text(what_reached(run, cid)),
