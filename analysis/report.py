@@ -132,6 +132,12 @@ def warnings(run: Run) -> list[str]:
             f" {len(self_off)} cell(s): the THP mode reached at most its buffer pool, not the"
             " allocator's heap. See 'Transparent hugepages'."
         )
+    not_taken = [c for c in memory.thp_state_mismatches(run) if memory.cell_process_thp(run, c)]
+    if not_taken:
+        out.append(
+            f"THP 'never' by prctl did not take in {len(not_taken)} cell(s): those servers ran"
+            " with THP allowed (process THP 1). See 'Transparent hugepages'."
+        )
     rec = cells.reconciliation_failed(run)
     if rec:
         out.append(
@@ -177,6 +183,7 @@ def build_context(run: Run) -> dict:
         "thp_modes": run.thp_modes,
         "thp_cells": memory.thp_cells_table(run),
         "thp_self_disabled": memory.thp_self_disabled(run),
+        "thp_mismatches": memory.thp_state_mismatches(run),
         "thp_probe": run.manifest.get("thp_prctl_probe") or {},
         "probe_why": probe_why(run.manifest.get("thp_prctl_probe")),
         "failures": cells.failures(run),

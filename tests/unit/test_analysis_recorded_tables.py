@@ -4,6 +4,7 @@ against what this test recomputes from results.csv on its own (csv module, stati
 from __future__ import annotations
 
 import csv
+import json
 import math
 import re
 import shutil
@@ -216,3 +217,31 @@ def test_summary_md_numbers_equal_results_csv(tmp_path):
         growth = (float(cell[-1]["rss_end_kb"]) - float(cell[0]["rss_start_kb"])) / 1024
         assert line[header.index("RSS growth")] == fmt(growth)
         assert line[header.index("VSZ end")] == fmt(float(cell[-1]["vsz_end_kb"]) / 1024)
+
+
+def test_prctl_never_is_displayed_as_such_and_a_prctl_that_did_not_take_is_warned(tmp_path):
+    copy = shutil.copytree(RUNS / "real-thp-small", tmp_path / "run")
+    m = json.loads((copy / "manifest.json").read_text())
+    for c in m["cells"]:
+        if c["thp"]["requested"] == "never":  # as recorded without sysfs write access
+            c["thp"].update(
+                method="prctl",
+                in_force={"enabled": "never (prctl)", "defrag": "madvise"},
+                system={"enabled": "madvise", "defrag": "madvise"},
+            )
+            if c["allocator"]["name"] == "jemalloc":
+                c["thp"]["process_thp_enabled"] = 1  # the prctl did not take
+    (copy / "manifest.json").write_text(json.dumps(m))
+    run = load_run(copy)
+    t = memory.thp_cells_table(run)
+    by_alloc = {
+        (r[0].value.split("__")[1], r[1].value): [c.text + (" ⚠" if c.warn else "") for c in r]
+        for r in t.rows
+        if r[1].value == "never"
+    }
+    glibc, jem = by_alloc[("glibc", "never")], by_alloc[("jemalloc", "never")]
+    assert glibc[3] == "never (prctl, per server; system enabled=madvise)"
+    assert glibc[2] == "prctl (this server only)" and glibc[4] == "0"  # as expected: no flag
+    assert jem[4] == "1 ⚠" and jem[5] == "all of it (our prctl did not take)"
+    _, md = write_report(copy)
+    assert "THP 'never' by prctl did not take in 1 cell(s)" in md.read_text()
