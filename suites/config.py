@@ -762,6 +762,18 @@ def parse_suite(text: str, path: str = "<suite>", base_dir: str | Path | None = 
         raise SuiteError(_first_error(e, lambda err: _describe(err, text, path))) from None
 
 
+def suite_from_dict(data: Any, where: str) -> Suite:
+    """A suite recorded as a dict (a run's manifest), validated like a file; `where` names it."""
+    try:
+        return Suite.model_validate(data)
+    except ValidationError as e:
+        raise SuiteError(
+            _first_error(
+                e, lambda err: f"{where}: {_format_loc(_reason(err)[0])}: {_reason(err)[1]}"
+            )
+        ) from None
+
+
 def load_suite(path: str | Path) -> LoadedSuite:
     p = Path(path)
     if not p.exists():

@@ -351,6 +351,17 @@ def test_bad_values_are_one_line_errors_naming_file_line_and_field(text, expecte
     assert re.search(expected, msg), msg
 
 
+def test_a_recorded_suite_is_validated_like_a_file():
+    from suites.config import suite_from_dict
+
+    assert suite_from_dict(Suite().as_dict(), "run/manifest.json") == Suite()
+    bad = Suite().as_dict() | {"iibench": Suite().as_dict()["iibench"] | {"max_rows": 0}}
+    with pytest.raises(
+        SuiteError, match=r"^run/manifest\.json: iibench\.max_rows: expected a whole"
+    ):
+        suite_from_dict(bad, "run/manifest.json")
+
+
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(SuiteError, match=r"nope\.toml: no such suite file"):
         load_suite(tmp_path / "nope.toml")
