@@ -123,7 +123,18 @@ class _Phase:
     samples: int = 0
     end: _Boundary | None = None
     marks: list[_Boundary] = field(default_factory=list)  # measured-window marks (mark_window)
+    # The server's status read once while the workload runs (started at the first mark, in its
+    # own thread: under 1536 clients one SHOW GLOBAL STATUS can take seconds, and the marks that
+    # follow must not wait for it).
+    mid_status: dict[str, float] | None = None
+    mid_status_thread: threading.Thread | None = None
     figures: dict = field(default_factory=dict)
+
+    def finish_mid_status(self, timeout_s: float = 60.0) -> None:
+        t = self.mid_status_thread
+        if t is not None:
+            t.join(timeout_s)
+            self.mid_status_thread = None
 
     def see(self, snap: Snapshot) -> None:
         if snap.pre_exec:
@@ -310,7 +321,8 @@ class Collectors:
             if self._first_vmstat is None:
                 self._first_vmstat = vm
             self._last_vmstat = vm
-        self._boundary_cpu_s += time.thread_time() - c0
+        with self._lock:  # the mid-level status thread adds its share too
+            self._boundary_cpu_s += time.thread_time() - c0
         return b
 
     # -- phases ---------------------------------------------------------------------------------
@@ -328,6 +340,8 @@ class Collectors:
             raise CollectorError(f"phase name {name!r} used twice in one cell; names must differ")
         if self._sampler is not None and self._sampler.gone:
             self._mark_gone(str(self._sampler.gone))
+        if self._phase is not None:
+            self._phase.finish_mid_status()  # outside the lock: the sampler must not wait
         b = self._boundary(smaps=True)
         with self._lock:
             if self._phase is not None:
@@ -351,20 +365,34 @@ class Collectors:
         if last is not None and not last.pre_exec:
             self._memory[mark] = _memory_of(last, self._t0, "last sample before the boundary")
 
-    def mark_window(self) -> None:
+    def mark_window(self) -> float:
         """A measured-window mark in the current phase: CPU and context-switch counters now.
+        Returns when it was taken (seconds since start()).
 
-        Cheap (status, stat and the context-switch source; no smaps_rollup). The first mark of a
-        phase also reads the server's status, for figures only meaningful while the clients are
-        connected (Threads_connected). Called from the thread that runs the workload.
+        Cheap (status, stat and the context-switch source; no smaps_rollup, no server query), so
+        a mark lands right after the workload's report that triggered it. The first mark of a
+        phase also starts one read of the server's status in a thread of its own, for figures
+        only meaningful while the clients are connected (Threads_connected).
         """
         if self._reader is None or self._phase is None:
             raise CollectorError("mark_window() outside a phase")
-        first = not self._phase.marks
-        b = self._boundary(smaps=False, status=first)
+        phase = self._phase
+        b = self._boundary(smaps=False, status=False)
         with self._lock:
-            if self._phase is not None:
-                self._phase.marks.append(b)
+            phase.marks.append(b)
+        if len(phase.marks) == 1 and self._status_fn is not None and not self.gone:
+
+            def read() -> None:
+                c0 = time.thread_time()
+                phase.mid_status = self._server_status()
+                with self._lock:
+                    self._boundary_cpu_s += time.thread_time() - c0
+
+            phase.mid_status_thread = threading.Thread(
+                target=read, name="mallocsweep-mid-status", daemon=True
+            )
+            phase.mid_status_thread.start()
+        return b.snap.t - self._t0
 
     def check_sampling(self) -> None:
         """CollectorError if the timeline sampler is no longer sampling. Collectors are not
@@ -425,8 +453,7 @@ class Collectors:
         fig["server_memory_used_kb"] = round(used / 1024) if used is not None else None
         # A gauge: at a boundary no client is connected, so it is read at the first window mark
         # (the clients are connected and running). Includes our own status connection.
-        first_status = ph.marks[0].status if ph.marks else None
-        tc = (first_status or {}).get("Threads_connected")
+        tc = (ph.mid_status or {}).get("Threads_connected")
         fig["threads_connected"] = _int_if_whole(tc) if tc is not None else None
         fig["window_marks"] = len(ph.marks)
         return {k: fig[k] for k in FIGURE_KEYS}
@@ -455,10 +482,6 @@ class Collectors:
             "ctxsw_involuntary": _ctx_delta(a, b, "involuntary"),
             "ctxsw_source": self.ctxsw_source,
         }
-
-    def window_mark_times(self, name: str) -> list[float]:
-        """Seconds since start() of each window mark of phase `name` (for the manifest)."""
-        return [round(m.snap.t - self._t0, 3) for m in self._phases[name].marks]
 
     @property
     def ctxsw_source(self) -> str | None:
@@ -501,6 +524,7 @@ class Collectors:
             self._mark_gone("exited (reaped)")
         try:
             if self._reader is not None and self._phase is not None:
+                self._phase.finish_mid_status(timeout_s=10.0)
                 end = self._boundary(smaps=False, status=False)
                 if exit_rusage and "ru_utime" in exit_rusage:
                     # wait4's whole-life CPU is exact where stat can no longer be read.

@@ -47,23 +47,23 @@ class CellContext:
 
 @dataclass
 class Interval:
-    """One interval report of a running level, as the workload gave it, and whether the
-    collectors took a window mark when it arrived."""
+    """One interval report of a running level, as the workload gave it, and when the collectors
+    took a window mark for it (None: no mark)."""
 
-    t_s: float  # seconds since the workload's own start of timing
-    ops_per_s: float  # queries/s (sysbench) or rows/s (iibench) over the interval
-    marked: bool
+    t_s: float  # the report's time in the workload's own clock (seconds since it started timing)
+    ops_per_s: float  # queries/s (sysbench) or rows/s (iibench) over the interval ending at t_s
+    mark_t: float | None  # our clock: seconds since the collectors started
 
 
 @dataclass
 class Window:
-    """The measured window of a level: between two window marks, in both clocks."""
+    """The measured window of a level: between two window marks, placed in the workload's clock."""
 
     first_mark: int  # indices into the phase's window marks
     last_mark: int
-    first_t_s: float  # the workload's clock at the two interval reports
+    first_t_s: float  # the two marks in the workload's clock
     last_t_s: float
-    ops: float  # operations the workload counted between the two reports
+    ops: float  # operations the workload counted between them (its interval rates, integrated)
 
     @property
     def workload_s(self) -> float:
@@ -74,41 +74,60 @@ class Window:
         return self.ops / self.workload_s
 
 
-def measured_window(
-    intervals: list[Interval], duration_s: float | None, interval_s: float | None
-) -> Window | None:
-    """Pick the measured window of a level from its interval reports (None: too few).
+def _ops_between(intervals: list[Interval], a: float, b: float) -> float:
+    """Operations from a to b (workload clock), each report's rate held over its own interval."""
+    ops = 0.0
+    for prev, iv in zip(intervals, intervals[1:], strict=False):
+        lo, hi = max(a, prev.t_s), min(b, iv.t_s)
+        if hi > lo:
+            ops += iv.ops_per_s * (hi - lo)
+    return ops
 
-    Start: the first marked report — by then every client is connected and the workload's timer
-    runs (sysbench starts timing once all threads are initialised). End: the last marked report
-    that the load certainly outlasted, so the clients' teardown (disconnecting N threads, which
-    sysbench does before its cumulative report) stays outside: a report that another report
-    followed, or one at least one interval before the planned end of the level.
-    Operations in the window are the workload's own counts of the reports after the first one.
+
+def measured_window(
+    intervals: list[Interval],
+    duration_s: float | None,
+    interval_s: float | None,
+    last_ends_load: bool = False,
+) -> Window | None:
+    """Pick the measured window of a level from its interval reports and our marks (None: no
+    two marks both inside the load).
+
+    A mark comes after its report, sometimes long after: on 2 cores under 1536 clients the runner
+    that reads the reports waits for CPU like every other thread. So each mark is placed in the
+    workload's clock first: offset = min(mark - report) over the level's marks (the promptest
+    mark), and a mark's own time there is mark - offset — never earlier than its report.
+    - Start: the first mark. It follows the first report, when the load runs with every client
+      connected (sysbench reports once its threads are running events; iibench reports t=0 as
+      its clock starts).
+    - End: the last mark still inside the load. With `last_ends_load` (iibench: its last report
+      comes when the last insert has returned, before any client disconnects) up to that report.
+      Otherwise (sysbench) up to half an interval before the planned end `duration_s`: after it,
+      sysbench stops starting events and drains the ones in flight, then disconnects every
+      thread before its cumulative report — teardown the operation count does not cover. With
+      neither, up to the second-to-last report (the load outlasted it).
+    - Operations: the workload's interval rates integrated between the two marks' times, so a
+      late mark neither gains nor loses operations relative to the CPU it measures.
     """
-    marked = [i for i, iv in enumerate(intervals) if iv.marked]
+    marked = [i for i, iv in enumerate(intervals) if iv.mark_t is not None]
     if len(marked) < 2:
         return None
+    offset = min(intervals[i].mark_t - intervals[i].t_s for i in marked)
+    at = {i: intervals[i].mark_t - offset for i in marked}
+    limit = intervals[-1].t_s  # no rate is known past the last report
+    if not last_ends_load:
+        if duration_s is not None:
+            limit = min(limit, duration_s - (interval_s or 0.0) / 2)
+        else:
+            limit = intervals[-2].t_s if len(intervals) > 1 else float("-inf")
     first = marked[0]
-    last = None
-    for i in reversed(marked[1:]):
-        followed = i < len(intervals) - 1
-        early = (
-            duration_s is not None
-            and interval_s is not None
-            and intervals[i].t_s + interval_s <= duration_s + 0.05
-        )
-        if followed or early:
-            last = i
-            break
-    if last is None or intervals[last].t_s <= intervals[first].t_s:
+    inside = [i for i in marked[1:] if at[i] <= limit + 1e-9]
+    if not inside or at[inside[-1]] <= at[first]:
         return None
-    ops = 0.0
-    for k in range(first + 1, last + 1):
-        ops += intervals[k].ops_per_s * (intervals[k].t_s - intervals[k - 1].t_s)
-    mark_index = {i: n for n, i in enumerate(marked)}
+    last = inside[-1]
+    index = {i: n for n, i in enumerate(marked)}
     return Window(
-        mark_index[first], mark_index[last], intervals[first].t_s, intervals[last].t_s, ops
+        index[first], index[last], at[first], at[last], _ops_between(intervals, at[first], at[last])
     )
 
 
@@ -237,10 +256,10 @@ class CellRunner:
     def warmup(self) -> dict | None:
         return None
 
-    def level_clock(self) -> tuple[float | None, float | None]:
-        """(planned seconds of a level, report interval) where the workload has them: lets the
-        measured window end on a report the load outlasted (see measured_window)."""
-        return None, None
+    def level_clock(self) -> tuple[float | None, float | None, bool]:
+        """(planned seconds of a level, report interval, whether the last report marks the end
+        of the load) as far as the workload knows them: how measured_window picks its end."""
+        return None, None, False
 
     def server_info(self) -> dict:
         b = self.ctx.server_binary
@@ -337,13 +356,15 @@ class CellRunner:
             exit_info = self._stop_everything(exit_info)
             self.record["finished_at"] = now_iso()
         if self.collectors is not None:
-            duration, interval = self.level_clock()
+            duration, interval, last_ends_load = self.level_clock()
             for n, (phase, res) in enumerate(self.levels):
                 try:
                     fig = self.collectors.phase_figures(phase)
                 except KeyError:
                     fig = {}
-                window = measured_window(self.intervals.get(phase, []), duration, interval)
+                window = measured_window(
+                    self.intervals.get(phase, []), duration, interval, last_ends_load
+                )
                 win = None
                 if window is not None and fig:
                     win = self.collectors.window_figures(phase, window.first_mark, window.last_mark)
@@ -362,12 +383,25 @@ class CellRunner:
         return CellOutcome(self.record, rows)
 
     def _window_record(self, phase, fig: dict, win, window: Window | None, row: dict) -> dict:
-        """What the manifest says about a level's measured window (and why there is none)."""
+        """What the manifest says about a level's measured window (and why there is none).
+
+        `reports` pairs each interval report's time in the workload's clock with the time our
+        mark was taken (seconds since the collectors started; None: no mark): their difference
+        moving from report to report shows how late a mark came after its report (see
+        measured_window).
+        """
+        ivs = self.intervals.get(phase, [])
+        reports = [
+            [round(iv.t_s, 3), None if iv.mark_t is None else round(iv.mark_t, 3)] for iv in ivs
+        ]
         if window is None or win is None:
-            n = len(self.intervals.get(phase, []))
             return {
                 "measured": False,
-                "reason": f"{n} interval report(s): a window needs two the load outlasted",
+                "reason": (
+                    f"{len(ivs)} interval report(s): no two marks inside the load "
+                    "(too short a level, or marks too late)"
+                ),
+                "reports": reports,
             }
         return {
             "measured": True,
@@ -380,21 +414,21 @@ class CellRunner:
             "phase_wall_s": fig.get("wall_s"),
             "phase_cpu_s": _sum_or_none(fig.get("cpu_user_s"), fig.get("cpu_sys_s")),
             "window_cpu_s": _sum_or_none(win.get("cpu_user_s"), win.get("cpu_sys_s")),
+            "reports": reports,
         }
 
     def on_interval(self, t: float, tps: float, qps: float) -> None:
         """The workload's interval report: timeline throughput and a measured-window mark."""
-        marked = False
+        mark_t = None
         if self.collectors is not None:
             self.collectors.set_throughput(tps, qps)
             if self._current is not None:
                 try:
-                    self.collectors.mark_window()
-                    marked = True
+                    mark_t = self.collectors.mark_window()
                 except CollectorError as e:
                     self.collectors.errors.append(f"window mark at t={t:.1f}s: {e}")
         if self._current is not None:
-            self._current.append(Interval(float(t), float(qps), marked))
+            self._current.append(Interval(float(t), float(qps), mark_t))
         if self.ctx.on_interval:
             self.ctx.on_interval(t, tps, qps)
 

@@ -78,13 +78,13 @@ class _Levels:
 
         yield phase, run
 
-    def level_clock(self) -> tuple[float | None, float | None]:
+    def level_clock(self) -> tuple[float | None, float | None, bool]:
         suite = self.ctx.suite
         if suite.suite.kind == "sysbench":
-            return float(suite.sysbench.duration_s), float(suite.sysbench.report_interval_s)
-        # iibench ends at a row count or a time, whichever first: only "another report
-        # followed" can tell that the load outlasted a report (its last report is the partial one).
-        return None, float(iibench_spec(suite).report_interval_s)
+            return float(suite.sysbench.duration_s), float(suite.sysbench.report_interval_s), False
+        # iibench brackets its load with reports: t=0 when its clock starts, and a final one when
+        # the last insert has returned, before any client disconnects (suites.iibench.level).
+        return None, float(iibench_spec(suite).report_interval_s), True
 
     def warmup_throughput(self, t: float, tps: float, qps: float) -> None:
         """Warmup intervals go to the timeline only (no measured window: nothing is per-op)."""

@@ -1,5 +1,5 @@
-"""The measured window of a level (suites.cell): which interval reports bound it, how many
-operations it holds, and the per-op rates computed over exactly that window."""
+"""The measured window of a level (suites.cell): which marks bound it, where they fall in the
+workload's clock, how many operations it holds, and the per-op rates over exactly that window."""
 
 from __future__ import annotations
 
@@ -8,25 +8,56 @@ import pytest
 from suites.cell import Interval, Window, measured_window, window_rates
 
 
-def reports(ts, rate=1000.0, marked=True):
-    return [Interval(float(t), rate, marked) for t in ts]
+def reports(ts, rate=1000.0, lag=0.05, start=100.0):
+    """Reports at workload times `ts`, each marked `lag` s later (our clock = start + t)."""
+    return [Interval(float(t), rate, start + t + lag) for t in ts]
 
 
-def test_sysbench_window_ends_on_a_report_the_load_outlasted():
+def test_sysbench_window_ends_half_an_interval_before_the_planned_end():
     # --time=4, --report-interval=1: sysbench may or may not write the t=4 report as it stops.
-    with_last = measured_window(reports([1, 2, 3, 4.0]), duration_s=4, interval_s=1)
-    without = measured_window(reports([1, 2, 3]), duration_s=4, interval_s=1)
-    for w in (with_last, without):
-        assert (w.first_t_s, w.last_t_s) == (1, 3)
+    for ivs in (reports([1, 2, 3, 4.0]), reports([1, 2, 3])):
+        w = measured_window(ivs, duration_s=4, interval_s=1)
+        assert (w.first_t_s, w.last_t_s) == pytest.approx((1, 3))
         assert (w.first_mark, w.last_mark) == (0, 2)
         assert w.ops == pytest.approx(2000.0)  # reports 2 and 3, 1 s each at 1000/s
         assert w.ops_per_s == pytest.approx(1000.0)
 
 
-def test_iibench_window_uses_the_report_before_the_partial_last_one():
-    ivs = reports([1, 2, 3]) + [Interval(3.4, 500.0, True)]  # the final partial interval
-    w = measured_window(ivs, duration_s=None, interval_s=1)
-    assert (w.first_t_s, w.last_t_s) == (1, 3) and w.ops == pytest.approx(2000.0)
+def test_late_marks_are_placed_in_the_workload_clock_and_teardown_marks_dropped():
+    # What 1536 clients on 2 cores did: the runner read reports 2..5 in one burst, 1.5 s late.
+    ivs = [
+        Interval(1.0, 1000.0, 101.05),
+        Interval(2.0, 2000.0, 103.5),
+        Interval(3.0, 2000.0, 103.52),  # at 103.5 the load was already at t=3.45
+        Interval(4.0, 2000.0, 104.9),  # t=4.85: past duration - interval/2
+        Interval(5.0, 500.0, 105.2),  # the drain after --time
+    ]
+    w = measured_window(ivs, duration_s=5, interval_s=1)
+    assert w.first_t_s == pytest.approx(1.0)
+    assert w.last_t_s == pytest.approx(3.47)  # 103.52 - offset 100.05
+    assert w.last_mark == 2
+    # 1000/s is the first report's rate, before t=1 only; from 1 to 3.47: 2000/s
+    assert w.ops == pytest.approx(2000.0 * 2.47)
+    # every mark after the load: no window rather than one that includes teardown
+    late = [Interval(1.0, 1000.0, 101.0), Interval(2.0, 1000.0, 106.0)]
+    assert measured_window(late, duration_s=4, interval_s=1) is None
+
+
+def test_iibench_window_spans_its_bracketing_reports():
+    # iibench reports t=0 as its clock starts and a final partial interval when the last insert
+    # returned, before any client disconnects: the whole insert load is the window.
+    ivs = [Interval(0.0, 0.0, 50.0), *reports([1, 2, 3], lag=0, start=50.0)]
+    ivs.append(Interval(3.4, 500.0, 53.4))
+    w = measured_window(ivs, duration_s=None, interval_s=1, last_ends_load=True)
+    assert (w.first_t_s, w.last_t_s) == pytest.approx((0, 3.4))
+    assert w.ops == pytest.approx(3000.0 + 200.0)
+    # an unmarked final report: the window ends at the last marked one
+    ivs[-1] = Interval(3.4, 500.0, None)
+    w = measured_window(ivs, None, 1, last_ends_load=True)
+    assert w.last_t_s == pytest.approx(3.0) and w.ops == pytest.approx(3000.0)
+    # without the bracketing promise the partial last report is never the end
+    w = measured_window(reports([1, 2, 3]) + [Interval(3.4, 500.0, 103.45)], None, 1)
+    assert (w.first_t_s, w.last_t_s) == pytest.approx((1, 3)) and w.ops == pytest.approx(2000.0)
 
 
 def test_too_few_reports_give_no_window():
@@ -38,10 +69,12 @@ def test_too_few_reports_give_no_window():
 
 
 def test_an_unmarked_report_is_skipped_and_its_operations_still_counted():
-    ivs = [Interval(1, 100, False), Interval(2, 100, True), Interval(3, 200, True),
-           Interval(4, 300, True), Interval(5, 300, True)]  # fmt: skip
+    ivs = reports([1, 2, 3, 4, 5], rate=100.0)
+    ivs[0] = Interval(1, 100.0, None)
+    ivs[2] = Interval(3, 200.0, 103.05)
+    ivs[3] = Interval(4, 300.0, 104.05)
     w = measured_window(ivs, duration_s=5, interval_s=1)
-    assert (w.first_t_s, w.last_t_s) == (2, 4)
+    assert (w.first_t_s, w.last_t_s) == pytest.approx((2, 4))
     assert (w.first_mark, w.last_mark) == (0, 2)  # indices among the marks, not the reports
     assert w.ops == pytest.approx(500.0)
 
