@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from fixtures.make_runs import make_run
 
 from analysis.report import write_report
 
+RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
@@ -17,8 +19,12 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 @pytest.mark.skipif(
     CHROMIUM is None, reason="chromium is not installed (Debian package 'chromium')"
 )
-def test_report_renders_offline(tmp_path):
-    run = make_run(tmp_path, "synthetic-render", repeats=2)
+@pytest.mark.parametrize("fixture", ["synthetic", "real-thp-small", "real-regress-base-a"])
+def test_report_renders_offline(tmp_path, fixture):
+    if fixture == "synthetic":
+        run = make_run(tmp_path, "synthetic-render", repeats=2)
+    else:  # recorded real runs: the THP section, the per-cell THP table, intervals in cells
+        run = shutil.copytree(RUNS / fixture, tmp_path / fixture)
     html, _ = write_report(run)
     shot = tmp_path / "report.png"
     subprocess.run(
