@@ -41,11 +41,13 @@ class _SignalGate:
 
     def __init__(self):
         self.first: int | None = None
+        self.closing = False  # set once the final clean-up starts: from then on, only note
 
     def __call__(self, signum, _frame):
         if self.first is None:
             self.first = signum
-            raise Interrupted(signum)
+            if not self.closing:
+                raise Interrupted(signum)
 
 
 class Matrix:
@@ -212,10 +214,15 @@ class Matrix:
                 self.manifest["error"] = f"{type(e).__name__}: {first}"
             raise
         finally:
+            # A signal from here on must not cut the restore or the manifest short: noted, then
+            # raised below once everything is written.
+            gate.closing = True
             if thp is not None:
                 restored = thp.restore()
                 if restored:
                     self.manifest["thp_restored"] = restored
+                elif thp.restore_error:
+                    self.manifest["thp_restore_error"] = thp.restore_error
             if self.run_dir is not None:
                 self.manifest["finished_at"] = now_iso()
                 self._save_manifest()
@@ -223,6 +230,13 @@ class Matrix:
             self.display.stop()
             signal.signal(signal.SIGINT, old_int)
             signal.signal(signal.SIGTERM, old_term)
+            late = gate.first is not None and self.manifest.get("status") != "interrupted"
+            if late:
+                if self.run_dir is not None:
+                    self.manifest["status"] = "interrupted"
+                    self.manifest["interrupted_by"] = signal.Signals(gate.first).name
+                    self._save_manifest()
+                raise Interrupted(gate.first)
 
     def _run_cell(self, plan: CellPlan, binary, allocator, thp, dataset) -> None:
         entry = self.manifest_cell(plan.id)
@@ -358,4 +372,7 @@ def run_suite(
     failed = [
         c for c in m.manifest.get("cells", []) if c.get("status") != "ok" or c.get("level_failures")
     ]
-    return (code if not failed else 3), m.run_dir.path
+    # THP left changed is a problem of the run, like a failed cell: the results stand, exit 3.
+    if failed or m.manifest.get("thp_restore_error"):
+        code = 3
+    return code, m.run_dir.path

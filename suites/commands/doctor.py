@@ -71,7 +71,13 @@ def _thp_checks() -> list[Check]:
                 False,
                 f"a run (pid {left.get('pid')}, {left.get('run_dir')}) changed THP from "
                 f"enabled={orig.get('enabled')} defrag={orig.get('defrag')} and did not restore it"
-                + (" — it still seems to be running" if left.get("runner_alive") else ""),
+                + (" — it still seems to be running" if left.get("runner_alive") else "")
+                + (
+                    f"; its restore failed: {left['restore_error']}"
+                    if left.get("restore_error")
+                    else ""
+                )
+                + f" (record: {left.get('record_file')})",
                 "mallocsweep doctor --restore-thp",
             )
         )
