@@ -81,8 +81,9 @@ RESULTS_COLUMNS = [
     "cpu_s_per_1m_ops",
     "ctxsw_per_1m_ops",
     # server internals (SHOW GLOBAL STATUS; empty where not applicable): deltas over the level's
-    # phase, except threads_connected, a gauge read at the window's first mark (clients connected;
-    # it counts the collectors' own status connection too)
+    # phase, except threads_connected, a gauge read during the measured window (clients
+    # connected; it counts the collectors' own status connection too), empty when the server
+    # answered only after the window closed
     "threads_created",
     "threads_connected",
     "bp_reads",

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from collectors.ctxsw import CtxCounts, PerfCtxSwitches, ProcfsCtxSwitches
 from collectors.errors import CollectorError, ProcessGone
+from collectors.priority import boost
 from collectors.procfs import ProcFS
 
 
@@ -222,9 +223,11 @@ class Sampler(threading.Thread):
         self.cpu_s = 0.0  # this thread's own CPU time, updated after every sample
         self.gone: ProcessGone | None = None
         self.error: str | None = None
+        self.priority: str | None = None  # collectors.priority.POLICY when boosted
         self._halt = threading.Event()
 
     def run(self) -> None:
+        self.priority = boost()  # samples on time even when every CPU is busy
         next_t = time.monotonic() + self.interval_s
         while not self._halt.wait(max(0.0, next_t - time.monotonic())):
             now = time.monotonic()

@@ -45,6 +45,7 @@ from collectors.ctxsw import (
     reconcile,
 )
 from collectors.errors import CollectorError, ProcessGone
+from collectors.priority import boost
 from collectors.procfs import ProcFS
 from collectors.sampler import ProcessReader, Sampler, Snapshot, TimelineWriter
 
@@ -77,6 +78,7 @@ FIGURE_KEYS = (
     "wall_s",
     "threads_created",
     "threads_connected",
+    "threads_connected_t_s",
     "bp_reads",
     "bp_read_requests",
     "server_memory_used_kb",
@@ -122,15 +124,21 @@ class _Phase:
     first_server: Snapshot | None = None  # first live snapshot of the server itself (after exec)
     samples: int = 0
     end: _Boundary | None = None
-    marks: list[_Boundary] = field(default_factory=list)  # measured-window marks (mark_window)
+    marks: list[Snapshot] = field(default_factory=list)  # measured-window marks, in time order
+    marker: _Marker | None = None
     # The server's status read once while the workload runs (started at the first mark, in its
     # own thread: under 1536 clients one SHOW GLOBAL STATUS can take seconds, and the marks that
     # follow must not wait for it).
     mid_status: dict[str, float] | None = None
+    mid_status_t: float | None = None  # when the read returned (monotonic)
     mid_status_thread: threading.Thread | None = None
     figures: dict = field(default_factory=dict)
 
-    def finish_mid_status(self, timeout_s: float = 60.0) -> None:
+    def finish_marks(self, timeout_s: float = 60.0) -> None:
+        """Stop the periodic marks and wait for the mid-level status read."""
+        if self.marker is not None:
+            self.marker.stop()
+            self.marker = None
         t = self.mid_status_thread
         if t is not None:
             t.join(timeout_s)
@@ -147,6 +155,31 @@ class _Phase:
             self.last_anon_huge_kb = snap.anon_huge_kb
         if snap.thp_enabled is not None:
             self.last_thp_enabled = snap.thp_enabled
+
+
+class _Marker(threading.Thread):
+    """Window marks every `period_s` between the workload's reports, so that a window end falls
+    close to where the load ends even when the reports reach us late (see suites.cell)."""
+
+    def __init__(self, take: Callable[[], bool], period_s: float):
+        super().__init__(name="mallocsweep-window-marks", daemon=True)
+        self.take = take
+        self.period_s = period_s
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        boost()  # a mark on time, even when every CPU is busy (collectors.priority)
+        while not self._halt.wait(self.period_s):
+            try:
+                if not self.take():
+                    break
+            except Exception:  # noqa: BLE001 - a mark lost is a shorter window, not a failure
+                break
+
+    def stop(self) -> None:
+        self._halt.set()
+        if self.is_alive():
+            self.join(10)
 
 
 def _vmstat_delta(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
@@ -195,6 +228,7 @@ class Collectors:
         smaps_interval_s: float = 30.0,
         proc_root: str = "/proc",
         use_perf: bool = True,
+        mark_interval_s: float = 0.25,
     ):
         if sample_interval_s <= 0:
             raise CollectorError(f"collect.sample_interval_s must be > 0, got {sample_interval_s}")
@@ -204,6 +238,7 @@ class Collectors:
         self.writer = TimelineWriter(Path(samples_csv), columns)
         self.sample_interval_s = sample_interval_s
         self.smaps_interval_s = smaps_interval_s
+        self.mark_interval_s = mark_interval_s
         self.use_perf = use_perf
         self.pid: int | None = None
         self.gone_reason: str | None = None  # set once the process is known to have exited
@@ -341,7 +376,7 @@ class Collectors:
         if self._sampler is not None and self._sampler.gone:
             self._mark_gone(str(self._sampler.gone))
         if self._phase is not None:
-            self._phase.finish_mid_status()  # outside the lock: the sampler must not wait
+            self._phase.finish_marks()  # outside the lock: the sampler must not wait
         b = self._boundary(smaps=True)
         with self._lock:
             if self._phase is not None:
@@ -369,30 +404,60 @@ class Collectors:
         """A measured-window mark in the current phase: CPU and context-switch counters now.
         Returns when it was taken (seconds since start()).
 
-        Cheap (status, stat and the context-switch source; no smaps_rollup, no server query), so
-        a mark lands right after the workload's report that triggered it. The first mark of a
-        phase also starts one read of the server's status in a thread of its own, for figures
-        only meaningful while the clients are connected (Threads_connected).
+        Call it at each of the workload's interval reports. Cheap (status, stat and the
+        context-switch source; no smaps_rollup, no server query), so it lands right after the
+        report that triggered it. The first mark of a phase also starts periodic marks (every
+        `mark_interval_s`, until the phase ends) and one read of the server's status in a thread
+        of its own, for figures only meaningful while the clients are connected
+        (Threads_connected).
         """
         if self._reader is None or self._phase is None:
             raise CollectorError("mark_window() outside a phase")
         phase = self._phase
-        b = self._boundary(smaps=False, status=False)
+        snap = self._mark_snapshot()
         with self._lock:
-            phase.marks.append(b)
-        if len(phase.marks) == 1 and self._status_fn is not None and not self.gone:
+            phase.marks.append(snap)
+            first = len(phase.marks) == 1
+        if first and not self.gone:
+            if self.mark_interval_s > 0:
+                phase.marker = _Marker(lambda: self._periodic_mark(phase), self.mark_interval_s)
+                phase.marker.start()
+            if self._status_fn is not None:
 
-            def read() -> None:
-                c0 = time.thread_time()
-                phase.mid_status = self._server_status()
-                with self._lock:
-                    self._boundary_cpu_s += time.thread_time() - c0
+                def read() -> None:
+                    boost()
+                    c0 = time.thread_time()
+                    phase.mid_status = self._server_status()
+                    phase.mid_status_t = time.monotonic()
+                    with self._lock:
+                        self._boundary_cpu_s += time.thread_time() - c0
 
-            phase.mid_status_thread = threading.Thread(
-                target=read, name="mallocsweep-mid-status", daemon=True
-            )
-            phase.mid_status_thread.start()
-        return b.snap.t - self._t0
+                phase.mid_status_thread = threading.Thread(
+                    target=read, name="mallocsweep-mid-status", daemon=True
+                )
+                phase.mid_status_thread.start()
+        return snap.t - self._t0
+
+    def _mark_snapshot(self) -> Snapshot:
+        c0 = time.thread_time()
+        snap = self._snapshot(smaps=False)
+        with self._lock:
+            self._boundary_cpu_s += time.thread_time() - c0
+        return snap
+
+    def _periodic_mark(self, phase: _Phase) -> bool:
+        """One periodic mark; False once the process is gone (the marker stops)."""
+        snap = self._mark_snapshot()
+        if not snap.live:
+            return False
+        with self._lock:
+            phase.marks.append(snap)
+        return True
+
+    def mark_times(self, name: str) -> list[float]:
+        """When each window mark of phase `name` was taken (seconds since start()), in order;
+        window_figures() takes indices into this list."""
+        return [m.t - self._t0 for m in self._phases[name].marks]
 
     def check_sampling(self) -> None:
         """CollectorError if the timeline sampler is no longer sampling. Collectors are not
@@ -408,6 +473,7 @@ class Collectors:
             raise CollectorError(f"the timeline sampler stopped: {why}; the timeline is incomplete")
 
     def _close(self, ph: _Phase, end: _Boundary) -> None:
+        ph.marks.sort(key=lambda m: m.t)  # report marks and periodic marks, interleaved
         ph.see(end.snap)
         ph.end = end
         ph.figures = self._figures(ph)
@@ -455,6 +521,12 @@ class Collectors:
         # (the clients are connected and running). Includes our own status connection.
         tc = (ph.mid_status or {}).get("Threads_connected")
         fig["threads_connected"] = _int_if_whole(tc) if tc is not None else None
+        # The server answers a status query when its thread gets a CPU: under 1536 clients that
+        # can be seconds later, even after the clients left. The caller keeps the figure only if
+        # the answer came while its measured window was still open.
+        fig["threads_connected_t_s"] = (
+            round(ph.mid_status_t - self._t0, 3) if ph.mid_status_t is not None else None
+        )
         fig["window_marks"] = len(ph.marks)
         return {k: fig[k] for k in FIGURE_KEYS}
 
@@ -469,7 +541,7 @@ class Collectors:
         if len(marks) < 2:
             return None
         try:
-            a, b = marks[first].snap, marks[last].snap
+            a, b = marks[first], marks[last]
         except IndexError:
             return None
         if not (a.live and b.live) or b.t <= a.t:
@@ -524,7 +596,7 @@ class Collectors:
             self._mark_gone("exited (reaped)")
         try:
             if self._reader is not None and self._phase is not None:
-                self._phase.finish_mid_status(timeout_s=10.0)
+                self._phase.finish_marks(timeout_s=10.0)
                 end = self._boundary(smaps=False, status=False)
                 if exit_rusage and "ru_utime" in exit_rusage:
                     # wait4's whole-life CPU is exact where stat can no longer be read.
@@ -552,6 +624,7 @@ class Collectors:
             "ctxsw_source_note": SOURCE_NOTES.get(self._ctx.source) if self._ctx else None,
             "ctxsw_fallback_reason": self._ctx_note,
             "sampler_cpu_s": round(self.sampler_cpu_s, 4),
+            "sampler_priority": sampler.priority if sampler is not None else None,
             "sampler_cpu_ms_per_sample": (
                 round(1000 * self.sampler_cpu_s / self._sampler.samples, 4)
                 if self._sampler and self._sampler.samples

@@ -64,6 +64,7 @@ class Window:
     first_t_s: float  # the two marks in the workload's clock
     last_t_s: float
     ops: float  # operations the workload counted between them (its interval rates, integrated)
+    last_mark_t: float = float("inf")  # the closing mark in our clock (seconds since start)
 
     @property
     def workload_s(self) -> float:
@@ -86,49 +87,53 @@ def _ops_between(intervals: list[Interval], a: float, b: float) -> float:
 
 def measured_window(
     intervals: list[Interval],
+    mark_times: list[float],
     duration_s: float | None,
     interval_s: float | None,
     last_ends_load: bool = False,
 ) -> Window | None:
-    """Pick the measured window of a level from its interval reports and our marks (None: no
-    two marks both inside the load).
+    """Pick the measured window of a level (None: no two marks inside the load).
+
+    `intervals` are the workload's reports with the mark taken at each; `mark_times` are all the
+    phase's marks in order (those and the periodic ones between reports, same clock).
 
     A mark comes after its report, sometimes long after: on 2 cores under 1536 clients the runner
-    that reads the reports waits for CPU like every other thread. So each mark is placed in the
-    workload's clock first: offset = min(mark - report) over the level's marks (the promptest
-    mark), and a mark's own time there is mark - offset — never earlier than its report.
-    - Start: the first mark. It follows the first report, when the load runs with every client
-      connected (sysbench reports once its threads are running events; iibench reports t=0 as
-      its clock starts).
+    that reads the reports waits for CPU like every other thread. So marks are placed in the
+    workload's clock: offset = min(mark - report) over the reports (the promptest one), and a
+    mark at our time m sits at m - offset there — never earlier than it really was.
+    - Start: the first report's mark. The load runs with every client connected from the first
+      report on (sysbench reports once its threads are running events; iibench reports t=0 as
+      its clock starts); marks before it are not used.
     - End: the last mark still inside the load. With `last_ends_load` (iibench: its last report
       comes when the last insert has returned, before any client disconnects) up to that report.
       Otherwise (sysbench) up to half an interval before the planned end `duration_s`: after it,
       sysbench stops starting events and drains the ones in flight, then disconnects every
       thread before its cumulative report — teardown the operation count does not cover. With
       neither, up to the second-to-last report (the load outlasted it).
-    - Operations: the workload's interval rates integrated between the two marks' times, so a
+    - Operations: the workload's interval rates integrated between the two marks' places, so a
       late mark neither gains nor loses operations relative to the CPU it measures.
     """
-    marked = [i for i, iv in enumerate(intervals) if iv.mark_t is not None]
-    if len(marked) < 2:
+    reported = [iv for iv in intervals if iv.mark_t is not None]
+    if not reported or len(intervals) < 2:
         return None
-    offset = min(intervals[i].mark_t - intervals[i].t_s for i in marked)
-    at = {i: intervals[i].mark_t - offset for i in marked}
+    offset = min(iv.mark_t - iv.t_s for iv in reported)
     limit = intervals[-1].t_s  # no rate is known past the last report
     if not last_ends_load:
         if duration_s is not None:
             limit = min(limit, duration_s - (interval_s or 0.0) / 2)
         else:
-            limit = intervals[-2].t_s if len(intervals) > 1 else float("-inf")
-    first = marked[0]
-    inside = [i for i in marked[1:] if at[i] <= limit + 1e-9]
-    if not inside or at[inside[-1]] <= at[first]:
+            limit = intervals[-2].t_s
+    first = next((i for i, t in enumerate(mark_times) if abs(t - reported[0].mark_t) < 1e-6), None)
+    if first is None:
+        return None
+    inside = [
+        i for i in range(first + 1, len(mark_times)) if mark_times[i] - offset <= limit + 1e-9
+    ]
+    if not inside:
         return None
     last = inside[-1]
-    index = {i: n for n, i in enumerate(marked)}
-    return Window(
-        index[first], index[last], at[first], at[last], _ops_between(intervals, at[first], at[last])
-    )
+    a, b = mark_times[first] - offset, mark_times[last] - offset
+    return Window(first, last, a, b, _ops_between(intervals, a, b), mark_times[last])
 
 
 def _level_row(
@@ -144,7 +149,8 @@ def _level_row(
 
     - memory (rss_*, vsz_*, anon_huge_kb), server status deltas (threads_created, bp_*), THP
       counters: the whole level phase (boundary to boundary, clients' start and end included);
-    - threads_connected: read at the first window mark (all clients connected);
+    - threads_connected: read from the first window mark on (all clients connected), kept only
+      when the server answered before the window closed;
     - cpu_user_s, cpu_sys_s, ctxsw_voluntary, ctxsw_involuntary, and every per-op figure
       (cpu_us_per_op, ctxsw_per_op, cpu_s_per_1m_ops, ctxsw_per_1m_ops, cpu_overhead): the
       measured window only (window_s, window_ops), so that numerator and operation count cover
@@ -169,10 +175,20 @@ def _level_row(
         if k in RESULTS_COLUMNS:
             row[k] = fig.get(k)
     row["ctxsw_source"] = ctxsw_source or ""
+    row["threads_connected"] = connected_in_window(fig, window)
     for k in ("cpu_user_s", "cpu_sys_s", "ctxsw_voluntary", "ctxsw_involuntary"):
         row[k] = win.get(k) if win else None
     row.update(window_rates(win, window, ctxsw_source))
     return row
+
+
+def connected_in_window(fig: dict, window: Window | None):
+    """Threads_connected as read mid-level, or None when the server answered only after the
+    measured window closed (its clients may have been leaving already) or there is no window."""
+    answered = fig.get("threads_connected_t_s")
+    if window is None or answered is None or answered > window.last_mark_t:
+        return None
+    return fig.get("threads_connected")
 
 
 def window_rates(win: dict | None, window: Window | None, ctxsw_source: str | None) -> dict:
@@ -363,7 +379,11 @@ class CellRunner:
                 except KeyError:
                     fig = {}
                 window = measured_window(
-                    self.intervals.get(phase, []), duration, interval, last_ends_load
+                    self.intervals.get(phase, []),
+                    self.collectors.mark_times(phase) if fig else [],
+                    duration,
+                    interval,
+                    last_ends_load,
                 )
                 win = None
                 if window is not None and fig:
@@ -405,8 +425,9 @@ class CellRunner:
             }
         return {
             "measured": True,
-            "workload_first_t_s": window.first_t_s,
-            "workload_last_t_s": window.last_t_s,
+            "workload_first_t_s": round(window.first_t_s, 3),
+            "workload_last_t_s": round(window.last_t_s, 3),
+            "marks": len(self.collectors.mark_times(phase)),
             "workload_s": round(window.workload_s, 3),
             "workload_ops": round(window.ops, 1),
             "window_s": row["window_s"],

@@ -130,8 +130,10 @@ def test_per_op_figures_cover_the_measured_window(smoke_run):
         assert ops / win == pytest.approx(float(r["qps"]), rel=0.5), where
         assert r["ctxsw_source"] == "perf"
         # all clients connected when the gauge was read (plus our status connection)
-        assert int(r["threads_connected"]) >= int(r["threads"]), where
+        if r["threads_connected"] != "":
+            assert int(r["threads_connected"]) >= int(r["threads"]), where
         assert r["thp_fault_fallback"] != ""
+    assert any(r["threads_connected"] != "" for r in results(run_dir))
 
 
 def test_server_start_and_stop_memory_and_thp_counters_in_the_manifest(smoke_run):

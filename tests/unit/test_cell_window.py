@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from suites.cell import Interval, Window, measured_window, window_rates
+from suites.cell import Interval, Window, connected_in_window, measured_window, window_rates
 
 
 def reports(ts, rate=1000.0, lag=0.05, start=100.0):
@@ -13,14 +13,29 @@ def reports(ts, rate=1000.0, lag=0.05, start=100.0):
     return [Interval(float(t), rate, start + t + lag) for t in ts]
 
 
+def marks_of(ivs, *extra):
+    return sorted([iv.mark_t for iv in ivs if iv.mark_t is not None] + list(extra))
+
+
 def test_sysbench_window_ends_half_an_interval_before_the_planned_end():
     # --time=4, --report-interval=1: sysbench may or may not write the t=4 report as it stops.
     for ivs in (reports([1, 2, 3, 4.0]), reports([1, 2, 3])):
-        w = measured_window(ivs, duration_s=4, interval_s=1)
+        w = measured_window(ivs, marks_of(ivs), duration_s=4, interval_s=1)
         assert (w.first_t_s, w.last_t_s) == pytest.approx((1, 3))
         assert (w.first_mark, w.last_mark) == (0, 2)
         assert w.ops == pytest.approx(2000.0)  # reports 2 and 3, 1 s each at 1000/s
         assert w.ops_per_s == pytest.approx(1000.0)
+
+
+def test_periodic_marks_carry_the_window_to_the_end_of_the_load():
+    ivs = reports([1, 2, 3, 4.0])
+    periodic = [101.3, 101.55, 103.3, 103.55, 103.8]  # 103.55 - 100.05 = 3.5: the limit
+    w = measured_window(ivs, marks_of(ivs, *periodic), duration_s=4, interval_s=1)
+    assert (w.first_t_s, w.last_t_s) == pytest.approx((1, 3.5))
+    assert w.ops == pytest.approx(2500.0)
+    # periodic marks taken before the first report (clients still connecting) never start it
+    w = measured_window(ivs, marks_of(ivs, 100.5), duration_s=4, interval_s=1)
+    assert w.first_t_s == pytest.approx(1.0)
 
 
 def test_late_marks_are_placed_in_the_workload_clock_and_teardown_marks_dropped():
@@ -28,11 +43,11 @@ def test_late_marks_are_placed_in_the_workload_clock_and_teardown_marks_dropped(
     ivs = [
         Interval(1.0, 1000.0, 101.05),
         Interval(2.0, 2000.0, 103.5),
-        Interval(3.0, 2000.0, 103.52),  # at 103.5 the load was already at t=3.45
+        Interval(3.0, 2000.0, 103.52),  # at 103.52 the load was already at t=3.47
         Interval(4.0, 2000.0, 104.9),  # t=4.85: past duration - interval/2
         Interval(5.0, 500.0, 105.2),  # the drain after --time
     ]
-    w = measured_window(ivs, duration_s=5, interval_s=1)
+    w = measured_window(ivs, marks_of(ivs), duration_s=5, interval_s=1)
     assert w.first_t_s == pytest.approx(1.0)
     assert w.last_t_s == pytest.approx(3.47)  # 103.52 - offset 100.05
     assert w.last_mark == 2
@@ -40,7 +55,7 @@ def test_late_marks_are_placed_in_the_workload_clock_and_teardown_marks_dropped(
     assert w.ops == pytest.approx(2000.0 * 2.47)
     # every mark after the load: no window rather than one that includes teardown
     late = [Interval(1.0, 1000.0, 101.0), Interval(2.0, 1000.0, 106.0)]
-    assert measured_window(late, duration_s=4, interval_s=1) is None
+    assert measured_window(late, marks_of(late), duration_s=4, interval_s=1) is None
 
 
 def test_iibench_window_spans_its_bracketing_reports():
@@ -48,32 +63,32 @@ def test_iibench_window_spans_its_bracketing_reports():
     # returned, before any client disconnects: the whole insert load is the window.
     ivs = [Interval(0.0, 0.0, 50.0), *reports([1, 2, 3], lag=0, start=50.0)]
     ivs.append(Interval(3.4, 500.0, 53.4))
-    w = measured_window(ivs, duration_s=None, interval_s=1, last_ends_load=True)
+    after = 53.6  # a periodic mark after the last report: clients stopping, not in the window
+    w = measured_window(ivs, marks_of(ivs, after), None, 1, last_ends_load=True)
     assert (w.first_t_s, w.last_t_s) == pytest.approx((0, 3.4))
     assert w.ops == pytest.approx(3000.0 + 200.0)
-    # an unmarked final report: the window ends at the last marked one
-    ivs[-1] = Interval(3.4, 500.0, None)
-    w = measured_window(ivs, None, 1, last_ends_load=True)
-    assert w.last_t_s == pytest.approx(3.0) and w.ops == pytest.approx(3000.0)
     # without the bracketing promise the partial last report is never the end
-    w = measured_window(reports([1, 2, 3]) + [Interval(3.4, 500.0, 103.45)], None, 1)
+    ivs = reports([1, 2, 3]) + [Interval(3.4, 500.0, 103.45)]
+    w = measured_window(ivs, marks_of(ivs), None, 1)
     assert (w.first_t_s, w.last_t_s) == pytest.approx((1, 3)) and w.ops == pytest.approx(2000.0)
 
 
 def test_too_few_reports_give_no_window():
-    assert measured_window(reports([1]), 4, 1) is None
-    assert measured_window([], 4, 1) is None
+    ivs = reports([1])
+    assert measured_window(ivs, marks_of(ivs, 101.5), 4, 1) is None
+    assert measured_window([], [], 4, 1) is None
     # two reports, the second being the level's end: nothing the load certainly outlasted
-    assert measured_window(reports([1, 2]), duration_s=2, interval_s=1) is None
-    assert measured_window(reports([1, 2]), duration_s=3, interval_s=1) is not None
+    ivs = reports([1, 2])
+    assert measured_window(ivs, marks_of(ivs), duration_s=2, interval_s=1) is None
+    assert measured_window(ivs, marks_of(ivs), duration_s=3, interval_s=1) is not None
 
 
-def test_an_unmarked_report_is_skipped_and_its_operations_still_counted():
+def test_an_unmarked_report_still_counts_its_operations():
     ivs = reports([1, 2, 3, 4, 5], rate=100.0)
     ivs[0] = Interval(1, 100.0, None)
     ivs[2] = Interval(3, 200.0, 103.05)
     ivs[3] = Interval(4, 300.0, 104.05)
-    w = measured_window(ivs, duration_s=5, interval_s=1)
+    w = measured_window(ivs, marks_of(ivs), duration_s=5, interval_s=1)
     assert (w.first_t_s, w.last_t_s) == pytest.approx((2, 4))
     assert (w.first_mark, w.last_mark) == (0, 2)  # indices among the marks, not the reports
     assert w.ops == pytest.approx(500.0)
@@ -101,3 +116,13 @@ def test_context_switches_per_op_only_from_perf():
     assert r["cpu_us_per_op"] == pytest.approx(500.0)
     assert all(v is None for v in window_rates(None, window, "perf").values())
     assert all(v is None for v in window_rates(win, None, "perf").values())
+
+
+def test_threads_connected_only_when_answered_inside_the_window():
+    window = Window(0, 5, 1.0, 3.0, 2000.0, last_mark_t=13.0)
+    assert connected_in_window({"threads_connected": 1537, "threads_connected_t_s": 12.5}, window)
+    late = {"threads_connected": 348, "threads_connected_t_s": 14.2}  # clients were leaving
+    assert connected_in_window(late, window) is None
+    assert (
+        connected_in_window({"threads_connected": 65, "threads_connected_t_s": 1.0}, None) is None
+    )

@@ -287,7 +287,8 @@ def test_without_a_stop_boundary_server_stop_is_the_last_sample(tmp_path, proc):
 def test_window_marks_bound_per_op_figures_inside_a_phase(tmp_path, proc):
     import threading
 
-    c = _collectors(tmp_path, proc, sample_interval_s=10)  # boundaries and marks only
+    # boundaries and report marks only (no periodic marks, a timeline sample every 10 s)
+    c = _collectors(tmp_path, proc, sample_interval_s=10, mark_interval_s=0)
     status = {"Threads_connected": 3, "Threads_created": 5}
     slow = threading.Event()
 
@@ -327,6 +328,26 @@ def test_window_marks_bound_per_op_figures_inside_a_phase(tmp_path, proc):
     assert win["ctxsw_source"] == "procfs-task-sum" and win["window_s"] > 0
     assert c.window_figures("point_select@64", 0, 1)["cpu_user_s"] == pytest.approx(3.0)
     assert c.window_figures("shutdown") is None  # no marks
+
+
+def test_periodic_marks_run_from_the_first_report_to_the_end_of_the_phase(tmp_path, proc):
+    c = _collectors(tmp_path, proc, sample_interval_s=10, mark_interval_s=0.02)
+    c.on_spawn(PID)
+    c.start(PID)
+    c.begin_phase("level")
+    time.sleep(0.1)
+    assert c._phase.marks == []  # nothing before the workload's first report
+    first = c.mark_window()
+    _wait_for(lambda: len(c._phase.marks) >= 5)
+    c.begin_phase("shutdown")
+    n = len(c.mark_times("level"))
+    time.sleep(0.1)
+    c.stop(None)
+    times = c.mark_times("level")
+    assert len(times) == n >= 5  # stopped with the phase
+    assert times == sorted(times) and times[0] == pytest.approx(first)
+    assert c.mark_times("shutdown") == []
+    assert c.window_figures("level", 0, -1)["window_s"] > 0
 
 
 def test_all_thp_vmstat_counters_per_phase_and_per_cell(tmp_path, proc):
