@@ -138,3 +138,62 @@ def test_server_gone_mid_level_is_a_failed_level(tmp_path):
         shutil.rmtree(work, ignore_errors=True)
     assert res.status == "failed"
     assert "server stopped answering" in res.error or "Lost connection" in res.error, res.error
+
+
+def _policy(pid: int, tid: int | None = None) -> int:
+    """Scheduling policy of a task (proc(5) stat field 41): 0 normal, 1 FIFO."""
+    path = f"/proc/{pid}/task/{tid}/stat" if tid else f"/proc/{pid}/stat"
+    with open(path) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[38])
+
+
+def test_only_the_reporting_threads_are_boosted(server):
+    """sysbench's report thread and our reading thread wake promptly (SCHED_FIFO); the server,
+    the sysbench workers and anything forked keep the normal policy; ours is restored after."""
+    import os
+
+    srv, target, logs = server
+    if os.geteuid() != 0:
+        pytest.skip("real-time priority needs root (the boost is then simply not applied)")
+    seen = {}
+
+    def during(_t, _tps, _qps):
+        if seen:
+            return
+        me = threading.get_native_id()
+        seen["runner"] = _policy(os.getpid(), me)
+        children = [
+            int(p)
+            for p in os.listdir("/proc")
+            if p.isdigit() and _ppid(int(p)) == os.getpid() and "sysbench" in _comm(int(p))
+        ]
+        sb = children[0]
+        tids = sorted(int(t) for t in os.listdir(f"/proc/{sb}/task"))
+        seen["sysbench_main"] = _policy(sb, tids[0])
+        seen["report"] = _policy(sb, tids[1])
+        seen["workers"] = {_policy(sb, t) for t in tids[2:]}
+        seen["server"] = _policy(srv.pid)
+
+    res = run_level(target, "point_select", 64, 2, OPTS, logs / "prio.log", on_interval=during)
+    assert res.status == "ok", res.error
+    assert res.extra["priority"]["report_thread"] and res.extra["priority"]["runner"]
+    assert seen == {
+        "runner": 1, "sysbench_main": 0, "report": 1, "workers": {0}, "server": 0,
+    }  # fmt: skip
+    assert _policy(os.getpid(), threading.get_native_id()) == 0  # restored
+
+
+def _ppid(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read()
+    except OSError:
+        return ""
