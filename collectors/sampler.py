@@ -81,13 +81,17 @@ class ProcessReader:
         self.execd = True
         return False
 
-    def read(self, smaps: bool = False) -> Snapshot:
+    def read(self, smaps: bool = False, memory: bool = True) -> Snapshot:
+        """One snapshot. `memory=False` skips /proc/PID/status (memory figures None): a window
+        mark needs only the counters. Its time `t` is taken around the counter reads."""
         pre_exec = self._pre_exec()  # before status/stat: a "server" snapshot is really one
-        st = self.procfs.status(self.pid)
+        st = self.procfs.status(self.pid) if memory else None
+        t0 = time.monotonic()
         sa = self.procfs.stat(self.pid)
         if sa.starttime_ticks != self.starttime or sa.state in ("Z", "X"):
             raise ProcessGone(self.pid, "stat (exited; pid reaped or reused)")
         ctx = self.ctx.read() if self.ctx is not None else None
+        t = (t0 + time.monotonic()) / 2
         huge = None
         if smaps:
             t0 = time.perf_counter()
@@ -95,16 +99,16 @@ class ProcessReader:
             self.smaps_seconds += time.perf_counter() - t0
             self.smaps_reads += 1
         return Snapshot(
-            t=time.monotonic(),
-            rss_kb=st.vm_rss_kb,
-            vsz_kb=st.vm_size_kb,
-            hwm_kb=st.vm_hwm_kb,
-            rss_anon_kb=st.rss_anon_kb,
+            t=t,
+            rss_kb=st.vm_rss_kb if st else None,
+            vsz_kb=st.vm_size_kb if st else None,
+            hwm_kb=st.vm_hwm_kb if st else None,
+            rss_anon_kb=st.rss_anon_kb if st else None,
             threads=sa.num_threads,
             cpu_user_s=sa.utime_s,
             cpu_sys_s=sa.stime_s,
             ctx=ctx,
-            thp_enabled=st.thp_enabled,
+            thp_enabled=st.thp_enabled if st else None,
             anon_huge_kb=huge,
             pre_exec=pre_exec,
         )

@@ -228,7 +228,7 @@ class Collectors:
         smaps_interval_s: float = 30.0,
         proc_root: str = "/proc",
         use_perf: bool = True,
-        mark_interval_s: float = 0.25,
+        mark_interval_s: float = 0.5,
     ):
         if sample_interval_s <= 0:
             raise CollectorError(f"collect.sample_interval_s must be > 0, got {sample_interval_s}")
@@ -319,6 +319,15 @@ class Collectors:
         if not self.gone:
             try:
                 return self._reader.read(smaps=smaps)
+            except ProcessGone as e:
+                self._mark_gone(str(e))
+        return self._reader.after_exit(self._last)
+
+    def _counters_snapshot(self) -> Snapshot:
+        """CPU and context switches only (a window mark): no status file, no smaps."""
+        if not self.gone:
+            try:
+                return self._reader.read(memory=False)
             except ProcessGone as e:
                 self._mark_gone(str(e))
         return self._reader.after_exit(self._last)
@@ -440,7 +449,7 @@ class Collectors:
 
     def _mark_snapshot(self) -> Snapshot:
         c0 = time.thread_time()
-        snap = self._snapshot(smaps=False)
+        snap = self._counters_snapshot()
         with self._lock:
             self._boundary_cpu_s += time.thread_time() - c0
         return snap
