@@ -71,8 +71,10 @@ RESULTS_COLUMNS = [
     "ctxsw_voluntary",
     "ctxsw_involuntary",
     # "perf" (whole process, exited threads included, reconciled with wait4) or the fallback
-    # "procfs-task-sum" (live threads only: counts can be too low); ctxsw_per_op and
-    # ctxsw_per_1m_ops are left empty for any source but perf. Text.
+    # "procfs-task-sum" (live threads only: counts can be too low). With the fallback the window's
+    # ctxsw_voluntary/involuntary, ctxsw_per_op and ctxsw_per_1m_ops are empty: it walks every
+    # thread (~80 ms at 1536 threads), too dear to read at window marks; its counts are in the
+    # timeline and the manifest's phase figures. Text.
     "ctxsw_source",
     "cpu_us_per_op",
     "ctxsw_per_op",

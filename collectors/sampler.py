@@ -81,16 +81,17 @@ class ProcessReader:
         self.execd = True
         return False
 
-    def read(self, smaps: bool = False, memory: bool = True) -> Snapshot:
+    def read(self, smaps: bool = False, memory: bool = True, ctx: bool = True) -> Snapshot:
         """One snapshot. `memory=False` skips /proc/PID/status (memory figures None): a window
-        mark needs only the counters. Its time `t` is taken around the counter reads."""
+        mark needs only the counters. `ctx=False` skips the context-switch source. Its time `t`
+        is taken around the counter reads."""
         pre_exec = self._pre_exec()  # before status/stat: a "server" snapshot is really one
         st = self.procfs.status(self.pid) if memory else None
         t0 = time.monotonic()
         sa = self.procfs.stat(self.pid)
         if sa.starttime_ticks != self.starttime or sa.state in ("Z", "X"):
             raise ProcessGone(self.pid, "stat (exited; pid reaped or reused)")
-        ctx = self.ctx.read() if self.ctx is not None else None
+        counts = self.ctx.read() if ctx and self.ctx is not None else None
         t = (t0 + time.monotonic()) / 2
         huge = None
         if smaps:
@@ -107,7 +108,7 @@ class ProcessReader:
             threads=sa.num_threads,
             cpu_user_s=sa.utime_s,
             cpu_sys_s=sa.stime_s,
-            ctx=ctx,
+            ctx=counts,
             thp_enabled=st.thp_enabled if st else None,
             anon_huge_kb=huge,
             pre_exec=pre_exec,

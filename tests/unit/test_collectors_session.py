@@ -324,7 +324,9 @@ def test_window_marks_bound_per_op_figures_inside_a_phase(tmp_path, proc):
     assert fig["threads_created"] == 65 and fig["window_marks"] == 3
     win = c.window_figures("point_select@64", 0, -1)
     assert win["cpu_user_s"] == pytest.approx(5.0)
-    assert win["ctxsw_involuntary"] == 35  # procfs fallback: counts from live threads
+    # the procfs fallback is not read at marks (a walk over every thread): no window counts
+    assert win["ctxsw_involuntary"] is None and win["ctxsw_voluntary"] is None
+    assert fig["ctxsw_involuntary"] == 95 - 40  # the phase still has them (boundaries read it)
     assert win["ctxsw_source"] == "procfs-task-sum" and win["window_s"] > 0
     assert c.window_figures("point_select@64", 0, 1)["cpu_user_s"] == pytest.approx(3.0)
     assert c.window_figures("shutdown") is None  # no marks
