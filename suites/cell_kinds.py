@@ -106,18 +106,8 @@ def sysbench_options(suite):
 
 
 def iibench_spec(suite):
-    from suites.iibench import IIBenchSpec
-
-    i = suite.iibench
-    return IIBenchSpec(
-        clients=i.clients,
-        max_rows=i.max_rows,
-        max_seconds=i.max_seconds,
-        batch_rows=i.batch_rows,
-        secondary_indexes=i.secondary_indexes,
-        data_length=i.data_length,
-        query_clients=i.query_clients,
-    )
+    """The suite's iibench level, built by the one constructor config validation uses."""
+    return suite.iibench.to_spec()
 
 
 class MySQLCell(_Levels, CellRunner):

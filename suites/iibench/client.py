@@ -125,11 +125,8 @@ def _insert_loop(args: ClientArgs, shared: Shared, backend) -> dict:
     while not stop.is_set() and time.monotonic() < deadline:
         with claim.get_lock():
             first = claim.value
-            n = (
-                spec.batch_rows
-                if not spec.max_rows
-                else min(spec.batch_rows, spec.max_rows - first)
-            )
+            # max_rows >= 1 always (IIBenchSpec): the budget makes the last batch short.
+            n = min(spec.batch_rows, spec.max_rows - first)
             if n <= 0:
                 break
             claim.value = first + n
