@@ -376,3 +376,30 @@ def test_piped_tables_keep_full_library_paths():
             timeout=120,
         ).stdout
         assert tbb.library in out, (cmd, out)
+
+
+def test_resumed_suite_names_the_recorded_setting_that_is_invalid(tmp_path):
+    from suites.commands.run import resumed_suite
+
+    loaded = load_suite(SMOKE)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    suite = loaded.suite.as_dict()
+    manifest = {"suite_sha256": loaded.sha256, "suite_file": str(SMOKE), "suite": suite}
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    assert resumed_suite(loaded, run_dir) == loaded.suite
+    suite["sysbench"]["threads"] = [0]  # a recorded value this version refuses
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(SuiteError) as e:
+        resumed_suite(loaded, run_dir)
+    assert str(e.value) == (
+        f"--resume {run_dir}: recorded suite: sysbench.threads: thread level 0 is out of range; "
+        "expected 1..100000"
+    )
+    del manifest["suite"]
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(SuiteError, match="manifest.json records no suite settings"):
+        resumed_suite(loaded, run_dir)
+    (run_dir / "manifest.json").write_text("[]")
+    with pytest.raises(SuiteError, match="not a mallocsweep run directory"):
+        resumed_suite(loaded, run_dir)
