@@ -84,18 +84,19 @@ class Allocator:
     base: str | None = None
     custom: bool = False
     # Allocator libraries that the preloaded one loads itself (TBB's proxy loads libtbbmalloc.so.2):
-    # sonames looked up in the library's own directory. Any other allocator library mapped beside
-    # it is a second heap.
+    # file names looked up in the library's own directory (registry entries), or absolute paths (a
+    # suite's custom entry). Any other allocator library mapped beside it is a second heap.
     companions: tuple[str, ...] = ()
 
     def companion_paths(self) -> list[str]:
-        """Real paths of the companion libraries next to `library` (those that exist)."""
+        """Real paths of the companion libraries (those that exist): a file name is taken from
+        `library`'s directory, an absolute path as it is."""
         if not self.library:
             return []
         here = os.path.dirname(self.library)
         out = []
-        for soname in self.companions:
-            p = os.path.join(here, soname)
+        for name in self.companions:
+            p = name if os.path.isabs(name) else os.path.join(here, name)
             if os.path.exists(p):
                 out.append(os.path.realpath(p))
         return out
@@ -173,14 +174,15 @@ def _check_tunables(path: Path, where: str, items: tuple[str, ...]) -> tuple[str
     return items
 
 
-def _check_env(path: Path, where: str, value) -> dict[str, str]:
+def _check_env(where: str, value) -> dict[str, str]:
+    """An allocator's env table; an error starts with `where` (the file and field, or the entry)."""
     if not isinstance(value, dict) or not all(
         isinstance(k, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) and isinstance(v, str)
         for k, v in value.items()
     ):
-        raise _fail(path, where, f'expected a table of NAME = "string", got {value!r}')
+        raise AllocatorError(f'{where}: expected a table of NAME = "string", got {value!r}')
     if "LD_PRELOAD" in value:
-        raise _fail(path, where, "LD_PRELOAD is set from `library`; remove it from env")
+        raise AllocatorError(f"{where}: LD_PRELOAD is set from `library`; remove it from env")
     return dict(value)
 
 
@@ -280,7 +282,7 @@ def _spec(path: Path, name: str, e: dict) -> AllocatorSpec:
         identity=_str_list(path, f"{where}.identity", e.get("identity", []), absolute=True),
         package=e.get("package"),
         description=e.get("description", ""),
-        env=_check_env(path, f"{where}.env", e.get("env", {})),
+        env=_check_env(f"{path}: {where}.env", e.get("env", {})),
         tunables=_check_tunables(
             path, f"{where}.tunables", _str_list(path, f"{where}.tunables", e.get("tunables", []))
         ),
@@ -444,7 +446,8 @@ def detect_all(registry: Mapping[str, AllocatorSpec] | None = None) -> list[Allo
 
 
 def custom_allocator(entry: Mapping, known: Iterable[str] = ()) -> Allocator:
-    """A user's own allocator from a suite file: {name, library, env?, tunables?, description?}."""
+    """A user's own allocator from a suite file: {name, library, env?, tunables?, description?,
+    companions?}. Paths are absolute (the suite loader resolves them from the file's directory)."""
     name = entry.get("name")
     where = f"custom allocator {name!r}"
     if not isinstance(name, str) or not _NAME.fullmatch(name) or name == "all":
@@ -461,13 +464,23 @@ def custom_allocator(entry: Mapping, known: Iterable[str] = ()) -> Allocator:
     problem = check_preloadable(library)
     if problem:
         raise AllocatorError(f"{where}: {problem}")
-    env = _check_env(Path("suite"), f"{where} env", dict(entry.get("env") or {}))
+    env = _check_env(f"{where}: env", dict(entry.get("env") or {}))
     tunables = tuple(entry.get("tunables") or ())
     for t in tunables:
         if not _TUNABLE.fullmatch(t):
             raise AllocatorError(
                 f"{where}: tunables item {t!r}; expected e.g. 'glibc.malloc.arena_max=1'"
             )
+    companions = entry.get("companions") or []
+    if not isinstance(companions, list | tuple):
+        raise AllocatorError(f"{where}: companions must be a list of paths, got {companions!r}")
+    for c in companions:
+        # A proxy-style allocator that loads another allocator library itself: that library may
+        # be mapped beside it (verification treats any other allocator library as a second heap).
+        if not isinstance(c, str) or not c.startswith("/"):
+            raise AllocatorError(f"{where}: companions must be absolute paths, got {c!r}")
+        if not os.path.isfile(c):
+            raise AllocatorError(f"{where}: companion {c} does not exist")
     real = os.path.realpath(library)
     owner = package_of(real)
     return Allocator(
@@ -484,6 +497,7 @@ def custom_allocator(entry: Mapping, known: Iterable[str] = ()) -> Allocator:
         usable=True,
         core=False,
         custom=True,
+        companions=tuple(dict.fromkeys(os.path.realpath(c) for c in companions)),
     )
 
 

@@ -220,6 +220,12 @@ class CustomAllocator(_Section):
     )
     tunables: list[str] = Field(default_factory=list, description="GLIBC_TUNABLES items, appended.")
     description: str = Field("", description="One line shown by `mallocsweep allocators`.")
+    companions: list[str] = Field(
+        default_factory=list,
+        description="Allocator libraries that `library` loads itself (a proxy like TBB's), which "
+        "may be mapped beside it: absolute paths or relative to the suite file's directory; they "
+        "must exist. Any other allocator library in the server fails verification.",
+    )
 
     @field_validator("library")
     @classmethod
@@ -228,6 +234,16 @@ class CustomAllocator(_Section):
         if not v:
             raise ValueError("expected the path of a shared object")
         return _existing(v, info, "file")
+
+    @field_validator("companions")
+    @classmethod
+    def _companions(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        out = []
+        for item in v:
+            if not item:
+                raise ValueError("expected paths of shared objects, got an empty string")
+            out.append(_existing(item, info, "file"))
+        return out
 
 
 class AllocatorsSection(_Section):
@@ -489,9 +505,7 @@ class Suite(_Section):
             try:
                 custom_allocator(c.model_dump(), known=registry)
             except AllocatorError as e:
-                # (its env check names the file "suite": this message names the real one)
-                msg = str(e).removeprefix("suite: ")
-                raise _FieldError(("allocators", "custom", i), msg) from None
+                raise _FieldError(("allocators", "custom", i), str(e)) from None
         names = [c.name for c in self.allocators.custom]
         if len(set(names)) != len(names):
             dup = next(n for n in names if names.count(n) > 1)

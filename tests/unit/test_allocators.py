@@ -7,6 +7,7 @@ which allocator packages are installed; one test reads the shipped configs/alloc
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from servers.allocators import (
     DEFAULT_REGISTRY,
     Allocator,
+    custom_allocator,
     detect_all,
     load_registry,
     resolve,
@@ -502,3 +504,40 @@ def test_shipped_tbbmalloc_names_its_companion():
     reg = load_registry(DEFAULT_REGISTRY)
     assert reg["tbbmalloc"].companions == ("libtbbmalloc.so.2",)
     assert all(not reg[n].companions for n in ("jemalloc", "tcmalloc", "tcmalloc-minimal"))
+
+
+def test_custom_allocator_companions_may_be_mapped_beside_it(tmp_path, family_libs, plain_binary):
+    # A proxy from a suite file that loads an allocator library from another directory: named as a
+    # companion (an absolute path), it passes; without it, the same process is a second heap.
+    d, other = family_libs
+    entry = {"name": "myproxy", "library": str(d / "libtbbmalloc_proxy.so.2")}
+    maps = _mapped(d / "libtbbmalloc_proxy.so.2", other / "libtbbmalloc.so.2")
+    with_companion = custom_allocator(entry | {"companions": [str(other / "libtbbmalloc.so.2")]})
+    assert with_companion.companions == (str(other / "libtbbmalloc.so.2"),)
+    assert with_companion.to_manifest()["companions"] == [str(other / "libtbbmalloc.so.2")]
+    env = {"LD_PRELOAD": with_companion.library}
+    root = _fake_proc(tmp_path / "a", 60, maps, env)
+    ev = verify_allocator(60, with_companion, plain_binary, proc_root=root)
+    assert ev["verdict"] == "verified"
+    assert ev["companion_libraries_mapped"] == [str(other / "libtbbmalloc.so.2")]
+    alone = custom_allocator(entry)
+    assert alone.companions == ()
+    with pytest.raises(AllocatorError, match="other allocator libraries are mapped"):
+        verify_allocator(
+            61, alone, plain_binary, proc_root=_fake_proc(tmp_path / "b", 61, maps, env)
+        )
+
+
+@pytest.mark.parametrize(
+    "companions, message",
+    [
+        (["libtbbmalloc.so.2"], "companions must be absolute paths, got 'libtbbmalloc.so.2'"),
+        (["/nonexistent/libz.so"], "companion /nonexistent/libz.so does not exist"),
+        ("/x/liby.so", "companions must be a list of paths"),
+    ],
+)
+def test_custom_allocator_companions_are_checked(family_libs, companions, message):
+    d, _ = family_libs
+    entry = {"name": "p", "library": str(d / "libtbbmalloc_proxy.so.2"), "companions": companions}
+    with pytest.raises(AllocatorError, match=re.escape(f"custom allocator 'p': {message}")):
+        custom_allocator(entry)

@@ -469,6 +469,30 @@ def test_relative_basedir_and_library(tmp_path, allocator_library):
     assert s.allocators.custom[0].library == str(tmp_path / "suites/mine/lib/libx.so")
 
 
+def test_custom_companions_are_taken_from_the_suite_files_directory(tmp_path, allocator_library):
+    lib = tmp_path / "suites" / "mine" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libproxy.so").symlink_to(allocator_library)
+    (lib / "libinner.so").symlink_to(allocator_library)
+    p = lib.parent / "s.toml"
+    p.write_text(
+        "[[allocators.custom]]\nname = 'x'\nlibrary = 'lib/libproxy.so'\n"
+        "companions = ['lib/libinner.so']\n"
+    )
+    s = load_suite(p).suite
+    assert s.allocators.custom[0].companions == [str(lib / "libinner.so")]
+    assert parse_suite(f"[[allocators.custom]]\nname = 'y'\nlibrary = '{allocator_library}'\n")
+    p.write_text(
+        "[[allocators.custom]]\nname = 'x'\nlibrary = 'lib/libproxy.so'\n"
+        "companions = ['lib/libgone.so']\n"
+    )
+    with pytest.raises(SuiteError) as e:
+        load_suite(p)
+    assert str(e.value).startswith(
+        f"{p}:4: allocators.custom[0].companions: no such file: {lib / 'libgone.so'}"
+    ), str(e.value)
+
+
 @pytest.mark.parametrize(
     "entry, expected",
     [
@@ -482,7 +506,7 @@ def test_relative_basedir_and_library(tmp_path, allocator_library):
         ),
         (
             "name = 'm'\nenv = { LD_PRELOAD = 'x' }",
-            r"x\.toml:1: allocators\.custom\[0\]: custom allocator 'm' env: LD_PRELOAD",
+            r"x\.toml:1: allocators\.custom\[0\]: custom allocator 'm': env: LD_PRELOAD",
         ),
         (
             "name = 'm'\ntunables = ['arena=1']",
