@@ -82,10 +82,16 @@ def cache_spec(suite, binary) -> dict:
 
 
 def cache_key(suite, binary, cache: DatasetCache) -> tuple[str, dict]:
-    """(key, spec) of this suite's pristine datadir for `binary` (the runner's preflight uses it
-    too, so both agree on whether the dataset is cached)."""
+    """(key, spec) of this suite's pristine datadir for `binary`: the one key `ensure` and
+    `is_cached` (the runner's preflight) both use, so they cannot disagree."""
     spec = cache_spec(suite, binary)
     return cache.key(binary.version, spec), spec
+
+
+def is_cached(suite, binary, cache_root: Path) -> bool:
+    """Whether `ensure` would find this suite's pristine datadir for `binary` (no preparation)."""
+    cache = DatasetCache(Path(cache_root))
+    return cache.has(cache_key(suite, binary, cache)[0])
 
 
 def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:

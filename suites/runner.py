@@ -23,7 +23,6 @@ from suites import datasets, leftovers, preflight
 from suites.cell import CellContext
 from suites.cell_kinds import MongoCell, MySQLCell
 from suites.config import LoadedSuite, Suite
-from suites.dataset import DatasetCache
 from suites.display import Display
 from suites.errors import Interrupted, SuiteError
 from suites.plan import CellPlan, estimate_cell_seconds, plan_cells
@@ -136,10 +135,8 @@ class Matrix:
             settings = mysql_settings(s)
             server_files = settings.open_files_limit
             redo_mb = settings.innodb_log_file_mb
-            # The cache key as datasets.ensure makes it: a cached dataset needs no preparation room.
-            cache = DatasetCache(self.cache_root)
-            spec = datasets.dataset_spec(s) | {"flavor": binary.flavor}
-            cached = cache.has(cache.key(binary.version, spec))
+            # A cached dataset needs no preparation room (the key is datasets.ensure's own).
+            cached = datasets.is_cached(s, binary, self.cache_root)
         ds_kb = preflight.estimate_dataset_kb(
             s.suite.kind, s.dataset.tables, s.dataset.table_size, redo_mb
         )

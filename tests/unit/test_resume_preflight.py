@@ -403,3 +403,30 @@ def test_resumed_suite_names_the_recorded_setting_that_is_invalid(tmp_path):
     (run_dir / "manifest.json").write_text("[]")
     with pytest.raises(SuiteError, match="not a mallocsweep run directory"):
         resumed_suite(loaded, run_dir)
+
+
+def test_preflight_and_ensure_agree_on_whether_the_dataset_is_cached(tmp_path, monkeypatch):
+    from types import SimpleNamespace as NS
+
+    from suites.dataset import DatasetCache
+
+    exe = tmp_path / "mariadbd"
+    exe.write_bytes(b"\x7fELF a build")
+    binary = NS(path=str(exe), flavor="mariadb", version="10.11.6-MariaDB")
+    m = _matrix(tmp_path)
+    seen = []
+    monkeypatch.setattr(preflight, "preflight", lambda *a, **k: seen.append(k["cached"]) or [])
+    m._preflight(binary, tmp_path / "runs")
+    # store exactly what datasets.ensure looks for (its key includes the build and every setting)
+    datadir = tmp_path / "prep" / "datadir"
+    (datadir / "mysql").mkdir(parents=True)
+    cache = DatasetCache(tmp_path / "cache")
+    key, spec = datasets.cache_key(m.suite, binary, cache)
+    cache.store(key, datadir, {"spec": spec})
+    m._preflight(binary, tmp_path / "runs")
+    assert seen == [False, True]
+    prepared = datasets.ensure(m.suite, binary, tmp_path / "cache", run_dir=None)
+    assert (prepared.prepared_now, prepared.key) == (False, key)
+    exe.write_bytes(b"\x7fELF another build")  # a reinstall: neither reuses the pristine copy
+    m._preflight(binary, tmp_path / "runs")
+    assert seen == [False, True, False]
