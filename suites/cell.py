@@ -43,6 +43,7 @@ class CellContext:
     dataset: object | None  # suites.datasets.Prepared (sysbench / MySQL iibench) or None
     on_progress: Callable[[str, float], None] | None = None  # (phase label, seconds expected)
     on_interval: Callable[[float, float, float], None] | None = None
+    on_note: Callable[[str], None] | None = None  # one line for the user, e.g. a server warning
 
 
 @dataclass
@@ -329,6 +330,7 @@ class CellRunner:
             self._progress("starting server", 10)
             self.server.start(on_spawn=attach, timeout_s=ctx.suite.server.startup_timeout_s)
             self.record["server"] = self.server.to_manifest()
+            self._note_server_warnings()
             self.record["verification"] = self.server.evidence
             coll.set_status_source(self.status_source())
 
@@ -522,6 +524,15 @@ class CellRunner:
 
         if self.work.exists() and owned(self.work.parent):
             shutil.rmtree(self.work, ignore_errors=True)
+
+    def _note_server_warnings(self) -> None:
+        """What the server recorded against its own setup (MongoDB's THP advice for its version,
+        a missing rseq tunable), shown as it starts: the manifest keeps them, but a long run should
+        not leave them unseen until the report."""
+        if self.ctx.on_note is None:
+            return
+        for warning in self.record["server"].get("warnings") or ():
+            self.ctx.on_note(f"{self.plan.id}: warning: {warning}")
 
     def _progress(self, label: str, seconds: float) -> None:
         if self.ctx.on_progress:

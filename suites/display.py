@@ -10,6 +10,7 @@ import sys
 import time
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     Progress,
@@ -59,7 +60,8 @@ class Display:
 
     def note(self, text: str) -> None:
         if not self.quiet:
-            self.console.print(f"[dim]{text}[/dim]")
+            # escaped: a server's text ("[mongod]", a path with brackets) is not rich markup
+            self.console.print(f"[dim]{escape(text)}[/dim]")
 
     def start_cell(self, plan, expected_s: float) -> None:
         self._cell_t0 = time.monotonic()

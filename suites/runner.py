@@ -253,6 +253,7 @@ class Matrix:
             dataset=dataset,
             on_progress=self.display.phase,
             on_interval=self.display.interval,
+            on_note=self.display.note,
         )
         runner_cls = MongoCell if self.suite.server.flavor == "mongodb" else MySQLCell
         cell = runner_cls(ctx)
