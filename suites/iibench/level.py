@@ -14,9 +14,11 @@ What the level's figures mean (LevelResult, and so results.csv for workload=iibe
 - qps = rows inserted per second: the insert rate, iibench's headline figure;
 - tps = insert batches per second: one batch is one multi-row INSERT in autocommit (one
   transaction) or one ordered insert_many, so this is transactions per second;
-- latencies are per batch. Per-row costs follow from the rows: CPU seconds per 1M rows is
-  cpu_us_per_op, context switches per 1M rows is ctxsw_per_op * 1e6 (the runner's per-op figures
-  divide by events, which here are rows).
+- latencies are per batch. Per-row costs are the runner's per-op figures, where an op is a row:
+  CPU seconds per 1M rows (cpu_s_per_1m_ops, numerically cpu_us_per_op) and context switches per
+  1M rows (ctxsw_per_1m_ops). They are not divided by `events`: the runner takes the server's CPU
+  and context switches over the collectors' measured window between two interval reports, and
+  the rows inserted in that same window from the interval rates (suites.cell.window_rates).
 Query clients (optional) run only while the inserts do; their rate is over their own run time.
 
 The interval reports (on_interval) bracket exactly the insert load, so that the runner's measured
