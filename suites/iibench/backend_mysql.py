@@ -10,25 +10,18 @@ created, not discovered by the first failing INSERT:
 - `data` is declared CHARACTER SET ascii (it holds letters and digits only). Left to the server's
   default, utf8mb4 on MySQL 8 and MariaDB 10.11, a VARCHAR counts 4 bytes per character and stops
   at 16383 characters, so a long `data` column could not even be created.
-- one batch is one statement, which must fit in the server's max_allowed_packet.
+- one batch is one statement, which must fit in the server's max_allowed_packet. Its size is
+  bounded by suites.iibench.spec.insert_statement_bytes, the same bound the suite's load-time
+  check uses against the configured (or default) limit; here it meets the server's real one.
 """
 
 from __future__ import annotations
-
-from datetime import datetime
 
 import mysql.connector
 
 from suites.errors import SuiteError
 from suites.iibench.backend import in_spec_order, where
-from suites.iibench.spec import (
-    CASHREGISTER_MAX,
-    CUSTOMER_MAX,
-    PRICE_MAX,
-    PRODUCT_MAX,
-    TABLE,
-    IIBenchSpec,
-)
+from suites.iibench.spec import TABLE, IIBenchSpec, insert_statement_bytes
 from suites.workload import ClientTarget
 
 
@@ -60,26 +53,6 @@ def insert_sql(rows: list[tuple]) -> str:
     )
 
 
-def batch_sql_bytes(spec: IIBenchSpec) -> int:
-    """The longest INSERT one batch of `spec` can produce, in bytes (the values are ASCII).
-
-    Each value at its widest: the largest ids, a two-decimal price below PRICE_MAX with the most
-    digits, and the full `data` length.
-    """
-    widest = (
-        0,
-        datetime(2000, 12, 31, 23, 59, 59),
-        CASHREGISTER_MAX,
-        CUSTOMER_MAX,
-        PRODUCT_MAX,
-        round(PRICE_MAX - 0.01, 2),
-        "x" * max(0, spec.data_length),
-    )
-    one = len(insert_sql([widest]))
-    row = len(insert_sql([widest, widest])) - one  # one row's values plus its separating comma
-    return one + (spec.batch_rows - 1) * row
-
-
 class MySQLBackend:
     def __init__(self, target: ClientTarget, *, create_database: bool = False):
         self.target = target
@@ -109,7 +82,7 @@ class MySQLBackend:
         max_allowed_packet: the server would drop the connection on the first batch instead."""
         self.cur.execute("SELECT @@max_allowed_packet")
         limit = int(self.cur.fetchone()[0])
-        need = batch_sql_bytes(spec)
+        need = insert_statement_bytes(spec.batch_rows, spec.data_length)  # the load-time bound
         if need > limit:
             raise SuiteError(
                 f"iibench.batch_rows = {spec.batch_rows} with data_length = {spec.data_length} "

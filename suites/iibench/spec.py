@@ -40,7 +40,9 @@ DEFAULT_MAX_ALLOWED_PACKET = 16 * 1024 * 1024
 
 
 def insert_statement_bytes(batch_rows: int, data_length: int) -> int:
-    """An upper bound of one MySQL insert batch's size (the data column is ASCII)."""
+    """An upper bound of one MySQL insert batch's size (the data column is ASCII): the one bound
+    both the suite's load-time check and the MySQL backend's check against the server use (the
+    tests hold it against backend_mysql.insert_sql's real statements)."""
     return INSERT_PREFIX_BYTES + batch_rows * (data_length + ROW_SQL_BYTES)
 
 
