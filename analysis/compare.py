@@ -31,9 +31,11 @@ Failures: a point BASE measured whose level failed in NEW, or whose NEW cell (se
 is "failed in NEW" — a regression, whatever the evidence rules say: a server that crashes is worse
 than a slow one. A point that failed in BASE but worked in NEW is listed, not judged.
 
-Memory: each ok cell's RSS growth over its measured levels (end of the last minus start of the
-first), mean NEW - mean BASE, expressed as a percentage of BASE's mean RSS at the end (a ratio of
-two growths explodes when growth is near zero). The base/new columns are those means, the interval
+Memory: each ok cell's RSS growth from server start to the last reading before shutdown (the
+figures of the report's memory table; when either run predates those readings, both use the end of
+the last measured level minus the start of the first, and a warning says so), mean NEW - mean
+BASE, expressed as a percentage of BASE's mean RSS at the end (a ratio of two growths explodes
+when growth is near zero). The base/new columns are those means, the interval
 Welch's on the difference. Compared with repeats only: one server life per side carries no
 estimate of run-to-run memory variation, so it gets no verdict (the difference is still shown).
 A significant growth beyond the threshold is a regression, like a slowdown.
@@ -116,6 +118,7 @@ class Comparison:
     memory: list[PointComparison] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     unmatched: dict[str, list[str]] = field(default_factory=dict)
+    memory_basis: str = "server"  # memory.SERVER or memory.LEVELS: which start/end figures
 
     @property
     def regressions(self) -> list[PointComparison]:
@@ -160,6 +163,7 @@ class Comparison:
             "warnings": list(self.warnings),
             "points": [point(p) for p in self.points],
             "memory": [point(p) for p in self.memory],
+            "memory_basis": self.memory_basis,
             "unmatched": self.unmatched,
             "regressions": len(self.regressions),
             "possible_regressions": len(self.possible_regressions),
@@ -329,9 +333,24 @@ def _throughput_point(
     return p
 
 
-def _memory_points(base: Run, new: Run, pairs, threshold_pct: float) -> list[PointComparison]:
+def memory_basis(base: Run, new: Run) -> tuple[str, str | None]:
+    """The memory figures both runs have (see analysis/memory.py), and a warning when one run
+    recorded server start/stop memory and the other did not (then both use level figures)."""
+    b, n = memory.memory_basis(base), memory.memory_basis(new)
+    if b == n:
+        return b, None
+    older = "base" if b == memory.LEVELS else "new"
+    return memory.LEVELS, (
+        f"memory compared over the measured levels (start of the first to end of the last), not"
+        f" from server start to stop: the {older} run predates the server start/stop readings"
+    )
+
+
+def _memory_points(
+    base: Run, new: Run, pairs, threshold_pct: float, basis: str
+) -> list[PointComparison]:
     out = []
-    bmem, nmem = memory.memory_by_series(base), memory.memory_by_series(new)
+    bmem, nmem = memory.memory_by_series(base, basis), memory.memory_by_series(new, basis)
     for bserver, nserver in pairs:
         for s in tables.series_of(base):
             if s.server != bserver:
@@ -553,7 +572,11 @@ def compare_runs(
     if brun.workloads == nrun.workloads and all(
         brun.threads(w) == nrun.threads(w) for w in brun.workloads
     ):
-        cmp.memory = _memory_points(brun, nrun, pairs, threshold_pct)
+        basis, warning = memory_basis(brun, nrun)
+        cmp.memory_basis = basis
+        cmp.memory = _memory_points(brun, nrun, pairs, threshold_pct, basis)
+        if warning:
+            cmp.warnings.append(warning)
     else:
         cmp.warnings.append(
             "memory not compared: the two runs swept different workloads or threads"

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from analysis import memory, tables
 from analysis.compare import (
     FAILED_IN_NEW,
     FASTER,
@@ -48,7 +49,7 @@ HOW_TO_READ = (
     " failed there: a regression."
 )
 MEMORY_HOW_TO_READ = (
-    "RSS growth of each server over its measured levels (MB): the mean over each run's complete"
+    "RSS growth of each server (MB) {span}: the mean over each run's complete"
     " cells. The change is NEW's extra mean growth as a percentage of BASE's mean resident memory"
     " at the end, with its 95% confidence interval (Welch) when both sides were repeated."
 )
@@ -103,7 +104,7 @@ def points_table(cmp: Comparison) -> Table:
                 text(p.allocator),
                 text(p.thp),
                 Cell(p.threads, str(p.threads)),
-                text(p.metric),
+                text(tables.metric_label(p.workload, p.metric)),
                 Cell(p.base, fmt(p.base)),
                 Cell(p.new, fmt(p.new)),
                 _ratio_cell(p),
@@ -125,7 +126,14 @@ def memory_table(cmp: Comparison) -> Table:
         "verdict",
         "evidence",
     ]
-    t = Table("memory", "Memory: RSS growth, NEW vs BASE", MEMORY_HOW_TO_READ, cols)
+    span = (
+        "from server start to the last reading before shutdown"
+        if cmp.memory_basis == memory.SERVER
+        else "over the measured levels (start of the first to end of the last)"
+    )
+    t = Table(
+        "memory", "Memory: RSS growth, NEW vs BASE", MEMORY_HOW_TO_READ.format(span=span), cols
+    )
     for p in cmp.memory:
         ch = _change_cell(p)
         if p.lo is not None and p.hi is not None:

@@ -1,5 +1,5 @@
-"""Memory tables: RSS/VSZ at start and end of the measured levels and their growth (Percona's
-table), peak RSS and AnonHugePages, and the hugepage-impact table (THP modes side by side per
+"""Memory tables: RSS/VSZ at server start and stop (older runs: at the start and end of the measured
+levels) and their growth (Percona's table), peak RSS and AnonHugePages, and the hugepage-impact table (THP modes side by side per
 allocator, with the THP state each server process really had).
 """
 
@@ -22,10 +22,17 @@ from analysis.tables import (
     series_of,
 )
 
-
 # -- memory --------------------------------------------------------------------------------------
+# Where a cell's start/end memory comes from:
+SERVER = (
+    "server"  # the manifest's cells[].memory: server_start (it answers), server_stop (last live)
+)
+LEVELS = "levels"  # results.csv: start of the first measured level, end of the last (older runs)
+
+
 @dataclass(frozen=True)
 class CellMemory:
+    basis: str  # SERVER or LEVELS
     rss_start_kb: float | None
     rss_end_kb: float | None
     vsz_start_kb: float | None
@@ -42,8 +49,22 @@ class CellMemory:
         return growth(self.vsz_end_kb, self.vsz_start_kb)
 
 
-def cell_memory(rows: list[dict]) -> CellMemory:
-    """Memory over a cell's measured levels: start of the first, end of the last, peak of all."""
+def server_marks(run: Run, cell_id: str) -> tuple[dict, dict] | None:
+    """The cell's memory at server start and stop (manifest cells[].memory), when both carry RSS
+    and VSZ; None for runs recorded before them (or a cell that never reached its start)."""
+    mem = run.cell(cell_id).get("memory") or {}
+    start, stop = mem.get("server_start"), mem.get("server_stop")
+    ok = all(isinstance(m, dict) and m.get("rss_kb") is not None for m in (start, stop))
+    if not ok or start.get("vsz_kb") is None or stop.get("vsz_kb") is None:
+        return None
+    return start, stop
+
+
+def cell_memory(run: Run, cell_id: str, rows: list[dict], basis: str | None = None) -> CellMemory:
+    """Memory of one cell. With `basis` SERVER (or None, when the run recorded it): from server
+    start to the last reading before shutdown, peak = VmHWM then (the high-water mark over the
+    whole life). With LEVELS: start of the first measured level, end of the last, peak of all.
+    AnonHugePages: the largest value seen at any of those readings."""
 
     def first(col):
         return next((r[col] for r in rows if r.get(col) is not None), None)
@@ -51,26 +72,40 @@ def cell_memory(rows: list[dict]) -> CellMemory:
     def last(col):
         return next((r[col] for r in reversed(rows) if r.get(col) is not None), None)
 
-    def most(col):
-        vals = [r[col] for r in rows if r.get(col) is not None]
+    def most(values):
+        vals = [v for v in values if v is not None]
         return max(vals) if vals else None
 
+    level_peak = most(r.get("rss_peak_kb") for r in rows)
+    level_huge = [r.get("anon_huge_kb") for r in rows]
+    marks = server_marks(run, cell_id) if basis != LEVELS else None
+    if marks is not None:
+        start, stop = marks
+        return CellMemory(
+            SERVER,
+            start["rss_kb"],
+            stop["rss_kb"],
+            start["vsz_kb"],
+            stop["vsz_kb"],
+            stop.get("hwm_kb") if stop.get("hwm_kb") is not None else level_peak,
+            most(level_huge + [start.get("anon_huge_kb"), stop.get("anon_huge_kb")]),
+        )
     return CellMemory(
+        LEVELS,
         first("rss_start_kb"),
         last("rss_end_kb"),
         first("vsz_start_kb"),
         last("vsz_end_kb"),
-        most("rss_peak_kb"),
-        most("anon_huge_kb"),
+        level_peak,
+        most(level_huge),
     )
 
 
 def complete_cells(run: Run) -> dict[str, list[dict]]:
     """Rows of each cell that finished ok with every level ok, in run order.
 
-    Memory is a whole-cell figure (start of the first level to end of the last): a cell that
-    failed or skipped a level covers a different stretch of the server's life, so it is left out
-    rather than mixed in."""
+    Memory is a whole-cell figure: a cell that failed or skipped a level covers a different
+    stretch of the server's life, so it is left out rather than mixed in."""
     by_cell: dict[str, list[dict]] = defaultdict(list)
     for r in run.rows:
         by_cell[r["cell"]].append(r)
@@ -82,26 +117,52 @@ def complete_cells(run: Run) -> dict[str, list[dict]]:
     }
 
 
-def memory_by_series(run: Run) -> dict[Series, list[CellMemory]]:
-    """One CellMemory per complete repeat (cell) of each series; see complete_cells()."""
+def memory_basis(run: Run) -> str:
+    """SERVER when every complete cell recorded its server start/stop memory, else LEVELS: one
+    basis for the whole run, so rows of a table (and two runs compared) mean the same thing."""
+    cells = complete_cells(run)
+    if cells and all(server_marks(run, cid) is not None for cid in cells):
+        return SERVER
+    return LEVELS
+
+
+def memory_by_series(run: Run, basis: str | None = None) -> dict[Series, list[CellMemory]]:
+    """One CellMemory per complete repeat (cell) of each series, all on one basis (the run's own,
+    memory_basis(), unless given); see complete_cells()."""
+    basis = basis or memory_basis(run)
     out: dict[Series, list[CellMemory]] = defaultdict(list)
-    for rows in complete_cells(run).values():
+    for cid, rows in complete_cells(run).items():
         s = Series(rows[0]["server"], rows[0]["allocator"], rows[0]["thp"])
-        out[s].append(cell_memory(rows))
+        out[s].append(cell_memory(run, cid, rows, basis))
     return out
 
 
+BASIS_TEXT = {
+    SERVER: (
+        "Start = when the server first answered (before warmup), end = the last reading before it"
+        " was asked to shut down; growth = end − start, over the server's whole measured life"
+        " (warmup and every level). Peak RSS is the kernel's high-water mark (VmHWM) at the end."
+    ),
+    LEVELS: (
+        "This run predates the server start/stop readings: start = when the first measured level"
+        " began (after warmup), end = when the last one ended; growth = end − start. Peak RSS is"
+        " the highest seen at a level."
+    ),
+}
+
+
 def memory_table(run: Run) -> Table:
+    basis = memory_basis(run)
+    where = "server start to shutdown" if basis == SERVER else "the measured levels"
     table = Table(
         "memory",
-        "Server memory (MB) by allocator: start, end and growth over the measured levels",
+        f"Server memory (MB) by allocator: start, end and growth over {where}",
         "RSS is the server's resident memory, VSZ its mapped address space, both from"
-        " /proc/PID/status. Start = when the first measured level began (after warmup), end = when"
-        " the last one ended; growth = end − start (Percona's table: an allocator that fragments or"
-        " caches per thread grows more as client threads rise). Peak RSS is the high-water mark;"
-        " AnonHugePages is the largest amount of anonymous memory backed by transparent huge pages"
-        " seen at a level boundary. Medians over the repeats whose cell and levels all completed"
-        " (a failed cell covers a different stretch of the server's life and is left out).",
+        f" /proc/PID/status. {BASIS_TEXT[basis]} Percona's table: an allocator that fragments or"
+        " caches per thread grows more as client threads rise. AnonHugePages is the largest amount"
+        " of anonymous memory backed by transparent huge pages seen at a phase boundary. Medians"
+        " over the repeats whose cell and levels all completed (a failed cell covers a different"
+        " stretch of the server's life and is left out).",
         label_columns(run)
         + [
             "RSS start",
@@ -114,7 +175,7 @@ def memory_table(run: Run) -> Table:
             "AnonHugePages",
         ],
     )
-    mem = memory_by_series(run)
+    mem = memory_by_series(run, basis)
     for s in series_of(run):
         cells = mem.get(s, [])
         if not cells:
@@ -345,16 +406,22 @@ def hugepage_table(run: Run, workload: str) -> Table | None:
     p99 = points(run, workload, "lat_p99_ms")
     threads = run.threads(workload)
     top = threads[-1] if threads else None
-    mem = memory_by_series(run)
+    basis = memory_basis(run)
+    mem = memory_by_series(run, basis)
+    span = (
+        "from server start to the last reading before shutdown"
+        if basis == SERVER
+        else "from the start of the first measured level to the end of the last"
+    )
     table = Table(
         f"hugepages-{workload}",
         f"{workload}: hugepage impact — THP modes side by side",
         f"Each row is one allocator under one transparent-hugepage mode. The per-thread columns give"
         f" throughput as a ratio to the same allocator with THP '{ref}' (above 1.00× = THP helped;"
         " hover for the figure). p99 is at the highest thread count. The last two columns are"
-        " whole-cell figures, not per thread level: RSS growth from the start of the first"
-        " measured level to the end of the last, and the largest AnonHugePages (server memory"
-        " backed by huge pages) seen at a level boundary, medians over complete cells. 'process"
+        f" whole-cell figures, not per thread level: RSS growth {span} (as in the memory"
+        " table), and the largest AnonHugePages (server memory backed by huge pages) seen at a"
+        " phase boundary, medians over complete cells. 'process"
         " THP' is the THP_enabled flag read back from the server's own /proc/PID/status (0 = the"
         " server ran with THP disabled for itself).",
         label_columns(run)

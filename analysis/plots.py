@@ -25,7 +25,7 @@ from matplotlib.ticker import (  # noqa: E402
 
 from analysis.rundir import Run  # noqa: E402
 from analysis.table import fmt  # noqa: E402
-from analysis.tables import METRIC_LABELS, Series, points, series_label, series_of  # noqa: E402
+from analysis.tables import Series, metric_label, points, series_label, series_of  # noqa: E402
 
 PALETTE = [
     "#444444",
@@ -100,7 +100,7 @@ def throughput_plot(run: Run, workload: str, metric: str) -> str | None:
     if not _series_lines(ax, run, workload, metric):
         plt.close(fig)
         return None
-    ax.set_ylabel(METRIC_LABELS.get(metric, metric))
+    ax.set_ylabel(metric_label(workload, metric))
     ax.set_ylim(bottom=0)
     ax.set_title(f"{workload}: throughput vs client threads")
     ax.legend(fontsize=8, loc="best")
@@ -204,7 +204,8 @@ def interval_rate_plot(run: Run, workload: str) -> str | None:
         plt.close(fig)
         return None
     ax.set_xlabel("reporting interval")
-    ax.set_ylabel("operations/s in the interval")
+    unit = "rows inserted/s" if workload == "iibench" else "operations/s"
+    ax.set_ylabel(f"{unit} in the interval")
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)

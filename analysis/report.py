@@ -157,7 +157,7 @@ def build_context(run: Run) -> dict:
                 "name": wl,
                 "description": WORKLOAD_TEXT.get(wl, ""),
                 "metric": metric,
-                "metric_label": tables.METRIC_LABELS.get(metric, metric),
+                "metric_label": tables.metric_label(wl, metric),
                 "throughput_plot": None if is_ii else plots.throughput_plot(run, wl, metric),
                 "latency_plot": None if is_ii else plots.latency_plot(run, wl),
                 "interval_plot": plots.interval_rate_plot(run, wl) if is_ii else None,

@@ -92,6 +92,7 @@ class Run:
     path: Path
     manifest: dict
     rows: list[dict]
+    columns: list[str] = field(default_factory=list)  # results.csv header, as written
     _samples: dict[str, list[dict]] = field(default_factory=dict, repr=False)
 
     # -- identity and metadata -----------------------------------------------------------------
@@ -102,6 +103,12 @@ class Run:
     @property
     def status(self) -> str:
         return str(self.manifest.get("status") or "unknown")
+
+    @property
+    def has_windows(self) -> bool:
+        """True when results.csv has the measured-window columns (window_s and the per-op rates
+        over it). Older runs hold whole-level CPU and context switches in the same columns."""
+        return "window_s" in self.columns
 
     @property
     def host(self) -> dict:
@@ -263,6 +270,7 @@ def load_run(path: Path) -> Run:
     manifest = _migrate(_read_manifest(path), path / MANIFEST)
     results = path / RESULTS
     rows: list[dict] = []
+    columns: list[str] = []
     if results.is_file():
         columns, rows = _read_csv(results)
         missing = [c for c in REQUIRED_RESULT_COLUMNS if c not in columns]
@@ -277,4 +285,4 @@ def load_run(path: Path) -> Run:
             )
         for r in rows:
             r["repeat"] = r["repeat"] or 1
-    return Run(path=path, manifest=manifest, rows=rows)
+    return Run(path=path, manifest=manifest, rows=rows, columns=columns)

@@ -4,6 +4,13 @@
 - latency percentiles by allocator x threads;
 - context switches and CPU microseconds per operation (Callaghan), and for iibench per 1M rows.
 
+Per-operation costs come from the columns the run recorded (cpu_us_per_op, ctxsw_per_op,
+cpu_s_per_1m_ops, ctxsw_per_1m_ops): in a run with measured windows (results.csv has window_s) they
+cover each level's window, where numerator and operation count span the same time. Older runs hold
+whole-level figures; for them iibench's per-1M figures are computed from the totals as before.
+Context switches that did not come from perf (the procfs fallback counts live threads only) are
+never shown as a per-operation figure: the cell stays empty and says why.
+
 Memory and hugepage tables are in analysis/memory.py; per-cell tables (proof, failures) in
 analysis/cells.py.
 
@@ -15,6 +22,7 @@ the run has several.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from analysis.rundir import BASELINE_ALLOCATOR, Run
@@ -30,6 +38,8 @@ METRIC_LABELS = {
     "ctxsw_per_op": "context switches per operation",
     "cpu_us_per_op": "CPU microseconds per operation",
 }
+# iibench's qps is rows inserted per second, its tps insert batches (transactions) per second.
+IIBENCH_METRIC_LABELS = {"qps": "rows inserted/s", "tps": "insert batches/s"}
 # Higher is better only for throughput; the ratio column reads the same way for every metric.
 STANDIN_LABEL = "protocol stand-in, no allocator conclusions"
 
@@ -88,20 +98,147 @@ def label_cells(run: Run, s: Series) -> list[Cell]:
     return cells
 
 
+def metric_label(workload: str, metric: str) -> str:
+    """What a metric counts, for a workload: iibench's qps are rows, not queries."""
+    if workload == "iibench" and metric in IIBENCH_METRIC_LABELS:
+        return IIBENCH_METRIC_LABELS[metric]
+    return METRIC_LABELS.get(metric, metric)
+
+
 def metric_of(run: Run, workload: str) -> str:
-    """Throughput metric of a workload: queries/s, or transactions (rows) per s when no queries."""
+    """Throughput metric of a workload: qps (queries/s; rows inserted/s for iibench), else tps."""
     if any(r["qps"] for r in run.ok_rows if r["workload"] == workload):
         return "qps"
     return "tps"
 
 
-def points(run: Run, workload: str, metric: str) -> dict[tuple[Series, int], MedianCI]:
-    """Median and confidence interval of `metric` per (series, threads), over repeats."""
+def points(
+    run: Run, workload: str, metric: str, value: Callable[[dict], float | None] | None = None
+) -> dict[tuple[Series, int], MedianCI]:
+    """Median and confidence interval of `metric` (or of `value(row)`) per (series, threads),
+    over repeats."""
+    get = value or (lambda r: r.get(metric))
     values: dict[tuple[Series, int], list[float]] = defaultdict(list)
     for r in run.ok_rows:
-        if r["workload"] == workload and r.get(metric) is not None:
-            values[(Series(r["server"], r["allocator"], r["thp"]), r["threads"])].append(r[metric])
+        v = get(r) if r["workload"] == workload else None
+        if v is not None:
+            values[(Series(r["server"], r["allocator"], r["thp"]), r["threads"])].append(v)
     return {k: median_ci(v) for k, v in values.items()}
+
+
+# -- per-operation costs ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Gap:
+    """Why a per-operation cell is empty: `short` beside the dash, `long` on hover and below."""
+
+    short: str
+    long: str
+
+
+PROCFS_GAP = Gap(
+    "no perf",
+    "context switches came from the procfs fallback (perf was not available): it sums live"
+    " threads only, so switches of threads that exited are lost and counts are too low; no"
+    " per-operation figure is given (the raw counts are in the timeline and the manifest)",
+)
+NO_WINDOW_GAP = Gap(
+    "no window",
+    "the level had no measured window (it was too short for two interval reports inside the"
+    " load; the manifest says why in cells[].levels[].window), so no per-operation figure",
+)
+
+# (kind, per) -> the results.csv column with that rate over the measured window
+RATE_COLUMNS = {
+    ("cpu", "op"): "cpu_us_per_op",
+    ("ctxsw", "op"): "ctxsw_per_op",
+    ("cpu", "1m"): "cpu_s_per_1m_ops",
+    ("ctxsw", "1m"): "ctxsw_per_1m_ops",
+}
+TOTAL_COLUMNS = {
+    "cpu": ("cpu_user_s", "cpu_sys_s"),
+    "ctxsw": ("ctxsw_voluntary", "ctxsw_involuntary"),
+}
+
+
+def ctxsw_source(run: Run, row: dict) -> str | None:
+    """Where a row's context switches came from: the row's own column (newer runs), else the
+    cell's record in the manifest; None when the run does not say."""
+    cell = run.cell(row["cell"])
+    src = (
+        row.get("ctxsw_source")
+        or cell.get("ctxsw_source")
+        or (cell.get("collectors") or {}).get("ctxsw_source")
+    )
+    return str(src) if src else None
+
+
+def ctxsw_trusted(run: Run, row: dict) -> bool:
+    """perf counts every thread, exited ones too; anything else (procfs) loses threads."""
+    src = ctxsw_source(run, row)
+    return src is None or src.startswith("perf")
+
+
+def op_cost(run: Run, row: dict, kind: str, per: str) -> tuple[float | None, Gap | None]:
+    """CPU ("cpu") or context switches ("ctxsw") per operation ("op": µs or switches per op) or
+    per million operations ("1m": CPU seconds or switches per 1M ops), and why it is missing.
+
+    A run with measured windows: the recorded rate over the window, never recomputed (its
+    operation count is the window's, not the level's). An older run: the recorded per-op column,
+    and per 1M ops the level's totals divided by its events (the computation of that time)."""
+    if kind == "ctxsw" and not ctxsw_trusted(run, row):
+        return None, PROCFS_GAP
+    if run.has_windows:
+        v = row.get(RATE_COLUMNS[(kind, per)])
+        if v is None and row.get("window_s") is None:
+            return None, NO_WINDOW_GAP
+        return v, None
+    if per == "op":
+        return row.get(RATE_COLUMNS[(kind, per)]), None
+    totals = [row.get(c) for c in TOTAL_COLUMNS[kind]]
+    if any(v is None for v in totals) or not row.get("events"):
+        return None, None
+    return sum(totals) / row["events"] * 1e6, None
+
+
+def gap_cell(gaps: list[Gap]) -> Cell:
+    """An empty cell flagged with the reason(s) its figure is missing."""
+    gaps = list(dict.fromkeys(gaps))
+    return Cell(
+        None,
+        "–",
+        note=", ".join(g.short for g in gaps),
+        title="; ".join(g.long for g in gaps),
+        warn=True,
+    )
+
+
+def gap_notes(gaps) -> list[str]:
+    return [f"⚠ {g.short}: {g.long}." for g in dict.fromkeys(gaps)]
+
+
+def window_note(run: Run, workload: str) -> str:
+    """Which stretch of each level the CPU and context-switch figures cover."""
+    if not run.has_windows:
+        return (
+            "Window: this run predates measured windows. CPU and context switches cover each whole"
+            " level, the clients' connecting and disconnecting included, while the operation count"
+            " covers only the load: per-operation figures are somewhat high and not comparable"
+            " with newer runs."
+        )
+    rows = [r for r in run.ok_rows if r["workload"] == workload and r.get("window_s")]
+    text = (
+        "Window: CPU and context switches are counted over each level's measured window, from"
+        " the workload's first interval report (every client connected) to its last report"
+        " inside the load, and divided by the operations served in that window; the clients"
+        " connecting and disconnecting fall outside."
+    )
+    durations = [r["duration_s"] for r in rows if r.get("duration_s")]
+    if rows and durations:
+        text += (
+            f" Here the windows lasted {fmt(median([r['window_s'] for r in rows]))} s"
+            f" (median) of levels lasting {fmt(median(durations))} s."
+        )
+    return text
 
 
 def _ci_title(ci: MedianCI) -> str:
@@ -126,21 +263,40 @@ CI_NOTE = (
 
 
 def pivot_table(
-    run: Run, workload: str, metric: str, *, key: str, title: str, explain: str, ratio: bool = True
+    run: Run,
+    workload: str,
+    metric: str,
+    *,
+    key: str,
+    title: str,
+    explain: str,
+    ratio: bool = True,
+    cost: Callable[[dict], tuple[float | None, Gap | None]] | None = None,
 ) -> Table:
-    """Series x threads of `metric`; with `ratio`, each value also relative to glibc."""
-    pts = points(run, workload, metric)
+    """Series x threads of `metric`; with `ratio`, each value also relative to glibc.
+
+    `cost(row)` -> (value, why missing) replaces the plain column: a point whose every repeat is
+    missing for a stated reason is shown empty and flagged with it."""
+    value = (lambda r: cost(r)[0]) if cost else None
+    pts = points(run, workload, metric, value)
+    gaps: dict[tuple[Series, int], list[Gap]] = defaultdict(list)
+    if cost:
+        for r in run.ok_rows:
+            gap = cost(r)[1] if r["workload"] == workload else None
+            if gap is not None:
+                gaps[(Series(r["server"], r["allocator"], r["thp"]), r["threads"])].append(gap)
     threads = run.threads(workload)
     table = Table(key, title, explain, label_columns(run) + [f"{t} thr" for t in threads])
-    unstable = []
+    unstable, shown_gaps = [], []
     for s in series_of(run):
-        if not any((s, t) in pts for t in threads):
+        if not any((s, t) in pts or (s, t) in gaps for t in threads):
             continue
         row = label_cells(run, s)
         for t in threads:
             ci = pts.get((s, t))
             if ci is None:
-                row.append(num(None))
+                row.append(gap_cell(gaps[(s, t)]) if gaps.get((s, t)) else num(None))
+                shown_gaps += gaps.get((s, t), [])
                 continue
             note = ""
             base = pts.get((Series(s.server, BASELINE_ALLOCATOR, s.thp), t))
@@ -154,6 +310,7 @@ def pivot_table(
         table.notes.append(
             "⚠ unstable (repeats spread > 10% of the median): " + "; ".join(unstable)
         )
+    table.notes += gap_notes(shown_gaps)
     if run.repeats > 1:
         table.notes.append(CI_NOTE.format(n=run.repeats))
     return table
@@ -161,7 +318,7 @@ def pivot_table(
 
 def throughput_table(run: Run, workload: str, metric: str | None = None) -> Table:
     metric = metric or metric_of(run, workload)
-    unit = METRIC_LABELS.get(metric, metric)
+    unit = metric_label(workload, metric)
     return pivot_table(
         run,
         workload,
@@ -194,7 +351,8 @@ def latency_table(run: Run, workload: str, pct: str = "p99") -> Table:
 def efficiency_tables(run: Run, workload: str) -> list[Table]:
     """Callaghan's normalised figures: what one operation costs the server in CPU and switches."""
     op, ops = ("inserted row", "rows") if workload == "iibench" else ("query", "queries")
-    return [
+    span = "measured window of the level" if run.has_windows else "level"
+    tabs = [
         pivot_table(
             run,
             workload,
@@ -202,10 +360,11 @@ def efficiency_tables(run: Run, workload: str) -> list[Table]:
             key=f"cpu-{workload}",
             title=f"{workload}: server CPU microseconds per {op}",
             explain=(
-                f"User + system CPU time of the whole server process during the level, divided by"
+                f"User + system CPU time of the whole server process during the {span}, divided by"
                 f" the {ops} it served (lower is better). It normalises away throughput differences:"
                 " an allocator that burns CPU in locks or page faults shows up here first."
             ),
+            cost=lambda r: op_cost(run, r, "cpu", "op"),
         ),
         pivot_table(
             run,
@@ -214,12 +373,17 @@ def efficiency_tables(run: Run, workload: str) -> list[Table]:
             key=f"ctxsw-{workload}",
             title=f"{workload}: server context switches per {op}",
             explain=(
-                "Voluntary + involuntary context switches of every server thread during the level,"
+                f"Voluntary + involuntary context switches of every server thread during the {span},"
                 f" per {op} (lower is better). Many voluntary switches per operation usually mean"
                 " threads sleeping on a contended mutex — classic allocator lock contention."
             ),
+            cost=lambda r: op_cost(run, r, "ctxsw", "op"),
         ),
     ]
+    note = window_note(run, workload)
+    for t in tabs:
+        t.notes.insert(0, note)
+    return tabs
 
 
 # -- shared by the memory tables ----------------------------------------------------------------
@@ -238,19 +402,26 @@ def growth(end: float | None, start: float | None) -> float | None:
 
 def iibench_table(run: Run) -> Table:
     """Callaghan's iibench table: cost per 1M inserted rows, duration and memory."""
+    span = (
+        "during the level's measured window, per million rows inserted in it"
+        if run.has_windows
+        else "during the whole level, divided by the rows inserted, per million rows"
+    )
     table = Table(
         "iibench",
         "iibench: cost per 1M inserted rows, duration and memory",
         "Insert benchmark (iibench) with the suite's concurrent clients. Context switches and CPU"
-        " seconds of the whole server process are divided by the rows inserted, per million rows"
-        " (lower is better); duration is how long the load ran; VSZ and RSS are the server's"
-        " address space and resident memory when it ended (Callaghan's table). Medians over repeats.",
+        f" seconds of the whole server process are counted {span} (lower is better); duration is"
+        " how long the load ran; rows/s is the insert rate and batches/s the multi-row INSERTs"
+        " (transactions) per second; VSZ and RSS are the server's address space and resident"
+        " memory when the load ended (Callaghan's table). Medians over repeats.",
         label_columns(run)
         + [
             "clients",
             "rows",
             "duration (s)",
             "rows/s",
+            "batches/s",
             "ctxsw per 1M rows",
             "CPU s per 1M rows",
             "VSZ end (MB)",
@@ -262,22 +433,28 @@ def iibench_table(run: Run) -> Table:
     for r in run.ok_rows:
         if r["workload"] == "iibench":
             by_series[Series(r["server"], r["allocator"], r["thp"])].append(r)
+    shown_gaps: list[Gap] = []
+
+    def rate(r):
+        if r.get("qps") is not None:  # rows inserted per second, as the workload measured it
+            return r["qps"]
+        if r.get("events") and r.get("duration_s"):
+            return r["events"] / r["duration_s"]
+        return None
+
+    def per_million(rows, kind) -> Cell:
+        got = [op_cost(run, r, kind, "1m") for r in rows]
+        value = med_or_none(v for v, _ in got)
+        gaps = [g for _, g in got if g is not None]
+        if value is None and gaps:
+            shown_gaps.extend(gaps)
+            return gap_cell(gaps)
+        return num(value)
+
     for s in series_of(run):
         rows = by_series.get(s)
         if not rows:
             continue
-
-        def per_million(r, cols):
-            vals = [r.get(c) for c in cols]
-            if any(v is None for v in vals) or not r.get("events"):
-                return None
-            return sum(vals) / r["events"] * 1e6
-
-        def rate(r):
-            if r.get("events") and r.get("duration_s"):
-                return r["events"] / r["duration_s"]
-            return r.get("tps")
-
         table.rows.append(
             label_cells(run, s)
             + [
@@ -285,15 +462,14 @@ def iibench_table(run: Run) -> Table:
                 num(med_or_none(r.get("events") for r in rows)),
                 num(med_or_none(r.get("duration_s") for r in rows)),
                 num(med_or_none(rate(r) for r in rows)),
-                num(
-                    med_or_none(
-                        per_million(r, ("ctxsw_voluntary", "ctxsw_involuntary")) for r in rows
-                    )
-                ),
-                num(med_or_none(per_million(r, ("cpu_user_s", "cpu_sys_s")) for r in rows)),
+                num(med_or_none(r.get("tps") for r in rows)),
+                per_million(rows, "ctxsw"),
+                per_million(rows, "cpu"),
                 num(kb_to_mb(med_or_none(r.get("vsz_end_kb") for r in rows))),
                 num(kb_to_mb(med_or_none(r.get("rss_end_kb") for r in rows))),
                 num(kb_to_mb(med_or_none(r.get("rss_peak_kb") for r in rows))),
             ]
         )
+    table.notes.append(window_note(run, "iibench"))
+    table.notes += gap_notes(shown_gaps)
     return table

@@ -89,31 +89,63 @@ def test_repeated_throughput_shows_median_and_interval_in_html_and_markdown(tmp_
 
 
 # -- memory --------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["real-smoke-1", "real-regress-base-a", "real-thp-small"])
-def test_memory_table_equals_results_csv(name):
+def manifest_cells(name: str) -> dict[str, dict]:
+    return {c["id"]: c for c in json.loads((RUNS / name / "manifest.json").read_text())["cells"]}
+
+
+def recorded_memory(name: str, cell_id: str, rows: list[dict]) -> dict[str, float]:
+    """A cell's memory figures as this test reads them: the manifest's server start/stop readings
+    when the run has them (newer runs), else the first and last measured level in results.csv."""
+    mem = manifest_cells(name)[cell_id].get("memory")
+    huge = max(float(r["anon_huge_kb"]) for r in rows)
+    if mem:
+        start, stop = mem["server_start"], mem["server_stop"]
+        return {
+            "RSS start": start["rss_kb"],
+            "RSS end": stop["rss_kb"],
+            "VSZ start": start["vsz_kb"],
+            "VSZ end": stop["vsz_kb"],
+            "peak RSS": stop["hwm_kb"],
+            "AnonHugePages": max(huge, start["anon_huge_kb"], stop["anon_huge_kb"]),
+        }
+    return {
+        "RSS start": float(rows[0]["rss_start_kb"]),
+        "RSS end": float(rows[-1]["rss_end_kb"]),
+        "VSZ start": float(rows[0]["vsz_start_kb"]),
+        "VSZ end": float(rows[-1]["vsz_end_kb"]),
+        "peak RSS": max(float(r["rss_peak_kb"]) for r in rows),
+        "AnonHugePages": huge,
+    }
+
+
+@pytest.mark.parametrize(
+    "name,basis",
+    [
+        ("real-smoke-1", "levels"),
+        ("real-regress-base-a", "levels"),
+        ("real-thp-small", "server"),
+        ("real-smoke-windows", "server"),
+    ],
+)
+def test_memory_table_equals_results_csv_or_manifest(name, basis):
     run, rows = load_run(RUNS / name), raw_rows(name)
+    assert memory.memory_basis(run) == basis
     t = memory.memory_table(run)
+    assert ("server start to shutdown" in t.title) == (basis == "server")
     thp_col = "THP" in t.columns
     for row in t.rows:
         alloc = row[0].value
         match = {"allocator": alloc}
         if thp_col:
             match["thp"] = row[1].value
-        cells = list(cells_of(rows, **match).values())
+        figs = [recorded_memory(name, cid, c) for cid, c in cells_of(rows, **match).items()]
 
-        def med(f, cells=cells):
-            return statistics.median(f(c) for c in cells) / 1024
+        def med(f, figs=figs):
+            return statistics.median(f(c) for c in figs) / 1024
 
-        want = {
-            "RSS start": med(lambda c: float(c[0]["rss_start_kb"])),
-            "RSS end": med(lambda c: float(c[-1]["rss_end_kb"])),
-            "RSS growth": med(lambda c: float(c[-1]["rss_end_kb"]) - float(c[0]["rss_start_kb"])),
-            "VSZ start": med(lambda c: float(c[0]["vsz_start_kb"])),
-            "VSZ end": med(lambda c: float(c[-1]["vsz_end_kb"])),
-            "VSZ growth": med(lambda c: float(c[-1]["vsz_end_kb"]) - float(c[0]["vsz_start_kb"])),
-            "peak RSS": med(lambda c: max(float(r["rss_peak_kb"]) for r in c)),
-            "AnonHugePages": med(lambda c: max(float(r["anon_huge_kb"]) for r in c)),
-        }
+        want = {k: med(lambda c, k=k: c[k]) for k in figs[0]}
+        want["RSS growth"] = med(lambda c: c["RSS end"] - c["RSS start"])
+        want["VSZ growth"] = med(lambda c: c["VSZ end"] - c["VSZ start"])
         for col, v in want.items():
             assert row[t.columns.index(col)].value == pytest.approx(v), (name, alloc, col)
 
@@ -137,10 +169,11 @@ def test_hugepage_table_equals_results_csv():
             )
         (p99,) = values(rows, "lat_p99_ms", allocator=alloc, thp=mode, threads=16)
         assert row[cols.index("p99 ms @16")].value == pytest.approx(p99)
-        (cell,) = cells_of(rows, allocator=alloc, thp=mode).values()
-        growth = (float(cell[-1]["rss_end_kb"]) - float(cell[0]["rss_start_kb"])) / 1024
+        ((cid, cell),) = cells_of(rows, allocator=alloc, thp=mode).items()
+        mem = recorded_memory("real-thp-small", cid, cell)  # server start/stop, as the memory table
+        growth = (mem["RSS end"] - mem["RSS start"]) / 1024
         assert row[cols.index("RSS growth, whole cell (MB)")].value == pytest.approx(growth)
-        huge = max(float(r["anon_huge_kb"]) for r in cell) / 1024
+        huge = mem["AnonHugePages"] / 1024  # levels, server start and stop
         assert row[cols.index("AnonHugePages, cell max (MB)")].value == pytest.approx(huge)
         assert (huge > 0) == (mode == "always")  # the buffer pool got huge pages under always
         assert row[cols.index("THP in force")].value == f"enabled={mode}, defrag=madvise"

@@ -162,11 +162,35 @@ def test_latency_and_efficiency_tables_equal_results_csv(runs):
             if r["workload"] == "point_select"
         }
         assert got == want
+    for t in (cpu, csw):
+        assert t.notes[0].startswith("Window: CPU and context switches are counted over")
+        assert "11.0 s (median) of levels lasting 12.0 s" in t.notes[0]  # window_s, duration_s
 
 
 def test_memory_table_start_end_growth(runs):
+    """Server start/stop readings from the manifest (peak: VmHWM at stop), said in the caption."""
     run = load_run(runs["plain"])
     t = memory.memory_table(run)
+    assert "server start to shutdown" in t.title and "first answered" in t.explain
+    jem = next(r for r in t.rows if r[0].value == "jemalloc")
+    (cell,) = [c for c in run.cells.values() if c["allocator"]["name"] == "jemalloc"]
+    start, stop = cell["memory"]["server_start"], cell["memory"]["server_stop"]
+    cols = t.columns
+    assert jem[cols.index("RSS start")].value == start["rss_kb"] / 1024
+    assert jem[cols.index("RSS end")].value == stop["rss_kb"] / 1024
+    assert jem[cols.index("RSS growth")].value == (stop["rss_kb"] - start["rss_kb"]) / 1024
+    assert jem[cols.index("VSZ start")].value == start["vsz_kb"] / 1024
+    assert jem[cols.index("VSZ growth")].value == (stop["vsz_kb"] - start["vsz_kb"]) / 1024
+    assert jem[cols.index("peak RSS")].value == stop["hwm_kb"] / 1024
+    # server start is before warmup: it differs from the first level's start
+    rows = [r for r in run.rows if r["allocator"] == "jemalloc"]
+    assert start["rss_kb"] < rows[0]["rss_start_kb"]
+
+
+def test_memory_table_of_an_older_run_uses_the_levels(tmp_path):
+    run = load_run(make_run(tmp_path, "synthetic-legacy", seed=1, legacy=True))
+    t = memory.memory_table(run)
+    assert "measured levels" in t.title and "predates the server start/stop" in t.explain
     jem = next(r for r in t.rows if r[0].value == "jemalloc")
     rows = [r for r in run.rows if r["allocator"] == "jemalloc"]
     start, end = rows[0]["rss_start_kb"], rows[-1]["rss_end_kb"]
@@ -178,15 +202,78 @@ def test_memory_table_start_end_growth(runs):
 
 
 def test_iibench_table_per_million_rows(runs):
+    """Recorded window rates (not all rows / whole level); rows/s is qps, batches/s is tps."""
     run = load_run(runs["iibench"])
     t = tables.iibench_table(run)
     r = next(x for x in run.rows if x["allocator"] == "glibc")
     row = t.rows[0]
+    assert row[0].value == "glibc"
     assert row[t.columns.index("rows")].value == r["events"]
+    assert row[t.columns.index("rows/s")].value == r["qps"]
+    assert row[t.columns.index("batches/s")].value == r["tps"]
+    assert r["qps"] == pytest.approx(r["tps"] * 100, rel=1e-3)  # 100 rows per batch
+    assert row[t.columns.index("ctxsw per 1M rows")].value == r["ctxsw_per_1m_ops"]
+    assert row[t.columns.index("CPU s per 1M rows")].value == r["cpu_s_per_1m_ops"]
+    # ...which is the window's figures over the window's rows, not the old all-rows division
+    per_m = (r["ctxsw_voluntary"] + r["ctxsw_involuntary"]) / r["window_ops"] * 1e6
+    assert r["ctxsw_per_1m_ops"] == pytest.approx(per_m, rel=1e-4)
+    assert r["ctxsw_per_1m_ops"] != pytest.approx(
+        (r["ctxsw_voluntary"] + r["ctxsw_involuntary"]) / r["events"] * 1e6, rel=1e-3
+    )
+    assert any("measured window" in n for n in t.notes)
+    tp = tables.throughput_table(run, "iibench")
+    assert "rows inserted/s" in tp.title and "queries" not in tp.title
+
+
+def test_iibench_table_of_an_older_run_divides_by_all_rows(tmp_path):
+    run = load_run(
+        make_run(tmp_path, "synthetic-ii-old", seed=5, workloads=("iibench",), threads=(10,),
+                 legacy=True)
+    )  # fmt: skip
+    assert not run.has_windows
+    t = tables.iibench_table(run)
+    r = next(x for x in run.rows if x["allocator"] == "glibc")
+    row = t.rows[0]
     per_m = (r["ctxsw_voluntary"] + r["ctxsw_involuntary"]) / r["events"] * 1e6
     assert row[t.columns.index("ctxsw per 1M rows")].value == pytest.approx(per_m)
     cpu_m = (r["cpu_user_s"] + r["cpu_sys_s"]) / r["events"] * 1e6
     assert row[t.columns.index("CPU s per 1M rows")].value == pytest.approx(cpu_m)
+    assert any("predates measured windows" in n for n in t.notes)
+
+
+def test_procfs_context_switches_are_flagged_not_shown(tmp_path):
+    """A cell without perf: its context-switch cells are empty, flagged, and explained."""
+    path = make_run(tmp_path, "synthetic-procfs", seed=7, ctxsw_procfs=("jemalloc",))
+    run = load_run(path)
+    _, csw = tables.efficiency_tables(run, "point_select")
+    jem = next(r for r in csw.rows if r[0].value == "jemalloc")
+    glibc = next(r for r in csw.rows if r[0].value == "glibc")
+    assert all(c.value is None and c.warn and c.note == "no perf" for c in jem[1:])
+    assert all("live threads" in c.title for c in jem[1:])
+    assert all(c.value is not None and not c.warn for c in glibc[1:])
+    assert any(n.startswith("⚠ no perf:") for n in csw.notes)
+    # CPU is unaffected by the context-switch source
+    cpu, _ = tables.efficiency_tables(run, "point_select")
+    assert all(
+        c.value is not None for c in next(r for r in cpu.rows if r[0].value == "jemalloc")[1:]
+    )
+    ii = load_run(make_run(tmp_path, "synthetic-ii-procfs", seed=8, workloads=("iibench",),
+                           threads=(10,), ctxsw_procfs=("glibc",)))  # fmt: skip
+    t = tables.iibench_table(ii)
+    cell = t.rows[0][t.columns.index("ctxsw per 1M rows")]
+    assert t.rows[0][0].value == "glibc" and cell.value is None and cell.note == "no perf"
+    html, md = write_report(path)
+    assert "no perf" in html.read_text() and "⚠ no perf:" in md.read_text()
+
+
+def test_level_without_a_window_is_flagged(tmp_path):
+    run = load_run(make_run(tmp_path, "synthetic-nowin", seed=9, no_window_levels=("oltp_ro@8",)))
+    cpu, csw = tables.efficiency_tables(run, "oltp_ro")
+    for t in (cpu, csw):
+        at8 = t.column("8 thr")
+        assert all(c.value is None and c.note == "no window" for c in at8)
+        assert all(c.value is not None for c in t.column("16 thr"))
+        assert any(n.startswith("⚠ no window:") for n in t.notes)
 
 
 def test_hugepage_table_only_with_several_modes(runs):
@@ -213,7 +300,8 @@ def test_hugepage_table_only_with_several_modes(runs):
             r["lat_p99_ms"] for r in rows if r["threads"] == 64 and r["workload"] == "oltp_ro"
         )
         assert row[cols.index("p99 ms @64")].value == p99
-        growth = (rows[-1]["rss_end_kb"] - rows[0]["rss_start_kb"]) / 1024
+        mem = run.cell(rows[0]["cell"])["memory"]  # as the memory table: server start to stop
+        growth = (mem["server_stop"]["rss_kb"] - mem["server_start"]["rss_kb"]) / 1024
         assert row[cols.index("RSS growth, whole cell (MB)")].value == pytest.approx(growth)
         huge = max(r["anon_huge_kb"] for r in rows) / 1024
         assert row[cols.index("AnonHugePages, cell max (MB)")].value == huge

@@ -221,8 +221,9 @@ def test_standin_never_gets_a_verdict(runs):
 
 def test_iibench_compares_rows_per_second(runs):
     cmp = compare_runs(runs["iibench"], runs["iibench"])
-    assert [p.metric for p in cmp.points] == ["tps"] * 3
+    assert [p.metric for p in cmp.points] == ["qps"] * 3  # iibench's qps: rows inserted per second
     assert cmp.exit_code == 0
+    assert "rows inserted/s" in render_text(cmp)
 
 
 def test_nothing_in_common_is_an_error(runs):
@@ -332,6 +333,27 @@ def test_a_failure_in_base_is_listed_not_judged(runs):
 def test_memory_uses_only_complete_cells_and_means(runs):
     """A cell with a failed level covers a different stretch of its server's life: left out."""
     cmp = compare_runs(runs["rep_a"], runs["rep_b"])
+    assert cmp.memory_basis == "server"
+    manifest = json.loads((runs["rep_b"] / "manifest.json").read_text())
+    for p in cmp.memory:
+        # the manifest's server start/stop readings, the same figures as the report's table
+        growths = [
+            c["memory"]["server_stop"]["rss_kb"] - c["memory"]["server_start"]["rss_kb"]
+            for c in manifest["cells"]
+            if c["allocator"]["name"] == p.allocator
+        ]
+        assert len(growths) == 3
+        assert p.new == pytest.approx(statistics.mean(growths))
+    partial = compare_runs(runs["rep_a"], runs["rep_level_fail"])
+    assert partial.memory == []  # every NEW cell had a failed level: no memory figure at all
+
+
+def test_memory_of_an_older_run_is_compared_over_levels_on_both_sides(runs, tmp_path):
+    """An older BASE has no server start/stop memory: both sides fall back to level figures."""
+    old = make_run(tmp_path, "synthetic-rep-old", seed=21, repeats=3, legacy=True)
+    cmp = compare_runs(old, runs["rep_b"])
+    assert cmp.memory_basis == "levels"
+    assert any("base run predates the server start/stop readings" in w for w in cmp.warnings)
     run = load_run(runs["rep_b"])
     for p in cmp.memory:
         growths = []
@@ -339,8 +361,7 @@ def test_memory_uses_only_complete_cells_and_means(runs):
             rows = [r for r in run.rows if r["cell"] == cid]
             growths.append(rows[-1]["rss_end_kb"] - rows[0]["rss_start_kb"])
         assert p.new == pytest.approx(statistics.mean(growths))
-    partial = compare_runs(runs["rep_a"], runs["rep_level_fail"])
-    assert partial.memory == []  # every NEW cell had a failed level: no memory figure at all
+    assert "over the measured levels" in render_text(cmp)
 
 
 # -- warnings -------------------------------------------------------------------------------------
