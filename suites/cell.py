@@ -348,15 +348,17 @@ class CellRunner:
                 finally:
                     self._current = None
                 self.levels.append((phase, res))
-                self.record["levels"].append(
-                    {
-                        "workload": res.workload,
-                        "threads": res.threads,
-                        "status": res.status,
-                        "error": res.error,
-                        "phase": phase,
-                    }
-                )
+                level = {
+                    "workload": res.workload,
+                    "threads": res.threads,
+                    "status": res.status,
+                    "error": res.error,
+                    "phase": phase,
+                }
+                if res.extra.get("priority"):
+                    # which threads ran boosted, and a boost withdrawn because its thread ran
+                    level["priority"] = res.extra["priority"]
+                self.record["levels"].append(level)
                 self._check_alive(phase)
                 coll.check_sampling()  # collectors are mandatory: a dead sampler fails the cell
             coll.begin_phase("shutdown", mark="server_stop")

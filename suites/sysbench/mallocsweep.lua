@@ -9,6 +9,8 @@
 --   {"type":"interval", ...}   every --report-interval, from sysbench.hooks.report_intermediate
 --   {"type":"histogram", ...}  the full latency histogram (1024 log buckets), once, at the end
 --   {"type":"cumulative", ...} the whole run, from sysbench.hooks.report_cumulative
+--   {"type":"report_thread", "tid":N}  once, from sysbench's report thread as it starts (below)
+-- Interval records carry "tid", the kernel thread id of the thread that ran the hook.
 -- Both hooks also print sysbench's own human-readable report (via its C reporters), so the raw
 -- log reads exactly as a plain sysbench run does.
 --
@@ -69,9 +71,20 @@ extern mallocsweep_hist_t sb_latency_histogram;
 double sb_histogram_get_pct_cumulative(mallocsweep_hist_t *h, double percentile);
 void db_report_intermediate(mallocsweep_stat_t *stat);
 void db_report_cumulative(mallocsweep_stat_t *stat);
+long syscall(long number, ...);
 ]]
 
 local HIST_SIZE, HIST_MIN, HIST_MAX = 1024, 0.001, 100000
+
+-- gettid(2) by its syscall number (glibc's gettid() wrapper is 2.30+ only).
+local SYS_GETTID = ({ x64 = 186, arm64 = 178, ppc64le = 207, ppc64 = 207 })[ffi.arch]
+
+local function kernel_tid()
+   if not SYS_GETTID then
+      return nil
+   end
+   return tonumber(ffi.C.syscall(SYS_GETTID))
+end
 
 local function num(v)
    -- JSON numbers: integers exactly, others with full double precision; never nan/inf.
@@ -122,7 +135,12 @@ local function c_stat(stat)
 end
 
 function sysbench.hooks.report_intermediate(stat)
-   append(stat_json("interval", stat))
+   local line = stat_json("interval", stat)
+   local tid = kernel_tid()
+   if tid then
+      line = line:sub(1, -2) .. ',"tid":' .. num(tid) .. "}"
+   end
+   append(line)
    ffi.C.db_report_intermediate(c_stat(stat))
 end
 
@@ -175,5 +193,21 @@ function thread_done(thread_id)
    end
    if count_finished() >= sysbench.opt.threads then
       dump_histogram()
+   end
+end
+
+-- Which kernel thread is sysbench's report thread, told by that thread itself, so the runner can
+-- give exactly it real-time priority (a guess by thread id could pick a worker after a pid
+-- wrap-around). sysbench 1.0.20 runs this script once per Lua state: the main thread's
+-- (sysbench.tid 0), each worker's (0 .. --threads - 1), and the report thread's, which it creates
+-- in report_thread_proc after setting the thread's id to SB_BACKGROUND_THREAD_ID = --threads.
+-- The --rate event generator has no Lua state, and we never pass --report-checkpoints (whose
+-- thread would share that id). Written last: the state's loading work is done by then.
+local level_threads = tonumber(os.getenv("MALLOCSWEEP_THREADS") or "")
+if level_threads and sysbench.tid == level_threads then
+   local tid = kernel_tid()
+   if tid then
+      append(string.format('{"type":"report_thread","tid":%s,"sysbench_tid":%s}', num(tid),
+                           num(sysbench.tid)))
    end
 end

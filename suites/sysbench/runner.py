@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from collectors.priority import boost, unboost
+from collectors.priority import IdleBoost, boost, unboost
 from servers.launch import Child, spawn
 from suites.errors import SuiteError
 from suites.sysbench.options import (
@@ -70,21 +70,25 @@ def records_path(log_path: Path) -> Path:
     return Path(log_path).with_suffix(".jsonl")
 
 
-def _boost_report_thread(pid: int) -> str | None | bool:
-    """Real-time priority for sysbench's reporting thread; False while it does not exist yet.
+def _boost_report_thread(pid: int, tid) -> IdleBoost | dict:
+    """Real-time priority for sysbench's report thread, as that thread named itself.
 
-    sysbench creates it before any worker (run_test), so it is the lowest thread id after the
-    main thread. Starved among 1536 workers and as many server threads, it skipped whole
-    seconds of interval reports on 2 cores, or wrote none at all; it does nothing but wake once
-    per interval, so the boost does not change the load.
+    Our wrapper's top level runs once in each of sysbench's Lua states; only the report thread's
+    state has sysbench.tid = --threads, and there it writes a "report_thread" record with its
+    kernel thread id (mallocsweep.lua). Starved among 1536 workers and as many server threads, the
+    report thread skipped whole seconds of interval reports on 2 cores, or wrote none at all; it
+    does nothing but wake once per interval, so the boost does not change the load. The id must
+    be a thread of this sysbench (never a guess), and the boost is guarded: should the thread
+    use more than a few % of a CPU, it is withdrawn (collectors.priority.IdleBoost).
+    Returns the guard, or a record of why nothing was boosted.
     """
-    try:
-        tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid)
-    except (FileNotFoundError, ValueError):
-        return None
-    if not tids:
-        return False
-    return boost(tids[0])
+    if not isinstance(tid, int) or isinstance(tid, bool) or tid <= 0 or tid == pid:
+        return {"tid": tid, "policy": None, "refused": "not a thread id"}
+    if not os.path.isdir(f"/proc/{pid}/task/{tid}"):
+        return {"tid": tid, "policy": None, "refused": f"not a thread of sysbench (pid {pid})"}
+    guard = IdleBoost(pid, tid)
+    guard.start()
+    return guard
 
 
 def _from_intervals(res: LevelResult, recs) -> None:
@@ -210,12 +214,14 @@ def run_level(
         "MALLOCSWEEP_WORKLOAD": script,
         "MALLOCSWEEP_OUT": str(rec_path),
         "MALLOCSWEEP_DONE": str(scratch / "finished"),
+        "MALLOCSWEEP_THREADS": str(threads),  # tells the report thread's Lua state apart
     }
     nofile = ensure_nofile(threads + 256)
     follower = _RecordFollower(rec_path)
     timed_out = stopped = False
     child = None
     priority: dict = {}
+    report: IdleBoost | dict | None = None  # sysbench's report thread, once it has named itself
     started = time.monotonic()
     try:
         try:
@@ -232,14 +238,18 @@ def run_level(
         deadline = started + limit
         # Reports reach the collectors' window marks through this thread: wake it promptly
         # (children it creates from now on start with the normal policy again).
-        priority = {"runner": boost(), "report_thread": False}
+        priority = {"runner": boost(), "report_thread": None}
         while True:
             ended = child.wait(POLL_S)
-            if priority["report_thread"] is False and ended is None:
-                priority["report_thread"] = _boost_report_thread(child.pid)
             for rec in follower.new_records():
+                if rec["type"] == "report_thread" and report is None and ended is None:
+                    report = _boost_report_thread(child.pid, rec.get("tid"))
+                    continue
                 if rec["type"] != "interval":
                     continue
+                if isinstance(report, IdleBoost) and rec.get("tid") != report.tid:
+                    # The hook ran elsewhere: whatever we boosted is not the report thread.
+                    report.revoke(f"an interval report came from thread {rec.get('tid')}")
                 if on_interval is not None:
                     dt = float(rec.get("time_interval") or 1.0) or 1.0
                     q = sum(float(rec.get(k, 0)) for k in ("reads", "writes", "other"))
@@ -249,6 +259,8 @@ def run_level(
                 if ended is None and not stopped and stop_when is not None and stop_when():
                     stopped = True
                     child.signal_group(signal.SIGTERM)
+            if isinstance(report, IdleBoost):
+                report.check()
             if ended is not None:
                 break
             if time.monotonic() >= deadline:
@@ -258,11 +270,17 @@ def run_level(
                 break
     finally:
         unboost()
+        if isinstance(report, IdleBoost):
+            report.stop()
         if child is not None and child.poll() is None:  # interrupted: never leave clients behind
             child.signal_group(signal.SIGKILL)
             child.wait(10)
         shutil.rmtree(scratch, ignore_errors=True)
 
+    if isinstance(report, IdleBoost):
+        priority["report_thread"] = report.to_record()
+    elif report is not None:
+        priority["report_thread"] = report
     recs = read_records(rec_path)
     res = level_result(workload, threads, recs, log_path)
     exit_info = child.exit

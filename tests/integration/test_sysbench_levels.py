@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -11,6 +12,7 @@ import pytest
 from servers.allocators import resolve
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
 from suites.sysbench import SysbenchOptions, prepare, run_level
+from suites.sysbench.runner import WRAPPER, records_path
 from suites.workload import ClientTarget
 from tests.integration.mariadb import start_prepared
 
@@ -86,6 +88,10 @@ def test_1536_point_select_threads_complete(server):
     assert res.lat_p50_ms <= res.lat_p95_ms <= res.lat_p99_ms <= res.lat_max_ms
     status = srv.global_status()
     assert status["Max_used_connections"] >= 1536
+    report = res.extra["priority"]["report_thread"]
+    assert report is not None and report["tid"] > 0  # it named itself among 1536 workers
+    if report["policy"]:  # boosted (root): it stayed idle, so the guard kept the boost
+        assert report["revoked"] is None and report["max_cpu_share"] < 0.05, report
 
 
 def test_a_stalled_level_is_killed_and_failed(server):
@@ -148,8 +154,9 @@ def _policy(pid: int, tid: int | None = None) -> int:
 
 
 def test_only_the_reporting_threads_are_boosted(server):
-    """sysbench's report thread and our reading thread wake promptly (SCHED_FIFO); the server,
-    the sysbench workers and anything forked keep the normal policy; ours is restored after."""
+    """sysbench's report thread (as it named itself) and our reading thread wake promptly
+    (SCHED_FIFO); the server, the sysbench workers and anything forked keep the normal policy;
+    ours is restored after."""
     import os
 
     srv, target, logs = server
@@ -168,19 +175,73 @@ def test_only_the_reporting_threads_are_boosted(server):
             if p.isdigit() and _ppid(int(p)) == os.getpid() and "sysbench" in _comm(int(p))
         ]
         sb = children[0]
-        tids = sorted(int(t) for t in os.listdir(f"/proc/{sb}/task"))
-        seen["sysbench_main"] = _policy(sb, tids[0])
-        seen["report"] = _policy(sb, tids[1])
-        seen["workers"] = {_policy(sb, t) for t in tids[2:]}
+        seen["sysbench"] = sb
+        seen["policies"] = {int(t): _policy(sb, int(t)) for t in os.listdir(f"/proc/{sb}/task")}
         seen["server"] = _policy(srv.pid)
 
     res = run_level(target, "point_select", 64, 2, OPTS, logs / "prio.log", on_interval=during)
     assert res.status == "ok", res.error
-    assert res.extra["priority"]["report_thread"] and res.extra["priority"]["runner"]
-    assert seen == {
-        "runner": 1, "sysbench_main": 0, "report": 1, "workers": {0}, "server": 0,
-    }  # fmt: skip
+    report = res.extra["priority"]["report_thread"]
+    assert res.extra["priority"]["runner"] and report["policy"] and report["revoked"] is None
+    # it used next to no CPU while boosted (the guard's own measure)
+    assert 0 <= report["max_cpu_share"] < 0.05
+    policies = seen.pop("policies")
+    assert policies.pop(report["tid"]) == 1  # the thread that wrote the interval reports
+    assert set(policies.values()) == {0} and len(policies) == 1 + 64  # main thread + workers
+    assert seen == {"runner": 1, "sysbench": seen["sysbench"], "server": 0}
+    # every interval report came from the boosted thread
+    recs = [json.loads(x) for x in records_path(logs / "prio.log").read_text().splitlines()]
+    assert {r["tid"] for r in recs if r["type"] == "interval"} == {report["tid"]}
     assert _policy(os.getpid(), threading.get_native_id()) == 0  # restored
+
+
+def test_the_report_thread_names_itself_in_the_wrapper(tmp_path):
+    """Without a server: our wrapper around a tiny workload, run by the real sysbench 1.0.20, with
+    and without --rate (whose event thread has no Lua state). Exactly one report_thread record,
+    from a thread of that sysbench other than its main thread, and every interval report (the
+    hook runs only in sysbench's report thread) came from that same thread."""
+    import os
+    import shutil
+    import subprocess
+
+    if shutil.which("sysbench") is None:
+        pytest.skip("sysbench is not installed (`make setup` installs it)")
+    (tmp_path / "napper.lua").write_text(
+        'local ffi = require("ffi")\n'
+        'ffi.cdef("int usleep(unsigned int usec);")\n'
+        "function event() ffi.C.usleep(2000) end\n"
+    )
+    for extra in ([], ["--rate=300"]):
+        out = tmp_path / "out.jsonl"
+        out.unlink(missing_ok=True)
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(tmp_path),
+            "MALLOCSWEEP_WORKLOAD": "napper",
+            "MALLOCSWEEP_OUT": str(out),
+            "MALLOCSWEEP_DONE": str(tmp_path / "done"),
+            "MALLOCSWEEP_THREADS": "3",
+        }
+        argv = ["sysbench", str(WRAPPER), "--threads=3", "--time=3", "--report-interval=1"]
+        p = subprocess.Popen([*argv, *extra, "run"], cwd=tmp_path, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        tids = set()
+        while p.poll() is None:  # every thread sysbench has had
+            try:
+                tids |= {int(t) for t in os.listdir(f"/proc/{p.pid}/task")}
+            except FileNotFoundError:
+                break
+            time.sleep(0.01)
+        assert p.wait(30) == 0
+        recs = [json.loads(x) for x in out.read_text().splitlines()]
+        named = [r for r in recs if r["type"] == "report_thread"]
+        assert len(named) == 1 and named[0]["sysbench_tid"] == 3, named
+        tid = named[0]["tid"]
+        assert tid in tids and tid != p.pid
+        intervals = [r for r in recs if r["type"] == "interval"]
+        assert {r["tid"] for r in intervals} <= {tid}
+        # the --time=3 level reports at least once unless the machine starved it completely
+        assert intervals or extra, recs
 
 
 def _ppid(pid: int) -> int:
