@@ -13,7 +13,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from analysis import cells, memory, plots, tables
+from analysis import cells, memory, notices, plots, tables
 from analysis.rundir import BASELINE_ALLOCATOR, Run, load_run
 from analysis.table import Cell, Table, fmt, num, ratio_text, text
 
@@ -94,7 +94,7 @@ def at_a_glance(run: Run) -> Table:
 
 def warnings(run: Run) -> list[str]:
     out = []
-    if run.status != "finished":
+    if run.status not in ("finished", "failed", "interrupted"):  # those two: notices.run_problems
         out.append(f"The run is {run.status}: figures cover only the cells that finished.")
     if not run.rows:
         out.append("No level finished: there are no measurements to show yet.")
@@ -138,6 +138,7 @@ def warnings(run: Run) -> list[str]:
             f"THP 'never' by prctl did not take in {len(not_taken)} cell(s): those servers ran"
             " with THP allowed (process THP 1). See 'Transparent hugepages'."
         )
+    out += notices.server_warnings(run)
     rec = cells.reconciliation_failed(run)
     if rec:
         out.append(
@@ -173,6 +174,7 @@ def build_context(run: Run) -> dict:
         "metadata": cells.metadata(run),
         "servers": cells.servers_table(run),
         "allocators": cells.allocators_table(run),
+        "problems": notices.run_problems(run),
         "warnings": warnings(run),
         "glance": at_a_glance(run),
         "proof": cells.proof_table(run),
@@ -182,6 +184,7 @@ def build_context(run: Run) -> dict:
         "rss_plot": plots.rss_timeline_plot(run),
         "thp_modes": run.thp_modes,
         "thp_cells": memory.thp_cells_table(run),
+        "thp_advice": notices.thp_advice(run),
         "thp_self_disabled": memory.thp_self_disabled(run),
         "thp_mismatches": memory.thp_state_mismatches(run),
         "thp_probe": run.manifest.get("thp_prctl_probe") or {},

@@ -278,3 +278,48 @@ def test_prctl_never_is_displayed_as_such_and_a_prctl_that_did_not_take_is_warne
     assert jem[4] == "1 ⚠" and jem[5] == "all of it (our prctl did not take)"
     _, md = write_report(copy)
     assert "THP 'never' by prctl did not take in 1 cell(s)" in md.read_text()
+
+
+# -- CPU and context switches per operation --------------------------------------------------------
+@pytest.mark.parametrize(
+    "name,windows",
+    [("real-smoke-windows", True), ("real-thp-small", True), ("real-smoke-1", False)],
+)
+def test_per_op_tables_equal_the_recorded_columns(name, windows):
+    """Per-op figures are results.csv's own columns (over the measured window in newer runs),
+    never recomputed from the level's totals; the note says which stretch they cover."""
+    run, rows = load_run(RUNS / name), raw_rows(name)
+    assert run.has_windows == windows
+    for wl in run.workloads:
+        cpu, csw = tables.efficiency_tables(run, wl)
+        for t, col in ((cpu, "cpu_us_per_op"), (csw, "ctxsw_per_op")):
+            thp_col = "THP" in t.columns
+            for row in t.rows:
+                match = {"allocator": row[0].value, "workload": wl}
+                if thp_col:
+                    match["thp"] = row[1].value
+                for th in run.threads(wl):
+                    xs = values(rows, col, threads=th, **match)
+                    cell = row[t.columns.index(f"{th} thr")]
+                    assert cell.value == pytest.approx(statistics.median(xs)), (name, wl, col)
+            if windows:
+                ws = [float(r["window_s"]) for r in rows if r["workload"] == wl]
+                assert t.notes[0].startswith("Window: CPU and context switches are counted over")
+                assert f"windows lasted {fmt(statistics.median(ws))} s" in t.notes[0]
+            else:
+                assert "predates measured windows" in t.notes[0]
+
+
+def test_window_figures_are_the_windows_own():
+    """In the new recording, cpu_us_per_op is the window's CPU over the window's operations."""
+    rows = raw_rows("real-smoke-windows")
+    assert {r["ctxsw_source"] for r in rows} == {"perf"}
+    for r in rows:
+        cpu = float(r["cpu_user_s"]) + float(r["cpu_sys_s"])
+        ops = float(r["window_ops"])
+        # cpu_*_s are rounded to 10 ms by the collectors: compare at that resolution
+        assert float(r["cpu_us_per_op"]) == pytest.approx(cpu * 1e6 / ops, abs=0.011e6 / ops)
+        assert float(r["cpu_s_per_1m_ops"]) == float(r["cpu_us_per_op"])
+        csw = int(r["ctxsw_voluntary"]) + int(r["ctxsw_involuntary"])
+        assert float(r["ctxsw_per_1m_ops"]) == pytest.approx(csw * 1e6 / ops, rel=1e-4)
+        assert float(r["window_s"]) < float(r["duration_s"])
