@@ -47,6 +47,8 @@ FLAVORS = ("mariadb", "mysql", "percona", "mongodb")
 MAX_THREADS = 100_000
 # A sysbench level of a week is surely a typo; sysbench's --time is a C int anyway.
 MAX_LEVEL_S = 7 * 24 * 3600
+# A sysbench level lasts at least this many report intervals (see SysbenchSection._interval).
+MIN_INTERVALS_PER_LEVEL = 3
 # Each round runs the whole matrix again; the plan lists every cell up front.
 MAX_REPEAT = 1000
 # Our own connections beside the clients (status collector, control connection, warmup scans)
@@ -327,11 +329,12 @@ class SysbenchSection(_Section):
     )
     duration_s: float = Field(
         30,
-        description="Seconds per level: whole seconds (sysbench 1.0.20 takes an integer --time).",
+        description="Seconds per level: whole seconds (sysbench 1.0.20 takes an integer --time), "
+        "at least 3 x report_interval_s (the per-op figures need a measured window).",
     )
     report_interval_s: float = Field(
         1,
-        description="sysbench interval reports (timeline): whole seconds, at most duration_s "
+        description="sysbench interval reports (timeline): whole seconds, at most duration_s / 3 "
         "(sysbench 1.0.20 takes an integer --report-interval).",
     )
     rate: Annotated[int, Field(ge=0)] = Field(
@@ -366,11 +369,18 @@ class SysbenchSection(_Section):
 
     @model_validator(mode="after")
     def _interval(self):
-        if self.report_interval_s > self.duration_s:
+        # The per-op columns (CPU and context switches per query) come from the measured window:
+        # from the first interval report (every client connected) to half an interval before the
+        # planned end (suites.cell.measured_window). It lasts duration - 1.5 x interval, and below
+        # 3 intervals no report mark is left to close it.
+        if self.duration_s < MIN_INTERVALS_PER_LEVEL * self.report_interval_s:
             raise _FieldError(
-                ("sysbench", "report_interval_s"),
-                f"report_interval_s ({self.report_interval_s:g}) is longer than duration_s "
-                f"({self.duration_s:g}): a level would report no interval",
+                ("sysbench", "duration_s"),
+                f"duration_s ({self.duration_s:g}) is shorter than {MIN_INTERVALS_PER_LEVEL} x "
+                f"report_interval_s ({MIN_INTERVALS_PER_LEVEL * self.report_interval_s:g} s): "
+                "per-op figures are measured between interval reports, from the first (all "
+                "clients connected) to half an interval before the level ends, so a shorter level "
+                "has no measured window and leaves them empty",
             )
         return self
 

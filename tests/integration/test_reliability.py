@@ -108,7 +108,7 @@ def test_sigint_mid_matrix_then_resume_finishes_every_cell_once(out, cache):
 
 
 def test_resume_refuses_changed_settings(out, cache):
-    proc = start_run([SMOKE, "--out", str(out), "--threads", "4", "--duration", "2"], cache)
+    proc = start_run([SMOKE, "--out", str(out), "--threads", "4", "--duration", "3"], cache)
     try:
         run_dir = run_dir_of(out)
         wait_for(lambda: in_a_level(run_dir, 0), 180, "the first level")
@@ -117,7 +117,7 @@ def test_resume_refuses_changed_settings(out, cache):
         assert proc.returncode == 143
     finally:
         kill_quietly(proc)
-    again = start_run([SMOKE, "--threads", "8", "--duration", "2", "--resume", str(run_dir)], cache)
+    again = start_run([SMOKE, "--threads", "8", "--duration", "3", "--resume", str(run_dir)], cache)
     again.wait(60)
     err = again.stderr.read()
     assert again.returncode == 2
@@ -204,7 +204,7 @@ def test_an_unexpected_error_fails_only_its_cell(out, cache, monkeypatch):
     monkeypatch.setenv("MALLOCSWEEP_STATE", str(out / "state"))
     loaded = load_suite(SMOKE)
     suite = apply_overrides(
-        loaded.suite, allocators=["glibc", "jemalloc"], threads=[4], duration=2, out=str(out)
+        loaded.suite, allocators=["glibc", "jemalloc"], threads=[4], duration=3, out=str(out)
     )
     code, run_dir = run_suite(loaded, suite, None, Display(enabled=False), cache_root=cache)
     assert code == 3

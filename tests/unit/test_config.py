@@ -131,7 +131,13 @@ BAD = [
     ),
     (
         "[sysbench]\nreport_interval_s = 40\n",
-        r"x\.toml:2: sysbench\.report_interval_s: .*longer than duration_s \(30\)",
+        r"x\.toml:1: sysbench\.duration_s: duration_s \(30\) is shorter than 3 x "
+        r"report_interval_s \(120 s\)",
+    ),
+    (
+        "[sysbench]\nduration_s = 5\nreport_interval_s = 2\n",
+        r"x\.toml:2: sysbench\.duration_s: duration_s \(5\) is shorter than 3 x "
+        r"report_interval_s \(6 s\): .*no measured window",
     ),
     (
         "[sysbench]\nduration_s = inf\n",
@@ -467,6 +473,24 @@ def test_relative_basedir_and_library(tmp_path, allocator_library):
     s = load_suite(p).suite
     assert s.server.basedir == str(tmp_path / "mysql")
     assert s.allocators.custom[0].library == str(tmp_path / "suites/mine/lib/libx.so")
+
+
+def test_a_level_too_short_for_a_measured_window_is_refused():
+    # 3 report intervals is the least that leaves a window (suites.cell.measured_window)
+    assert parse_suite("[sysbench]\nduration_s = 3\n").sysbench.duration_s == 3
+    with pytest.raises(SuiteError) as e:
+        parse_suite("[sysbench]\nduration_s = 2\n", "x.toml")
+    assert str(e.value) == (
+        "x.toml:2: sysbench.duration_s: duration_s (2) is shorter than 3 x report_interval_s "
+        "(3 s): per-op figures are measured between interval reports, from the first (all "
+        "clients connected) to half an interval before the level ends, so a shorter level has "
+        "no measured window and leaves them empty"
+    )
+    s = parse_suite("[sysbench]\nduration_s = 4\n")
+    with pytest.raises(SuiteError, match=r"^--duration 2: sysbench\.duration_s: duration_s \(2\)"):
+        apply_overrides(s, duration=2)
+    # an iibench suite does not use the sysbench section's timing
+    assert parse_suite("[suite]\nkind = 'iibench'\n[sysbench]\nduration_s = 3\n")
 
 
 def test_custom_companions_are_taken_from_the_suite_files_directory(tmp_path, allocator_library):
