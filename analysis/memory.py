@@ -153,10 +153,10 @@ BASIS_TEXT = {
 
 def memory_table(run: Run) -> Table:
     basis = memory_basis(run)
-    where = "server start to shutdown" if basis == SERVER else "the measured levels"
+    where = "from server start to shutdown" if basis == SERVER else "over the measured levels"
     table = Table(
         "memory",
-        f"Server memory (MB) by allocator: start, end and growth over {where}",
+        f"Server memory (MB) by allocator: start, end and growth {where}",
         "RSS is the server's resident memory, VSZ its mapped address space, both from"
         f" /proc/PID/status. {BASIS_TEXT[basis]} Percona's table: an allocator that fragments or"
         " caches per thread grows more as client threads rise. AnonHugePages is the largest amount"

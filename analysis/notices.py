@@ -52,9 +52,9 @@ def run_problems(run: Run) -> list[str]:
     out = []
     if m.get("thp_restore_error"):
         out.append(
-            "Transparent hugepages were NOT restored after this run: "
-            f"{m['thp_restore_error']}. Until they are, this machine runs with the THP setting the"
-            " run left behind, and every later measurement on it is affected."
+            f"THP was left changed after this run — {str(m['thp_restore_error']).rstrip('.')}."
+            " Until it is put back, this machine runs with the THP setting the run left behind,"
+            " and every later measurement on it is affected."
         )
     done = sum(1 for c in run.cells.values() if c.get("status") == "ok")
     finished = f"{done} of {len(run.cells)} cells finished"

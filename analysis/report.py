@@ -9,9 +9,11 @@ files each time: they are views, never the record.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup, escape
 
 from analysis import cells, memory, notices, plots, tables
 from analysis.rundir import BASELINE_ALLOCATOR, Run, load_run
@@ -50,7 +52,14 @@ def _env() -> Environment:
         lstrip_blocks=True,
     )
     env.filters["fmt"] = fmt
+    env.filters["ticks"] = ticks
     return env
+
+
+def ticks(value: str) -> Markup:
+    """Escaped text with `command` spans shown as <code>: manifest texts (errors, warnings) quote
+    commands the Markdown way; the HTML report shows them as code, never as raw backticks."""
+    return Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", str(escape(value))))
 
 
 def at_a_glance(run: Run) -> Table:

@@ -225,7 +225,8 @@ def window_note(run: Run, workload: str) -> str:
             " covers only the load: per-operation figures are somewhat high and not comparable"
             " with newer runs."
         )
-    rows = [r for r in run.ok_rows if r["workload"] == workload and r.get("window_s")]
+    levels = [r for r in run.ok_rows if r["workload"] == workload]
+    rows = [r for r in levels if r.get("window_s")]
     text = (
         "Window: CPU and context switches are counted over each level's measured window, from"
         " the workload's first interval report (every client connected) to its last report"
@@ -236,7 +237,12 @@ def window_note(run: Run, workload: str) -> str:
     if rows and durations:
         text += (
             f" Here the windows lasted {fmt(median([r['window_s'] for r in rows]))} s"
-            f" (median) of levels lasting {fmt(median(durations))} s."
+            f" (median) of levels lasting {fmt(median(durations))} s"
+            + (
+                f", over the {len(rows)} of {len(levels)} levels that had one."
+                if len(rows) < len(levels)
+                else "."
+            )
         )
     return text
 
@@ -335,6 +341,8 @@ def throughput_table(run: Run, workload: str, metric: str | None = None) -> Tabl
 
 def latency_table(run: Run, workload: str, pct: str = "p99") -> Table:
     metric = f"lat_{pct}_ms"
+    # sysbench times transactions; iibench times each insert batch (one multi-row INSERT)
+    what = "insert batches" if workload == "iibench" else "transactions"
     return pivot_table(
         run,
         workload,
@@ -342,7 +350,7 @@ def latency_table(run: Run, workload: str, pct: str = "p99") -> Table:
         key=f"latency-{pct}-{workload}",
         title=f"{workload}: {pct} latency (ms) by allocator and client threads",
         explain=(
-            f"{pct} latency: {pct[1:]}% of requests finished within this many milliseconds (lower is"
+            f"{pct} latency: {pct[1:]}% of {what} finished within this many milliseconds (lower is"
             " better). The ratio to glibc below 1.00× means faster responses than glibc."
         ),
     )
@@ -380,9 +388,9 @@ def efficiency_tables(run: Run, workload: str) -> list[Table]:
             cost=lambda r: op_cost(run, r, "ctxsw", "op"),
         ),
     ]
-    note = window_note(run, workload)
-    for t in tabs:
-        t.notes.insert(0, note)
+    # Said once, between the two tables it concerns.
+    tabs[0].notes.insert(0, window_note(run, workload))
+    tabs[1].notes.insert(0, "Window: the same measured window as the CPU table above.")
     return tabs
 
 

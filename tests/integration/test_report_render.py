@@ -19,11 +19,14 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 @pytest.mark.skipif(
     CHROMIUM is None, reason="chromium is not installed (Debian package 'chromium')"
 )
-@pytest.mark.parametrize("fixture", ["synthetic", "real-thp-small", "real-regress-base-a"])
+@pytest.mark.parametrize(
+    "fixture", ["synthetic", "real-thp-small", "real-regress-base-a", "real-smoke-windows"]
+)
 def test_report_renders_offline(tmp_path, fixture):
     if fixture == "synthetic":
         run = make_run(tmp_path, "synthetic-render", repeats=2)
-    else:  # recorded real runs: the THP section, the per-cell THP table, intervals in cells
+    else:  # recorded real runs: the THP section, the per-cell THP table, intervals in cells,
+        # measured windows and server start/stop memory (real-smoke-windows)
         run = shutil.copytree(RUNS / fixture, tmp_path / fixture)
     html, _ = write_report(run)
     shot = tmp_path / "report.png"

@@ -48,7 +48,7 @@ def test_failed_run_with_thp_not_restored_is_said_first(tmp_path):
     )
     problems = notices.run_problems(load_run(path))
     assert len(problems) == 2
-    assert problems[0].startswith("Transparent hugepages were NOT restored") and (
+    assert problems[0].startswith("THP was left changed after this run — THP NOT RESTORED") and (
         "doctor --restore-thp" in problems[0]
     )
     assert "FAILED and stopped early (2 of 3 cells finished)" in problems[1]
@@ -59,7 +59,9 @@ def test_failed_run_with_thp_not_restored_is_said_first(tmp_path):
     text = html.read_text()
     # before everything else: the problems come ahead of "Read this first" and every table
     assert text.index('id="problems"') < text.index('id="warnings"') < text.index('id="glance"')
-    assert "disk full" in flat(text) and "NOT restored" in flat(text)
+    assert "disk full" in flat(text) and "THP was left changed" in flat(text)
+    # commands in backticks are shown as code, not as raw backticks
+    assert "<code>mallocsweep doctor --restore-thp</code>" in text and "`" not in flat(text)
     assert "The run is failed" not in flat(text)  # said once, in the problems
     md_text = md.read_text()
     assert md_text.index("## Problems with this run") < md_text.index("- **run**")
