@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 
@@ -18,9 +19,15 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from analysis.notices import run_problems
     from analysis.report import write_report
+    from analysis.rundir import load_run
 
     html, md = write_report(args.run_dir)
     print(f"report:  {html}")
     print(f"summary: {md}")
+    # What the report puts first is said on the terminal too: a THP left changed affects the
+    # machine, not only this run.
+    for problem in run_problems(load_run(args.run_dir)):
+        print(f"mallocsweep report: WARNING: {problem}", file=sys.stderr)
     return 0

@@ -148,3 +148,18 @@ def test_recorded_runs_without_the_new_keys_still_report(tmp_path):
         html, md = write_report(copy)
         assert "Problems with this run" not in md.read_text()
         parse(html.read_text())
+
+
+def test_report_command_repeats_run_problems_on_stderr(tmp_path, capsys):
+    from suites.cli import main
+
+    path = make_run(
+        tmp_path, "synthetic-cli", seed=6, manifest_extra={"thp_restore_error": RESTORE_ERROR}
+    )
+    assert main(["report", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert "report.html" in out
+    assert err.startswith("mallocsweep report: WARNING: THP was left changed after this run")
+    clean = make_run(tmp_path, "synthetic-cli-clean", seed=7)
+    assert main(["report", str(clean)]) == 0
+    assert capsys.readouterr().err == ""
