@@ -68,7 +68,7 @@ def work(monkeypatch):
     assert after == before, f"THP left changed: {before} -> {after}"
 
 
-def suite_file(d: Path, modes, keep=False, pool=64, duration=2, allocators=("glibc",)) -> Path:
+def suite_file(d: Path, modes, keep=False, pool=64, duration=3, allocators=("glibc",)) -> Path:
     p = d / "thp.toml"
     p.write_text(
         SUITE.format(
