@@ -160,20 +160,18 @@ def run(args) -> int:
     if args.resume is not None and all(o is None for o in overrides):
         # Resuming without options: the settings are the ones the run was started with.
         suite = resumed_suite(loaded, args.resume)
-        display = Display(enabled=not args.quiet)
-        code, run_dir = run_suite(loaded, suite, args.resume, display)
-        return _finish(args, code, run_dir)
-    suite = apply_overrides(
-        loaded.suite,
-        allocators=args.allocators,
-        threads=args.threads,
-        duration=args.duration,
-        warmup=args.warmup,
-        repeat=args.repeat,
-        thp=args.thp,
-        server=args.server,
-        out=args.out,
-    )
+    else:
+        suite = apply_overrides(
+            loaded.suite,
+            allocators=args.allocators,
+            threads=args.threads,
+            duration=args.duration,
+            warmup=args.warmup,
+            repeat=args.repeat,
+            thp=args.thp,
+            server=args.server,
+            out=args.out,
+        )
     display = Display(enabled=not args.quiet)
     code, run_dir = run_suite(loaded, suite, args.resume, display)
     return _finish(args, code, run_dir)
