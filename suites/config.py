@@ -8,9 +8,7 @@ field, and the expected form — as one line, via SuiteError.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
-import json
 import math
 import os
 import re
@@ -33,6 +31,16 @@ from pydantic import (
 from servers.allocators import custom_allocator, load_registry
 from servers.errors import AllocatorError, ServerError
 from servers.mysql_config import extra_lines
+from suites.config_errors import (
+    LINE_BREAKS,
+    FieldError,
+    did_you_mean,
+    first_error,
+    format_loc,
+    one_line,
+    reason,
+)
+from suites.config_errors import describe as describe_error
 from suites.errors import SuiteError
 from suites.iibench.spec import (
     DEFAULT_MAX_ALLOWED_PACKET,
@@ -63,14 +71,6 @@ class _Section(BaseModel):
     # 1, "yes" is not true); the one widening allowed is a whole number where a number is expected
     # (duration_s = 30). inf and nan are not numbers a setting can take.
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
-
-
-class _FieldError(ValueError):
-    """A rule across fields, reported at the field the user should change (not "(top level)")."""
-
-    def __init__(self, loc: tuple, msg: str, value: Any = None):
-        self.loc, self.value = loc, value
-        super().__init__(msg)
 
 
 def _base_dir(info: ValidationInfo) -> Path:
@@ -134,7 +134,7 @@ class SuiteInfo(_Section):
     @field_validator("description")
     @classmethod
     def _description(cls, v: str) -> str:
-        if _LINE_BREAKS.search(v):
+        if LINE_BREAKS.search(v):
             raise ValueError("expected one line")
         return v
 
@@ -312,7 +312,7 @@ class WarmupSection(_Section):
     @model_validator(mode="after")
     def _order(self):
         if self.cap_s and self.min_s > self.cap_s:
-            raise _FieldError(
+            raise FieldError(
                 ("warmup", "min_s"), f"min_s ({self.min_s}) is larger than cap_s ({self.cap_s})"
             )
         return self
@@ -349,7 +349,7 @@ class SysbenchSection(_Section):
             raise ValueError("expected at least one workload")
         for w in v:
             if w not in WORKLOAD_NAMES:
-                hint = _did_you_mean(w, WORKLOAD_NAMES)
+                hint = did_you_mean(w, WORKLOAD_NAMES)
                 raise ValueError(
                     f"unknown workload {w!r}{hint}; expected one of {', '.join(WORKLOAD_NAMES)}"
                 )
@@ -374,7 +374,7 @@ class SysbenchSection(_Section):
         # planned end (suites.cell.measured_window). It lasts duration - 1.5 x interval, and below
         # 3 intervals no report mark is left to close it.
         if self.duration_s < MIN_INTERVALS_PER_LEVEL * self.report_interval_s:
-            raise _FieldError(
+            raise FieldError(
                 ("sysbench", "duration_s"),
                 f"duration_s ({self.duration_s:g}) is shorter than {MIN_INTERVALS_PER_LEVEL} x "
                 f"report_interval_s ({MIN_INTERVALS_PER_LEVEL * self.report_interval_s:g} s): "
@@ -429,7 +429,7 @@ class IIBenchSection(_Section):
         try:
             self.to_spec()
         except IIBenchSettingError as e:
-            raise _FieldError(("iibench", e.field), e.reason, e.value) from None
+            raise FieldError(("iibench", e.field), e.reason, e.value) from None
         return self
 
 
@@ -454,7 +454,7 @@ class CollectSection(_Section):
     def _smaps(self):
         floor = max(1.0, self.sample_interval_s)
         if self.smaps_interval_s and self.smaps_interval_s < floor:
-            raise _FieldError(
+            raise FieldError(
                 ("collect", "smaps_interval_s"),
                 f"expected 0 (phase boundaries only) or at least {floor:g} s (1 s and "
                 "sample_interval_s): each read walks the server's page tables",
@@ -491,13 +491,13 @@ class Suite(_Section):
     @model_validator(mode="after")
     def _flavor(self):
         if self.server.flavor == "mongodb" and self.suite.kind != "iibench":
-            raise _FieldError(
+            raise FieldError(
                 ("server", "flavor"),
                 'MongoDB runs the iibench insert load only: set suite.kind = "iibench" '
                 "(the sysbench workloads are SQL)",
             )
         if self.server.flavor == "mongodb" and self.server.settings:
-            raise _FieldError(
+            raise FieldError(
                 ("server", "settings"),
                 "these are my.cnf lines for a MySQL-family server; MongoDB does not read them",
             )
@@ -510,24 +510,22 @@ class Suite(_Section):
         try:
             registry = load_registry()
         except AllocatorError as e:
-            raise _FieldError(("allocators",), str(e)) from None
+            raise FieldError(("allocators",), str(e)) from None
         for i, c in enumerate(self.allocators.custom):
             try:
                 custom_allocator(c.model_dump(), known=registry)
             except AllocatorError as e:
-                raise _FieldError(("allocators", "custom", i), str(e)) from None
+                raise FieldError(("allocators", "custom", i), str(e)) from None
         names = [c.name for c in self.allocators.custom]
         if len(set(names)) != len(names):
             dup = next(n for n in names if names.count(n) > 1)
-            raise _FieldError(
-                ("allocators", "custom"), f"custom allocator {dup!r} is defined twice"
-            )
+            raise FieldError(("allocators", "custom"), f"custom allocator {dup!r} is defined twice")
         known = ["all", *registry, *names]
         for name in self.allocators.use:
             if name not in known:
-                raise _FieldError(
+                raise FieldError(
                     ("allocators", "use"),
-                    f"unknown allocator {name!r}{_did_you_mean(name, known)}; known: "
+                    f"unknown allocator {name!r}{did_you_mean(name, known)}; known: "
                     + ", ".join(known),
                 )
         return self
@@ -543,7 +541,7 @@ class Suite(_Section):
             else (("sysbench", "threads"), "thread level")
         )
         if limit is not None and self.max_threads > limit - OWN_CONNECTIONS:
-            raise _FieldError(
+            raise FieldError(
                 loc,
                 f"{what} {self.max_threads} is above the server's connection limit "
                 f"(server.settings.max_connections = {limit}, of which {OWN_CONNECTIONS} are kept "
@@ -562,7 +560,7 @@ class Suite(_Section):
         given = self.server.settings.get("max_allowed_packet")
         limit = mycnf_int(given) if given is not None else DEFAULT_MAX_ALLOWED_PACKET
         if limit is not None and need > limit:
-            raise _FieldError(
+            raise FieldError(
                 ("iibench", "batch_rows"),
                 f"one insert of {i.batch_rows} rows with data_length {i.data_length} takes up to "
                 f"{need:,} bytes, above the server's max_allowed_packet ({limit:,} bytes"
@@ -590,183 +588,6 @@ class LoadedSuite(BaseModel):
     suite: Suite
 
 
-def _did_you_mean(word: str, choices) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _fields_of(model: type[BaseModel], loc: tuple) -> list[str]:
-    """The allowed keys at `loc` (for a "did you mean" on an unknown key)."""
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        field = model.model_fields.get(part)
-        if field is None:
-            return []
-        ann = field.annotation
-        inner = getattr(ann, "__args__", None)
-        candidates = [ann, *(inner or ())]
-        nxt = next(
-            (c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None
-        )
-        if nxt is None:
-            return []
-        model = nxt
-    return list(model.model_fields)
-
-
-_HEADER = re.compile(r"^\[(\[)?\s*(.+?)\s*\]\]?\s*(?:#.*)?$")
-_KEY = re.compile(r"""^(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_-]+))\s*=""")
-_PART = re.compile(r"""\s*(?:"([^"]*)"|'([^']*)'|([^."'\s]+))\s*""")
-
-
-def _table_name(raw: str) -> str:
-    return ".".join("".join(m.groups(default="")) for m in _PART.finditer(raw))
-
-
-def _find_line(text: str, loc: tuple) -> int | None:
-    """Best-effort line number of a field: its key inside its [table] (or the n-th [[table]] of an
-    array of tables), else the table's header, else None."""
-    if not loc or not isinstance(loc[0], str):
-        return None
-    table = loc[0]
-    key = loc[1] if len(loc) > 1 and isinstance(loc[1], str) else None
-    aot = nth = inner = None  # [[table.key]] number nth, and the key inside it
-    if key is not None and len(loc) > 2 and isinstance(loc[2], int):
-        aot, nth = f"{table}.{key}", loc[2]
-        inner = next((p for p in loc[3:] if isinstance(p, str)), None)
-    current: tuple[str, int | None] = ("", None)
-    seen: dict[str, int] = {}
-    headers: dict[tuple[str, int | None], int] = {}
-    top: dict[str, int] = {}
-    keyed: dict[tuple[tuple[str, int | None], str], int] = {}
-    for i, line in enumerate(text.splitlines(), 1):
-        s = line.strip()
-        m = _HEADER.match(s)
-        if m:
-            name = _table_name(m.group(2))
-            if m.group(1):
-                seen[name] = seen.get(name, -1) + 1
-                current = (name, seen[name])
-            else:
-                current = (name, None)
-            headers.setdefault(current, i)
-            continue
-        k = _KEY.match(s)
-        if k:
-            word = "".join(k.groups(default=""))
-            keyed.setdefault((current, word), i)
-            if current == ("", None):
-                top.setdefault(word, i)
-    candidates = []
-    if aot is not None:
-        candidates += [keyed.get(((aot, nth), inner)), headers.get((aot, nth))]
-    if key is not None:
-        candidates += [keyed.get(((table, None), key)), headers.get((f"{table}.{key}", 0))]
-    candidates += [headers.get((table, None)), top.get(table)]
-    return next((c for c in candidates if c is not None), None)
-
-
-def _format_loc(loc: tuple) -> str:
-    out = ""
-    for p in loc:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out
-
-
-# Characters str.splitlines() breaks on: a message must stay one line whatever the input held.
-_LINE_BREAKS = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
-
-
-def _one_line(text: str) -> str:
-    return _LINE_BREAKS.sub(lambda m: repr(m.group())[1:-1], text)
-
-
-def _shown(value: Any) -> str:
-    """A value as the user wrote it in TOML (true, "30", 1.5), short."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        text = json.dumps(value, ensure_ascii=False)
-        return text if len(text) <= 60 else text[:56] + '..."'
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, list):
-        return "a list"
-    return repr(value)
-
-
-# What a wrong type is told it should be (strict validation: nothing is converted).
-_EXPECTED = {
-    "int_type": "expected a whole number",
-    "float_type": "expected a number",
-    "bool_type": "expected true or false",
-    "string_type": "expected a string in quotes",
-    "list_type": "expected a list, e.g. [1, 2]",
-    "dict_type": "expected a table ({ key = value } or a [section])",
-    "model_type": "expected a table ({ key = value } or a [section])",
-    "model_attributes_type": "expected a table ({ key = value } or a [section])",
-    "finite_number": "expected a finite number",
-    "missing": "required setting is missing",
-}
-_BOUNDS = {
-    "greater_than": ("gt", ">"),
-    "greater_than_equal": ("ge", ">="),
-    "less_than": ("lt", "<"),
-    "less_than_equal": ("le", "<="),
-}
-
-
-def _reason(err: dict) -> tuple[tuple, str]:
-    """(where, what is expected) of one pydantic error."""
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-    kind = err["type"]
-    cause = (err.get("ctx") or {}).get("error")
-    if isinstance(cause, _FieldError):
-        return cause.loc, str(cause)
-    if kind in _EXPECTED:
-        return loc, _EXPECTED[kind]
-    if kind in _BOUNDS:
-        key, op = _BOUNDS[kind]
-        return loc, f"expected a value {op} {err['ctx'][key]}"
-    msg = err["msg"].removeprefix("Value error, ")
-    return loc, msg.replace("Input should be ", "expected ", 1)
-
-
-def _describe(err: dict, text: str, path: str) -> str:
-    loc, msg = _reason(err)
-    line = _find_line(text, loc)
-    where = f"{path}:{line}" if line else path
-    field = _format_loc(loc) or "(top level)"
-    if err["type"] == "extra_forbidden":
-        allowed = _fields_of(Suite, loc[:-1])
-        hint = _did_you_mean(str(loc[-1]), allowed)
-        expected = f"; allowed here: {', '.join(allowed)}" if allowed else ""
-        return f"{where}: unknown setting {field}{hint}{expected}"
-    return f"{where}: {field}: {msg}{_got(err)}"
-
-
-def _got(err: dict) -> str:
-    """The "(got VALUE)" suffix, where the value helps the reader find the mistake."""
-    value = err.get("input")
-    cause = (err.get("ctx") or {}).get("error")
-    if isinstance(cause, _FieldError):
-        value = cause.value
-    if value is None or err["type"] == "missing":
-        return ""
-    if isinstance(value, dict | list) and err["type"] not in _EXPECTED:
-        return ""  # the message names the entry at fault
-    return f" (got {_shown(value)})"
-
-
-def _first_error(e: ValidationError, describe) -> str:
-    # An unknown key first: a misspelt key also makes the setting it meant "missing".
-    errs = sorted(e.errors(include_url=False), key=lambda err: err["type"] != "extra_forbidden")
-    more = len(errs) - 1
-    tail = f" (and {more} more error{'s' if more > 1 else ''})" if more else ""
-    return _one_line(describe(errs[0]) + tail)
-
-
 def parse_suite(text: str, path: str = "<suite>", base_dir: str | Path | None = None) -> Suite:
     """Validate suite TOML text; SuiteError with file:line, field and expected form on any error.
 
@@ -776,14 +597,16 @@ def parse_suite(text: str, path: str = "<suite>", base_dir: str | Path | None = 
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise SuiteError(_one_line(f"{path}: not valid TOML: {e}")) from None
+        raise SuiteError(one_line(f"{path}: not valid TOML: {e}")) from None
     except RecursionError:
-        raise SuiteError(_one_line(f"{path}: not valid TOML: nested too deeply")) from None
+        raise SuiteError(one_line(f"{path}: not valid TOML: nested too deeply")) from None
     base = Path(base_dir) if base_dir is not None else Path(path).parent
     try:
         return Suite.model_validate(data, context={"base_dir": base})
     except ValidationError as e:
-        raise SuiteError(_first_error(e, lambda err: _describe(err, text, path))) from None
+        raise SuiteError(
+            first_error(e, lambda err: describe_error(err, text, path, Suite))
+        ) from None
 
 
 def suite_from_dict(data: Any, where: str) -> Suite:
@@ -792,9 +615,7 @@ def suite_from_dict(data: Any, where: str) -> Suite:
         return Suite.model_validate(data)
     except ValidationError as e:
         raise SuiteError(
-            _first_error(
-                e, lambda err: f"{where}: {_format_loc(_reason(err)[0])}: {_reason(err)[1]}"
-            )
+            first_error(e, lambda err: f"{where}: {format_loc(reason(err)[0])}: {reason(err)[1]}")
         ) from None
 
 
@@ -802,17 +623,17 @@ def load_suite(path: str | Path) -> LoadedSuite:
     p = Path(path)
     if not p.exists():
         raise SuiteError(
-            _one_line(f"{p}: no such suite file (the shipped suites are in configs/suites/)")
+            one_line(f"{p}: no such suite file (the shipped suites are in configs/suites/)")
         )
     if not p.is_file():
-        raise SuiteError(_one_line(f"{p}: not a file"))
+        raise SuiteError(one_line(f"{p}: not a file"))
     try:
         raw = p.read_bytes()
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise SuiteError(_one_line(f"{p}: not UTF-8 text")) from None
+        raise SuiteError(one_line(f"{p}: not UTF-8 text")) from None
     except OSError as e:
-        raise SuiteError(_one_line(f"{p}: cannot read: {e.strerror}")) from None
+        raise SuiteError(one_line(f"{p}: cannot read: {e.strerror}")) from None
     return LoadedSuite(
         path=str(p), sha256=hashlib.sha256(raw).hexdigest(), suite=parse_suite(text, str(p))
     )
@@ -859,8 +680,8 @@ def apply_overrides(suite: Suite, **opts) -> Suite:
         put("--out", opts["out"], ("run", "out"))
 
     def describe(err: dict) -> str:
-        loc, msg = _reason(err)
-        field = _format_loc(loc)
+        loc, msg = reason(err)
+        field = format_loc(loc)
         for flag, (shown, fields) in given.items():
             if any(tuple(loc[:2]) == f for f in fields):
                 return f"{flag} {shown}: {field}: {msg}"
@@ -873,7 +694,7 @@ def apply_overrides(suite: Suite, **opts) -> Suite:
             data, context={"base_dir": Path.cwd(), "base_name": "the current directory"}
         )
     except ValidationError as e:
-        raise SuiteError(_first_error(e, describe)) from None
+        raise SuiteError(first_error(e, describe)) from None
 
 
 def template_settings() -> list[tuple[str, str, Any, str]]:

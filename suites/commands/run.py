@@ -111,7 +111,9 @@ def final_table(run_dir: Path) -> list[Table]:
     for workload in dict.fromkeys(r["workload"] for r in rows):
         wrows = [r for r in rows if r["workload"] == workload]
         threads = sorted({int(r["threads"]) for r in wrows})
-        t = Table(title=f"{workload}: QPS / p95 ms (median over repeats)")
+        # iibench's qps are rows inserted and its latencies are per insert batch.
+        rate, lat = ("rows/s", "p95 ms per batch") if workload == "iibench" else ("QPS", "p95 ms")
+        t = Table(title=f"{workload}: {rate} / {lat} (median over repeats)")
         t.add_column("allocator (thp)")
         for n in threads:
             t.add_column(str(n), justify="right")
