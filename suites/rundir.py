@@ -40,6 +40,8 @@ def atomic_write(path: Path, data: str | bytes) -> None:
     mode = "wb" if isinstance(data, bytes) else "w"
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        # mkstemp makes the file private (0600); results are readable like the report beside them.
+        os.fchmod(fd, 0o644)
         with os.fdopen(fd, mode) as f:
             f.write(data)
             f.flush()
