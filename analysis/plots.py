@@ -72,7 +72,7 @@ def _threads_axis(ax, threads: list[int]) -> None:
     ax.xaxis.set_minor_locator(NullLocator())
     # Levels closer than a doubling (1024, 1536) sit close on a log2 axis: slant their labels so
     # they do not run into each other.
-    crowded = any(b / a < 1.8 for a, b in zip(threads, threads[1:]) if a > 0)
+    crowded = any(b / a < 1.8 for a, b in zip(threads, threads[1:], strict=False) if a > 0)
     ax.set_xticklabels([str(t) for t in threads], rotation=45 if crowded else 0)
     ax.set_xlabel("client threads (log2 scale)")
     ax.grid(True, alpha=0.3)
