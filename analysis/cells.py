@@ -109,10 +109,10 @@ def reconciliation_table(run: Run) -> Table:
     table = Table(
         "reconciliation",
         "Collectors: do the per-level figures add up?",
-        "Context switches per level come from counters that follow every server thread. At exit,"
-        " the kernel's exact whole-life totals (wait4 rusage) are compared with the sum of what the"
-        " collectors saw: 'passed' means they agree within tolerance, so per-level figures can be"
-        " trusted. The sampler's own CPU cost is shown so you can judge the measurement overhead.",
+        "Context switches per level come from whole-process counters (taskstats, or perf counters"
+        " that follow every server thread). At exit, the kernel's exact whole-life totals (wait4"
+        " rusage) are compared with what the collectors counted (the per-level figures add up to"
+        " it): 'passed' means they agree within tolerance, so per-level figures can be trusted. The sampler's own CPU cost is shown so you can judge the measurement overhead.",
         ["cell", "check", "difference", "context-switch source", "sampler CPU (s)"],
     )
     for cid, c in run.cells.items():

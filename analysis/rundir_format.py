@@ -70,7 +70,8 @@ RESULTS_COLUMNS = [
     "cpu_sys_s",
     "ctxsw_voluntary",
     "ctxsw_involuntary",
-    # "perf" (whole process, exited threads included, reconciled with wait4) or the fallback
+    # "taskstats" or, its fallback, "perf" (whole process, exited threads included, reconciled
+    # with wait4; runs before taskstats existed name only "perf") or the last fallback
     # "procfs-task-sum" (live threads only: counts can be too low). With the fallback the window's
     # ctxsw_voluntary/involuntary, ctxsw_per_op and ctxsw_per_1m_ops are empty: it walks every
     # thread (~80 ms at 1536 threads), too dear to read at window marks; its counts are in the

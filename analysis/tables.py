@@ -8,8 +8,9 @@ Per-operation costs come from the columns the run recorded (cpu_us_per_op, ctxsw
 cpu_s_per_1m_ops, ctxsw_per_1m_ops): in a run with measured windows (results.csv has window_s) they
 cover each level's window, where numerator and operation count span the same time. Older runs hold
 whole-level figures; for them iibench's per-1M figures are computed from the totals as before.
-Context switches that did not come from perf (the procfs fallback counts live threads only) are
-never shown as a per-operation figure: the cell stays empty and says why.
+Context switches that did not come from a whole-process source (taskstats or perf; the procfs
+fallback counts live threads only) are never shown as a per-operation figure: the cell stays empty
+and says why.
 
 Memory and hugepage tables are in analysis/memory.py; per-cell tables (proof, failures) in
 analysis/cells.py.
@@ -136,11 +137,14 @@ class Gap:
 
 
 PROCFS_GAP = Gap(
-    "no perf",
-    "context switches came from the procfs fallback (perf was not available): it sums live"
-    " threads only, so switches of threads that exited are lost and counts are too low; no"
-    " per-operation figure is given (the raw counts are in the timeline and the manifest)",
+    "live threads only",
+    "context switches came from the procfs fallback (neither taskstats nor perf was available):"
+    " it sums live threads only, so switches of threads that exited are lost and counts are too"
+    " low; no per-operation figure is given (the raw counts are in the timeline and the manifest)",
 )
+# Sources that count every thread the process ever had (collectors.ctxsw, not imported here:
+# analysis reads run directories only). Older runs name "perf" only.
+WHOLE_PROCESS_SOURCES = ("taskstats", "perf")
 NO_WINDOW_GAP = Gap(
     "no window",
     "the level had no measured window (it was too short for two interval reports inside the"
@@ -173,9 +177,10 @@ def ctxsw_source(run: Run, row: dict) -> str | None:
 
 
 def ctxsw_trusted(run: Run, row: dict) -> bool:
-    """perf counts every thread, exited ones too; anything else (procfs) loses threads."""
+    """taskstats and perf count every thread, exited ones too; anything else (procfs) loses
+    threads."""
     src = ctxsw_source(run, row)
-    return src is None or src.startswith("perf")
+    return src is None or src in WHOLE_PROCESS_SOURCES or src.startswith("perf")
 
 
 def op_cost(run: Run, row: dict, kind: str, per: str) -> tuple[float | None, Gap | None]:

@@ -19,7 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from collectors.ctxsw import CtxCounts, PerfCtxSwitches, ProcfsCtxSwitches
+from collectors.ctxsw import (
+    CtxCounts,
+    CtxSource,
+    PerfCtxSwitches,
+    ProcfsCtxSwitches,
+    TaskstatsCtxSwitches,
+)
 from collectors.errors import CollectorError, ProcessGone
 from collectors.priority import boost
 from collectors.procfs import ProcFS
@@ -59,7 +65,7 @@ class ProcessReader:
         self,
         procfs: ProcFS,
         pid: int,
-        ctx: PerfCtxSwitches | ProcfsCtxSwitches | None = None,
+        ctx: CtxSource | None = None,
         gate_exe: str | None = None,
     ):
         self.procfs = procfs
@@ -115,11 +121,11 @@ class ProcessReader:
         )
 
     def after_exit(self, last: Snapshot | None) -> Snapshot:
-        """Last known values, with what is still readable once the process is gone: perf counters
-        keep their final totals after the target exits (the procfs fallback does not)."""
-        ctx = last.ctx if last else None
-        if isinstance(self.ctx, PerfCtxSwitches):
-            ctx = self.ctx.read()
+        """Last known values, with what is still known once the process is gone: the source's
+        final totals (perf counters keep them; taskstats' reading taken at exit, before the
+        reap), else the last snapshot's (the procfs fallback)."""
+        final = self.ctx.after_exit() if self.ctx is not None else None
+        ctx = final if final is not None else (last.ctx if last else None)
         if last is None:
             return Snapshot(
                 t=time.monotonic(), rss_kb=None, vsz_kb=None, hwm_kb=None, rss_anon_kb=None,
@@ -281,23 +287,25 @@ def measure_sample_cost(
     samples: int = 50,
     proc_root: str = "/proc",
     with_smaps: bool = False,
-    ctx: str | None = "perf",
+    ctx: str | None = "taskstats",
 ) -> dict:
     """CPU and wall time of one sampler reading of a running `pid` (for `make bench`).
 
-    Reads what the 1 Hz loop reads (status, stat and the context-switch source: "perf", the
-    "procfs" fallback that walks task/*/status, or None), plus smaps_rollup with `with_smaps`,
-    `samples` times back to back in the calling thread. A perf counter opened on a running
-    process counts only from now, but reading it costs the same as in a real cell.
+    Reads what the 1 Hz loop reads (status, stat and the context-switch source: "taskstats",
+    "perf", the "procfs" fallback that walks task/*/status, or None), plus smaps_rollup with
+    `with_smaps`, `samples` times back to back in the calling thread. A perf counter opened on a
+    running process counts only from now, but reading it costs the same as in a real cell.
     """
     procfs = ProcFS(proc_root)
     source = None
-    if ctx == "perf":
+    if ctx == "taskstats":
+        source = TaskstatsCtxSwitches(pid)
+    elif ctx == "perf":
         source = PerfCtxSwitches(pid, before_exec=False)
     elif ctx == "procfs":
         source = ProcfsCtxSwitches(pid, procfs)
     elif ctx is not None:
-        raise CollectorError(f"ctx must be 'perf', 'procfs' or None, got {ctx!r}")
+        raise CollectorError(f"ctx must be 'taskstats', 'perf', 'procfs' or None, got {ctx!r}")
     try:
         reader = ProcessReader(procfs, pid, source)
         threads = reader.read().threads

@@ -9,7 +9,8 @@ Life cycle, driven by the runner:
     coll.mark_window(); coll.mark_window(); ...        # at the workload's interval reports
     coll.check_sampling()           # after each level, while the server is alive
     coll.begin_phase("shutdown", mark="server_stop")    # the last live figures before stopping
-    exit = child.terminate()        # reaped with os.wait4
+    exit = child.terminate()        # reaped with os.wait4; before that, with spawn(...,
+                                    # before_reap=coll.before_reap), the final whole-life reading
     section = coll.stop(exit.rusage)   # reconciliation with the kernel's whole-life totals
     coll.phase_figures("oltp_ro@64"); coll.window_figures("oltp_ro@64", 0, -2)
 
@@ -23,9 +24,11 @@ Two windows, on purpose:
   switches per op, CPU/wall) are computed over it; the caller picks which marks bound it.
 
 The first boundary (start() in the launch hook) is taken in the launch gate, before exec: CPU time
-and the perf counters carry across execve (perf counts from the exec), so it is the right baseline
-for counters, but the gate's memory is /bin/sh's. Snapshots taken before exec are flagged and never
-used for memory figures or written to the timeline.
+and the context-switch counters carry across execve (perf counts from the exec), so it is the right
+baseline for counters, but the gate's memory is /bin/sh's. Snapshots taken before exec are flagged
+and never used for memory figures or written to the timeline. With the taskstats source, which
+counts the pid's whole life from fork (as wait4 does), that first baseline is zero: the startup
+phase holds the gate's few switches, and the phases add up to the whole-life reading taken at exit.
 """
 
 from __future__ import annotations
@@ -38,9 +41,10 @@ from pathlib import Path
 
 from collectors.ctxsw import (
     SOURCE_NOTES,
+    SOURCE_PERF,
+    SOURCE_TASKSTATS,
     CtxCounts,
-    PerfCtxSwitches,
-    ProcfsCtxSwitches,
+    CtxSource,
     open_source,
     reconcile,
 )
@@ -229,7 +233,10 @@ class Collectors:
         proc_root: str = "/proc",
         use_perf: bool = True,
         mark_interval_s: float = 0.5,
+        use_taskstats: bool = True,
     ):
+        """`use_taskstats`/`use_perf`: which context-switch sources may be used, best first
+        (taskstats, then perf as its fallback, then procfs; see collectors.ctxsw)."""
         if sample_interval_s <= 0:
             raise CollectorError(f"collect.sample_interval_s must be > 0, got {sample_interval_s}")
         if smaps_interval_s < 0:
@@ -240,11 +247,14 @@ class Collectors:
         self.smaps_interval_s = smaps_interval_s
         self.mark_interval_s = mark_interval_s
         self.use_perf = use_perf
+        self.use_taskstats = use_taskstats
         self.pid: int | None = None
         self.gone_reason: str | None = None  # set once the process is known to have exited
         self.errors: list[str] = []
-        self._ctx: PerfCtxSwitches | ProcfsCtxSwitches | None = None
-        self._ctx_note: str | None = None  # why the weaker source, or why not reconcilable
+        self._ctx: CtxSource | None = None
+        self._ctx_note: str | None = None  # why a fallback source, when one is used
+        self._late_note: str | None = None  # set when attached after the server started
+        self._ctx_at_attach: CtxCounts | None = None  # the gate's switches at the first boundary
         self._reader: ProcessReader | None = None
         self._sampler: Sampler | None = None
         self._t0 = 0.0
@@ -271,20 +281,29 @@ class Collectors:
         # What the gate is, so snapshots taken before its exec can be told apart (see module doc).
         self._gate_exe = self.procfs.exe(pid)
         self._ctx, self._ctx_note = open_source(
-            pid, use_perf=self.use_perf, before_exec=True, procfs=self.procfs
+            pid,
+            use_perf=self.use_perf,
+            before_exec=True,
+            procfs=self.procfs,
+            use_taskstats=self.use_taskstats,
         )
 
     def start(self, pid: int, phase: str = "startup") -> None:
         """Begin the timeline and the first phase. Without on_spawn first, perf counts only from
-        now and only threads created from now on: such a cell cannot be reconciled."""
+        now and only threads created from now on: such a cell cannot be reconciled (taskstats
+        still reads whole-life totals, but the first phase misses what came before it)."""
         if self._reader is not None:
             raise CollectorError("collectors already started")
         if self._ctx is None:
             self.pid = pid
-            self._ctx, note = open_source(
-                pid, use_perf=self.use_perf, before_exec=False, procfs=self.procfs
+            self._ctx, self._ctx_note = open_source(
+                pid,
+                use_perf=self.use_perf,
+                before_exec=False,
+                procfs=self.procfs,
+                use_taskstats=self.use_taskstats,
             )
-            self._ctx_note = note or "attached after the server started (on_spawn not used)"
+            self._late_note = "attached after the server started (on_spawn not used)"
         elif pid != self.pid:
             raise CollectorError(f"start({pid}) but on_spawn attached to pid {self.pid}")
         self._reader = ProcessReader(self.procfs, pid, self._ctx, gate_exe=self._gate_exe)
@@ -326,14 +345,14 @@ class Collectors:
     def _counters_snapshot(self) -> Snapshot:
         """CPU and context switches only (a window mark): no status file, no smaps.
 
-        Context switches only from perf (two 24-byte reads). The procfs fallback walks every
-        thread's status file, ~80 ms at 1536 threads: at several marks a second it cost the
-        server a third of a core in `make bench`, so window marks leave it out (the timeline and
-        the phase figures still carry the fallback's counts)."""
+        Context switches only from a cheap source (taskstats: one netlink round trip; perf: two
+        24-byte reads). The procfs fallback walks every thread's status file, ~80 ms at 1536
+        threads: at several marks a second it cost the server a third of a core in `make bench`,
+        so window marks leave it out (the timeline and the phase figures still carry the
+        fallback's counts)."""
         if not self.gone:
             try:
-                perf = isinstance(self._ctx, PerfCtxSwitches)
-                return self._reader.read(memory=False, ctx=perf)
+                return self._reader.read(memory=False, ctx=self._ctx.cheap)
             except ProcessGone as e:
                 self._mark_gone(str(e))
         return self._reader.after_exit(self._last)
@@ -366,6 +385,12 @@ class Collectors:
         except CollectorError as e:
             self.errors.append(str(e))
             vm = {}
+        if self._phase is None and not self._phases and snap.ctx is not None:
+            # The first boundary. A source counting from fork, attached in the launch gate: the
+            # phases start from the pid's birth, as wait4's totals do (see the module doc).
+            self._ctx_at_attach = snap.ctx
+            if self._ctx.counts_from_fork and snap.pre_exec and self._late_note is None:
+                snap = replace(snap, ctx=CtxCounts(0, 0, snap.ctx.source))
         b = _Boundary(snap, vm, self._server_status() if status else None)
         if vm:
             if self._first_vmstat is None:
@@ -572,8 +597,20 @@ class Collectors:
 
     @property
     def ctxsw_source(self) -> str | None:
-        """ "perf" (whole process, reconcilable) or the fallback's name; None before on_spawn."""
+        """ "taskstats" or "perf" (whole process, reconcilable) or the fallback's name; None
+        before on_spawn."""
         return self._ctx.source if self._ctx else None
+
+    def before_reap(self, pid: int) -> None:
+        """The server has exited and is not reaped yet (pass as spawn's `before_reap`): take the
+        source's final whole-life reading. Never raises: a failure is recorded, reaping goes on."""
+        ctx = self._ctx
+        if ctx is None or pid != self.pid:
+            return
+        try:
+            ctx.read_final()
+        except Exception as e:  # noqa: BLE001 - the reaper must reap whatever happens here
+            self.errors.append(f"context switches at exit: {type(e).__name__}: {e}"[:300])
 
     def phase_figures(self, name: str) -> dict:
         """Deltas over a closed phase (KeyError for a phase that is unknown or still open)."""
@@ -637,7 +674,10 @@ class Collectors:
             "reconciliation": self._reconcile(phases, exit_rusage),
             "ctxsw_source": self._ctx.source if self._ctx else None,
             "ctxsw_source_note": SOURCE_NOTES.get(self._ctx.source) if self._ctx else None,
-            "ctxsw_fallback_reason": self._ctx_note,
+            "ctxsw_fallback_reason": self._ctx_note or None,
+            # The source's counts at the first boundary: for taskstats attached in the launch
+            # gate, the gate's own switches so far (counted in the startup phase, as by wait4).
+            "ctxsw_at_attach": self._ctx_at_attach.to_dict() if self._ctx_at_attach else None,
             "sampler_cpu_s": round(self.sampler_cpu_s, 4),
             "sampler_priority": sampler.priority if sampler is not None else None,
             "sampler_cpu_ms_per_sample": (
@@ -667,19 +707,38 @@ class Collectors:
         return self._stopped
 
     def _reconcile(self, phases: dict[str, dict], rusage: dict | None) -> dict:
-        if self._ctx is None:
+        ctx = self._ctx
+        if ctx is None:
             return reconcile(None, rusage, note="collectors were never attached")
         vol = [p["ctxsw_voluntary"] for p in phases.values()]
         inv = [p["ctxsw_involuntary"] for p in phases.values()]
         if not phases or None in vol or None in inv:
-            return reconcile(None, rusage, note="a phase has no context-switch figures")
-        counts = CtxCounts(sum(vol), sum(inv), self._ctx.source)
-        note = self._ctx_note
-        if self._ctx.source == "perf" and note:
-            # Attached after exec: threads that existed before attaching were never counted.
-            return reconcile(None, rusage, note=note) | {
-                "source": counts.source,
-                "perf_voluntary": counts.voluntary,
-                "perf_involuntary": counts.involuntary,
+            return reconcile(None, rusage, note="a phase has no context-switch figures") | {
+                "source": ctx.source
             }
-        return reconcile(counts, rusage, note=note or "")
+        summed = CtxCounts(sum(vol), sum(inv), ctx.source)
+        if ctx.source == SOURCE_TASKSTATS:
+            final = ctx.after_exit()
+            extra = {"phases_voluntary": summed.voluntary, "phases_involuntary": summed.involuntary}
+            if final is None:
+                why = (
+                    "no taskstats reading at exit: the server was reaped without the collectors' "
+                    "before_reap hook (servers.launch.spawn before_reap)"
+                    if rusage
+                    else ""
+                )
+                return reconcile(None, rusage, note=why) | {"source": ctx.source} | extra
+            # The whole-life reading at exit is what is compared; the phases add up to it
+            # exactly when the first phase started from fork (attached in the launch gate).
+            extra["phases_sum_to_final"] = summed == final
+            return reconcile(final, rusage, note=self._late_note or "") | extra
+        if ctx.source == SOURCE_PERF and self._late_note:
+            # Attached after exec: threads that existed before attaching were never counted.
+            return reconcile(None, rusage, note=self._late_note) | {
+                "source": summed.source,
+                "counted_voluntary": summed.voluntary,
+                "counted_involuntary": summed.involuntary,
+            }
+        # perf passes or fails on its own (why it is the fallback is in ctxsw_fallback_reason);
+        # procfs is never checked, and the fallback reason says why.
+        return reconcile(summed, rusage, note="" if ctx.source == SOURCE_PERF else self._ctx_note)

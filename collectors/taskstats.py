@@ -6,8 +6,10 @@ whole thread group. Its nvcsw/nivcsw are the totals kept for threads that alread
 request, every live thread's own counters: the same figures wait4's ru_nvcsw/ru_nivcsw give at
 exit, readable at any time. Nothing is attached to the server's threads, so unlike perf counters
 with inherit=1 it costs the server nothing between reads; a read costs the kernel one walk over
-the group's threads under its siglock, in our own system call (see TaskstatsClient.read_tgid for
-what one read costs).
+the group's threads, in our own system call (see TaskstatsClient.read_tgid for what one read
+costs). The walk holds the group's siglock with interrupts off: a server thread that needs it at
+that moment (signal delivery, sigprocmask, thread creation or exit) waits up to that long, which
+is why reads stay at phase boundaries, 1 Hz samples and 2 Hz window marks.
 
 Three kernel facts decide whether the figures can be trusted, and are checked here, not assumed:
 - Permission: TASKSTATS_CMD_GET is registered with GENL_ADMIN_PERM (the family's op flags say so;
@@ -284,11 +286,13 @@ class TaskstatsClient:
     def read_tgid(self, tgid: int) -> TaskstatsReading:
         """The thread group's counters now (ProcessGone once it has been reaped).
 
-        Cost, measured on the development VM (kernel 6.18, 1000 reads back to back): 18 µs of
-        our CPU per read of a 2-thread process, 0.05-0.07 ms per read of a process with 1537
-        threads (the kernel walks every live thread, in our system call). At the 1 Hz samples
-        and 2 Hz window marks that is ~0.02% of a core. perf's two 24-byte counter reads are
-        cheaper still, but perf's inherited events cost every switch of every server thread.
+        Cost, measured on the development VM (kernel 6.18): 18 µs of our CPU per read of a
+        2-thread process, 0.05-0.1 ms per read of a process with 1537 threads (the kernel walks
+        every live thread, in our system call; 200 reads, with and without the sampler's /proc
+        reads between them). A whole sampler reading of a 1501-thread process took 0.19-0.28 ms
+        with taskstats, 0.14-0.17 ms with perf (tests/integration/test_collectors.py): at 1 Hz
+        samples and 2 Hz window marks, < 0.05% of a core. perf's reads are cheaper, but perf's
+        inherited events cost every switch of every server thread.
         """
         seq = self._next_seq()
         msg = self._request(tgid_request(self.family, tgid, seq), seq)

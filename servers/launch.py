@@ -11,7 +11,11 @@ Why not subprocess.Popen alone:
   cleanly), a parent-death signal (if the runner is SIGKILLed, the server dies too) and, when
   asked, PR_SET_THP_DISABLE, which the kernel keeps across exec.
 - The exit is reaped with os.wait4, whose rusage is the kernel's exact whole-life total for every
-  thread the process ever had.
+  thread the process ever had. Just before that, `before_reap(pid)` runs once the process has
+  exited but is still a zombie (seen with waitid(WEXITED | WNOWAIT)): every thread is gone, so
+  counters read then are final, and the pid cannot be reused yet. The collectors take their
+  whole-life context-switch reading there (collectors.ctxsw). Every path that reaps (poll, wait,
+  terminate) goes through it, exactly once; if the hook fails, the child is reaped all the same.
 
 PR_SET_PDEATHSIG fires when the *thread* that forked the child exits: spawn from the main thread
 or from a thread that outlives the child.
@@ -23,6 +27,7 @@ import ctypes
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +54,7 @@ class ExitInfo:
     returncode: int | None  # exit status when it exited normally
     signal: int | None  # signal number when it was killed by a signal
     rusage: dict[str, float] = field(default_factory=dict)
+    before_reap_error: str | None = None  # the pre-reap hook raised (the child was reaped)
 
     @property
     def describe(self) -> str:
@@ -57,7 +63,10 @@ class ExitInfo:
         return f"exited with status {self.returncode}"
 
     def to_manifest(self) -> dict:
-        return {"returncode": self.returncode, "signal": self.signal, "rusage": self.rusage}
+        out = {"returncode": self.returncode, "signal": self.signal, "rusage": self.rusage}
+        if self.before_reap_error:
+            out["before_reap_error"] = self.before_reap_error
+        return out
 
 
 def _rusage_dict(ru) -> dict[str, float]:
@@ -81,11 +90,19 @@ def _prctl(option: int, arg: int) -> None:
 class Child:
     """A process we started: its pid, its process group, and its exact end."""
 
-    def __init__(self, popen: subprocess.Popen, argv: Sequence[str]):
+    def __init__(
+        self,
+        popen: subprocess.Popen,
+        argv: Sequence[str],
+        before_reap: Callable[[int], None] | None = None,
+    ):
         self._popen = popen
         self.pid = popen.pid
         self.argv = list(argv)
         self.exit: ExitInfo | None = None
+        # Called once with the pid after the child has exited and before it is reaped.
+        self.before_reap = before_reap
+        self._reap_lock = threading.Lock()
 
     def poll(self) -> ExitInfo | None:
         """The exit if the child has ended (reaping it), else None."""
@@ -129,6 +146,40 @@ class Child:
         return self.exit
 
     def _reap(self, flags: int) -> None:
+        # One reaper at a time: a second thread polling at the same moment must neither run the
+        # hook again nor overwrite the exit with "someone else reaped it".
+        with self._reap_lock:
+            if self.exit is None:
+                self._reap_locked(flags)
+
+    def _reap_locked(self, flags: int) -> None:
+        hook = self.before_reap
+        if hook is None or not self._exited(flags):
+            if hook is None:
+                self._wait4(flags)
+            return
+        self.before_reap = None  # once, whatever happens below
+        error = None
+        try:
+            hook(self.pid)
+        except Exception as e:  # noqa: BLE001 - recorded; the child is reaped regardless
+            error = f"{type(e).__name__}: {e}"[:300]
+        finally:
+            # Even a KeyboardInterrupt in the hook leaves no unreaped child behind.
+            self._wait4(flags)
+        if self.exit is not None:
+            self.exit.before_reap_error = error
+
+    def _exited(self, flags: int) -> bool:
+        """True when the child has exited (a zombie, not reaped: WNOWAIT), else False (with
+        WNOHANG, still running). A child that is already gone counts as exited: wait4 says so."""
+        try:
+            got = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT | (flags & os.WNOHANG))
+        except ChildProcessError:
+            return True
+        return got is not None
+
+    def _wait4(self, flags: int) -> None:
         try:
             pid, status, ru = os.wait4(self.pid, flags)
         except ChildProcessError:
@@ -155,11 +206,14 @@ def spawn(
     thp_disable: bool = False,
     death_signal: int = signal.SIGTERM,
     on_spawn: Callable[[int], None] | None = None,
+    before_reap: Callable[[int], None] | None = None,
 ) -> Child:
     """Start `argv` as our child with exactly `env` (LD_PRELOAD honoured only for argv[0]).
 
     `on_spawn(pid)` runs before the binary executes; if it raises, the child is stopped and the
-    error propagates. stdout/stderr go to the given files (appended), else to /dev/null.
+    error propagates. `before_reap(pid)` runs once, after the child has exited and before it is
+    reaped (see the module doc). stdout/stderr go to the given files (appended), else to
+    /dev/null.
     """
     env = dict(env)
     preload = env.pop("LD_PRELOAD", "")
@@ -196,7 +250,7 @@ def spawn(
         for f in (out, err):
             if hasattr(f, "close"):
                 f.close()
-    child = Child(popen, argv)
+    child = Child(popen, argv, before_reap)
     try:
         if on_spawn is not None:
             on_spawn(child.pid)

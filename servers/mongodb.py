@@ -400,10 +400,17 @@ class MongoServer(ServerLife):
             "--pidfilepath", str(self.pid_file),
         ]  # fmt: skip
 
-    def start(self, on_spawn: Callable[[int], None] | None = None, timeout_s: float = 120) -> int:
+    def start(
+        self,
+        on_spawn: Callable[[int], None] | None = None,
+        timeout_s: float = 120,
+        before_reap: Callable[[int], None] | None = None,
+    ) -> int:
         """Launch under the allocator, wait for `ping`, record buildInfo, prove the allocator.
 
         Returns the pid. Any failure stops the server and raises ServerError/AllocatorError.
+        `on_spawn(pid)` runs before the server's first instruction, `before_reap(pid)` once it
+        has exited and before it is reaped (servers.launch.spawn): the collectors' hooks.
         """
         if self.child is not None and self.child.alive:
             raise ServerError(f"mongod in {self.workdir} is already running (pid {self.child.pid})")
@@ -425,6 +432,7 @@ class MongoServer(ServerLife):
             stderr=self.console_log,
             thp_disable=self.thp_disable,
             on_spawn=on_spawn,
+            before_reap=before_reap,
         )
         try:
             self._wait_ready(timeout_s)

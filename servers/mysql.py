@@ -155,10 +155,17 @@ class MySQLServer(ServerLife):
         self.my_cnf.write_text(text)
 
     # -- start -------------------------------------------------------------------------------
-    def start(self, on_spawn: Callable[[int], None] | None = None, timeout_s: float = 180) -> int:
+    def start(
+        self,
+        on_spawn: Callable[[int], None] | None = None,
+        timeout_s: float = 180,
+        before_reap: Callable[[int], None] | None = None,
+    ) -> int:
         """Launch under the allocator, wait until it accepts connections, prove the allocator.
 
         Returns the pid. Any failure stops the server and raises ServerError/AllocatorError.
+        `on_spawn(pid)` runs before the server's first instruction, `before_reap(pid)` once it
+        has exited and before it is reaped (servers.launch.spawn): the collectors' hooks.
         """
         if self.child is not None and self.child.alive:
             raise ServerError(f"server in {self.workdir} is already running (pid {self.child.pid})")
@@ -191,6 +198,7 @@ class MySQLServer(ServerLife):
             stderr=self.error_log,
             thp_disable=self.thp_disable,
             on_spawn=on_spawn,
+            before_reap=before_reap,
         )
         try:
             self._wait_ready(timeout_s)

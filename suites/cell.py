@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.rundir_format import RESULTS_COLUMNS, SAMPLE_COLUMNS
-from collectors.ctxsw import SOURCE_PERF
+from collectors.ctxsw import WHOLE_PROCESS_SOURCES
 from collectors.errors import CollectorError
 from collectors.host import cell_host_state
 from collectors.session import FIGURE_KEYS, Collectors
@@ -200,8 +200,8 @@ def window_rates(win: dict | None, window: Window | None, ctxsw_source: str | No
     while we measured (the marks trail the reports by the polling delay; in steady load the rate
     is the same on both sides, so the delay cancels instead of biasing the count).
     An op is a query for sysbench and a row (document) for iibench. Context switches per op only
-    from the perf source: the procfs fallback loses exited threads (its counts stay in the row,
-    named by ctxsw_source).
+    from a whole-process source (taskstats, perf): the procfs fallback loses exited threads (its
+    counts stay in the row, named by ctxsw_source).
     """
     out = dict.fromkeys(
         (
@@ -226,7 +226,7 @@ def window_rates(win: dict | None, window: Window | None, ctxsw_source: str | No
         if ops > 0:
             out["cpu_us_per_op"] = round(cpu * 1e6 / ops, 3)
             out["cpu_s_per_1m_ops"] = round(cpu * 1e6 / ops, 3)
-    if ctxsw_source == SOURCE_PERF and ops > 0 and win.get("ctxsw_voluntary") is not None:
+    if ctxsw_source in WHOLE_PROCESS_SOURCES and ops > 0 and win.get("ctxsw_voluntary") is not None:
         csw = win["ctxsw_voluntary"] + win["ctxsw_involuntary"]
         out["ctxsw_per_op"] = round(csw / ops, 5)
         out["ctxsw_per_1m_ops"] = round(csw * 1e6 / ops, 1)
@@ -318,7 +318,7 @@ class CellRunner:
                 list(SAMPLE_COLUMNS),
                 sample_interval_s=ctx.suite.collect.sample_interval_s,
                 smaps_interval_s=ctx.suite.collect.smaps_interval_s,
-                use_perf=ctx.suite.collect.perf,
+                use_perf=ctx.suite.collect.perf,  # allows the fallback when taskstats is not
             )
             self.server = self.make_server(applied.thp_disable)
             coll = self.collectors
@@ -328,7 +328,12 @@ class CellRunner:
                 coll.start(pid, "startup")
 
             self._progress("starting server", 10)
-            self.server.start(on_spawn=attach, timeout_s=ctx.suite.server.startup_timeout_s)
+            # before_reap: the whole-life context-switch reading, on every path that reaps.
+            self.server.start(
+                on_spawn=attach,
+                timeout_s=ctx.suite.server.startup_timeout_s,
+                before_reap=coll.before_reap,
+            )
             self.record["server"] = self.server.to_manifest()
             self._note_server_warnings()
             self.record["verification"] = self.server.evidence

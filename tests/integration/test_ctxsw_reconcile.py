@@ -3,7 +3,9 @@
 (a) a C program that creates and joins many short-lived threads, each blocking briefly (voluntary
     switches) and spinning past its time slice on 2 cores (involuntary ones);
 (b) MariaDB with thread_cache_size=0 serving 400 short connections: every connection thread
-    exits, and the perf totals still match the kernel's whole-life counts within 2%.
+    exits, and the taskstats totals still match the kernel's whole-life counts within 2%.
+Both with the default source (taskstats, final reading taken before the reap), and (a) again with
+taskstats made unavailable: the perf fallback is used, named, and reconciles too.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from collectors import taskstats
 from collectors.ctxsw import ABS_TOLERANCE, REL_TOLERANCE, psutil_style
 from collectors.procfs import ProcFS
 from collectors.session import Collectors
@@ -83,7 +86,7 @@ def assert_reconciled(rec: dict, rusage: dict) -> None:
     """Each class within 2% of wait4 when it is large, else within ABS_TOLERANCE switches (the
     launch gate and exiting threads' last switches, measured <= 12: see collectors.ctxsw)."""
     for cls, key in (("voluntary", "ru_nvcsw"), ("involuntary", "ru_nivcsw")):
-        mine, kernel = rec[f"perf_{cls}"], rusage[key]
+        mine, kernel = rec[f"counted_{cls}"], rusage[key]
         assert rec[f"wait4_{cls}"] == kernel
         if kernel >= LARGE:
             assert rec[f"diff_pct_{cls}"] <= 100 * REL_TOLERANCE, (cls, rec)
@@ -115,15 +118,20 @@ def churn_bin(tmp_path_factory) -> Path:
     return d / "churn"
 
 
-def test_thread_churn_reconciles_with_wait4(churn_bin, short_tmp):
+def _churn(churn_bin, short_tmp, coll) -> tuple[dict, dict, object]:
+    """150 rounds of 8 threads; the collectors attached before exec and reading at exit."""
     marker = short_tmp / "done"
-    coll = Collectors(short_tmp / "samples.csv", COLUMNS, sample_interval_s=0.1)
 
     def attach(pid: int) -> None:
         coll.on_spawn(pid)
         coll.start(pid, "startup")
 
-    child = spawn([str(churn_bin), "150", "8", "2000000", str(marker)], env={}, on_spawn=attach)
+    child = spawn(
+        [str(churn_bin), "150", "8", "2000000", str(marker)],
+        env={},
+        on_spawn=attach,
+        before_reap=coll.before_reap,
+    )
     try:
         coll.begin_phase("churn")
         _wait_for(marker.exists, 120, "the churn program to finish its rounds")
@@ -136,19 +144,18 @@ def test_thread_churn_reconciles_with_wait4(churn_bin, short_tmp):
     finally:
         child.terminate(term_timeout=5)
         section = coll.stop(child.exit.rusage if child.exit else None)
+    return section, exit_info.rusage, main_only
 
+
+def _assert_churn_reconciled(section: dict, ru: dict, main_only) -> None:
     rec = section["reconciliation"]
     print("reconciliation:", rec, "main thread only:", main_only)
-    assert section["ctxsw_source"] == "perf", section.get("ctxsw_fallback_reason")
     assert rec["check"] == "passed", rec
-    ru = exit_info.rusage
     # Both classes matter, and both are substantial here.
     assert ru["ru_nvcsw"] > 1000 and ru["ru_nivcsw"] > 100, ru
     assert_reconciled(rec, ru)
     assert ru["ru_nvcsw"] >= LARGE  # the relative bound is what this test checks
-    # Per-phase deltas add up to the reconciled totals.
     phases = section["phases"]
-    assert sum(p["ctxsw_voluntary"] for p in phases.values()) == rec["perf_voluntary"]
     assert phases["churn"]["ctxsw_voluntary"] > 0.9 * ru["ru_nvcsw"]
     # The main thread's own counters miss nearly everything the 1200 exited threads did.
     assert main_only.voluntary < 0.5 * ru["ru_nvcsw"], (main_only, ru)
@@ -157,15 +164,67 @@ def test_thread_churn_reconciles_with_wait4(churn_bin, short_tmp):
     assert main_only.involuntary < ru["ru_nivcsw"] - ABS_TOLERANCE, (main_only, ru)
 
 
-def test_without_perf_reconciliation_is_not_checked(churn_bin, short_tmp):
+def test_thread_churn_reconciles_with_wait4(churn_bin, short_tmp):
+    coll = Collectors(short_tmp / "samples.csv", COLUMNS, sample_interval_s=0.1)
+    section, ru, main_only = _churn(churn_bin, short_tmp, coll)
+    assert section["ctxsw_source"] == "taskstats", section.get("ctxsw_fallback_reason")
+    assert section["ctxsw_fallback_reason"] is None
+    _assert_churn_reconciled(section, ru, main_only)
+    rec = section["reconciliation"]
+    # The phases start at fork (zero) and end at the reading taken before the reap: they add up
+    # to it exactly, per class.
+    phases = section["phases"]
+    for cls in ("voluntary", "involuntary"):
+        assert sum(p[f"ctxsw_{cls}"] for p in phases.values()) == rec[f"counted_{cls}"]
+    assert rec["phases_sum_to_final"] is True
+    # The launch gate's own switches at attach time are counted (startup phase), as by wait4.
+    gate = section["ctxsw_at_attach"]
+    print("launch gate at attach:", gate)
+    assert gate["source"] == "taskstats" and 0 <= gate["voluntary"] + gate["involuntary"] < 10
+
+
+def test_thread_churn_with_taskstats_unavailable_uses_perf(churn_bin, short_tmp, monkeypatch):
+    """As for a non-root user: TASKSTATS_CMD_GET refused. The perf fallback is named, and it
+    reconciles with wait4 by itself (the sum of its phase deltas)."""
+
+    def refused(self, tgid):
+        raise taskstats.TaskstatsUnavailable(
+            "TASKSTATS_CMD_GET: Operation not permitted (it needs CAP_NET_ADMIN: run as root)"
+        )
+
+    monkeypatch.setattr(taskstats.TaskstatsClient, "read_tgid", refused)
+    coll = Collectors(short_tmp / "samples.csv", COLUMNS, sample_interval_s=0.1)
+    section, ru, main_only = _churn(churn_bin, short_tmp, coll)
+    assert section["ctxsw_source"] == "perf"
+    assert "taskstats unavailable" in section["ctxsw_fallback_reason"]
+    assert "CAP_NET_ADMIN" in section["ctxsw_fallback_reason"]
+    _assert_churn_reconciled(section, ru, main_only)
+    rec = section["reconciliation"]
+    assert rec["source"] == "perf" and rec["reason"] is None
+    phases = section["phases"]
+    assert sum(p["ctxsw_voluntary"] for p in phases.values()) == rec["counted_voluntary"]
+
+
+def test_without_kernel_sources_reconciliation_is_not_checked(churn_bin, short_tmp):
     marker = short_tmp / "done"
-    coll = Collectors(short_tmp / "samples.csv", COLUMNS, sample_interval_s=0.1, use_perf=False)
+    coll = Collectors(
+        short_tmp / "samples.csv",
+        COLUMNS,
+        sample_interval_s=0.1,
+        use_perf=False,
+        use_taskstats=False,
+    )
 
     def attach(pid: int) -> None:
         coll.on_spawn(pid)
         coll.start(pid, "startup")
 
-    child = spawn([str(churn_bin), "5", "4", "1000", str(marker)], env={}, on_spawn=attach)
+    child = spawn(
+        [str(churn_bin), "5", "4", "1000", str(marker)],
+        env={},
+        on_spawn=attach,
+        before_reap=coll.before_reap,
+    )
     try:
         _wait_for(marker.exists, 60, "the churn program")
         child.signal_group(signal.SIGTERM)
@@ -174,6 +233,7 @@ def test_without_perf_reconciliation_is_not_checked(churn_bin, short_tmp):
         child.terminate(term_timeout=5)
         section = coll.stop(child.exit.rusage if child.exit else None)
     assert section["ctxsw_source"] == "procfs-task-sum"
+    assert "collect.perf = false" in section["ctxsw_fallback_reason"]
     assert section["reconciliation"]["check"] == "not-checked"
     assert section["reconciliation"]["wait4_voluntary"] == child.exit.rusage["ru_nvcsw"]
 
@@ -225,7 +285,7 @@ def test_mariadb_connection_threads_exit_and_still_reconcile(mariadb_pristine, s
 
     exit_info = None
     try:
-        pid = server.start(on_spawn=attach, timeout_s=120)
+        pid = server.start(on_spawn=attach, timeout_s=120, before_reap=coll.before_reap)
         assert server.variables(["thread_cache_size"])["thread_cache_size"] == "0"
         coll.set_status_source(server.global_status)
         coll.begin_phase("connections")
@@ -256,6 +316,7 @@ def test_mariadb_connection_threads_exit_and_still_reconcile(mariadb_pristine, s
     assert conns["threads_created"] >= 400, conns["status_delta"]
     rec = section["reconciliation"]
     print("reconciliation:", rec, "main thread only:", main_only)
+    assert section["ctxsw_source"] == "taskstats", section["ctxsw_fallback_reason"]
     assert rec["check"] == "passed", rec
     ru = exit_info.rusage
     # Voluntary switches are many (400 connection threads came and went): within 2%, not 30.
@@ -263,6 +324,6 @@ def test_mariadb_connection_threads_exit_and_still_reconcile(mariadb_pristine, s
     assert_reconciled(rec, ru)
     phases = section["phases"]
     for cls in ("voluntary", "involuntary"):
-        assert sum(p[f"ctxsw_{cls}"] for p in phases.values()) == rec[f"perf_{cls}"]
+        assert sum(p[f"ctxsw_{cls}"] for p in phases.values()) == rec[f"counted_{cls}"]
     assert main_only.voluntary < 0.5 * ru["ru_nvcsw"], (main_only, ru)
     assert conns["ctxsw_voluntary"] > 0 and conns["cpu_user_s"] is not None

@@ -1,8 +1,10 @@
-"""perf_event_open refused (as under kernel.perf_event_paranoid=3 or without CAP_PERFMON): the run
-still measures, names the weaker context-switch source everywhere, and does not pretend.
+"""Neither taskstats nor perf usable (as for a user without CAP_NET_ADMIN, under
+kernel.perf_event_paranoid=3): the run still measures, names the weaker context-switch source
+everywhere, and does not pretend.
 
-perf_event_open(2) itself is made to fail (EACCES) for this in-process run; everything else —
-MariaDB, sysbench, the collectors' procfs fallback — is real.
+TASKSTATS_CMD_GET is refused (EPERM, as for a non-root user) and perf_event_open(2) itself fails
+(EACCES) for this in-process run; everything else — MariaDB, sysbench, the collectors' procfs
+fallback — is real.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors import perf_event
+from collectors import perf_event, taskstats
 from suites.cli import main
 
 pytestmark = pytest.mark.integration
@@ -38,6 +40,13 @@ def run_without_perf():
 
     mp.setenv("MALLOCSWEEP_CACHE", str(out / "cache"))
     mp.setattr(perf_event._libc, "syscall", refused)
+
+    def not_permitted(self, tgid):
+        raise taskstats.TaskstatsUnavailable(
+            "TASKSTATS_CMD_GET: Operation not permitted (it needs CAP_NET_ADMIN: run as root)"
+        )
+
+    mp.setattr(taskstats.TaskstatsClient, "read_tgid", not_permitted)
     try:
         code = main(
             [
@@ -65,12 +74,13 @@ def test_fallback_is_named_and_reconciliation_not_checked(run_without_perf):
     assert cell["status"] == "ok", cell["error"]
     coll = cell["collectors"]
     assert coll["ctxsw_source"] == "procfs-task-sum" == cell["ctxsw_source"]
-    assert "Permission denied" in coll["ctxsw_fallback_reason"]
+    assert "Permission denied" in coll["ctxsw_fallback_reason"]  # perf's
+    assert "CAP_NET_ADMIN" in coll["ctxsw_fallback_reason"]  # taskstats'
     assert "loses exited threads" in coll["ctxsw_source_note"]
     rec = coll["reconciliation"]
     assert rec["check"] == "not-checked", rec
     assert rec["reason"] and "Permission denied" in rec["reason"]
-    assert rec["perf_voluntary"] is None and rec["wait4_voluntary"] > 0  # nothing faked
+    assert rec["counted_voluntary"] is None and rec["wait4_voluntary"] > 0  # nothing faked
 
 
 def test_results_say_procfs_and_leave_ctxsw_per_op_empty(run_without_perf):

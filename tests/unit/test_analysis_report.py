@@ -247,10 +247,10 @@ def test_procfs_context_switches_are_flagged_not_shown(tmp_path):
     _, csw = tables.efficiency_tables(run, "point_select")
     jem = next(r for r in csw.rows if r[0].value == "jemalloc")
     glibc = next(r for r in csw.rows if r[0].value == "glibc")
-    assert all(c.value is None and c.warn and c.note == "no perf" for c in jem[1:])
+    assert all(c.value is None and c.warn and c.note == "live threads only" for c in jem[1:])
     assert all("live threads" in c.title for c in jem[1:])
     assert all(c.value is not None and not c.warn for c in glibc[1:])
-    assert any(n.startswith("⚠ no perf:") for n in csw.notes)
+    assert any(n.startswith("⚠ live threads only:") for n in csw.notes)
     # CPU is unaffected by the context-switch source
     cpu, _ = tables.efficiency_tables(run, "point_select")
     assert all(
@@ -260,9 +260,9 @@ def test_procfs_context_switches_are_flagged_not_shown(tmp_path):
                            threads=(10,), ctxsw_procfs=("glibc",)))  # fmt: skip
     t = tables.iibench_table(ii)
     cell = t.rows[0][t.columns.index("ctxsw per 1M rows")]
-    assert t.rows[0][0].value == "glibc" and cell.value is None and cell.note == "no perf"
+    assert t.rows[0][0].value == "glibc" and cell.value is None and cell.note == "live threads only"
     html, md = write_report(path)
-    assert "no perf" in html.read_text() and "⚠ no perf:" in md.read_text()
+    assert "live threads only" in html.read_text() and "⚠ live threads only:" in md.read_text()
 
 
 def test_level_without_a_window_is_flagged(tmp_path):

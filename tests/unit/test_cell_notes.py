@@ -24,7 +24,7 @@ class FakeServer:
     def __init__(self, seen):
         self.seen, self.proc, self.evidence = seen, None, {"verdict": "test"}
 
-    def start(self, on_spawn, timeout_s):
+    def start(self, on_spawn, timeout_s, before_reap=None):
         self.proc = subprocess.Popen(["sleep", "30"])
         on_spawn(self.proc.pid)
         self.seen.append("started")

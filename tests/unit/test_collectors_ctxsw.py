@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ def _rusage(vol, invol):
 def test_reconcile_passes_within_two_percent():
     r = reconcile(CtxCounts(98_500, 10_150, "perf"), _rusage(100_000, 10_000))
     assert r["check"] == "passed"
-    assert r["perf_voluntary"] == 98_500 and r["wait4_voluntary"] == 100_000
+    assert r["counted_voluntary"] == 98_500 and r["wait4_voluntary"] == 100_000
     assert r["diff_pct_voluntary"] == pytest.approx(1.5)
     assert r["diff_pct"] == pytest.approx(1.5)
 
@@ -50,8 +51,14 @@ def test_small_totals_use_the_absolute_tolerance():
 def test_weaker_source_is_never_checked():
     r = reconcile(CtxCounts(100_000, 10_000, "procfs-task-sum"), _rusage(100_000, 10_000))
     assert r["check"] == "not-checked"
-    assert r["perf_voluntary"] is None
+    assert r["counted_voluntary"] is None
     assert "procfs-task-sum" in r["reason"]
+
+
+def test_taskstats_is_reconciled_like_perf():
+    assert reconcile(CtxCounts(15183, 1692, "taskstats"), _rusage(15191, 1693))["check"] == "passed"
+    r = reconcile(CtxCounts(10_000, 1692, "taskstats"), _rusage(15191, 1693))
+    assert r["check"] == "failed" and r["diff_voluntary"] == -5191
 
 
 def test_no_rusage_is_not_checked():
@@ -77,10 +84,19 @@ def test_procfs_source_sums_live_threads_only():
     assert psutil_style(ProcFS(FIXTURE), 4242) == CtxCounts(1502, 17, "main-thread")
 
 
-def test_perf_disabled_falls_back_with_a_reason():
-    src, why = open_source(4242, use_perf=False, before_exec=True, procfs=ProcFS(FIXTURE))
+def test_both_kernel_sources_disabled_fall_back_with_reasons():
+    src, why = open_source(
+        os.getpid(), use_perf=False, before_exec=False, procfs=ProcFS(), use_taskstats=False
+    )
     assert isinstance(src, ProcfsCtxSwitches)
-    assert "collect.perf" in why
+    assert "taskstats not used" in why and "collect.perf" in why
+
+
+def test_a_fixture_procfs_never_asks_the_kernel():
+    """Its pids are not the kernel's: neither taskstats nor perf is opened on them."""
+    src, why = open_source(4242, use_perf=True, before_exec=True, procfs=ProcFS(FIXTURE))
+    assert isinstance(src, ProcfsCtxSwitches)
+    assert "not the live /proc" in why
 
 
 def test_psutil_style_requires_counters(tmp_path):
