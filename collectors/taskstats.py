@@ -104,6 +104,10 @@ class TaskstatsTooOld(TaskstatsUnavailable):
     """The kernel's struct taskstats predates nvcsw/nivcsw (version < MIN_VERSION)."""
 
 
+class TaskstatsLosesExitedThreads(TaskstatsUnavailable):
+    """The kernel's TGID readings forget the switches of threads that have exited."""
+
+
 @dataclass(frozen=True)
 class TaskstatsReading:
     """What a TGID reply says about one thread group."""
@@ -332,7 +336,8 @@ def probe_exited_threads(client: TaskstatsClient) -> dict:
     TGID reading is taken between two getrusage(RUSAGE_SELF) calls (the kernel's whole-process
     counts, exited threads included, on every kernel). A kernel that drops exited threads is
     short by at least the probe thread's switches; one that keeps them lies between the two.
-    Raises TaskstatsUnavailable when the reading misses them. Takes ~10 ms.
+    Raises TaskstatsLosesExitedThreads when the reading misses them (and TaskstatsUnavailable,
+    ProcessGone... when the reading cannot be taken). Takes ~10 ms.
     """
 
     def sleeper() -> None:
@@ -352,7 +357,7 @@ def probe_exited_threads(client: TaskstatsClient) -> dict:
         "struct_version": got.version,
     }
     if not before.ru_nvcsw - PROBE_SLACK <= got.nvcsw <= after.ru_nvcsw + PROBE_SLACK:
-        raise TaskstatsUnavailable(
+        raise TaskstatsLosesExitedThreads(
             f"this kernel's TGID taskstats lose exited threads: {got.nvcsw} voluntary switches "
             f"for this process vs getrusage's {before.ru_nvcsw}-{after.ru_nvcsw} after a thread "
             f"of {PROBE_SLEEPS} switches exited (needs 'taskstats: retain dead thread stats in "
@@ -362,18 +367,19 @@ def probe_exited_threads(client: TaskstatsClient) -> dict:
 
 
 _probe_lock = threading.Lock()
-_probe_result: dict | TaskstatsUnavailable | None = None
+_probe_result: dict | TaskstatsLosesExitedThreads | None = None
 
 
 def check_usable(client: TaskstatsClient) -> dict:
-    """probe_exited_threads(), run once per process (the kernel does not change under us)."""
+    """probe_exited_threads(), its verdict kept for the process (the kernel does not change under
+    us). Only a verdict is kept: a probe that could not read (no permission...) is tried again."""
     global _probe_result
     with _probe_lock:
         if _probe_result is None:
             try:
                 _probe_result = probe_exited_threads(client)
-            except TaskstatsUnavailable as e:
+            except TaskstatsLosesExitedThreads as e:
                 _probe_result = e
-        if isinstance(_probe_result, TaskstatsUnavailable):
-            raise TaskstatsUnavailable(str(_probe_result))
+        if isinstance(_probe_result, TaskstatsLosesExitedThreads):
+            raise TaskstatsLosesExitedThreads(str(_probe_result))
         return dict(_probe_result)

@@ -25,7 +25,7 @@ class Check:
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "doctor",
-        help="check servers, sysbench, allocators, THP, limits, perf; find leftovers",
+        help="check servers, sysbench, allocators, THP, limits, taskstats/perf; find leftovers",
         description="Readiness of this machine for mallocsweep, each item with what to do when it "
         "is missing; also reports servers left running by a killed run (by the pid files in the "
         "run directories mallocsweep created, wherever --out put them) and a THP setting a killed "
@@ -84,10 +84,41 @@ def _thp_checks() -> list[Check]:
     return out
 
 
+def _taskstats_check() -> Check:
+    """The collectors' context-switch source: a TGID query over taskstats on our own pid, and the
+    probe that this kernel keeps exited threads' switches in it (collectors.taskstats)."""
+    from collectors.errors import CollectorError
+    from collectors.taskstats import TaskstatsClient, check_usable
+
+    name = "taskstats (context switches)"
+    try:
+        with TaskstatsClient() as c:
+            r = c.read_tgid(os.getpid())
+            probe = check_usable(c)
+    except CollectorError as e:
+        return Check(
+            name,
+            False,
+            str(e).splitlines()[0],
+            "run as root (TASKSTATS_CMD_GET needs CAP_NET_ADMIN), outside a container's own "
+            "network namespace, on a kernel with CONFIG_TASKSTATS that keeps exited threads in "
+            "TGID readings; meanwhile the perf fallback is used if allowed (collect.perf), at a "
+            "throughput cost to the server",
+        )
+    return Check(
+        name,
+        True,
+        f"TASKSTATS family {c.family}, struct version {r.version}; a TGID query on our own pid "
+        f"works and keeps exited threads (probe: {probe['taskstats_voluntary']} voluntary "
+        f"switches vs getrusage {probe['rusage_voluntary']})",
+    )
+
+
 def _perf_checks() -> list[Check]:
-    """What the collectors open: a software context-switch counter (perf_event_open, no `perf`
-    binary) and the sched:sched_switch tracepoint, which needs tracefs. Looked at, never mounted:
-    a run mounts tracefs itself when it is root, as perf(1) does."""
+    """The fallback when taskstats is unavailable: a software context-switch counter
+    (perf_event_open, no `perf` binary) and the sched:sched_switch tracepoint, which needs
+    tracefs. Looked at, never mounted: a run that falls back to perf mounts tracefs itself when
+    it is root, as perf(1) does."""
     from collectors.errors import CollectorError
     from collectors.perf_event import (
         PERF_COUNT_SW_CONTEXT_SWITCHES,
@@ -104,32 +135,40 @@ def _perf_checks() -> list[Check]:
         c.close()
         out.append(
             Check(
-                "perf software counters",
+                "perf counters (fallback)",
                 True,
-                f"perf_event_open context-switches works (perf_event_paranoid={paranoid_level()})",
+                f"perf_event_open context-switches works (perf_event_paranoid={paranoid_level()});"
+                " used only when taskstats is unavailable",
             )
         )
     except CollectorError as e:
         out.append(
             Check(
-                "perf software counters",
+                "perf counters (fallback)",
                 False,
                 str(e).splitlines()[0],
-                "run as root or sysctl -w kernel.perf_event_paranoid=1 (context switches then "
-                "come from /proc, which loses exited threads)",
+                "only matters without taskstats: run as root or sysctl -w "
+                "kernel.perf_event_paranoid=1 (else context switches come from /proc, which "
+                "loses exited threads)",
             )
         )
     root = os.geteuid() == 0
     try:
         tp = tracepoint_dir("sched", "sched_switch", mount=False)
-        out.append(Check("tracefs", True, f"mounted at {tp.parents[2]} (sched:sched_switch)"))
+        out.append(
+            Check(
+                "tracefs (perf fallback)",
+                True,
+                f"mounted at {tp.parents[2]} (sched:sched_switch)",
+            )
+        )
     except CollectorError:
         out.append(
             Check(
-                "tracefs",
+                "tracefs (perf fallback)",
                 root,
                 f"not mounted at {' or '.join(TRACEFS_ROOTS)}"
-                + ("; a run mounts it itself (root), as perf does" if root else ""),
+                + ("; a run that falls back to perf mounts it itself (root)" if root else ""),
                 ""
                 if root
                 else f"as root: mount -t tracefs nodev {TRACEFS_ROOTS[0]} (else involuntary "
@@ -208,6 +247,7 @@ def checks(runs: Path) -> list[Check]:
     ]
     for c in found:
         out.append(Check(c.name, c.ok, c.detail, c.fix or ""))
+    out.append(_taskstats_check())
     out.extend(_perf_checks())
     out.append(_mongod())
     out.extend(_thp_checks())

@@ -28,6 +28,9 @@ def test_doctor_reports_a_leftover_server_by_its_pid_file(short_tmp, capsys):
         assert f"kill {srv.pid}" in left[0]["fix"]
         names = {c["name"] for c in checks}
         assert {"sysbench", "THP", "mongod (optional)"} <= names
+        ts = next(c for c in checks if c["name"] == "taskstats (context switches)")
+        assert ts["ok"] and "keeps exited threads" in ts["detail"], ts  # tests run as root
+        assert {"perf counters (fallback)", "tracefs (perf fallback)"} <= names
     finally:
         srv.stop()
     assert main(["doctor", "--json", "--runs", str(short_tmp / "runs")]) == 0

@@ -107,10 +107,12 @@ def test_rates_use_the_window_and_its_operations():
     assert r["cpu_overhead"] == pytest.approx(0.2)
 
 
-def test_context_switches_per_op_only_from_perf():
+def test_context_switches_per_op_only_from_whole_process_sources():
     window = Window(0, 1, 1.0, 2.0, 1000.0)
     win = {"window_s": 1.0, "cpu_user_s": 0.5, "cpu_sys_s": 0.0, "ctxsw_voluntary": 10,
            "ctxsw_involuntary": 0}  # fmt: skip
+    assert window_rates(win, window, "taskstats")["ctxsw_per_op"] == pytest.approx(0.01)
+    assert window_rates(win, window, "perf")["ctxsw_per_op"] == pytest.approx(0.01)
     r = window_rates(win, window, "procfs-task-sum")
     assert r["ctxsw_per_op"] is None and r["ctxsw_per_1m_ops"] is None
     assert r["cpu_us_per_op"] == pytest.approx(500.0)

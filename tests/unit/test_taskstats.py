@@ -139,3 +139,40 @@ def test_malformed_bytes_raise_collector_error():
     msg = split_messages(struct.pack("=IHHII", 16 + len(body), 31, 0, 1, 0) + body)[0]
     with pytest.raises(CollectorError, match="AGGR_TGID"):
         parse_tgid_reply(msg)
+
+
+class _FakeClient:
+    """Answers our own TGID query with getrusage's figure (a kernel that keeps exited threads),
+    less `lost` switches (one that drops them), or an error."""
+
+    def __init__(self, lost: int = 0, error: Exception | None = None):
+        self.lost, self.error = lost, error
+
+    def read_tgid(self, tgid):
+        import resource
+
+        from collectors.taskstats import TaskstatsReading
+
+        if self.error is not None:
+            raise self.error
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        return TaskstatsReading(tgid, 16, 560, ru.ru_nvcsw - self.lost, ru.ru_nivcsw)
+
+
+def test_probe_verdicts_are_kept_but_read_failures_are_not(monkeypatch):
+    from collectors import taskstats as ts
+
+    monkeypatch.setattr(ts, "_probe_result", None)
+    denied = ts.TaskstatsUnavailable("TASKSTATS_CMD_GET: Operation not permitted")
+    with pytest.raises(ts.TaskstatsUnavailable, match="not permitted"):
+        ts.check_usable(_FakeClient(error=denied))
+    assert ts._probe_result is None  # a permission problem is no verdict on the kernel
+    got = ts.check_usable(_FakeClient())
+    assert got["probe_thread_switches"] == ts.PROBE_SLEEPS
+    assert ts.check_usable(_FakeClient(lost=1000)) == got  # kept: not asked again
+
+    monkeypatch.setattr(ts, "_probe_result", None)
+    with pytest.raises(ts.TaskstatsLosesExitedThreads, match="lose exited threads"):
+        ts.check_usable(_FakeClient(lost=ts.PROBE_SLEEPS))
+    with pytest.raises(ts.TaskstatsLosesExitedThreads):
+        ts.check_usable(_FakeClient())  # the verdict stands for the process
