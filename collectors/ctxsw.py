@@ -347,11 +347,3 @@ def psutil_style(procfs: ProcFS, pid: int) -> CtxCounts:
     if st.voluntary_ctxt_switches is None:
         raise CollectorError(f"{procfs.root}/{pid}/status has no ctxt_switches lines")
     return CtxCounts(st.voluntary_ctxt_switches, st.nonvoluntary_ctxt_switches or 0, "main-thread")
-
-
-def tracefs_root() -> Path | None:
-    """Where tracefs is mounted, for doctor-style reports; None when not found."""
-    try:
-        return tracepoint_dir("sched", "sched_switch").parents[2]
-    except PerfUnavailable:
-        return None

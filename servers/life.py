@@ -2,7 +2,9 @@
 
 A subclass says how to ask its server to shut down (SQL SHUTDOWN, mongod's shutdown command) and
 what to release afterwards; the escalation — polite request, SIGTERM, SIGKILL, always reaped with
-wait4 — is the same for all and lives here once.
+wait4 — is the same for all and lives here once. Whichever step ends the server (or a crash of its
+own, noticed by `alive`), the child's pre-reap hook (servers.launch: the collectors' final
+whole-life reading) runs once before the reap.
 """
 
 from __future__ import annotations

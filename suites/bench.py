@@ -10,6 +10,9 @@ back (or interleaved) in this process, never an absolute time compared with a co
                                                                    goal: <= 1% of a core
 4. POINT_SELECT QPS with collectors on vs off at 64 and at 1536 threads, interleaved repeats
    (on/off alternating first), with the run-to-run noise          goal: no change beyond the noise
+4b. the context-switch source's cost: POINT_SELECT@64 QPS with the collectors on taskstats (the
+   "on" lives of item 4) vs the same collectors on perf counters (lives of their own, in the same
+   rotation of on / off / perf)                                   goal: taskstats >= perf - noise
 5. iibench: multi-process client insert rate vs a one-process (GIL-bound) baseline
                                                                    goal: >= 1 within the noise
 6. iibench client CPU as a fraction of server CPU                  goal: < 1 (client lighter)
@@ -68,6 +71,9 @@ class OnOff:
     cost: list[float] = field(default_factory=list)  # collectors CPU / wall, per "on" run
     connected: list[int] = field(default_factory=list)  # Threads_connected at the window mark
 
+    def add(self, mode: str, qps: float) -> None:
+        (self.on if mode == "on" else self.off).append(qps)
+
     def summary(self) -> dict:
         on, off = statistics.median(self.on), statistics.median(self.off)
         return {
@@ -79,6 +85,33 @@ class OnOff:
             "collectors_core_fraction_runs": self.cost,
             "collectors_core_fraction": statistics.median(self.cost) if self.cost else None,
             "connected_runs": self.connected,
+        }
+
+
+@dataclass
+class SourceCost:
+    """QPS at one thread count with the collectors on taskstats vs on perf counters (which follow
+    every server thread: every context switch pays for them), and the sources really used."""
+
+    threads: int
+    taskstats: list[float] = field(default_factory=list)
+    perf: list[float] = field(default_factory=list)
+    sources: dict[str, list[str | None]] = field(default_factory=dict)
+
+    def summary(self) -> dict:
+        ts = statistics.median(self.taskstats) if self.taskstats else None
+        pf = statistics.median(self.perf) if self.perf else None
+        planned = all(s == mode for mode, used in self.sources.items() for s in used) and set(
+            self.sources
+        ) == {"taskstats", "perf"}
+        return {
+            "threads": self.threads,
+            "taskstats_runs": self.taskstats,
+            "perf_runs": self.perf,
+            "ratio": ts / pf if ts and pf else None,  # > 1: perf costs throughput
+            "noise": max(spread(self.taskstats), spread(self.perf)) if ts and pf else None,
+            "sources_used": self.sources,
+            "as_planned": planned,
         }
 
 
@@ -171,16 +204,30 @@ class Bench:
         }
 
     # -- 3 and 4 ---------------------------------------------------------------------------------
-    def one_life(self, mode: str, r: int, levels: dict[int, OnOff], duration: int) -> None:
-        """One server life with collectors `mode` ("on"/"off"): scan, then each level once.
+    def one_life(
+        self,
+        mode: str,
+        r: int,
+        levels: dict[int, OnOff],
+        duration: int,
+        source: SourceCost | None = None,
+    ) -> None:
+        """One server life with collectors `mode`: scan, then each level once.
 
-        "on" drives the real Collectors exactly as a cell does: attached before exec, phase
-        boundaries, a window mark at every interval report, sampler liveness checked per level.
+        "on" drives the real Collectors exactly as a cell does (default source: taskstats):
+        attached before exec, phase boundaries, a window mark at every interval report, sampler
+        liveness checked per level, the final reading before the reap. "perf" is the same with
+        taskstats not used (the perf fallback). "off": no collectors. `source`, when given,
+        records the QPS at its thread count and the context-switch source really used.
         """
         server = self.restored(f"{mode}-{r}")
         coll = None
-        if mode == "on":
-            coll = Collectors(self.work / f"samples-{r}.csv", list(SAMPLE_COLUMNS))
+        if mode != "off":
+            coll = Collectors(
+                self.work / f"samples-{mode}-{r}.csv",
+                list(SAMPLE_COLUMNS),
+                use_taskstats=mode != "perf",
+            )
 
         def attach(pid: int) -> None:
             coll.on_spawn(pid)
@@ -188,7 +235,10 @@ class Bench:
 
         exit_info = None
         try:
-            server.start(on_spawn=attach if coll else None)
+            server.start(
+                on_spawn=attach if coll else None,
+                before_reap=coll.before_reap if coll else None,
+            )
             if coll:
                 coll.set_status_source(server.global_status)
                 coll.begin_phase("warmup", mark="server_start")
@@ -217,7 +267,9 @@ class Bench:
                 )
                 if res.status != "ok":
                     raise RuntimeError(f"collectors {mode}, {phase} failed: {res.error}")
-                (rec.on if mode == "on" else rec.off).append(res.qps)
+                rec.add(mode, res.qps)
+                if source is not None and mode != "off" and threads == source.threads:
+                    (source.perf if mode == "perf" else source.taskstats).append(res.qps)
                 if coll:
                     coll.check_sampling()
                     cpu = coll.sampler_cpu_s + coll.boundary_cpu_s - cpu0
@@ -233,14 +285,27 @@ class Bench:
             for threads, rec in levels.items():
                 connected = coll.phase_figures(f"point_select@{threads}")["threads_connected"]
                 rec.connected.append(int(connected or 0))
+            if source is not None:
+                planned = "perf" if mode == "perf" else "taskstats"
+                source.sources.setdefault(planned, []).append(coll.ctxsw_source)
 
-    def collectors_on_off(self, pairs: int, duration: int = 8) -> dict:
+    def collectors_on_off(self, rounds: int, duration: int = 8) -> dict:
+        """Items 3, 4 and 4b in one rotation of lives: collectors on (taskstats), off, and on
+        perf counters (LOW only: that level runs first in every life, so its conditions match);
+        the order rotates each round so that no mode always runs first."""
         levels = {LOW: OnOff(LOW), HIGH: OnOff(HIGH)}
-        for r in range(pairs):
-            for mode in ("on", "off") if r % 2 == 0 else ("off", "on"):
-                console.print(f"[dim]  pair {r + 1}/{pairs}: collectors {mode}[/dim]")
-                self.one_life(mode, r, levels, duration)
-        return {str(t): rec.summary() | {"duration_s": duration} for t, rec in levels.items()}
+        source = SourceCost(LOW)
+        modes = ["on", "off", "perf"]
+        for r in range(rounds):
+            for mode in modes[r % 3 :] + modes[: r % 3]:
+                console.print(f"[dim]  round {r + 1}/{rounds}: collectors {mode}[/dim]")
+                if mode == "perf":
+                    self.one_life(mode, r, {LOW: OnOff(LOW)}, duration, source)
+                else:
+                    self.one_life(mode, r, levels, duration, source)
+        out = {str(t): rec.summary() | {"duration_s": duration} for t, rec in levels.items()}
+        out["source"] = source.summary() | {"duration_s": duration}
+        return out
 
     # -- 5 and 6 ---------------------------------------------------------------------------------
     def iibench(self) -> dict:
@@ -326,6 +391,22 @@ def table(figures: dict) -> Table:
             "|1 - ratio| <= noise",
             _met(abs(1 - o["ratio"]) <= o["noise"] if o["ratio"] is not None else None),
         )
+    src = onoff.get("source")
+    if src is not None:
+        ok = None
+        if src["ratio"] is not None and src["as_planned"]:
+            ok = src["ratio"] >= 1 - src["noise"]
+        t.add_row(
+            f"context-switch source cost: POINT_SELECT@{src['threads']} QPS, taskstats vs perf "
+            "counters",
+            f"taskstats {[round(x) for x in src['taskstats_runs']]}, "
+            f"perf {[round(x) for x in src['perf_runs']]}"
+            + ("" if src["as_planned"] else f"; sources used {src['sources_used']}"),
+            f"{_fmt(src['ratio'], '.3f')}"
+            + (f" (noise {src['noise'] * 100:.1f}%)" if src["noise"] is not None else ""),
+            "taskstats >= perf - noise",
+            _met(ok, "" if src["as_planned"] else "a life did not use the planned source"),
+        )
     ii = figures["iibench"]
     sc = ii["scale"]
     t.add_row(
@@ -370,8 +451,9 @@ def main(argv: list[str] | None = None) -> int:
             ("warm", "server start to warm", bench.start_to_warm),
             (
                 "onoff",
-                f"collectors on vs off at {LOW} and {HIGH} threads (and their cost)",
-                lambda: bench.collectors_on_off(2 if args.quick else 5),
+                f"collectors on vs off at {LOW} and {HIGH} threads (and their cost), and "
+                f"taskstats vs perf counters at {LOW}",
+                lambda: bench.collectors_on_off(2 if args.quick else 4),
             ),
             ("iibench", "iibench client scaling and cost", bench.iibench),
         ]
