@@ -48,8 +48,8 @@ class Snapshot:
     anon_huge_kb: int | None = None  # only when smaps_rollup was read for this snapshot
     live: bool = True  # False: the process is gone and these are the last known values
     # True while the pid is still the launch gate (/bin/sh waiting to exec the server): its
-    # cumulative counters are valid baselines (CPU and perf counts carry across execve, perf
-    # counts from the exec), but its memory is the shell's, not the server's.
+    # cumulative counters are valid baselines (CPU and context-switch counts carry across
+    # execve; perf counts from the exec, taskstats from fork), but its memory is the shell's.
     pre_exec: bool = False
 
 
