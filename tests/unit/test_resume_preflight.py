@@ -317,8 +317,9 @@ def test_open_file_needs_agree_with_the_server_config():
 def test_doctor_runs_the_system_checks():
     names = {c.name: c for c in doctor.checks(Path("/nonexistent-runs"))}
     for name in (
-        "perf software counters",
-        "tracefs",
+        "taskstats (context switches)",
+        "perf counters (fallback)",
+        "tracefs (perf fallback)",
         "sysbench",
         "open files (RLIMIT_NOFILE)",
         "processes/threads (RLIMIT_NPROC)",
