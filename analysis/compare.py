@@ -472,6 +472,14 @@ def _differences(base: Run, new: Run, mode: str) -> list[str]:
             out.append(
                 f"THP mode {mode_name!r} meant different settings: {sorted(bf[mode_name])} vs {sorted(nf[mode_name])}"
             )
+    bs, ns = _ctxsw_sources(base), _ctxsw_sources(new)
+    if bs and ns and bs != ns:
+        out.append(
+            f"context-switch source differs: {', '.join(sorted(bs))} (base) vs "
+            f"{', '.join(sorted(ns))} (new) — perf counters follow every server thread and cost "
+            "it throughput (make bench measures how much), taskstats does not: part of a QPS "
+            "difference may be the measurement's"
+        )
     bv, nv = _alloc_versions(base), _alloc_versions(new)
     for name in sorted(set(bv) & set(nv)):
         if bv[name] != nv[name]:
@@ -497,6 +505,16 @@ def _thp_in_force(run: Run) -> dict[str, set]:
         f = thp.get("in_force") or {}
         if thp.get("requested") and f:
             out[thp["requested"]].add(f"enabled={f.get('enabled')}, defrag={f.get('defrag')}")
+    return out
+
+
+def _ctxsw_sources(run: Run) -> set[str]:
+    """The context-switch sources the run's cells used (empty for runs that do not say)."""
+    out = set()
+    for c in run.cells.values():
+        src = c.get("ctxsw_source") or (c.get("collectors") or {}).get("ctxsw_source")
+        if src:
+            out.add(str(src))
     return out
 
 

@@ -199,6 +199,20 @@ def test_differences_in_host_thp_and_dataset_are_warned(runs):
     assert "dataset differs: dataset.tables = 4 (base) vs 8 (new)" in text
     assert "host hostname" not in text  # same machine: not flagged
     assert "WARNING: host kernel differs" in render_text(cmp)
+    assert "context-switch source" not in text  # both synthetic runs used perf
+
+
+def test_a_different_context_switch_source_is_flagged(runs, tmp_path):
+    """perf counters cost the server throughput, taskstats does not: comparing a run measured
+    one way with a run measured the other says so."""
+    new = tmp_path / "same-b-taskstats"
+    shutil.copytree(runs["same_b"], new)
+    m = json.loads((new / "manifest.json").read_text())
+    for c in m["cells"]:
+        c["ctxsw_source"] = c["collectors"]["ctxsw_source"] = "taskstats"
+    (new / "manifest.json").write_text(json.dumps(m))
+    text = "\n".join(compare_runs(runs["same_a"], new).warnings)
+    assert "context-switch source differs: perf (base) vs taskstats (new)" in text
 
 
 def test_without_samples_single_runs_get_no_verdict_and_exit_2(runs):
