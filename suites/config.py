@@ -450,8 +450,9 @@ class CollectSection(_Section):
         True,
         description="Allow the perf fallback for whole-process context switches when taskstats "
         "(the default source: kernel counters read over netlink, root only) is unavailable. perf "
-        "counters follow every server thread and cost it throughput (~15% of POINT_SELECT QPS at "
-        "64 threads measured); false falls back straight to /proc, which loses exited threads.",
+        "counters follow every server thread and cost it throughput (15% of POINT_SELECT QPS at "
+        "64 threads in one measurement; `make bench` measures it); false falls back straight to "
+        "/proc, which loses exited threads.",
     )
 
     @model_validator(mode="after")

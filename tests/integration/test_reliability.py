@@ -184,6 +184,11 @@ def test_server_killed_mid_level_fails_only_its_cell(out, cache):
     assert first["status"] == "failed"
     assert first["exit"]["signal"] == 9
     assert "signal 9" in first["error"] and "SIGKILL" in first["error"]
+    # Killed, yet its whole life is accounted for: the reading taken before the reap (a zombie)
+    # reconciles with wait4, and the phases add up to it.
+    rec = first["collectors"]["reconciliation"]
+    assert rec["source"] == "taskstats" and rec["check"] == "passed", rec
+    assert rec["phases_sum_to_final"] is True, rec
     assert second["status"] == "ok"
     ok_rows = [r for r in results(run_dir) if r["cell"] == second["id"]]
     assert len(ok_rows) == 4 and all(r["status"] == "ok" for r in ok_rows)
