@@ -9,7 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from analysis.rundir import Run
-from analysis.table import Cell, Table, fmt, num, ratio_text, text
+from analysis.table import Cell, Table, count, fmt, num, ratio_text, text
 from analysis.tables import (
     Series,
     growth,
@@ -358,7 +358,12 @@ def thp_cells_table(run: Run) -> Table:
         rows = [r for r in run.rows if r["cell"] == cid]
         huge = [r["anon_huge_kb"] for r in rows if r.get("anon_huge_kb") is not None]
         state = cell_process_thp(run, cid)
-        mismatch = state is not None and state != expected_process_thp(run, cid)
+        # Under system `never` the flag changes nothing: no ⚠ for a server that opted out of it.
+        mismatch = (
+            state is not None
+            and state != expected_process_thp(run, cid)
+            and (thp.get("in_force") or {}).get("enabled") != "never"
+        )
         table.rows.append(
             [
                 text(cid),
@@ -369,7 +374,7 @@ def thp_cells_table(run: Run) -> Table:
                 text(what_reached(run, cid)),
                 num(kb_to_mb(max(huge)) if huge else None),
             ]
-            + [num(counters[cid].get(k)) for k in cols]
+            + [count(counters[cid].get(k)) for k in cols]
         )
     return table
 
@@ -418,7 +423,8 @@ def hugepage_table(run: Run, workload: str) -> Table | None:
         f"{workload}: hugepage impact — THP modes side by side",
         f"Each row is one allocator under one transparent-hugepage mode. The per-thread columns give"
         f" throughput as a ratio to the same allocator with THP '{ref}' (above 1.00× = THP helped;"
-        " hover for the figure). p99 is at the highest thread count. The last two columns are"
+        " the figures themselves are in the throughput table). p99 is at the highest thread"
+        " count. The last two columns are"
         f" whole-cell figures, not per thread level: RSS growth {span} (as in the memory"
         " table), and the largest AnonHugePages (server memory backed by huge pages) seen at a"
         " phase boundary, medians over complete cells. 'process"

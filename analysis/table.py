@@ -89,3 +89,10 @@ def num(
     value: float | None, note: str = "", title: str = "", warn: bool = False, ci: str = ""
 ) -> Cell:
     return Cell(value, fmt(value), note, title, warn, ci)
+
+
+def count(value: float | None) -> Cell:
+    """An event counter: a whole number, never "3.00"."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return Cell(value, "–")
+    return Cell(value, f"{round(value):,}")
