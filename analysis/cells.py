@@ -163,7 +163,12 @@ def metadata(run: Run) -> list[tuple[str, str]]:
             "suite file",
             f"{run.manifest.get('suite_file', '?')} (sha256 {str(run.manifest.get('suite_sha256', ''))[:12]})",
         ),
-        ("dataset", ", ".join(f"{k}={v}" for k, v in ds.items()) or "–"),
+        # An iibench load builds its own table: its settings are the dataset that matters.
+        (
+            ("load", ", ".join(f"{k}={v}" for k, v in (run.suite.get("iibench") or {}).items()))
+            if run.kind == "iibench"
+            else ("dataset", ", ".join(f"{k}={v}" for k, v in ds.items()) or "–")
+        ),
         (
             "host",
             f"{h.get('hostname', '?')}: {h.get('cpu_model', '?')}, {h.get('cores', '?')} cores, "
