@@ -163,7 +163,7 @@ class _Phase:
 
 class _Marker(threading.Thread):
     """Window marks every `period_s` between the workload's reports, so that a window end falls
-    close to where the load ends even when the reports reach us late (see suites.cell)."""
+    close to where the load ends even when the reports reach us late (see suites.window)."""
 
     def __init__(self, take: Callable[[], bool], period_s: float):
         super().__init__(name="mallocsweep-window-marks", daemon=True)
@@ -575,7 +575,7 @@ class Collectors:
         the phase has fewer than two marks or the process was gone at either.
 
         The window's wall time is ours (monotonic), so a caller that counts operations in the
-        workload's own clock should turn them into a rate first (see suites.cell).
+        workload's own clock should turn them into a rate first (see suites.window).
         """
         marks = self._phases[name].marks
         if len(marks) < 2:

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.rundir_format import RESULTS_COLUMNS, SAMPLE_COLUMNS
-from collectors.ctxsw import WHOLE_PROCESS_SOURCES
 from collectors.errors import CollectorError
 from collectors.host import cell_host_state
 from collectors.session import FIGURE_KEYS, Collectors
@@ -21,6 +20,7 @@ from servers.errors import ServerError
 from suites.errors import SuiteError
 from suites.plan import CellPlan
 from suites.rundir import RunDir, now_iso
+from suites.window import Interval, Window, connected_in_window, measured_window, window_rates
 from suites.workload import ClientTarget, LevelResult
 
 
@@ -44,97 +44,6 @@ class CellContext:
     on_progress: Callable[[str, float], None] | None = None  # (phase label, seconds expected)
     on_interval: Callable[[float, float, float], None] | None = None
     on_note: Callable[[str], None] | None = None  # one line for the user, e.g. a server warning
-
-
-@dataclass
-class Interval:
-    """One interval report of a running level, as the workload gave it, and when the collectors
-    took a window mark for it (None: no mark)."""
-
-    t_s: float  # the report's time in the workload's own clock (seconds since it started timing)
-    ops_per_s: float  # queries/s (sysbench) or rows/s (iibench) over the interval ending at t_s
-    mark_t: float | None  # our clock: seconds since the collectors started
-
-
-@dataclass
-class Window:
-    """The measured window of a level: between two window marks, placed in the workload's clock."""
-
-    first_mark: int  # indices into the phase's window marks
-    last_mark: int
-    first_t_s: float  # the two marks in the workload's clock
-    last_t_s: float
-    ops: float  # operations the workload counted between them (its interval rates, integrated)
-    last_mark_t: float = float("inf")  # the closing mark in our clock (seconds since start)
-
-    @property
-    def workload_s(self) -> float:
-        return self.last_t_s - self.first_t_s
-
-    @property
-    def ops_per_s(self) -> float:
-        return self.ops / self.workload_s
-
-
-def _ops_between(intervals: list[Interval], a: float, b: float) -> float:
-    """Operations from a to b (workload clock), each report's rate held over its own interval."""
-    ops = 0.0
-    for prev, iv in zip(intervals, intervals[1:], strict=False):
-        lo, hi = max(a, prev.t_s), min(b, iv.t_s)
-        if hi > lo:
-            ops += iv.ops_per_s * (hi - lo)
-    return ops
-
-
-def measured_window(
-    intervals: list[Interval],
-    mark_times: list[float],
-    duration_s: float | None,
-    interval_s: float | None,
-    last_ends_load: bool = False,
-) -> Window | None:
-    """Pick the measured window of a level (None: no two marks inside the load).
-
-    `intervals` are the workload's reports with the mark taken at each; `mark_times` are all the
-    phase's marks in order (those and the periodic ones between reports, same clock).
-
-    A mark comes after its report, sometimes long after: on 2 cores under 1536 clients the runner
-    that reads the reports waits for CPU like every other thread. So marks are placed in the
-    workload's clock: offset = min(mark - report) over the reports (the promptest one), and a
-    mark at our time m sits at m - offset there — never earlier than it really was.
-    - Start: the first report's mark. The load runs with every client connected from the first
-      report on (sysbench reports once its threads are running events; iibench reports t=0 as
-      its clock starts); marks before it are not used.
-    - End: the last mark still inside the load. With `last_ends_load` (iibench: its last report
-      comes when the last insert has returned, before any client disconnects) up to that report.
-      Otherwise (sysbench) up to half an interval before the planned end `duration_s`: after it,
-      sysbench stops starting events and drains the ones in flight, then disconnects every
-      thread before its cumulative report — teardown the operation count does not cover. With
-      neither, up to the second-to-last report (the load outlasted it).
-    - Operations: the workload's interval rates integrated between the two marks' places, so a
-      late mark neither gains nor loses operations relative to the CPU it measures.
-    """
-    reported = [iv for iv in intervals if iv.mark_t is not None]
-    if not reported or len(intervals) < 2:
-        return None
-    offset = min(iv.mark_t - iv.t_s for iv in reported)
-    limit = intervals[-1].t_s  # no rate is known past the last report
-    if not last_ends_load:
-        if duration_s is not None:
-            limit = min(limit, duration_s - (interval_s or 0.0) / 2)
-        else:
-            limit = intervals[-2].t_s
-    first = next((i for i, t in enumerate(mark_times) if abs(t - reported[0].mark_t) < 1e-6), None)
-    if first is None:
-        return None
-    inside = [
-        i for i in range(first + 1, len(mark_times)) if mark_times[i] - offset <= limit + 1e-9
-    ]
-    if not inside:
-        return None
-    last = inside[-1]
-    a, b = mark_times[first] - offset, mark_times[last] - offset
-    return Window(first, last, a, b, _ops_between(intervals, a, b), mark_times[last])
 
 
 def _level_row(
@@ -181,56 +90,6 @@ def _level_row(
         row[k] = win.get(k) if win else None
     row.update(window_rates(win, window, ctxsw_source))
     return row
-
-
-def connected_in_window(fig: dict, window: Window | None):
-    """Threads_connected as read mid-level, or None when the server answered only after the
-    measured window closed (its clients may have been leaving already) or there is no window."""
-    answered = fig.get("threads_connected_t_s")
-    if window is None or answered is None or answered > window.last_mark_t:
-        return None
-    return fig.get("threads_connected")
-
-
-def window_rates(win: dict | None, window: Window | None, ctxsw_source: str | None) -> dict:
-    """Per-operation rates over the measured window (all None without one).
-
-    The collectors' window is timed by us, the operations by the workload: the workload's rate
-    over its side of the window times our window's length is the operations the server served
-    while we measured (the marks trail the reports by the polling delay; in steady load the rate
-    is the same on both sides, so the delay cancels instead of biasing the count).
-    An op is a query for sysbench and a row (document) for iibench. Context switches per op only
-    from a whole-process source (taskstats, perf): the procfs fallback loses exited threads (its
-    counts stay in the row, named by ctxsw_source).
-    """
-    out = dict.fromkeys(
-        (
-            "window_s",
-            "window_ops",
-            "cpu_us_per_op",
-            "ctxsw_per_op",
-            "cpu_overhead",
-            "cpu_s_per_1m_ops",
-            "ctxsw_per_1m_ops",
-        )
-    )
-    if not win or window is None or window.workload_s <= 0 or not win.get("window_s"):
-        return out
-    wall = win["window_s"]
-    ops = window.ops_per_s * wall
-    out["window_s"] = round(wall, 3)
-    out["window_ops"] = round(ops, 1)
-    if win.get("cpu_user_s") is not None and win.get("cpu_sys_s") is not None:
-        cpu = win["cpu_user_s"] + win["cpu_sys_s"]
-        out["cpu_overhead"] = round(cpu / wall, 4)
-        if ops > 0:
-            out["cpu_us_per_op"] = round(cpu * 1e6 / ops, 3)
-            out["cpu_s_per_1m_ops"] = round(cpu * 1e6 / ops, 3)
-    if ctxsw_source in WHOLE_PROCESS_SOURCES and ops > 0 and win.get("ctxsw_voluntary") is not None:
-        csw = win["ctxsw_voluntary"] + win["ctxsw_involuntary"]
-        out["ctxsw_per_op"] = round(csw / ops, 5)
-        out["ctxsw_per_1m_ops"] = round(csw * 1e6 / ops, 1)
-    return out
 
 
 def _sum_or_none(a, b):
