@@ -73,7 +73,8 @@ def measured_window(
       report on (sysbench reports once its threads are running events; iibench reports t=0 as
       its clock starts); marks before it are not used.
     - End: the last mark still inside the load. With `last_ends_load` (iibench: its last report
-      comes when the last insert has returned, before any client disconnects) up to that report.
+      comes when the last insert has returned, before any client disconnects) the last report's
+      own mark, however late after its report it came.
       Otherwise (sysbench) up to half an interval before the planned end `duration_s`: after it,
       sysbench stops starting events and drains the ones in flight, then disconnects every
       thread before its cumulative report — teardown the operation count does not cover. With
@@ -97,6 +98,14 @@ def measured_window(
     inside = [
         i for i in range(first + 1, len(mark_times)) if mark_times[i] - offset <= limit + 1e-9
     ]
+    closing = intervals[-1].mark_t
+    if last_ends_load and closing is not None and closing > mark_times[first]:
+        # The last report's own mark was taken before any client could disconnect (they wait
+        # for it), so it closes the window even when it came later after its report than the
+        # promptest mark did: placed by the offset it would fall a hair past the last report,
+        # and a level shorter than one interval (two reports) would lose its only window. The
+        # lag adds no operations (no rate past the last report) and only idle-load CPU.
+        inside = [i for i, t in enumerate(mark_times) if i > first and t <= closing + 1e-9]
     if not inside:
         return None
     last = inside[-1]

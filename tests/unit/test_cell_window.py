@@ -73,6 +73,34 @@ def test_iibench_window_spans_its_bracketing_reports():
     assert (w.first_t_s, w.last_t_s) == pytest.approx((1, 3)) and w.ops == pytest.approx(2000.0)
 
 
+def test_iibench_level_shorter_than_an_interval_keeps_its_window():
+    # What CI saw: 20,000 rows in 0.355 s, so only the t=0 report and the final one, and the
+    # final mark came 1 ms later after its report than the first did. Placed by the promptest
+    # offset it falls past the last report; it still closes the window (taken before any client
+    # could disconnect), with every row in it.
+    ivs = [Interval(0.0, 0.0, 1.679), Interval(0.355, 56338.0, 2.035)]
+    w = measured_window(ivs, marks_of(ivs), None, 1, last_ends_load=True)
+    assert w is not None and (w.first_mark, w.last_mark) == (0, 1)
+    assert w.last_t_s == pytest.approx(0.356)
+    assert w.ops == pytest.approx(56338.0 * 0.355)
+    rates = window_rates(
+        {
+            "window_s": 0.356,
+            "cpu_user_s": 0.25,
+            "cpu_sys_s": 0.02,
+            "ctxsw_voluntary": 1000,
+            "ctxsw_involuntary": 44,
+        },
+        w,
+        "taskstats",
+    )
+    assert rates["window_ops"] == pytest.approx(56338.0 * 0.355, rel=1e-3)
+    assert rates["cpu_us_per_op"] == pytest.approx(0.27e6 / (56338.0 * 0.355), rel=1e-3)
+    # a periodic mark after the final report (clients stopping) is still not the end
+    w = measured_window(ivs, marks_of(ivs, 2.2), None, 1, last_ends_load=True)
+    assert w.last_mark == 1
+
+
 def test_too_few_reports_give_no_window():
     ivs = reports([1])
     assert measured_window(ivs, marks_of(ivs, 101.5), 4, 1) is None
