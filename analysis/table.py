@@ -61,9 +61,13 @@ def text(value: str | None) -> Cell:
     return Cell(value, "" if value is None else str(value))
 
 
+def _missing(value: float | None) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def fmt(value: float | None, unit: str = "") -> str:
     """Numbers as a DBA reads them: thousands separated, three significant digits when small."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if _missing(value):
         return "–"
     v = float(value)
     if abs(v) >= 1000:
@@ -93,6 +97,6 @@ def num(
 
 def count(value: float | None) -> Cell:
     """An event counter: a whole number, never "3.00"."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if _missing(value):
         return Cell(value, "–")
     return Cell(value, f"{round(value):,}")

@@ -86,26 +86,26 @@ def measured_window(
     if not reported or len(intervals) < 2:
         return None
     offset = min(iv.mark_t - iv.t_s for iv in reported)
-    limit = intervals[-1].t_s  # no rate is known past the last report
-    if not last_ends_load:
-        if duration_s is not None:
-            limit = min(limit, duration_s - (interval_s or 0.0) / 2)
-        else:
-            limit = intervals[-2].t_s
+    # The window's end as a bound in our clock.
+    closing = intervals[-1].mark_t
+    if last_ends_load and closing is not None:
+        # The last report's own mark was taken before any client could disconnect (they wait
+        # for it): it closes the window however late after its report it came. Placed by the
+        # promptest offset it may fall a hair past the last report; the lag adds no operations
+        # (no rate is known past the last report) and only the idle load's CPU.
+        end = closing
+    else:
+        limit = intervals[-1].t_s  # no rate is known past the last report
+        if not last_ends_load:
+            if duration_s is not None:
+                limit = min(limit, duration_s - (interval_s or 0.0) / 2)
+            else:
+                limit = intervals[-2].t_s
+        end = limit + offset
     first = next((i for i, t in enumerate(mark_times) if abs(t - reported[0].mark_t) < 1e-6), None)
     if first is None:
         return None
-    inside = [
-        i for i in range(first + 1, len(mark_times)) if mark_times[i] - offset <= limit + 1e-9
-    ]
-    closing = intervals[-1].mark_t
-    if last_ends_load and closing is not None and closing > mark_times[first]:
-        # The last report's own mark was taken before any client could disconnect (they wait
-        # for it), so it closes the window even when it came later after its report than the
-        # promptest mark did: placed by the offset it would fall a hair past the last report,
-        # and a level shorter than one interval (two reports) would lose its only window. The
-        # lag adds no operations (no rate past the last report) and only idle-load CPU.
-        inside = [i for i, t in enumerate(mark_times) if i > first and t <= closing + 1e-9]
+    inside = [i for i in range(first + 1, len(mark_times)) if mark_times[i] <= end + 1e-9]
     if not inside:
         return None
     last = inside[-1]
@@ -153,9 +153,8 @@ def window_rates(win: dict | None, window: Window | None, ctxsw_source: str | No
     if win.get("cpu_user_s") is not None and win.get("cpu_sys_s") is not None:
         cpu = win["cpu_user_s"] + win["cpu_sys_s"]
         out["cpu_overhead"] = round(cpu / wall, 4)
-        if ops > 0:
-            out["cpu_us_per_op"] = round(cpu * 1e6 / ops, 3)
-            out["cpu_s_per_1m_ops"] = round(cpu * 1e6 / ops, 3)
+        if ops > 0:  # µs per op and s per 1M ops: one figure, two names
+            out["cpu_us_per_op"] = out["cpu_s_per_1m_ops"] = round(cpu * 1e6 / ops, 3)
     if ctxsw_source in WHOLE_PROCESS_SOURCES and ops > 0 and win.get("ctxsw_voluntary") is not None:
         csw = win["ctxsw_voluntary"] + win["ctxsw_involuntary"]
         out["ctxsw_per_op"] = round(csw / ops, 5)
