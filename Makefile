@@ -72,8 +72,8 @@ bench: setup
 	$(PY) -m suites.bench
 
 lint: venv
-	$(VENV)/bin/ruff check suites servers collectors analysis tests
-	$(VENV)/bin/ruff format --check suites servers collectors analysis tests
+	$(VENV)/bin/ruff check suites servers collectors analysis rundir tests
+	$(VENV)/bin/ruff format --check suites servers collectors analysis rundir tests
 
 clean:
 	rm -rf $(VENV) $(STAMPS) .pytest_cache .ruff_cache *.egg-info

@@ -3,9 +3,9 @@ reconciliation, and the run's metadata (host, servers, allocators)."""
 
 from __future__ import annotations
 
-from analysis.rundir import Run
 from analysis.table import Cell, Table, fmt, num, text
 from analysis.tables import STANDIN_LABEL
+from rundir.read import Run
 
 
 # -- cells: proof, failures, reconciliation ------------------------------------------------------

@@ -55,8 +55,8 @@ from pathlib import Path
 
 from analysis import memory, tables
 from analysis.errors import AnalysisError
-from analysis.rundir import Run, load_run
 from analysis.stats import BATCHES, CONFIDENCE, Estimate, batch_means, diff_ci, ratio_ci
+from rundir.read import Run, load_run
 
 FASTER, SLOWER, NO_CHANGE, NO_VERDICT = "faster", "slower", "no significant change", "no verdict"
 POSSIBLY_SLOWER, POSSIBLY_FASTER = "possibly slower", "possibly faster"

@@ -7,7 +7,6 @@ agree on every figure and verdict.
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -32,6 +31,7 @@ from analysis.errors import AnalysisError
 from analysis.plots import to_data_uri
 from analysis.report import TEMPLATES
 from analysis.table import Cell, Table, fmt, text
+from rundir.atomic import atomic_write
 
 COMPARE_MD = "compare.md"
 COMPARE_HTML = "compare.html"
@@ -318,12 +318,9 @@ def write_outputs(cmp: Comparison, out_dir: Path) -> list[Path]:
     written = []
     for name, data in ((COMPARE_MD, render_markdown(cmp)), (COMPARE_HTML, render_html(cmp))):
         path = out_dir / name
-        tmp = out_dir / f".{name}.{os.getpid()}.tmp"
         try:
-            tmp.write_text(data)
-            os.replace(tmp, path)
+            atomic_write(path, data)
         except OSError as e:
-            tmp.unlink(missing_ok=True)
             raise AnalysisError(f"{path}: cannot write: {e.strerror}") from None
         written.append(path)
     return written

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from analysis.rundir import Run
 from analysis.table import Cell, Table, count, fmt, num, ratio_text, text
 from analysis.tables import (
     Series,
@@ -21,6 +20,7 @@ from analysis.tables import (
     points,
     series_of,
 )
+from rundir.read import Run
 
 # -- memory --------------------------------------------------------------------------------------
 # Where a cell's start/end memory comes from:

@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from analysis.rundir import Run
+from rundir.read import Run
 
 
 def _cells_text(run: Run, cell_ids: list[str]) -> str:

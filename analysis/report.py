@@ -8,7 +8,6 @@ files each time: they are views, never the record.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -16,8 +15,9 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 from analysis import cells, memory, notices, plots, tables
-from analysis.rundir import BASELINE_ALLOCATOR, Run, load_run
 from analysis.table import Cell, Table, fmt, num, ratio_text, text
+from rundir.atomic import atomic_write
+from rundir.read import BASELINE_ALLOCATOR, Run, load_run
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 REPORT_HTML = "report.html"
@@ -219,17 +219,6 @@ def probe_why(probe: dict | None) -> str:
     return "the probe got no huge pages even without the prctl (memory too fragmented?)"
 
 
-def _atomic_write(path: Path, data: str) -> None:
-    """Temp file beside the target, then rename: a reader never sees half a report."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def render(run: Run) -> tuple[str, str]:
     """(report HTML, summary Markdown) of a loaded run."""
     env = _env()
@@ -244,6 +233,6 @@ def write_report(run_dir: Path) -> tuple[Path, Path]:
     run = load_run(Path(run_dir))
     html, md = render(run)
     html_path, md_path = run.path / REPORT_HTML, run.path / SUMMARY_MD
-    _atomic_write(html_path, html)
-    _atomic_write(md_path, md)
+    atomic_write(html_path, html)
+    atomic_write(md_path, md)
     return html_path, md_path

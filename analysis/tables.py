@@ -26,9 +26,10 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from analysis.rundir import BASELINE_ALLOCATOR, Run
 from analysis.stats import MedianCI, median, median_ci
 from analysis.table import Cell, Table, fmt, num, ratio_text, text
+from rundir.format import WHOLE_PROCESS_SOURCES
+from rundir.read import BASELINE_ALLOCATOR, Run
 
 METRIC_LABELS = {
     "qps": "queries/s",
@@ -142,9 +143,6 @@ PROCFS_GAP = Gap(
     " it sums live threads only, so switches of threads that exited are lost and counts are too"
     " low; no per-operation figure is given (the raw counts are in the timeline and the manifest)",
 )
-# Sources that count every thread the process ever had (collectors.ctxsw, not imported here:
-# analysis reads run directories only). Older runs name "perf" only.
-WHOLE_PROCESS_SOURCES = ("taskstats", "perf")
 NO_WINDOW_GAP = Gap(
     "no window",
     "the level had no measured window (it was too short for two interval reports inside the"

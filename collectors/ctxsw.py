@@ -79,6 +79,7 @@ from collectors.perf_event import (
 )
 from collectors.procfs import ProcFS
 from collectors.taskstats import TaskstatsClient, check_usable
+from rundir.format import CTXSW_PERF, CTXSW_PROCFS, CTXSW_TASKSTATS, WHOLE_PROCESS_SOURCES
 
 # Pass when both classes agree with wait4 within this relative difference...
 REL_TOLERANCE = 0.02
@@ -86,11 +87,11 @@ REL_TOLERANCE = 0.02
 # (measured <= 12, see the module doc). It only decides for totals below 1500 switches.
 ABS_TOLERANCE = 30
 
-SOURCE_TASKSTATS = "taskstats"
-SOURCE_PERF = "perf"
-SOURCE_PROCFS = "procfs-task-sum"
-# Sources that count every thread the process ever had: reconciled with wait4, trusted per op.
-WHOLE_PROCESS_SOURCES = (SOURCE_TASKSTATS, SOURCE_PERF)
+# The names a run directory records (rundir.format); whole-process sources count every thread
+# the process ever had: reconciled with wait4, trusted per op.
+SOURCE_TASKSTATS = CTXSW_TASKSTATS
+SOURCE_PERF = CTXSW_PERF
+SOURCE_PROCFS = CTXSW_PROCFS
 SOURCE_NOTES = {
     SOURCE_TASKSTATS: (
         "kernel taskstats (generic netlink) TGID readings: nvcsw/nivcsw of every thread, exited "

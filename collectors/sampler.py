@@ -29,6 +29,7 @@ from collectors.ctxsw import (
 from collectors.errors import CollectorError, ProcessGone
 from collectors.priority import boost
 from collectors.procfs import ProcFS
+from rundir.format import SAMPLE_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -136,25 +137,10 @@ class ProcessReader:
 
 
 class TimelineWriter:
-    """samples/<cell>.csv with exactly the caller's columns (the run-dir contract lives in
-    analysis/, which collectors must not import). Flushed per row: a crash keeps the timeline."""
+    """samples/<cell>.csv with exactly the caller's columns (declared in rundir.format). Flushed
+    per row: a crash keeps the timeline."""
 
-    KNOWN = (
-        "t_s",
-        "phase",
-        "rss_kb",
-        "vsz_kb",
-        "hwm_kb",
-        "rss_anon_kb",
-        "anon_huge_kb",
-        "threads",
-        "cpu_user_s",
-        "cpu_sys_s",
-        "ctxsw_voluntary",
-        "ctxsw_involuntary",
-        "workload_tps",
-        "workload_qps",
-    )
+    KNOWN = tuple(SAMPLE_COLUMNS)  # every timeline column the run-dir format declares
 
     def __init__(self, path: Path, columns: list[str]):
         unknown = [c for c in columns if c not in self.KNOWN]

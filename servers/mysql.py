@@ -18,7 +18,7 @@ from pathlib import Path
 
 import mysql.connector
 
-from analysis.rundir_format import OWNER_MARKER
+from rundir.format import OWNER_MARKER
 from servers.allocators import Allocator
 from servers.errors import AllocatorError, ServerError
 from servers.launch import Child, ExitInfo, spawn

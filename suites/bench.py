@@ -35,13 +35,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from analysis.rundir_format import SAMPLE_COLUMNS
 from collectors.session import Collectors
+from rundir.format import SAMPLE_COLUMNS
+from rundir.write import make_owned_dir
 from servers.allocators import resolve
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
 from suites import sysbench
 from suites.dataset import DatasetCache, restore_vs_prepare
-from suites.rundir import make_owned_dir
 from suites.sysbench import SysbenchOptions
 from suites.warmup import scan_tables, warm_up, warm_vs_fixed
 from suites.workload import ClientTarget

@@ -12,14 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.rundir_format import RESULTS_COLUMNS, SAMPLE_COLUMNS
 from collectors.errors import CollectorError
 from collectors.host import cell_host_state
 from collectors.session import FIGURE_KEYS, Collectors
+from rundir.format import RESULTS_COLUMNS, SAMPLE_COLUMNS
+from rundir.write import RunDir, now_iso
 from servers.errors import ServerError
 from suites.errors import SuiteError
 from suites.plan import CellPlan
-from suites.rundir import RunDir, now_iso
 from suites.window import Interval, Window, connected_in_window, measured_window, window_rates
 from suites.workload import ClientTarget, LevelResult
 
@@ -386,7 +386,7 @@ class CellRunner:
 
     def _remove_work(self) -> None:
         """The cell's datadir copy is ours (marker in work/); remove it so disk use stays one cell."""
-        from suites.rundir import owned
+        from rundir.write import owned
 
         if self.work.exists() and owned(self.work.parent):
             shutil.rmtree(self.work, ignore_errors=True)

@@ -16,12 +16,13 @@ from pathlib import Path
 
 from analysis.errors import AnalysisError
 from collectors.errors import CollectorError
+from rundir.errors import RunDirError
 from servers.errors import ServerError
 from suites.commands import allocators, compare, doctor, report, run
 from suites.errors import Interrupted, SuiteError
 
 COMMANDS = [allocators, doctor, run, report, compare]
-USER_ERRORS = (SuiteError, ServerError, CollectorError, AnalysisError)
+USER_ERRORS = (SuiteError, ServerError, CollectorError, AnalysisError, RunDirError)
 
 DESCRIPTION = """\
 Which memory allocator should this database server run with, on this machine, for this workload?

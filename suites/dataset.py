@@ -32,7 +32,7 @@ import stat
 import time
 from pathlib import Path
 
-from analysis.rundir_format import OWNER_MARKER
+from rundir.format import OWNER_MARKER
 from suites.errors import SuiteError
 
 FICLONE = 0x40049409  # _IOW(0x94, 9, int) from linux/fs.h

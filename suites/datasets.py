@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rundir.write import make_owned_dir
 from suites.dataset import DatasetCache
 from suites.errors import SuiteError
-from suites.rundir import make_owned_dir
 
 
 def default_cache_root() -> Path:

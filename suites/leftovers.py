@@ -18,9 +18,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.rundir_format import MANIFEST
+from rundir.atomic import atomic_write
+from rundir.format import MANIFEST
+from rundir.write import WORK_DIR
 from suites import thp
-from suites.rundir import WORK_DIR, atomic_write
 
 REGISTRY_NAME = "runs.txt"
 # Rewrite the registry without vanished run directories once it grows past this.

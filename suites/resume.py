@@ -12,11 +12,11 @@ import os
 import shutil
 from pathlib import Path
 
-from analysis.rundir_format import FORMAT_VERSION
+from rundir.format import FORMAT_VERSION
+from rundir.write import WORK_DIR, RunDir, owned
 from suites.errors import SuiteError
 from suites.leftovers import live_servers
 from suites.plan import CellPlan
-from suites.rundir import WORK_DIR, RunDir, owned
 
 # Host facts that change allocator behaviour (collectors.host.host_metadata's keys).
 HOST_KEYS = ("kernel", "cpu_model", "cpu_count", "glibc_version")
@@ -31,7 +31,10 @@ def check_resumable(manifest: dict, suite: dict, label: str, host: dict) -> None
     """Refuse (SuiteError, one line) a run that cannot continue as it was started."""
     m = manifest
     if m.get("format_version") != FORMAT_VERSION:
-        raise SuiteError(f"--resume: run format {m.get('format_version')} is not {FORMAT_VERSION}")
+        raise SuiteError(
+            f"--resume: run format {m.get('format_version')} is not {FORMAT_VERSION}; resume it with"
+            " the mallocsweep version that started it"
+        )
     if _identity(m.get("suite") or {}) != _identity(suite):
         raise SuiteError(
             "--resume: the suite settings differ from the run's (same file and options needed)"

@@ -15,9 +15,10 @@ import signal
 from datetime import datetime
 from pathlib import Path
 
-from analysis.rundir_format import FORMAT_VERSION
 from collectors.host import host_metadata
 from collectors.thp_probe import prctl_blocks_madvise
+from rundir.format import FORMAT_VERSION
+from rundir.write import RunDir, now_iso
 from servers.errors import ServerError
 from suites import datasets, leftovers, preflight
 from suites.cell import CellContext
@@ -27,7 +28,6 @@ from suites.display import Display
 from suites.errors import Interrupted, SuiteError
 from suites.plan import CellPlan, estimate_cell_seconds, plan_cells
 from suites.resume import check_allocators, check_resumable, clear_stale_work, plan_from_manifest
-from suites.rundir import RunDir, now_iso
 from suites.thp import ThpController
 
 TOOL_VERSION = "0.1.0"

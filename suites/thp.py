@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from collectors.thp_sysfs import read_choice, signals_held
+from rundir.atomic import atomic_write
 from suites.errors import SuiteError
 
 SYSFS = Path("/sys/kernel/mm/transparent_hugepage")
@@ -227,9 +228,7 @@ class ThpController:
 
 def _write_record(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    atomic_write(path, text)
 
 
 def _read_record(path: Path) -> dict | None:

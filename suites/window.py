@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from collectors.ctxsw import WHOLE_PROCESS_SOURCES
+from rundir.format import WHOLE_PROCESS_SOURCES
 
 
 @dataclass

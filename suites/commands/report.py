@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from analysis.notices import run_problems
     from analysis.report import write_report
-    from analysis.rundir import load_run
+    from rundir.read import load_run
 
     html, md = write_report(args.run_dir)
     print(f"report:  {html}")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.rundir_format import OWNER_MARKER
+from rundir.format import OWNER_MARKER
 from servers.allocators import Allocator, detect_all, resolve
 from servers.errors import AllocatorError, ServerError
 from servers.mysql import MySQLServer, MySQLSettings, ServerBinary, find_mysql

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.rundir_format import SAMPLE_COLUMNS
+from rundir.format import SAMPLE_COLUMNS
 from suites.cli import main
 from tests.integration.runs_helpers import manifest, processes_mentioning, results
 

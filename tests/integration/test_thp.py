@@ -188,7 +188,7 @@ def test_a_failed_cell_restores_thp(work):
 
 def test_an_unexpected_exception_restores_thp(work, monkeypatch, capsys):
     """A bug of ours after THP was changed (writing the finished cell): exit 4, THP restored."""
-    from suites.rundir import RunDir
+    from rundir.write import RunDir
 
     original = thpmod.current()
     mode = other_mode()

@@ -11,7 +11,7 @@ from fixtures.make_runs import make_run
 
 from analysis import notices
 from analysis.report import write_report
-from analysis.rundir import load_run
+from rundir.read import load_run
 from tests.unit.test_analysis_report import parse
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"

@@ -15,8 +15,8 @@ import pytest
 
 from analysis import memory, tables
 from analysis.report import write_report
-from analysis.rundir import load_run
 from analysis.table import fmt
+from rundir.read import load_run
 from tests.unit.test_analysis_report import parse
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"

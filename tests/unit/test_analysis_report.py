@@ -10,9 +10,9 @@ from fixtures.make_runs import make_run
 
 from analysis import cells, memory, tables
 from analysis.report import write_report
-from analysis.rundir import load_run
 from analysis.stats import median_ci
 from analysis.table import fmt
+from rundir.read import load_run
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ import json
 import pytest
 from fixtures.make_runs import make_run
 
-from analysis.errors import AnalysisError
-from analysis.rundir import load_run
-from analysis.rundir_format import FORMAT_VERSION
+from rundir.errors import RunDirError
+from rundir.format import FORMAT_VERSION
+from rundir.read import load_run
 
 
 @pytest.fixture(scope="module")
@@ -72,29 +72,29 @@ def test_failed_cells_and_levels_still_load(runs):
 
 
 def test_not_a_directory(tmp_path):
-    with pytest.raises(AnalysisError, match="does not exist"):
+    with pytest.raises(RunDirError, match="does not exist"):
         load_run(tmp_path / "nope")
     f = tmp_path / "file"
     f.write_text("x")
-    with pytest.raises(AnalysisError, match="not a directory"):
+    with pytest.raises(RunDirError, match="not a directory"):
         load_run(f)
 
 
 def test_not_a_run(tmp_path):
-    with pytest.raises(AnalysisError, match="not a mallocsweep run directory"):
+    with pytest.raises(RunDirError, match="not a mallocsweep run directory"):
         load_run(tmp_path)
 
 
 def test_damaged_manifest(tmp_path):
     (tmp_path / "manifest.json").write_text("{not json")
-    with pytest.raises(AnalysisError, match="not valid JSON"):
+    with pytest.raises(RunDirError, match="not valid JSON"):
         load_run(tmp_path)
 
 
 @pytest.mark.parametrize("version", [FORMAT_VERSION + 1, 99])
 def test_newer_format_is_refused(tmp_path, version):
     path = make_run(tmp_path, "synthetic-future", format_version=version)
-    with pytest.raises(AnalysisError, match="newer mallocsweep") as e:
+    with pytest.raises(RunDirError, match="newer mallocsweep") as e:
         load_run(path)
     assert "\n" not in str(e.value)
 
@@ -102,14 +102,14 @@ def test_newer_format_is_refused(tmp_path, version):
 @pytest.mark.parametrize("version", [0, "1", None])
 def test_bad_format_version(tmp_path, version):
     (tmp_path / "manifest.json").write_text(json.dumps({"format_version": version}))
-    with pytest.raises(AnalysisError, match="format_version"):
+    with pytest.raises(RunDirError, match="format_version"):
         load_run(tmp_path)
 
 
 def test_results_missing_columns(tmp_path):
     path = make_run(tmp_path, "synthetic-cols")
     (path / "results.csv").write_text("cell,server\nx,y\n")
-    with pytest.raises(AnalysisError, match="missing column"):
+    with pytest.raises(RunDirError, match="missing column"):
         load_run(path)
 
 

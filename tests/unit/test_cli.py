@@ -81,7 +81,7 @@ def test_final_table_median_over_repeats_ignores_missing_values(tmp_path):
 
     from rich.console import Console
 
-    from analysis.rundir_format import RESULTS_COLUMNS
+    from rundir.format import RESULTS_COLUMNS
     from suites.commands.run import final_table
 
     rows = [

@@ -21,7 +21,9 @@ from analysis.compare import (
 )
 from analysis.compare_output import points_table
 from analysis.errors import AnalysisError
-from analysis.rundir import load_run
+from rundir.errors import RunDirError
+from rundir.format import FORMAT_VERSION
+from rundir.read import load_run
 from suites.cli import main
 
 
@@ -246,10 +248,10 @@ def test_nothing_in_common_is_an_error(runs):
 
 
 def test_bad_inputs_are_one_line_errors(runs, tmp_path):
-    with pytest.raises(AnalysisError, match="not a mallocsweep run directory"):
+    with pytest.raises(RunDirError, match="not a mallocsweep run directory"):
         compare_runs(tmp_path, runs["same_a"])
-    future = make_run(tmp_path, "synthetic-future", format_version=2)
-    with pytest.raises(AnalysisError, match="newer mallocsweep"):
+    future = make_run(tmp_path, "synthetic-future", format_version=FORMAT_VERSION + 1)
+    with pytest.raises(RunDirError, match="newer mallocsweep"):
         compare_runs(runs["same_a"], future)
     with pytest.raises(AnalysisError, match="threshold"):
         compare_runs(runs["same_a"], runs["same_b"], threshold_pct=-1)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from analysis.compare import FAILED_IN_NEW, NO_VERDICT, compare_runs, render_text
 from analysis.report import write_report
-from analysis.rundir import load_run
+from rundir.read import load_run
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 

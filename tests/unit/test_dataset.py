@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.rundir_format import OWNER_MARKER
+from rundir.format import OWNER_MARKER
 from suites.dataset import DatasetCache, fingerprint, never_written_in_place, restore_vs_prepare
 from suites.errors import SuiteError
 

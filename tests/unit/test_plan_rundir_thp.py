@@ -7,11 +7,12 @@ import json
 
 import pytest
 
-from analysis.rundir_format import OWNER_MARKER, RESULTS_COLUMNS
+from rundir.errors import RunDirError
+from rundir.format import FORMAT_VERSION, OWNER_MARKER, RESULTS_COLUMNS
+from rundir.write import RunDir, make_owned_dir
 from suites import thp as thpmod
 from suites.errors import SuiteError
 from suites.plan import plan_cells
-from suites.rundir import RunDir, make_owned_dir
 
 
 def test_rounds_alternate_allocator_order():
@@ -43,7 +44,7 @@ def test_run_dir_never_overwrites(tmp_path):
     b = RunDir.create(tmp_path, "quick-x")
     assert a.path != b.path and b.path.name == "quick-x.2"
     assert (a.path / OWNER_MARKER).exists()
-    with pytest.raises(SuiteError, match="already exists"):
+    with pytest.raises(RunDirError, match="already exists"):
         make_owned_dir(a.path)
 
 
@@ -64,9 +65,9 @@ def test_finished_cell_is_never_rewritten_and_results_are_derived(tmp_path):
         {"id": "c0", "index": 0, "status": "ok"},
         [{"cell": "c0", "workload": "oltp_ro", "threads": 4}],
     )
-    with pytest.raises(SuiteError, match="never rewritten"):
+    with pytest.raises(RunDirError, match="never rewritten"):
         rd.write_cell({"id": "c1", "index": 1, "status": "ok"}, [])
-    with pytest.raises(SuiteError, match="never run again"):
+    with pytest.raises(RunDirError, match="never run again"):
         rd.archive_attempt("c1")
     assert rd.rebuild_results() == 2
     rows = list(csv.DictReader((rd.path / "results.csv").open()))
@@ -78,14 +79,15 @@ def test_manifest_write_is_atomic_and_versioned(tmp_path):
     rd = RunDir.create(tmp_path, "r")
     rd.write_manifest({"cells": []})
     m = json.loads((rd.path / "manifest.json").read_text())
-    assert m["format_version"] == 1
+    assert m["format_version"] == FORMAT_VERSION
+    assert m["figures"] == {"cpu_ctxsw_span": "window"}  # recorded, never left to guess
     assert not [p for p in rd.path.iterdir() if p.name.startswith(".manifest")]
 
 
 def test_resume_refuses_a_directory_we_do_not_own(tmp_path):
     (tmp_path / "x").mkdir()
     (tmp_path / "x" / "manifest.json").write_text("{}")
-    with pytest.raises(SuiteError, match="marker"):
+    with pytest.raises(RunDirError, match="marker"):
         RunDir.open_existing(tmp_path / "x")
 
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.rundir_format import FORMAT_VERSION, OWNER_MARKER
 from collectors.host import host_metadata
+from rundir.format import FORMAT_VERSION, OWNER_MARKER
+from rundir.write import RunDir
 from servers.allocators import resolve
 from servers.checks import open_files_needed
 from servers.mysql_config import MySQLSettings
@@ -29,7 +30,6 @@ from suites.resume import (
     clear_stale_work,
     plan_from_manifest,
 )
-from suites.rundir import RunDir
 from suites.runner import Matrix
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,11 +11,12 @@ import csv
 import io
 import json
 import os
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from analysis.rundir_format import (
+from rundir.atomic import atomic_write
+from rundir.errors import RunDirError
+from rundir.format import (
     CELLS_DIR,
     FORMAT_VERSION,
     LOGS_DIR,
@@ -24,35 +25,15 @@ from analysis.rundir_format import (
     RESULTS,
     RESULTS_COLUMNS,
     SAMPLES_DIR,
+    SPAN_WINDOW,
 )
-from suites.errors import SuiteError
+from rundir.records import check_manifest
 
 WORK_DIR = "work"  # datadirs and sockets of running cells; removed cell by cell
 
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def atomic_write(path: Path, data: str | bytes) -> None:
-    """Write to a temp file in the same directory, fsync, rename over `path`."""
-    path = Path(path)
-    mode = "wb" if isinstance(data, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        # mkstemp makes the file private (0600); results are readable like the report beside them.
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, mode) as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 def owned(path: Path) -> bool:
@@ -65,11 +46,11 @@ def make_owned_dir(path: Path) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=False)
     except FileExistsError:
-        raise SuiteError(
+        raise RunDirError(
             f"{path}: already exists; mallocsweep never writes into a directory it did not create"
         ) from None
     except OSError as e:
-        raise SuiteError(f"{path}: cannot create: {e.strerror}") from None
+        raise RunDirError(f"{path}: cannot create: {e.strerror}") from None
     (path / OWNER_MARKER).write_text("created by mallocsweep; safe for mallocsweep to delete\n")
     return path
 
@@ -88,7 +69,7 @@ class RunDir:
         try:
             out_root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise SuiteError(f"--out {out_root}: cannot create: {e.strerror}") from None
+            raise RunDirError(f"--out {out_root}: cannot create: {e.strerror}") from None
         path = out_root / name
         n = 1
         while path.exists():  # never overwrite: a second run in the same second gets a suffix
@@ -104,9 +85,9 @@ class RunDir:
     def open_existing(cls, path: Path) -> RunDir:
         path = Path(path)
         if not (path / MANIFEST).is_file():
-            raise SuiteError(f"--resume {path}: not a mallocsweep run directory (no {MANIFEST})")
+            raise RunDirError(f"--resume {path}: not a mallocsweep run directory (no {MANIFEST})")
         if not owned(path):
-            raise SuiteError(
+            raise RunDirError(
                 f"--resume {path}: has no {OWNER_MARKER} marker; refusing to write into it"
             )
         for sub in (CELLS_DIR, SAMPLES_DIR, LOGS_DIR, WORK_DIR):
@@ -135,11 +116,15 @@ class RunDir:
         try:
             return json.loads((self.path / MANIFEST).read_text())
         except (OSError, json.JSONDecodeError) as e:
-            raise SuiteError(f"{self.path / MANIFEST}: unreadable: {e}") from None
+            raise RunDirError(f"{self.path / MANIFEST}: unreadable: {e}") from None
 
     def write_manifest(self, manifest: dict) -> None:
         manifest = dict(manifest)
         manifest["format_version"] = FORMAT_VERSION
+        # Recorded, not left for readers to guess: this writer's cpu_*/ctxsw_* columns cover
+        # each level's measured window (suites/window.py).
+        manifest.setdefault("figures", {"cpu_ctxsw_span": SPAN_WINDOW})
+        check_manifest(manifest, str(self.path / MANIFEST))
         atomic_write(
             self.path / MANIFEST,
             json.dumps(manifest, indent=2, sort_keys=False, default=str) + "\n",
@@ -171,7 +156,7 @@ class RunDir:
             return None
         rec = self.cell_file(cell_id)
         if rec.exists() and json.loads(rec.read_text())["cell"].get("status") == "ok":
-            raise SuiteError(f"{rec}: a finished cell is never run again")
+            raise RunDirError(f"{rec}: a finished cell is never run again")
         n = 1
         while any(Path(f"{p}.attempt{n}").exists() for p in paths):
             n += 1
@@ -183,9 +168,11 @@ class RunDir:
     def write_cell(self, cell: dict, rows: list[dict]) -> None:
         """Record one cell (its manifest entry and its results rows). An `ok` cell is final."""
         path = self.cell_file(cell["id"])
-        if path.exists():
-            raise SuiteError(f"{path}: a finished cell is never rewritten")
-        atomic_write(path, json.dumps({"cell": cell, "rows": rows}, indent=1, default=str) + "\n")
+        text = json.dumps({"cell": cell, "rows": rows}, indent=1, default=str) + "\n"
+        try:
+            atomic_write(path, text, exclusive=True)
+        except FileExistsError:
+            raise RunDirError(f"{path}: a finished cell is never rewritten") from None
 
     def rebuild_results(self) -> int:
         """results.csv from every cell record, in cell order; returns the row count."""

@@ -1,45 +1,31 @@
 """Reading a run directory: manifest, results and timelines, typed, with format checks.
 
-This is the only module that knows the files' layout on disk; every table, plot and comparison works
-on the `Run` it returns. A run may be unfinished or have failed cells: what succeeded is still
-readable. A run written by a newer mallocsweep is refused (its columns may mean something else);
-an older format is upgraded in memory by the migrations below, never rewritten on disk.
+Every table, plot and comparison works on the `Run` this module returns. A run may be unfinished
+or have failed cells: what succeeded is still readable. A run written by a newer mallocsweep is
+refused (its columns may mean something else); an older format is upgraded in memory by
+rundir/migrations.py, never rewritten on disk.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from analysis.errors import AnalysisError
-from analysis.rundir_format import FORMAT_VERSION, MANIFEST, RESULTS, SAMPLES_DIR
-
-# Columns kept as text; every other column of results.csv and samples/*.csv is a number or None.
-TEXT_COLUMNS = frozenset(
-    {
-        "cell",
-        "server",
-        "server_flavor",
-        "server_version",
-        "allocator",
-        "allocator_version",
-        "thp",
-        "workload",
-        "status",
-        "error",
-        "phase",
-        "ctxsw_source",
-    }
+from rundir.errors import RunDirError
+from rundir.format import (
+    INT_COLUMNS,
+    MANIFEST,
+    REQUIRED_RESULT_COLUMNS,
+    RESULTS,
+    SAMPLES_DIR,
+    SPAN_WINDOW,
+    TEXT_COLUMNS,
 )
-INT_COLUMNS = frozenset({"threads", "repeat"})
-REQUIRED_RESULT_COLUMNS = ("cell", "server", "allocator", "thp", "workload", "threads", "repeat")
-
-# format_version N -> function upgrading a manifest dict from N to N+1 (none yet: v1 is the first).
-MIGRATIONS: dict[int, Callable[[dict], dict]] = {}
+from rundir.migrations import RawRun, check_version, migrate
+from rundir.records import check_manifest
 
 # Host keys as the brief names them -> the spelling collectors/ may write instead.
 HOST_ALIASES = {"cores": "cpu_count", "glibc": "glibc_version", "governor": "cpu_governor"}
@@ -60,7 +46,7 @@ def _typed_row(raw: dict[str, str], where: str) -> dict:
     row: dict = {}
     for key, text in raw.items():
         if key is None:  # more fields than the header: a torn or hand-edited file
-            raise AnalysisError(
+            raise RunDirError(
                 f"{where}: a row has more fields than the header; the file is damaged"
             )
         if key in TEXT_COLUMNS:
@@ -80,9 +66,9 @@ def _read_csv(path: Path) -> tuple[list[str], list[dict]]:
             rows = [_typed_row(r, str(path)) for r in reader]
             return list(reader.fieldnames or []), rows
     except OSError as e:
-        raise AnalysisError(f"{path}: cannot read: {e.strerror}") from None
+        raise RunDirError(f"{path}: cannot read: {e.strerror}") from None
     except csv.Error as e:
-        raise AnalysisError(f"{path}: not a valid CSV file ({e})") from None
+        raise RunDirError(f"{path}: not a valid CSV file ({e})") from None
 
 
 @dataclass
@@ -106,9 +92,10 @@ class Run:
 
     @property
     def has_windows(self) -> bool:
-        """True when results.csv has the measured-window columns (window_s and the per-op rates
-        over it). Older runs hold whole-level CPU and context switches in the same columns."""
-        return "window_s" in self.columns
+        """True when the CPU and context-switch columns cover each level's measured window
+        (window_s, window_ops); False for a run that recorded whole-level figures in them. The
+        manifest says which (figures.cpu_ctxsw_span; migrated for format-1 runs)."""
+        return (self.manifest.get("figures") or {}).get("cpu_ctxsw_span") == SPAN_WINDOW
 
     @property
     def host(self) -> dict:
@@ -221,53 +208,32 @@ def _unique(items) -> list:
 def _read_manifest(path: Path) -> dict:
     if not path.is_dir():
         what = "does not exist" if not path.exists() else "is not a directory"
-        raise AnalysisError(f"{path}: {what}; give the path of a mallocsweep run directory")
+        raise RunDirError(f"{path}: {what}; give the path of a mallocsweep run directory")
     mpath = path / MANIFEST
     if not mpath.is_file():
-        raise AnalysisError(
+        raise RunDirError(
             f"{path}: not a mallocsweep run directory (no {MANIFEST}); "
             "give the directory that `mallocsweep run` printed"
         )
     try:
         manifest = json.loads(mpath.read_text())
     except (OSError, UnicodeDecodeError) as e:
-        raise AnalysisError(f"{mpath}: cannot read: {e}") from None
+        raise RunDirError(f"{mpath}: cannot read: {e}") from None
     except json.JSONDecodeError as e:
-        raise AnalysisError(
+        raise RunDirError(
             f"{mpath}: not valid JSON (line {e.lineno}): the file is damaged"
         ) from None
     if not isinstance(manifest, dict):
-        raise AnalysisError(f"{mpath}: expected a JSON object at the top level")
-    return manifest
-
-
-def _migrate(manifest: dict, mpath: Path) -> dict:
-    version = manifest.get("format_version")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise AnalysisError(
-            f"{mpath}: format_version {version!r} is not a mallocsweep run format (expected 1..{FORMAT_VERSION})"
-        )
-    if version > FORMAT_VERSION:
-        raise AnalysisError(
-            f"{mpath}: written by a newer mallocsweep (run format {version}, this one reads up to "
-            f"{FORMAT_VERSION}); upgrade mallocsweep to read it"
-        )
-    while version < FORMAT_VERSION:
-        step = MIGRATIONS.get(version)
-        if step is None:
-            raise AnalysisError(
-                f"{mpath}: no migration from run format {version}; use an older mallocsweep"
-            )
-        manifest = step(manifest)
-        version += 1
-        manifest["format_version"] = version
+        raise RunDirError(f"{mpath}: expected a JSON object at the top level")
     return manifest
 
 
 def load_run(path: Path) -> Run:
-    """Read a run directory. AnalysisError (one line) for anything that is not a readable run."""
+    """Read a run directory, upgraded to the current format. RunDirError (one line) for anything
+    that is not a readable run."""
     path = Path(path)
-    manifest = _migrate(_read_manifest(path), path / MANIFEST)
+    manifest = _read_manifest(path)
+    check_version(manifest, str(path / MANIFEST))  # a newer format's files may mean anything
     results = path / RESULTS
     rows: list[dict] = []
     columns: list[str] = []
@@ -275,14 +241,14 @@ def load_run(path: Path) -> Run:
         columns, rows = _read_csv(results)
         missing = [c for c in REQUIRED_RESULT_COLUMNS if c not in columns]
         if missing:
-            raise AnalysisError(
+            raise RunDirError(
                 f"{results}: missing column(s) {', '.join(missing)}; the file is damaged"
             )
         bad = next((r for r in rows if r["threads"] is None or not r["workload"]), None)
         if bad is not None:
-            raise AnalysisError(
-                f"{results}: row of cell {bad['cell']!r} has no workload or threads"
-            )
+            raise RunDirError(f"{results}: row of cell {bad['cell']!r} has no workload or threads")
         for r in rows:
             r["repeat"] = r["repeat"] or 1
-    return Run(path=path, manifest=manifest, rows=rows, columns=columns)
+    raw = migrate(RawRun(manifest=manifest, columns=columns, rows=rows), str(path / MANIFEST))
+    check_manifest(raw.manifest, str(path / MANIFEST))
+    return Run(path=path, manifest=raw.manifest, rows=raw.rows, columns=raw.columns)

@@ -1,11 +1,20 @@
-"""The run-directory contract: file names, format version and column sets.
+"""The run-directory contract: file names, format version, column sets and shared vocabulary.
 
-Writers (suites/) and readers (analysis/) both import this module, so the format is declared once.
-A change to any column set bumps FORMAT_VERSION and comes with a migration in analysis/rundir.py;
-a finished run directory is never rewritten.
+Writers (suites/, collectors/, servers/) and readers (analysis/) all import this module, so the
+format is declared once. A change to any column set or to what a column means bumps FORMAT_VERSION
+and comes with a migration in rundir/migrations.py (and a line in HISTORY); a finished run
+directory is never rewritten.
 """
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+
+# What each format added or changed, newest last (docs/architecture.md tells the same story).
+HISTORY = {
+    1: "first format; cpu_*/ctxsw_* first whole-level figures, later (same version number) "
+    "measured-window figures told apart only by the presence of the window_s column",
+    2: "manifest records what the cpu_*/ctxsw_* columns cover (figures.cpu_ctxsw_span) and the "
+    "tool version from the installed package; every results.csv has every RESULTS_COLUMNS column",
+}
 
 MANIFEST = "manifest.json"
 RESULTS = "results.csv"
@@ -121,3 +130,49 @@ SAMPLE_COLUMNS = [
 ]
 
 CELL_STATUSES = ("ok", "failed", "skipped", "interrupted", "pending")
+
+# Columns added to results.csv by the format-1 writer on 2026-11-22 (measured windows and what
+# came with them); a format-1 run recorded before that has none of them.
+WINDOW_ERA_COLUMNS = (
+    "window_s",
+    "window_ops",
+    "ctxsw_source",
+    "cpu_s_per_1m_ops",
+    "ctxsw_per_1m_ops",
+    "threads_connected",
+    "thp_fault_fallback",
+)
+
+# What the cpu_user_s, cpu_sys_s, ctxsw_* and per-op columns of results.csv cover
+# (manifest figures.cpu_ctxsw_span): the level's measured window, or the whole level (a format-1
+# run recorded before measured windows existed).
+SPAN_WINDOW = "window"
+SPAN_LEVEL = "level"
+
+# Columns kept as text; every other column of results.csv and samples/*.csv is a number or empty.
+TEXT_COLUMNS = frozenset(
+    {
+        "cell",
+        "server",
+        "server_flavor",
+        "server_version",
+        "allocator",
+        "allocator_version",
+        "thp",
+        "workload",
+        "status",
+        "error",
+        "phase",
+        "ctxsw_source",
+    }
+)
+INT_COLUMNS = frozenset({"threads", "repeat"})
+REQUIRED_RESULT_COLUMNS = ("cell", "server", "allocator", "thp", "workload", "threads", "repeat")
+
+# Context-switch sources (results.csv ctxsw_source, cells[].ctxsw_source). The first two count
+# every thread the process ever had (exited ones too) and reconcile with wait4, so per-op figures
+# from them are trusted; runs recorded before taskstats existed name only "perf".
+CTXSW_TASKSTATS = "taskstats"
+CTXSW_PERF = "perf"
+CTXSW_PROCFS = "procfs-task-sum"
+WHOLE_PROCESS_SOURCES = (CTXSW_TASKSTATS, CTXSW_PERF)

@@ -1,0 +1,56 @@
+"""The one way mallocsweep writes a file a user or a later run relies on.
+
+Results, manifests, cell records, reports, comparisons and THP restore records all go through
+`atomic_write`: a reader sees either the old file or the whole new one, never half of it, and after
+it returns the new file survives a power cut (the file AND its directory entry are on disk).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def _fsync_dir(directory: Path) -> None:
+    # The rename is an entry of the directory: without this fsync a crash can lose the new name
+    # even though the file's data was synced.
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: str | bytes, *, exclusive: bool = False) -> None:
+    """Write `data` to `path` through a temp file in the same directory, fsync it, move it into
+    place and fsync the directory.
+
+    exclusive=True never replaces an existing file: FileExistsError if `path` exists (the move is
+    a hard link, which the kernel refuses atomically when the name is taken, so two writers
+    racing for one name cannot both win). Other OSErrors propagate; the temp file never stays.
+    """
+    path = Path(path)
+    mode = "wb" if isinstance(data, bytes) else "w"
+    if exclusive and path.exists():  # fail before writing anything; the link below decides races
+        raise FileExistsError(17, "File exists", str(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        # mkstemp makes the file private (0600); results are readable like the report beside them.
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, mode) as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if exclusive:
+            os.link(tmp, path)
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(path.parent)
