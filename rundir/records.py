@@ -8,6 +8,7 @@ same declaration.
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -23,6 +24,15 @@ class _Record(BaseModel):
 class Tool(_Record):
     name: str = "mallocsweep"
     version: str | None = None
+
+    @classmethod
+    def installed(cls) -> Tool:
+        """This mallocsweep, as the installed package says (pyproject's version), so a run names
+        the code that wrote it. None when running from a source tree that was never installed."""
+        try:
+            return cls(version=version("mallocsweep"))
+        except PackageNotFoundError:
+            return cls(version=None)
 
 
 class Figures(_Record):

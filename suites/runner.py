@@ -18,6 +18,7 @@ from pathlib import Path
 from collectors.host import host_metadata
 from collectors.thp_probe import prctl_blocks_madvise
 from rundir.format import FORMAT_VERSION
+from rundir.records import Tool
 from rundir.write import RunDir, now_iso
 from servers.errors import ServerError
 from suites import datasets, leftovers, preflight
@@ -29,8 +30,6 @@ from suites.errors import Interrupted, SuiteError
 from suites.plan import CellPlan, estimate_cell_seconds, plan_cells
 from suites.resume import check_allocators, check_resumable, clear_stale_work, plan_from_manifest
 from suites.thp import ThpController
-
-TOOL_VERSION = "0.1.0"
 
 
 class _SignalGate:
@@ -305,7 +304,7 @@ class Matrix:
             self.display.note(f"could not record the run for `mallocsweep doctor`: {e}")
         self.manifest = {
             "format_version": FORMAT_VERSION,
-            "tool": {"name": "mallocsweep", "version": TOOL_VERSION},
+            "tool": Tool.installed().model_dump(),
             "run_id": rd.path.name,
             "status": "running",
             "started_at": now_iso(),
