@@ -1,6 +1,9 @@
-"""Low-level THP sysfs helpers shared by the THP controller (suites/thp.py) and the probe.
+"""The one owner of the THP sysfs files: their path and how a choice file is read.
 
-Kept in collectors/ because the probe (collectors/thp_probe.py) must not import suites/.
+Everything that reads or sets the system THP mode uses these: the host metadata
+(collectors/host.py), the probe (collectors/thp_probe.py), the THP controller (suites/thp.py) and
+the MongoDB family's advice (servers/mongodb.py). Kept in collectors/, which imports nothing of
+ours, so every layer may use it.
 """
 
 from __future__ import annotations
@@ -14,14 +17,28 @@ from pathlib import Path
 SYSFS = Path("/sys/kernel/mm/transparent_hugepage")
 
 
-def read_choice(path: Path) -> str | None:
-    """The bracketed value of a sysfs choice file ("always [madvise] never" -> "madvise")."""
-    try:
-        text = path.read_text()
-    except OSError:
+MODES = ("enabled", "defrag")  # the two system-wide choice files mallocsweep reads and sets
+
+
+def parse_choice(text: str | None) -> str | None:
+    """The selected value of a sysfs choice line: "always [madvise] never" -> "madvise"."""
+    if not text:
         return None
     m = re.search(r"\[([^\]]+)\]", text)
     return m.group(1) if m else text.strip() or None
+
+
+def read_choice(path: Path) -> str | None:
+    """The selected value of a sysfs choice file; None when it cannot be read."""
+    try:
+        return parse_choice(path.read_text())
+    except OSError:
+        return None
+
+
+def system_modes(sysfs: Path = SYSFS) -> dict[str, str | None]:
+    """The system THP modes now: {"enabled", "defrag"} (None where unreadable)."""
+    return {name: read_choice(Path(sysfs) / name) for name in MODES}
 
 
 @contextmanager

@@ -72,7 +72,8 @@ RESULTS_COLUMNS = [
     # iibench). Every per-op figure and cpu_overhead ((user+sys)/wall) uses exactly these, e.g.
     # cpu_us_per_op = (cpu_user_s + cpu_sys_s) * 1e6 / window_ops. Full-phase CPU and context
     # switches are in the manifest (cells[].collectors.phases), reconciled with wait4.
-    # Run dirs written before window_s existed hold full-phase figures in these columns.
+    # Format-1 runs recorded before window_s existed hold full-phase figures in these columns
+    # (after migration their manifest says figures.cpu_ctxsw_span = "level").
     "window_s",
     "window_ops",
     "cpu_user_s",

@@ -307,11 +307,9 @@ def _sonames(path: Path, where: str, value) -> tuple[str, ...]:
 
 def glibc_version() -> str | None:
     """The running glibc's version, e.g. "2.36" (None on another C library)."""
-    try:
-        v = os.confstr("CS_GNU_LIBC_VERSION") or ""
-    except (ValueError, OSError):
-        return None
-    return v.split()[-1] if v.startswith("glibc") else None
+    from collectors.host import glibc_version as host_glibc_version  # the one owner
+
+    return host_glibc_version()
 
 
 def _version_tuple(v: str) -> tuple[int, ...]:

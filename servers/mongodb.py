@@ -36,6 +36,8 @@ from pathlib import Path
 import pymongo
 from pymongo.errors import PyMongoError
 
+from collectors.thp_sysfs import SYSFS as THP_SYSFS
+from collectors.thp_sysfs import system_modes
 from servers.allocators import Allocator
 from servers.elfcheck import interposes_malloc, malloc_definitions
 from servers.errors import AllocatorError, ServerError
@@ -51,7 +53,7 @@ _INSTALL_HINT = (
     "MongoDB is not packaged for Debian: install mongod from MongoDB's own packages or tarball, "
     "or set server.binary in the suite to a mongod"
 )
-THP_ROOT = "/sys/kernel/mm/transparent_hugepage"
+THP_ROOT = str(THP_SYSFS)
 # buildInfo.allocator values meaning "linked into the executable": no preload can replace them.
 STATIC_ALLOCATORS = ("tcmalloc", "tcmalloc-google")
 STANDIN_NOTE = (
@@ -159,21 +161,9 @@ def version_tuple(version: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def _bracketed(text: str) -> str:
-    """The selected mode of a THP sysfs file ("always [madvise] never" -> "madvise")."""
-    m = re.search(r"\[([^\]]+)\]", text)
-    return m.group(1) if m else text.strip()
-
-
 def read_thp(root: str = THP_ROOT) -> dict[str, str | None]:
     """The system THP modes now ({"enabled", "defrag"}; None where unreadable)."""
-    out: dict[str, str | None] = {}
-    for name in ("enabled", "defrag"):
-        try:
-            out[name] = _bracketed(Path(root, name).read_text())
-        except OSError:
-            out[name] = None
-    return out
+    return system_modes(Path(root))
 
 
 def thp_advice_text(version: str) -> str | None:

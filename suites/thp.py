@@ -25,11 +25,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from collectors.thp_sysfs import read_choice, signals_held
+from collectors.thp_sysfs import SYSFS, signals_held, system_modes
 from rundir.atomic import atomic_write
 from suites.errors import SuiteError
 
-SYSFS = Path("/sys/kernel/mm/transparent_hugepage")
 PENDING_NAME = "thp-original.json"
 # Root-owned and per machine (tmpfs: gone after a reboot, as is the THP change itself).
 SYSTEM_PENDING = Path("/run/mallocsweep/thp-pending.json")
@@ -58,7 +57,7 @@ def _record_files(sysfs: Path, run_dir: Path | None) -> list[Path]:
 
 
 def current(sysfs: Path = SYSFS) -> dict[str, str | None]:
-    return {"enabled": read_choice(sysfs / "enabled"), "defrag": read_choice(sysfs / "defrag")}
+    return system_modes(sysfs)
 
 
 def writable(sysfs: Path = SYSFS) -> bool:

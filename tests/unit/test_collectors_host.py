@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from collectors.host import bracketed, cell_host_state, host_metadata, thp_state
+from collectors.host import cell_host_state, host_metadata, thp_state
+from collectors.thp_sysfs import parse_choice as bracketed
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "procfs"
 
