@@ -215,7 +215,28 @@ class ProcFS:
                 invol = int(line.split(":", 1)[1])
         return vol, invol
 
+    def cmdline(self, pid: int) -> list[str]:
+        """The process's arguments ([] for a kernel thread or a zombie)."""
+        return [a for a in self._read(pid, "cmdline").split("\0") if a]
+
+    def alive(self, pid: int) -> bool:
+        """True while `pid` exists and is not a zombie (gone or unreadable: False)."""
+        try:
+            return self.stat(pid).state != "Z"
+        except CollectorError:  # ProcessGone included
+            return False
+
     # -- system-wide ----------------------------------------------------------------------------
+    def meminfo(self) -> dict[str, int]:
+        """/proc/meminfo in kB (HugePages_* are counts, as the kernel gives them)."""
+        out: dict[str, int] = {}
+        for line in self._read(None, "meminfo").splitlines():
+            key, sep, value = line.partition(":")
+            fields = value.split()
+            if sep and fields and fields[0].isdigit():
+                out[key] = int(fields[0])
+        return out
+
     def vmstat(self, prefix: str = "thp_") -> dict[str, int]:
         """/proc/vmstat counters whose names start with `prefix` ("" for all). System-wide."""
         out: dict[str, int] = {}

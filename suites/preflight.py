@@ -16,6 +16,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from collectors.procfs import ProcFS
 from servers.checks import open_files_needed, threads_needed
 from suites.errors import SuiteError
 
@@ -58,11 +59,7 @@ def raise_nofile(need: int) -> int:
 
 
 def mem_available_kb() -> int:
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1])
-    return 0
+    return ProcFS().meminfo().get("MemAvailable", 0)
 
 
 def dir_size_kb(path: Path) -> int:

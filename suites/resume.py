@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from pathlib import Path
 
+from collectors.procfs import ProcFS
 from rundir.format import FORMAT_VERSION
 from rundir.write import WORK_DIR, RunDir, owned
 from suites.errors import SuiteError
@@ -52,16 +52,8 @@ def check_resumable(manifest: dict, suite: dict, label: str, host: dict) -> None
             f"--resume: the server is now {label}, the run used {', '.join(sorted(labels))}"
         )
     pid = m.get("runner_pid")
-    if m.get("status") == "running" and pid and pid != os.getpid() and _alive(pid):
+    if m.get("status") == "running" and pid and pid != os.getpid() and ProcFS().alive(pid):
         raise SuiteError(f"--resume: the run is still in progress (runner pid {pid})")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def plan_from_manifest(manifest: dict, label: str) -> list[CellPlan]:

@@ -25,6 +25,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from collectors.errors import CollectorError
+from collectors.procfs import ProcFS
 from collectors.thp_sysfs import SYSFS, signals_held, system_modes
 from rundir.atomic import atomic_write
 from suites.errors import SuiteError
@@ -254,8 +256,8 @@ def leftover() -> dict | None:
             continue
         pid = rec.get("pid")
         try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-        except (OSError, TypeError):
+            cmdline = " ".join(ProcFS().cmdline(int(pid)))
+        except (CollectorError, TypeError, ValueError):
             cmdline = ""
         # A live python process with that pid is taken as the runner still at work (pid reuse by
         # an unrelated python process is possible but only delays the restore: doctor says so).

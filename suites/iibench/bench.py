@@ -10,24 +10,20 @@
 
 from __future__ import annotations
 
-import os
 import statistics
 from pathlib import Path
 
+from collectors.procfs import ProcFS
 from suites.iibench.level import PROCESSES, THREADS, run_level
 from suites.iibench.schema import prepare
 from suites.iibench.spec import IIBenchSpec
 from suites.workload import ClientTarget, LevelResult
 
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
-
 
 def process_cpu_s(pid: int, proc_root: str = "/proc") -> float:
     """utime + stime of a whole process (all its threads, live and exited) in seconds."""
-    text = Path(proc_root, str(pid), "stat").read_text()
-    fields = text[text.rindex(")") + 2 :].split()  # after the comm, which may hold spaces or ')'
-    # fields[0] is state (stat field 3): utime and stime are stat fields 14 and 15.
-    return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    st = ProcFS(proc_root).stat(pid)
+    return st.utime_s + st.stime_s
 
 
 def _checked(res: LevelResult, what: str) -> LevelResult:

@@ -118,3 +118,22 @@ def test_reads_the_real_proc():
     me = ProcFS().stat(os.getpid())
     assert me.pid == os.getpid() and me.num_threads >= 1
     assert ProcFS().status(os.getpid()).vm_rss_kb > 0
+
+
+def test_alive_is_false_for_zombies_and_gone_processes(procfs):
+    assert procfs.alive(4242) is True
+    assert procfs.alive(4343) is False  # state Z
+    assert procfs.alive(999999) is False
+
+
+def test_meminfo_and_cmdline(tmp_path):
+    (tmp_path / "meminfo").write_text(
+        "MemTotal:        4021236 kB\nMemAvailable:    2998764 kB\nHugePages_Total:       0\n"
+    )
+    (tmp_path / "9").mkdir()
+    (tmp_path / "9" / "cmdline").write_bytes(b"python3\0-m\0suites.cli\0")
+    fs = ProcFS(tmp_path)
+    assert fs.meminfo() == {"MemTotal": 4021236, "MemAvailable": 2998764, "HugePages_Total": 0}
+    assert fs.cmdline(9) == ["python3", "-m", "suites.cli"]
+    with pytest.raises(ProcessGone):
+        fs.cmdline(10)
