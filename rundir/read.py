@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -37,9 +38,10 @@ def _number(text: str) -> float | None:
     if text is None or text.strip() == "":
         return None
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return None
+    return None if math.isnan(value) else value  # "nan" is a figure that was not measured
 
 
 def _typed_row(raw: dict[str, str], where: str) -> dict:

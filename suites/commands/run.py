@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import csv
-import math
-import statistics
 import sys
 from pathlib import Path
 
@@ -89,55 +86,48 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _median(values) -> float | None:
-    """Median of the recorded values (the mean of the middle two for an even count); an empty or
-    non-numeric field is a missing value, not a number, so it is left out; None if none remain."""
-    nums = []
-    for v in values:
-        try:
-            x = float(v)
-        except (TypeError, ValueError):
-            continue
-        if not math.isnan(x):
-            nums.append(x)
-    return statistics.median(nums) if nums else None
-
-
 def final_table(run_dir: Path) -> list[Table]:
-    """allocator x threads: QPS and p95 for each workload, from results.csv."""
-    path = run_dir / "results.csv"
-    rows = list(csv.DictReader(path.open())) if path.exists() else []
+    """allocator x threads: QPS and p95 for each workload, the medians over repeats computed by
+    analysis (the report's own points), so the console and the report cannot disagree."""
+    from analysis.tables import points, series_of
+    from rundir.read import load_run
+
+    run = load_run(run_dir)
     tables = []
-    for workload in dict.fromkeys(r["workload"] for r in rows):
-        wrows = [r for r in rows if r["workload"] == workload]
-        threads = sorted({int(r["threads"]) for r in wrows})
+    for workload in run.workloads:
+        threads = run.threads(workload)
+        qps, p95 = points(run, workload, "qps"), points(run, workload, "lat_p95_ms")
+        ok = {
+            (r["server"], r["allocator"], r["thp"], r["threads"])
+            for r in run.ok_rows
+            if r["workload"] == workload
+        }
         # iibench's qps are rows inserted and its latencies are per insert batch.
         rate, lat = ("rows/s", "p95 ms per batch") if workload == "iibench" else ("QPS", "p95 ms")
         t = Table(title=f"{workload}: {rate} / {lat} (median over repeats)")
         t.add_column("allocator (thp)")
         for n in threads:
             t.add_column(str(n), justify="right")
-        keys = list(dict.fromkeys((r["allocator"], r["thp"]) for r in wrows))
-        for alloc, thp in keys:
+        for s in series_of(run):
+            if not any(
+                r["workload"] == workload
+                and r["allocator"] == s.allocator
+                and r["thp"] == s.thp
+                and r["server"] == s.server
+                for r in run.rows
+            ):
+                continue  # fmt: skip
             cells = []
             for n in threads:
-                pts = [
-                    r
-                    for r in wrows
-                    if r["allocator"] == alloc
-                    and r["thp"] == thp
-                    and int(r["threads"]) == n
-                    and r["status"] == "ok"
-                ]
-                if not pts:
+                if (s.server, s.allocator, s.thp, n) not in ok:
                     cells.append("[red]failed[/red]")
                     continue
-                qps = _median(r["qps"] for r in pts)
-                p95 = _median(r["lat_p95_ms"] for r in pts)
-                qps_text = "?" if qps is None else f"{qps:,.0f}"
-                p95_text = "?" if p95 is None else f"{p95:.2f}"
-                cells.append(f"{qps_text} / {p95_text}")
-            t.add_row(f"{alloc} ({thp})", *cells)
+                q, p = qps.get((s, n)), p95.get((s, n))
+                q_text = "?" if q is None else f"{q.median:,.0f}"
+                p_text = "?" if p is None else f"{p.median:.2f}"
+                cells.append(f"{q_text} / {p_text}")
+            label = f"{s.allocator} ({s.thp})" + (f" {s.server}" if len(run.servers) > 1 else "")
+            t.add_row(label, *cells)
         tables.append(t)
     return tables
 

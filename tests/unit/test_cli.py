@@ -85,13 +85,14 @@ def test_final_table_median_over_repeats_ignores_missing_values(tmp_path):
     from suites.commands.run import final_table
 
     rows = [
-        {"allocator": "glibc", "thp": "system", "workload": "oltp_ro", "threads": 8,
+        {"cell": "c1", "server": "mariadb", "allocator": "glibc", "thp": "system", "workload": "oltp_ro", "threads": 8,
          "status": "ok", "qps": 1000, "lat_p95_ms": 2.0},
-        {"allocator": "glibc", "thp": "system", "workload": "oltp_ro", "threads": 8,
+        {"cell": "c2", "server": "mariadb", "allocator": "glibc", "thp": "system", "workload": "oltp_ro", "threads": 8,
          "status": "ok", "qps": 3000, "lat_p95_ms": ""},
-        {"allocator": "glibc", "thp": "system", "workload": "oltp_ro", "threads": 8,
+        {"cell": "c3", "server": "mariadb", "allocator": "glibc", "thp": "system", "workload": "oltp_ro", "threads": 8,
          "status": "ok", "qps": 2000, "lat_p95_ms": "nan"},
     ]  # fmt: skip
+    (tmp_path / "manifest.json").write_text('{"format_version": 2, "cells": []}')
     with (tmp_path / "results.csv").open("w") as f:
         w = csv.DictWriter(f, fieldnames=RESULTS_COLUMNS, extrasaction="ignore")
         w.writeheader()
