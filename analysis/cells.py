@@ -194,8 +194,23 @@ def metadata(run: Run) -> list[tuple[str, str]]:
             f"{(run.manifest.get('tool') or {}).get('name', 'mallocsweep')} "
             f"{(run.manifest.get('tool') or {}).get('version', '?')}",
         ),
+        ("run format", format_text(run)),
     ]
     return rows
+
+
+def format_text(run: Run) -> str:
+    """The run directory's format as written, and what an upgrade in memory means for its figures."""
+    now = run.manifest.get("format_version")
+    was = run.manifest.get("format_version_on_disk", now)
+    if was == now:
+        return str(now)
+    span = (run.manifest.get("figures") or {}).get("cpu_ctxsw_span")
+    cover = "each level's measured window" if span == "window" else "each whole level"
+    return (
+        f"{was}, read as {now} (upgraded in memory, the files unchanged); its CPU and context"
+        f" switches cover {cover}"
+    )
 
 
 def servers_table(run: Run) -> Table:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rundir.errors import RunDirError
-from rundir.format import CELL_STATUSES, FORMAT_VERSION, SPAN_LEVEL, SPAN_WINDOW
+from rundir.format import CELL_STATUSES, FORMAT_VERSION, SPAN_WINDOW
 
 
 class _Record(BaseModel):
@@ -85,4 +85,4 @@ def check_manifest(manifest: dict, where: str) -> None:
         ) from None
 
 
-__all__ = ["Cell", "Figures", "Manifest", "Tool", "check_manifest", "SPAN_LEVEL", "SPAN_WINDOW"]
+__all__ = ["Cell", "Figures", "Manifest", "Tool", "check_manifest"]

@@ -78,6 +78,9 @@ def test_recorded_run_reports(path, tmp_path, capsys):
     page = (copy / "report.html").read_text()
     assert "glibc" in page and "point_select" in page
     assert (copy / "manifest.json").read_bytes() == before  # read, never rewritten
+    version, _ = _on_disk(path)
+    # The report says which format the run was written in, and that it was upgraded in memory.
+    assert (f"{version}, read as {FORMAT_VERSION}" in page) == (version < FORMAT_VERSION)
     html, _ = render(load_run(path))
     assert "predates measured windows" in html or load_run(path).has_windows
 
