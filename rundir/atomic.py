@@ -7,6 +7,7 @@ it returns the new file survives a power cut (the file AND its directory entry a
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -22,6 +23,24 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _link_or_move(tmp: str, path: Path) -> None:
+    """Move tmp to path unless path exists. A hard link makes that check and the move one atomic
+    step; on a filesystem without hard links (EPERM/ENOTSUP), check then rename: a writer racing
+    for the same name in that window is the only case it misses."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        if path.exists():
+            raise FileExistsError(errno.EEXIST, "File exists", str(path)) from None
+        os.replace(tmp, path)
+        return
+    os.unlink(tmp)
+
+
 def atomic_write(path: Path, data: str | bytes, *, exclusive: bool = False) -> None:
     """Write `data` to `path` through a temp file in the same directory, fsync it, move it into
     place and fsync the directory.
@@ -33,7 +52,7 @@ def atomic_write(path: Path, data: str | bytes, *, exclusive: bool = False) -> N
     path = Path(path)
     mode = "wb" if isinstance(data, bytes) else "w"
     if exclusive and path.exists():  # fail before writing anything; the link below decides races
-        raise FileExistsError(17, "File exists", str(path))
+        raise FileExistsError(errno.EEXIST, "File exists", str(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         # mkstemp makes the file private (0600); results are readable like the report beside them.
@@ -43,8 +62,7 @@ def atomic_write(path: Path, data: str | bytes, *, exclusive: bool = False) -> N
             f.flush()
             os.fsync(f.fileno())
         if exclusive:
-            os.link(tmp, path)
-            os.unlink(tmp)
+            _link_or_move(tmp, path)
         else:
             os.replace(tmp, path)
     except BaseException:

@@ -189,3 +189,15 @@ def test_the_tool_version_is_the_installed_package():
     assert Tool.installed().version == version("mallocsweep")
     # The recorded format-2 run names it too (format-1 runs said "0.1.0" from a constant).
     assert load_run(RUNS / "real-smoke-format2").manifest["tool"]["version"]
+
+
+def test_exclusive_write_without_hard_links_still_refuses_to_overwrite(tmp_path, monkeypatch):
+    def no_links(src, dst):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    atomic_write(tmp_path / "a", "one\n", exclusive=True)
+    with pytest.raises(FileExistsError):
+        atomic_write(tmp_path / "a", "two\n", exclusive=True)
+    assert (tmp_path / "a").read_text() == "one\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["a"]
