@@ -69,7 +69,7 @@ test-integration: setup
 	$(PY) -m pytest -q -ra tests/integration
 
 bench: setup
-	$(PY) -m suites.bench
+	$(PY) -m suites.selfbench
 
 lint: venv
 	$(VENV)/bin/ruff check suites servers collectors analysis rundir tests

@@ -3,8 +3,8 @@ reconciliation, and the run's metadata (host, servers, allocators)."""
 
 from __future__ import annotations
 
-from analysis.table import Cell, Table, fmt, num, text
-from analysis.tables import STANDIN_LABEL
+from analysis.study_tables import STANDIN_LABEL
+from analysis.table_model import Cell, Table, fmt, num, text
 from rundir.read import Run
 
 

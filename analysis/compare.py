@@ -53,7 +53,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from analysis import memory, tables
+from analysis import memory, study_tables
 from analysis.errors import AnalysisError
 from analysis.stats import BATCHES, CONFIDENCE, Estimate, batch_means, diff_ci, ratio_ci
 from rundir.read import Run, load_run
@@ -137,7 +137,7 @@ class Comparison:
     @property
     def nothing_judged(self) -> bool:
         """Every real (non-stand-in) point lacked evidence: the comparison saw nothing."""
-        real = [p for p in self.points if p.note != tables.STANDIN_LABEL]
+        real = [p for p in self.points if p.note != study_tables.STANDIN_LABEL]
         return bool(real) and not self.judged
 
     @property
@@ -321,7 +321,7 @@ def _throughput_point(
         return p
     p.ratio, p.lo, p.hi = est.value, est.lo, est.hi
     if standin:
-        p.note = tables.STANDIN_LABEL
+        p.note = study_tables.STANDIN_LABEL
         return p
     p.verdict, p.note = _verdict(est, threshold_pct)
     if p.weak and p.verdict in (SLOWER, FASTER):
@@ -352,10 +352,10 @@ def _memory_points(
     out = []
     bmem, nmem = memory.memory_by_series(base, basis), memory.memory_by_series(new, basis)
     for bserver, nserver in pairs:
-        for s in tables.series_of(base):
+        for s in study_tables.series_of(base):
             if s.server != bserver:
                 continue
-            ns = tables.Series(nserver, s.allocator, s.thp)
+            ns = study_tables.Series(nserver, s.allocator, s.thp)
             bcells = [c for c in bmem.get(s, []) if c.rss_growth_kb is not None]
             ncells = [c for c in nmem.get(ns, []) if c.rss_growth_kb is not None]
             if not bcells or not ncells:
@@ -368,7 +368,7 @@ def _memory_points(
             p.ratio = 1.0 + (p.new - p.base) / ref
             standin = base.is_standin(_first_cell(base, s)) or new.is_standin(_first_cell(new, ns))
             if standin:
-                p.note = tables.STANDIN_LABEL
+                p.note = study_tables.STANDIN_LABEL
             elif len(bg) >= MIN_REPEATS and len(ng) >= MIN_REPEATS:
                 d = diff_ci(bg, ng)
                 p.ratio, p.lo, p.hi = 1 + d.value / ref, 1 + d.lo / ref, 1 + d.hi / ref
@@ -390,7 +390,7 @@ def _mean(values: list[float]) -> float:
     return float(sum(values) / len(values))
 
 
-def _first_cell(run: Run, s: tables.Series) -> str:
+def _first_cell(run: Run, s: study_tables.Series) -> str:
     return next(
         (
             r["cell"]
@@ -490,7 +490,7 @@ def _differences(base: Run, new: Run, mode: str) -> list[str]:
                 f"{side} run {run.run_id} is {run.status}: only its finished cells are compared"
             )
         if run.has_standin:
-            out.append(f"{side} run uses a MongoDB protocol stand-in: {tables.STANDIN_LABEL}")
+            out.append(f"{side} run uses a MongoDB protocol stand-in: {study_tables.STANDIN_LABEL}")
     if mode == "upgrade":
         out.append(
             f"upgrade check: {base.servers[0]} -> {_servers(new)[0]}; points matched by allocator"
@@ -541,7 +541,7 @@ def compare_runs(
     base_only, new_only, failed_base = [], [], []
     for bserver, nserver in pairs:
         for workload in _unique(brun.workloads + nrun.workloads):
-            metric = tables.metric_of(brun, workload)
+            metric = study_tables.metric_of(brun, workload)
             bvals = {k: v for k, v in _values(brun, bserver, metric).items() if k[0] == workload}
             nvals = {k: v for k, v in _values(nrun, nserver, metric).items() if k[0] == workload}
             for key in sorted(set(bvals) | set(nvals), key=lambda k: _order(brun, nrun, k)):

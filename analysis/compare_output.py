@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from analysis import memory, tables
+from analysis import memory, study_tables
 from analysis.compare import (
     FAILED_IN_NEW,
     FASTER,
@@ -30,7 +30,7 @@ from analysis.compare import (
 from analysis.errors import AnalysisError
 from analysis.plots import to_data_uri
 from analysis.report import TEMPLATES
-from analysis.table import Cell, Table, fmt, text
+from analysis.table_model import Cell, Table, fmt, text
 from rundir.atomic import atomic_write
 
 COMPARE_MD = "compare.md"
@@ -104,7 +104,7 @@ def points_table(cmp: Comparison) -> Table:
                 text(p.allocator),
                 text(p.thp),
                 Cell(p.threads, str(p.threads)),
-                text(tables.metric_label(p.workload, p.metric)),
+                text(study_tables.metric_label(p.workload, p.metric)),
                 Cell(p.base, fmt(p.base)),
                 Cell(p.new, fmt(p.new)),
                 _ratio_cell(p),

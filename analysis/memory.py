@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from analysis.table import Cell, Table, count, fmt, num, ratio_text, text
-from analysis.tables import (
+from analysis.study_tables import (
     Series,
     growth,
     kb_to_mb,
@@ -20,6 +19,7 @@ from analysis.tables import (
     points,
     series_of,
 )
+from analysis.table_model import Cell, Table, count, fmt, num, ratio_text, text
 from rundir.read import Run
 
 # -- memory --------------------------------------------------------------------------------------

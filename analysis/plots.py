@@ -23,8 +23,8 @@ from matplotlib.ticker import (  # noqa: E402
     NullLocator,
 )
 
-from analysis.table import fmt  # noqa: E402
-from analysis.tables import Series, metric_label, points, series_label, series_of  # noqa: E402
+from analysis.study_tables import Series, metric_label, points, series_label, series_of  # noqa: E402
+from analysis.table_model import fmt  # noqa: E402
 from rundir.read import Run  # noqa: E402
 
 PALETTE = [

@@ -14,8 +14,8 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from analysis import cells, memory, notices, plots, tables
-from analysis.table import Cell, Table, fmt, num, ratio_text, text
+from analysis import cells, memory, notices, plots, study_tables
+from analysis.table_model import Cell, Table, fmt, num, ratio_text, text
 from rundir.atomic import atomic_write
 from rundir.read import BASELINE_ALLOCATOR, Run, load_run
 
@@ -73,20 +73,20 @@ def at_a_glance(run: Run) -> Table:
         ["workload", "THP", "threads", "fastest", "throughput", "vs glibc"],
     )
     for wl in run.workloads:
-        metric = tables.metric_of(run, wl)
-        pts = tables.points(run, wl, metric)
+        metric = study_tables.metric_of(run, wl)
+        pts = study_tables.points(run, wl, metric)
         threads = run.threads(wl)
         for thp in run.thp_modes:
             for th in sorted({threads[0], threads[-1]}) if threads else []:
                 cands = [
                     (ci.median, s)
                     for (s, t_), ci in pts.items()
-                    if t_ == th and s.thp == thp and not tables.series_is_standin(run, s)
+                    if t_ == th and s.thp == thp and not study_tables.series_is_standin(run, s)
                 ]
                 if not cands:
                     continue
                 best, s = max(cands, key=lambda c: c[0])
-                base = pts.get((tables.Series(s.server, BASELINE_ALLOCATOR, thp), th))
+                base = pts.get((study_tables.Series(s.server, BASELINE_ALLOCATOR, thp), th))
                 ratio = best / base.median if base and base.median else None
                 t.rows.append(
                     [
@@ -120,7 +120,7 @@ def warnings(run: Run) -> list[str]:
         )
     if run.has_standin:
         out.append(
-            f"This run used a MongoDB wire-protocol stand-in: {tables.STANDIN_LABEL}. Its"
+            f"This run used a MongoDB wire-protocol stand-in: {study_tables.STANDIN_LABEL}. Its"
             " figures show the harness works, not how any allocator performs."
         )
     if run.rows and run.repeats < 2:
@@ -160,20 +160,20 @@ def warnings(run: Run) -> list[str]:
 def build_context(run: Run) -> dict:
     workloads = []
     for wl in run.workloads:
-        metric = tables.metric_of(run, wl)
+        metric = study_tables.metric_of(run, wl)
         is_ii = wl == "iibench"
         workloads.append(
             {
                 "name": wl,
                 "description": WORKLOAD_TEXT.get(wl, ""),
                 "metric": metric,
-                "metric_label": tables.metric_label(wl, metric),
+                "metric_label": study_tables.metric_label(wl, metric),
                 "throughput_plot": None if is_ii else plots.throughput_plot(run, wl, metric),
                 "latency_plot": None if is_ii else plots.latency_plot(run, wl),
                 "interval_plot": plots.interval_rate_plot(run, wl) if is_ii else None,
-                "throughput_table": tables.throughput_table(run, wl, metric),
-                "latency_tables": [tables.latency_table(run, wl, p) for p in ("p95", "p99")],
-                "efficiency_tables": tables.efficiency_tables(run, wl),
+                "throughput_table": study_tables.throughput_table(run, wl, metric),
+                "latency_tables": [study_tables.latency_table(run, wl, p) for p in ("p95", "p99")],
+                "efficiency_tables": study_tables.efficiency_tables(run, wl),
                 "hugepage_table": memory.hugepage_table(run, wl),
             }
         )
@@ -188,7 +188,7 @@ def build_context(run: Run) -> dict:
         "glance": at_a_glance(run),
         "proof": cells.proof_table(run),
         "workloads": workloads,
-        "iibench": tables.iibench_table(run) if "iibench" in run.workloads else None,
+        "iibench": study_tables.iibench_table(run) if "iibench" in run.workloads else None,
         "memory": memory.memory_table(run),
         "rss_plot": plots.rss_timeline_plot(run),
         "thp_modes": run.thp_modes,
@@ -202,7 +202,7 @@ def build_context(run: Run) -> dict:
         "reconciliation": cells.reconciliation_table(run),
         "closed_loop_note": CLOSED_LOOP_NOTE,
         "repeats": run.repeats,
-        "standin_label": tables.STANDIN_LABEL,
+        "standin_label": study_tables.STANDIN_LABEL,
     }
 
 

@@ -40,7 +40,7 @@ class CellContext:
     server_binary: object  # servers.mysql.ServerBinary or servers.mongodb.MongoBinary
     allocator: object  # servers.allocators.Allocator
     thp: object  # suites.thp.ThpController
-    dataset: object | None  # suites.datasets.Prepared (sysbench / MySQL iibench) or None
+    dataset: object | None  # suites.dataset_prepare.Prepared (sysbench / MySQL iibench) or None
     on_progress: Callable[[str, float], None] | None = None  # (phase label, seconds expected)
     on_interval: Callable[[float, float, float], None] | None = None
     on_note: Callable[[str], None] | None = None  # one line for the user, e.g. a server warning

@@ -21,7 +21,7 @@ from rundir.format import FORMAT_VERSION
 from rundir.records import Tool
 from rundir.write import RunDir, now_iso
 from servers.errors import ServerError
-from suites import datasets, leftovers, preflight
+from suites import dataset_prepare, leftovers, preflight
 from suites.cell import CellContext
 from suites.cell_kinds import MongoCell, MySQLCell
 from suites.config import LoadedSuite, Suite
@@ -61,7 +61,7 @@ class Matrix:
         self.suite = suite
         self.resume = resume
         self.display = display or Display(enabled=False)
-        self.cache_root = cache_root or datasets.default_cache_root()
+        self.cache_root = cache_root or dataset_prepare.default_cache_root()
         self.run_dir: RunDir | None = None
         self.manifest: dict = {}
 
@@ -134,8 +134,8 @@ class Matrix:
             settings = mysql_settings(s)
             server_files = settings.open_files_limit
             redo_mb = settings.innodb_log_file_mb
-            # A cached dataset needs no preparation room (the key is datasets.ensure's own).
-            cached = datasets.is_cached(s, binary, self.cache_root)
+            # A cached dataset needs no preparation room (the key is dataset_prepare.ensure's own).
+            cached = dataset_prepare.is_cached(s, binary, self.cache_root)
         ds_kb = preflight.estimate_dataset_kb(
             s.suite.kind, s.dataset.tables, s.dataset.table_size, redo_mb
         )
@@ -189,7 +189,7 @@ class Matrix:
             dataset = None
             if self.suite.server.flavor != "mongodb" and todo:
                 self.display.note("preparing the dataset (once; cached for later runs)")
-                dataset = datasets.ensure(self.suite, binary, self.cache_root, self.run_dir)
+                dataset = dataset_prepare.ensure(self.suite, binary, self.cache_root, self.run_dir)
                 self.manifest["dataset"] = dataset.to_manifest()
                 self._save_manifest()
             for cell in todo:

@@ -89,7 +89,7 @@ def add_parser(sub) -> None:
 def final_table(run_dir: Path) -> list[Table]:
     """allocator x threads: QPS and p95 for each workload, the medians over repeats computed by
     analysis (the report's own points), so the console and the report cannot disagree."""
-    from analysis.tables import points, series_of
+    from analysis.study_tables import points, series_of
     from rundir.read import load_run
 
     run = load_run(run_dir)

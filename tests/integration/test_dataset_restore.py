@@ -11,7 +11,7 @@ import pytest
 
 from servers.allocators import resolve
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
-from suites.dataset import DatasetCache, restore_vs_prepare
+from suites.datadir_cache import DatasetCache, restore_vs_prepare
 from suites.sysbench import SysbenchOptions, run_level
 from tests.integration.mariadb import sbtest_target, start_prepared
 

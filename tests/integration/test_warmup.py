@@ -12,7 +12,7 @@ import pytest
 
 from servers.allocators import resolve
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
-from suites.dataset import DatasetCache
+from suites.datadir_cache import DatasetCache
 from suites.errors import SuiteError
 from suites.sysbench import SysbenchOptions
 from suites.warmup import warm_up, warm_vs_fixed

@@ -18,7 +18,7 @@ from rundir.write import RunDir
 from servers.allocators import resolve
 from servers.checks import open_files_needed
 from servers.mysql_config import MySQLSettings
-from suites import datasets, leftovers, preflight
+from suites import dataset_prepare, leftovers, preflight
 from suites.commands import doctor
 from suites.config import load_suite
 from suites.display import Display
@@ -262,7 +262,7 @@ def test_an_error_after_creation_marks_the_run_failed(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise SuiteError("dataset: the disk went away")
 
-    monkeypatch.setattr(datasets, "ensure", boom)
+    monkeypatch.setattr(dataset_prepare, "ensure", boom)
     m = _matrix(tmp_path)
     with pytest.raises(SuiteError):
         m.run()
@@ -275,7 +275,9 @@ def test_an_error_after_creation_marks_the_run_failed(tmp_path, monkeypatch):
 
 
 def test_resume_refuses_a_changed_allocator_and_an_unknown_one(tmp_path, monkeypatch):
-    monkeypatch.setattr(datasets, "ensure", lambda *a, **k: (_ for _ in ()).throw(SuiteError("x")))
+    monkeypatch.setattr(
+        dataset_prepare, "ensure", lambda *a, **k: (_ for _ in ()).throw(SuiteError("x"))
+    )
     with pytest.raises(SuiteError):
         _matrix(tmp_path).run()
     (run_dir,) = (tmp_path / "runs").iterdir()
@@ -409,7 +411,7 @@ def test_resumed_suite_names_the_recorded_setting_that_is_invalid(tmp_path):
 def test_preflight_and_ensure_agree_on_whether_the_dataset_is_cached(tmp_path, monkeypatch):
     from types import SimpleNamespace as NS
 
-    from suites.dataset import DatasetCache
+    from suites.datadir_cache import DatasetCache
 
     exe = tmp_path / "mariadbd"
     exe.write_bytes(b"\x7fELF a build")
@@ -418,15 +420,15 @@ def test_preflight_and_ensure_agree_on_whether_the_dataset_is_cached(tmp_path, m
     seen = []
     monkeypatch.setattr(preflight, "preflight", lambda *a, **k: seen.append(k["cached"]) or [])
     m._preflight(binary, tmp_path / "runs")
-    # store exactly what datasets.ensure looks for (its key includes the build and every setting)
+    # store exactly what dataset_prepare.ensure looks for (its key includes the build and every setting)
     datadir = tmp_path / "prep" / "datadir"
     (datadir / "mysql").mkdir(parents=True)
     cache = DatasetCache(tmp_path / "cache")
-    key, spec = datasets.cache_key(m.suite, binary, cache)
+    key, spec = dataset_prepare.cache_key(m.suite, binary, cache)
     cache.store(key, datadir, {"spec": spec})
     m._preflight(binary, tmp_path / "runs")
     assert seen == [False, True]
-    prepared = datasets.ensure(m.suite, binary, tmp_path / "cache", run_dir=None)
+    prepared = dataset_prepare.ensure(m.suite, binary, tmp_path / "cache", run_dir=None)
     assert (prepared.prepared_now, prepared.key) == (False, key)
     exe.write_bytes(b"\x7fELF another build")  # a reinstall: neither reuses the pristine copy
     m._preflight(binary, tmp_path / "runs")

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from analysis.stats import MedianCI, median, median_ci
-from analysis.table import Cell, Table, fmt, num, ratio_text, text
+from analysis.table_model import Cell, Table, fmt, num, ratio_text, text
 from rundir.format import WHOLE_PROCESS_SOURCES
 from rundir.read import BASELINE_ALLOCATOR, Run
 

@@ -17,7 +17,7 @@ back (or interleaved) in this process, never an absolute time compared with a co
                                                                    goal: >= 1 within the noise
 6. iibench client CPU as a fraction of server CPU                  goal: < 1 (client lighter)
 
-Usage: python -m suites.bench [--quick] [--out DIR]
+Usage: python -m suites.selfbench [--quick] [--out DIR]
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from rundir.write import make_owned_dir
 from servers.allocators import resolve
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
 from suites import sysbench
-from suites.dataset import DatasetCache, restore_vs_prepare
+from suites.datadir_cache import DatasetCache, restore_vs_prepare
 from suites.sysbench import SysbenchOptions
 from suites.warmup import scan_tables, warm_up, warm_vs_fixed
 from suites.workload import ClientTarget
@@ -430,7 +430,7 @@ def table(figures: dict) -> Table:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m suites.bench",
+        prog="python -m suites.selfbench",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

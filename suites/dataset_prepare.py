@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rundir.write import make_owned_dir
-from suites.dataset import DatasetCache
+from suites.datadir_cache import DatasetCache
 from suites.errors import SuiteError
 
 
