@@ -220,6 +220,23 @@ def builtin_identity(binding: Binding, binary: Path) -> dict | None:
     }
 
 
+def _linked_and_idle(foreign: list[str], binary: Path, binding: Binding) -> list[str]:
+    """The mapped allocator libraries that `binary` links itself (matched by soname) and that no
+    GOT entry read points into."""
+    linked = {soname for soname, _ in linked_allocators(binary)}
+    out = []
+    for p in foreign:
+        if any(e.library == p for e in binding.entries):
+            continue
+        try:
+            soname = elf_info(Path(p)).soname
+        except ServerError:
+            continue  # unreadable: cannot be shown to be the linked one
+        if soname in linked or os.path.basename(p) in linked:
+            out.append(p)
+    return out
+
+
 def binding_problems(
     binding: Binding, allocator: Allocator, expected: list[str], builtin: dict | None
 ) -> tuple[list[str], list[str]]:
@@ -264,12 +281,16 @@ def verify_allocator(
     binary: Path,
     server_reported: str | None = None,
     proc_root: str = "/proc",
+    binding: Binding | None = None,
 ) -> dict:
-    """Evidence that `allocator` serves malloc in `pid`; AllocatorError naming what was found."""
+    """Evidence that `allocator` serves malloc in `pid`; AllocatorError naming what was found.
+
+    `binding` is read from the process unless given (tests with an injected procfs give it).
+    """
     files = mapped_files(pid, proc_root)
     env = process_env(pid, proc_root)
     defs = malloc_definitions(binary)
-    binding = read_binding(pid, proc_root)
+    binding = binding or read_binding(pid, proc_root)
     ours = _mapped_as(files, [allocator.library] if allocator.library else [])
     # Only the companions the registry names (TBB's proxy loads libtbbmalloc.so.2 itself) may serve
     # calls beside ours. Same family is not enough: libtcmalloc_debug next to libtcmalloc_minimal
@@ -319,11 +340,18 @@ def verify_allocator(
         if allocator.library not in preloaded:
             problems.append(f"the process has LD_PRELOAD={env.get('LD_PRELOAD')!r}")
     if allocator.kind != "builtin":
-        # Mapped but not serving (a DT_NEEDED allocator that lost the binding to the preload):
-        # recorded as evidence; a second heap only if some call is bound to it (problems above).
-        evidence["mapped_not_bound"] = [
-            p for p in foreign if not any(e.library == p for e in binding.entries)
-        ]
+        # An allocator the binary links itself (DT_NEEDED) is mapped whatever we preload: when no
+        # call is bound to it (it lost the binding to the preload) it is recorded, not a failure.
+        # Any other allocator library beside ours is unexplained — a proxy may forward to it, a
+        # library may call it directly — and fails the proof, as does any call bound to one.
+        idle = _linked_and_idle(foreign, binary, binding)
+        evidence["mapped_not_bound"] = idle
+        unexplained = [p for p in foreign if p not in idle]
+        if unexplained:
+            problems.append(
+                f"other allocator libraries are mapped: {', '.join(unexplained)} "
+                "(if the binary links one itself, run it as 'builtin')"
+            )
         own = interposes_malloc(defs)
         if own:
             problems.append(f"{binary} defines {', '.join(own)} itself")

@@ -3,10 +3,16 @@ the address arithmetic against /proc/PID/maps (parsing, load base, address -> ma
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from elftools.elf.elffile import ELFFile
 
+from servers.allocators import detect_all
 from servers.binding import (
+    BOUND,
+    Binding,
+    Entry,
     Mapping,
     is_malloc_family,
     load_base,
@@ -15,7 +21,8 @@ from servers.binding import (
     parse_maps,
 )
 from servers.errors import AllocatorError, ServerError
-from tests.malloc_programs import LOOP, build, build_linked
+from servers.verify import verify_allocator
+from tests.malloc_programs import LOOP, TCMALLOC_MINIMAL, build, build_linked
 
 OWN = r"""
 #include <stddef.h>
@@ -135,3 +142,43 @@ def test_not_an_elf_file_is_one_line_naming_it(tmp_path):
     with pytest.raises(ServerError, match="shown-name is not an ELF file") as e:
         object_layout(f, name="shown-name")
     assert "\n" not in str(e.value)
+
+
+def _fake_proc(root, pid, paths, env):
+    d = root / str(pid)
+    d.mkdir(parents=True)
+    lines = [
+        f"7f{i:02x}00000000-7f{i:02x}00001000 r-xp 00000000 08:01 {os.stat(p).st_ino} {p}"
+        for i, p in enumerate(paths)
+    ]
+    (d / "maps").write_text("\n".join(lines) + "\n")
+    (d / "environ").write_bytes(b"\0".join(f"{k}={v}".encode() for k, v in env.items()) + b"\0")
+    return str(root)
+
+
+def test_a_linked_allocator_that_serves_nothing_is_recorded_not_refused(progs, tmp_path):
+    """The MySQL 9.7 case in miniature: the binary links tcmalloc_minimal, jemalloc is preloaded
+    and wins every binding. Both are mapped; only the binary's own, idle allocator is tolerated."""
+    je = next(a for a in detect_all() if a.name == "jemalloc")
+    if not je.usable:
+        pytest.skip(f"jemalloc not installed here: {je.why_not}")
+    tc = os.path.realpath(TCMALLOC_MINIMAL)
+    env = {"LD_PRELOAD": je.library}
+    entries = tuple(
+        Entry(str(progs["linked"]), sym, "JUMP_SLOT", 0x4000 + 8 * i, 0x7F0000000100, BOUND, lib)
+        for i, (sym, lib) in enumerate([("malloc", je.library), ("free", je.library)])
+    )
+    bound = Binding(5, (str(progs["linked"]),), entries, ())
+    root = _fake_proc(tmp_path / "a", 5, [je.library, tc], env)
+    ev = verify_allocator(5, je, progs["linked"], proc_root=root, binding=bound)
+    assert ev["verdict"] == "verified" and ev["mapped_not_bound"] == [tc]
+    # The plain binary does not link it: the same tcmalloc beside jemalloc is unexplained.
+    root = _fake_proc(tmp_path / "b", 5, [je.library, tc], env)
+    with pytest.raises(AllocatorError, match="other allocator libraries are mapped"):
+        verify_allocator(5, je, progs["pie"], proc_root=root, binding=bound)
+    # And a linked allocator that does serve a call is a second heap, whatever the rest says.
+    calloc = Entry(str(progs["linked"]), "calloc", "JUMP_SLOT", 0x4010, 0x7F0100000100, BOUND, tc)
+    mixed = Binding(5, bound.objects, (*entries, calloc), ())
+    root = _fake_proc(tmp_path / "c", 5, [je.library, tc], env)
+    with pytest.raises(AllocatorError, match="calloc of linked is bound to .*tcmalloc_minimal"):
+        verify_allocator(5, je, progs["linked"], proc_root=root, binding=mixed)
