@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from pathlib import Path
 
 from servers.allocators import Allocator, package_of
@@ -198,7 +199,36 @@ def _exported_by(paths: list[str]) -> set[str]:
     return names
 
 
-def builtin_identity(binding: Binding, binary: Path) -> dict | None:
+def _package_owning(pid: int, library: str, proc_root: str) -> tuple[str, str] | None:
+    """(package, version) owning a mapped library: from the host's dpkg database, or from the
+    server root's when the process runs in one (its /proc/PID/root is not /)."""
+    try:
+        root = os.readlink(Path(proc_root) / str(pid) / "root")
+    except OSError:
+        root = "/"
+    if root == "/" or not library.startswith(root.rstrip("/") + "/"):
+        return package_of(library)
+    inside = library[len(root.rstrip("/")) :]
+    admin = f"--admindir={root}/var/lib/dpkg"
+    try:
+        found = subprocess.run(
+            ["dpkg-query", admin, "-S", inside], capture_output=True, text=True, timeout=20
+        )
+        if found.returncode != 0 or ": " not in found.stdout:
+            return None
+        pkg = found.stdout.split(": ", 1)[0].split(",")[0].strip()
+        ver = subprocess.run(
+            ["dpkg-query", admin, "-W", "-f=${Version}", pkg],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (pkg.split(":")[0], ver.stdout.strip()) if ver.returncode == 0 else None
+
+
+def builtin_identity(binding: Binding, binary: Path, proc_root: str = "/proc") -> dict | None:
     """For a binary that links an allocator library: which, named with library and version,
     e.g. "builtin: tcmalloc (libtcmalloc.so.4, libgoogle-perftools4 2.10-1)"."""
     linked = linked_allocators(binary)
@@ -208,7 +238,7 @@ def builtin_identity(binding: Binding, binary: Path) -> dict | None:
     # The file the process mapped for it: the binding's target when malloc went there.
     served = sorted(binding.targets("malloc"))
     library = next((p for p in served if known_allocator_family(p) == family), None)
-    owner = package_of(library) if library else None
+    owner = _package_owning(binding.pid, library, proc_root) if library else None
     version = f"{owner[0]} {owner[1]}" if owner else "version unknown"
     return {
         "family": family,
@@ -261,17 +291,37 @@ def binding_problems(
         elif targets - set(expected):
             problems.append(f"{sym} is bound to {', '.join(sorted(targets))}, not to {want}")
     served = _exported_by(expected)
+    # Grouped by (object, library) so that a message stays one readable line.
+    wrong: dict[tuple[str, str], list[str]] = {}
+    lacking: dict[tuple[str, str], list[str]] = {}
     for e in binding.entries:
         if e.state != BOUND or e.library in expected or e.symbol in _REQUIRED:
             continue
-        where = f"{e.symbol} of {os.path.basename(e.object)} is bound to {e.library}"
+        if e.library in binding.objects:
+            # Bound to libstdc++ (operator new, when it precedes the allocator in lookup order:
+            # Debian's mysqld needs libstdc++ before libtcmalloc): it forwards to malloc through
+            # its own GOT, read and judged here too.
+            continue
+        key = (os.path.basename(e.object), e.library)
         family = known_allocator_family(e.library)
-        if allocator.family == "glibc" and family:
-            problems.append(f"{where} ({family})")
-        elif allocator.family != "glibc" and e.symbol in served:
-            problems.append(where)
-        elif allocator.family != "glibc":
-            notes.append(f"{where} ({want} does not define it)")
+        if allocator.family == "glibc":
+            if family:
+                wrong.setdefault(key, []).append(e.symbol)
+        elif e.symbol in served:
+            wrong.setdefault(key, []).append(e.symbol)
+        else:
+            lacking.setdefault(key, []).append(e.symbol)
+    for (obj, lib), syms in wrong.items():
+        family = known_allocator_family(lib)
+        problems.append(
+            f"{', '.join(syms)} of {obj} {'is' if len(syms) == 1 else 'are'} bound to {lib}"
+            + (f" ({family})" if family else "")
+        )
+    for (obj, lib), syms in lacking.items():
+        notes.append(
+            f"{', '.join(syms)} of {obj} {'is' if len(syms) == 1 else 'are'} bound to {lib} "
+            f"({want} does not define {'it' if len(syms) == 1 else 'them'})"
+        )
     return problems, notes
 
 
@@ -298,7 +348,7 @@ def verify_allocator(
     companions = _mapped_as(files, allocator.companion_paths())
     allocator_libs = {p: known_allocator_family(p) for p in files if known_allocator_family(p)}
     foreign = sorted(p for p in allocator_libs if p not in ours and p not in companions)
-    builtin = builtin_identity(binding, binary) if allocator.kind == "builtin" else None
+    builtin = builtin_identity(binding, binary, proc_root) if allocator.kind == "builtin" else None
     if allocator.kind == "preload":
         expected = ours + companions
     elif allocator.kind == "system":

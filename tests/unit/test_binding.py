@@ -182,3 +182,26 @@ def test_a_linked_allocator_that_serves_nothing_is_recorded_not_refused(progs, t
     root = _fake_proc(tmp_path / "c", 5, [je.library, tc], env)
     with pytest.raises(AllocatorError, match="calloc of linked is bound to .*tcmalloc_minimal"):
         verify_allocator(5, je, progs["linked"], proc_root=root, binding=mixed)
+
+
+def test_operator_new_through_libstdcxx_is_judged_by_libstdcxx_own_malloc(progs, tmp_path):
+    """Debian's mysqld lists libstdc++ before libtcmalloc: its operator new binds to libstdc++'s,
+    which calls malloc through libstdc++'s own GOT. That is tcmalloc serving, not a second heap;
+    an operator new bound to a library that is not read (jemalloc here) is one."""
+    builtin = next(a for a in detect_all() if a.name == "builtin")
+    tc = os.path.realpath(TCMALLOC_MINIMAL)
+    exe, cxx = str(progs["linked"]), "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
+
+    def entry(obj, sym, lib):
+        return Entry(obj, sym, "JUMP_SLOT", 0x4000, 0x7F0000000100, BOUND, lib)
+
+    calls = (entry(exe, "malloc", tc), entry(exe, "free", tc), entry(cxx, "malloc", tc))
+    through = Binding(6, (exe, cxx), (*calls, entry(exe, "_Znwm", cxx)), ())
+    root = _fake_proc(tmp_path / "a", 6, [tc], {})
+    ev = verify_allocator(6, builtin, progs["linked"], proc_root=root, binding=through)
+    assert ev["verdict"] == "verified" and ev["builtin"]["library"] == tc
+    assert ev["builtin"]["label"].startswith("builtin: tcmalloc (libtcmalloc_minimal.so.4, ")
+    elsewhere = Binding(6, (exe, cxx), (*calls, entry(exe, "_Znwm", "/opt/libjemalloc.so.2")), ())
+    root = _fake_proc(tmp_path / "b", 6, [tc], {})
+    with pytest.raises(AllocatorError, match="_Znwm of linked is bound to /opt/libjemalloc.so.2"):
+        verify_allocator(6, builtin, progs["linked"], proc_root=root, binding=elsewhere)
