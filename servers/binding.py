@@ -95,6 +95,7 @@ class ObjectLayout:
     word: int  # GOT entry size: 8 or 4
     little_endian: bool
     defined: dict[str, int]  # malloc-family symbols the object defines itself -> st_value
+    needed: tuple[str, ...] = ()  # DT_NEEDED sonames: the libraries it links
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,10 @@ def object_layout(path: Path | str, name: str | None = None) -> ObjectLayout:
             for sym in dynsym.iter_symbols():
                 if sym["st_shndx"] != "SHN_UNDEF" and is_malloc_family(sym.name):
                     defined[sym.name] = sym["st_value"]
+        dyn = elf.get_section_by_name(".dynamic")
+        needed = [t.needed for t in dyn.iter_tags() if t.entry.d_tag == "DT_NEEDED"] if dyn else []
         return ObjectLayout(
+            needed=tuple(needed),
             slots=tuple(sorted(set(slots), key=lambda s: (s.symbol, s.r_offset))),
             first_load=(first["p_offset"], first["p_vaddr"]),
             word=8 if elf.elfclass == 64 else 4,
@@ -279,8 +283,9 @@ def _classify(target: int, maps: list[Mapping], obj: str, base: int, layout: Obj
 
 def object_entries(
     pid: int, path: str, maps: list[Mapping], proc_root: str = "/proc"
-) -> list[Entry]:
-    """The malloc-family GOT entries of the mapped object `path` in process `pid`."""
+) -> tuple[list[Entry], ObjectLayout]:
+    """The malloc-family GOT entries of the mapped object `path` in process `pid`, and the
+    object's layout as read from the file the process mapped."""
     first = next((m for m in maps if m.path == path), None)
     if first is None:
         raise AllocatorError(f"{path} is not mapped in process {pid}")
@@ -298,7 +303,7 @@ def object_entries(
         got = base + s.r_offset
         state, lib = _classify(words[got], maps, path, base, layout, s.symbol)
         entries.append(Entry(path, s.symbol, s.reloc, got, words[got], state, lib))
-    return entries
+    return entries, layout
 
 
 def executable_path(pid: int, maps: list[Mapping], proc_root: str = "/proc") -> str:
@@ -336,6 +341,8 @@ class Binding:
     objects: tuple[str, ...]  # executable first, then libstdc++ if mapped
     entries: tuple[Entry, ...]
     maps: tuple[Mapping, ...]
+    # The executable's DT_NEEDED, read from the very file it runs (inside its root, if any).
+    needed: tuple[str, ...] = ()
 
     def targets(self, symbol: str) -> set[str]:
         """The libraries `symbol` is bound to, over all objects read (bound entries only)."""
@@ -344,6 +351,7 @@ class Binding:
     def to_manifest(self) -> dict:
         return {
             "objects": list(self.objects),
+            "needed": list(self.needed),
             "entries": [e.to_manifest() for e in self.entries],
         }
 
@@ -359,6 +367,9 @@ def read_binding(pid: int, proc_root: str = "/proc") -> Binding:
     if cxx and cxx not in objects:
         objects.append(cxx)
     entries = []
+    needed: tuple[str, ...] = ()
     for obj in objects:
-        entries += object_entries(pid, obj, maps, proc_root)
-    return Binding(pid, tuple(objects), tuple(entries), tuple(maps))
+        found, layout = object_entries(pid, obj, maps, proc_root)
+        entries += found
+        needed = needed or layout.needed  # the executable's: it comes first
+    return Binding(pid, tuple(objects), tuple(entries), tuple(maps), needed)

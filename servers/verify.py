@@ -65,10 +65,11 @@ def known_allocator_family(path: str) -> str | None:
     return None
 
 
-def linked_allocators(binary: Path) -> list[tuple[str, str]]:
-    """(soname, family) of each allocator library `binary` links itself (DT_NEEDED)."""
+def linked_allocators(binary: Path | None = None, needed=None) -> list[tuple[str, str]]:
+    """(soname, family) of each allocator library `binary` links itself (DT_NEEDED), or among the
+    sonames `needed` (read from the running process's executable)."""
     out = []
-    for soname in needed_libraries(binary):
+    for soname in needed_libraries(binary) if needed is None else needed:
         family = known_allocator_family(soname)
         if family:
             out.append((soname, family))
@@ -228,10 +229,10 @@ def _package_owning(pid: int, library: str, proc_root: str) -> tuple[str, str] |
     return (pkg.split(":")[0], ver.stdout.strip()) if ver.returncode == 0 else None
 
 
-def builtin_identity(binding: Binding, binary: Path, proc_root: str = "/proc") -> dict | None:
+def builtin_identity(binding: Binding, proc_root: str = "/proc") -> dict | None:
     """For a binary that links an allocator library: which, named with library and version,
     e.g. "builtin: tcmalloc (libtcmalloc.so.4, libgoogle-perftools4 2.10-1)"."""
-    linked = linked_allocators(binary)
+    linked = linked_allocators(needed=binding.needed)
     if not linked:
         return None
     soname, family = linked[0]
@@ -250,10 +251,10 @@ def builtin_identity(binding: Binding, binary: Path, proc_root: str = "/proc") -
     }
 
 
-def _linked_and_idle(foreign: list[str], binary: Path, binding: Binding) -> list[str]:
-    """The mapped allocator libraries that `binary` links itself (matched by soname) and that no
-    GOT entry read points into."""
-    linked = {soname for soname, _ in linked_allocators(binary)}
+def _linked_and_idle(foreign: list[str], binding: Binding) -> list[str]:
+    """The mapped allocator libraries that the executable links itself (matched by soname) and
+    that no GOT entry read points into."""
+    linked = {soname for soname, _ in linked_allocators(needed=binding.needed)}
     out = []
     for p in foreign:
         if any(e.library == p for e in binding.entries):
@@ -348,7 +349,7 @@ def verify_allocator(
     companions = _mapped_as(files, allocator.companion_paths())
     allocator_libs = {p: known_allocator_family(p) for p in files if known_allocator_family(p)}
     foreign = sorted(p for p in allocator_libs if p not in ours and p not in companions)
-    builtin = builtin_identity(binding, binary, proc_root) if allocator.kind == "builtin" else None
+    builtin = builtin_identity(binding, proc_root) if allocator.kind == "builtin" else None
     if allocator.kind == "preload":
         expected = ours + companions
     elif allocator.kind == "system":
@@ -368,7 +369,7 @@ def verify_allocator(
         "foreign_allocator_libraries": foreign,
         "binary": str(binary),
         "binary_malloc_definitions": defs,
-        "binary_links_allocators": [s for s, _ in linked_allocators(binary)],
+        "binary_links_allocators": [s for s, _ in linked_allocators(needed=binding.needed)],
         "process_env": env,
         "server_reported": server_reported,
         "server_agreement": server_agreement(allocator, server_reported),
@@ -394,7 +395,7 @@ def verify_allocator(
         # call is bound to it (it lost the binding to the preload) it is recorded, not a failure.
         # Any other allocator library beside ours is unexplained — a proxy may forward to it, a
         # library may call it directly — and fails the proof, as does any call bound to one.
-        idle = _linked_and_idle(foreign, binary, binding)
+        idle = _linked_and_idle(foreign, binding)
         evidence["mapped_not_bound"] = idle
         unexplained = [p for p in foreign if p not in idle]
         if unexplained:

@@ -168,17 +168,22 @@ def test_a_linked_allocator_that_serves_nothing_is_recorded_not_refused(progs, t
         Entry(str(progs["linked"]), sym, "JUMP_SLOT", 0x4000 + 8 * i, 0x7F0000000100, BOUND, lib)
         for i, (sym, lib) in enumerate([("malloc", je.library), ("free", je.library)])
     )
-    bound = Binding(5, (str(progs["linked"]),), entries, ())
+    # The executable's DT_NEEDED comes with the binding, read from the file the process runs.
+    linked = object_layout(progs["linked"]).needed
+    assert linked[0] == "libtcmalloc_minimal.so.4"
+    bound = Binding(5, (str(progs["linked"]),), entries, (), linked)
     root = _fake_proc(tmp_path / "a", 5, [je.library, tc], env)
     ev = verify_allocator(5, je, progs["linked"], proc_root=root, binding=bound)
     assert ev["verdict"] == "verified" and ev["mapped_not_bound"] == [tc]
+    assert ev["binary_links_allocators"] == ["libtcmalloc_minimal.so.4"]
     # The plain binary does not link it: the same tcmalloc beside jemalloc is unexplained.
+    plain = Binding(5, (str(progs["pie"]),), entries, (), object_layout(progs["pie"]).needed)
     root = _fake_proc(tmp_path / "b", 5, [je.library, tc], env)
     with pytest.raises(AllocatorError, match="other allocator libraries are mapped"):
-        verify_allocator(5, je, progs["pie"], proc_root=root, binding=bound)
+        verify_allocator(5, je, progs["pie"], proc_root=root, binding=plain)
     # And a linked allocator that does serve a call is a second heap, whatever the rest says.
     calloc = Entry(str(progs["linked"]), "calloc", "JUMP_SLOT", 0x4010, 0x7F0100000100, BOUND, tc)
-    mixed = Binding(5, bound.objects, (*entries, calloc), ())
+    mixed = Binding(5, bound.objects, (*entries, calloc), (), linked)
     root = _fake_proc(tmp_path / "c", 5, [je.library, tc], env)
     with pytest.raises(AllocatorError, match="calloc of linked is bound to .*tcmalloc_minimal"):
         verify_allocator(5, je, progs["linked"], proc_root=root, binding=mixed)
@@ -196,12 +201,14 @@ def test_operator_new_through_libstdcxx_is_judged_by_libstdcxx_own_malloc(progs,
         return Entry(obj, sym, "JUMP_SLOT", 0x4000, 0x7F0000000100, BOUND, lib)
 
     calls = (entry(exe, "malloc", tc), entry(exe, "free", tc), entry(cxx, "malloc", tc))
-    through = Binding(6, (exe, cxx), (*calls, entry(exe, "_Znwm", cxx)), ())
+    needed = object_layout(progs["linked"]).needed
+    through = Binding(6, (exe, cxx), (*calls, entry(exe, "_Znwm", cxx)), (), needed)
     root = _fake_proc(tmp_path / "a", 6, [tc], {})
     ev = verify_allocator(6, builtin, progs["linked"], proc_root=root, binding=through)
     assert ev["verdict"] == "verified" and ev["builtin"]["library"] == tc
     assert ev["builtin"]["label"].startswith("builtin: tcmalloc (libtcmalloc_minimal.so.4, ")
-    elsewhere = Binding(6, (exe, cxx), (*calls, entry(exe, "_Znwm", "/opt/libjemalloc.so.2")), ())
+    wrong = entry(exe, "_Znwm", "/opt/libjemalloc.so.2")
+    elsewhere = Binding(6, (exe, cxx), (*calls, wrong), (), needed)
     root = _fake_proc(tmp_path / "b", 6, [tc], {})
     with pytest.raises(AllocatorError, match="_Znwm of linked is bound to /opt/libjemalloc.so.2"):
         verify_allocator(6, builtin, progs["linked"], proc_root=root, binding=elsewhere)
