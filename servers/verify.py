@@ -282,7 +282,9 @@ def binding_problems(
     notes: list[str] = []
     if allocator.kind == "builtin" and builtin is None:
         return problems, notes  # whatever the binary carries is, by definition, the builtin one
-    want = " or ".join(expected) or "(not mapped)"
+    want = " or ".join(expected) or (
+        f"the {builtin['soname']} it links" if builtin else "the allocator (not mapped)"
+    )
     for sym in _REQUIRED:
         targets = binding.targets(sym)
         if not targets:
