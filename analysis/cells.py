@@ -31,13 +31,33 @@ def _defines_malloc(ver: dict) -> str:
     return ("yes: " + ", ".join(defs)) if defs else "no"
 
 
+def _base(path) -> str:
+    return str(path).rsplit("/", 1)[-1] if path else ""
+
+
+def _bound_text(ver: dict) -> str:
+    """Where malloc and free are bound, and what is mapped without serving anything."""
+    bound = ver.get("bound_to")
+    if bound is None:
+        return ""  # a run from before the binding proof
+    libs = sorted({_base(p) for sym in ("malloc", "free") for p in bound.get(sym) or []})
+    out = ", ".join(libs) if libs else "nothing bound"
+    idle = ver.get("mapped_not_bound") or []
+    if idle:
+        out += f" (also mapped, serving nothing: {', '.join(_base(p) for p in idle)})"
+    return out
+
+
 def proof_table(run: Run) -> Table:
     table = Table(
         "proof",
         "Allocator proof per cell",
         "A cell is one server life under one allocator. Before measuring, mallocsweep checks that the"
-        " allocator really serves malloc: its library is mapped into the server process"
-        " (/proc/PID/maps) and the server binary does not define malloc itself. The server's own"
+        " allocator really serves malloc: the server's malloc and free (in its executable, and in"
+        " libstdc++ behind operator new) are bound to the allocator's library — read from the"
+        " running process's GOT — and the binary does not define malloc itself. Another"
+        " allocator library merely mapped beside it (one the binary links itself, that lost the"
+        " binding to the preload) is shown but serves nothing. The server's own"
         " report (MariaDB @@version_malloc_library) is a cross-check only: it says 'system' for"
         " mimalloc and TBB even when they are loaded. 'verdict' is the conclusion: verified means"
         " the measured allocator is the one named.",
@@ -48,6 +68,7 @@ def proof_table(run: Run) -> Table:
             "allocator",
             "library",
             "mapped",
+            "malloc/free bound to",
             "binary defines malloc",
             "server reports",
             "agreement",
@@ -64,6 +85,8 @@ def proof_table(run: Run) -> Table:
         name = str(alloc.get("name") or "")
         if alloc.get("version"):
             name += f" {alloc['version']}"
+        if (ver.get("builtin") or {}).get("label"):  # the allocator a binary links itself
+            name = ver["builtin"]["label"]
         table.rows.append(
             [
                 text(cid),
@@ -72,12 +95,47 @@ def proof_table(run: Run) -> Table:
                 text(name),
                 text(alloc.get("library") or ("built in / no preload" if name else "")),
                 text(_mapped_text(_first(ver, "mapped", "library_mapped"), alloc.get("library"))),
+                text(_bound_text(ver)),
                 text(_defines_malloc(ver)),
                 text(ver.get("server_reported")),
                 text(_first(ver, "agreement", "server_agreement")),
                 text(ver.get("verdict")),
             ]
         )
+    return table
+
+
+def binding_table(run: Run) -> Table:
+    """Per cell, the GOT entries behind the proof: malloc and free one by one (GOT address, the
+    address found there, the library holding it), the rest of the family grouped by library."""
+    table = Table(
+        "binding",
+        "Malloc binding per cell",
+        "Read from the running server: each imported malloc-family function (malloc, free, calloc,"
+        " ..., operator new/delete) is called through a GOT entry that the dynamic loader fills"
+        " with the address of the library that won the symbol. 'GOT' is the entry's address in"
+        " the process, 'target' the address found in it, 'library' the mapped file holding that"
+        " address. 'unbound' is an entry not yet called (lazy binding), which proves nothing"
+        " either way.",
+        ["cell", "object", "symbol", "GOT", "target", "library"],
+    )
+    for cid, c in run.cells.items():
+        binding = (c.get("verification") or {}).get("binding") or {}
+        rest: dict[tuple[str, str], list[str]] = {}
+        for e in binding.get("entries") or []:
+            where = e.get("library") if e.get("state") in ("bound", "self") else e.get("state")
+            if e.get("symbol") in ("malloc", "free"):
+                table.rows.append(
+                    [text(cid), text(_base(e.get("object"))), text(e["symbol"]), text(e.get("got")),
+                     text(e.get("target")), text(where)]
+                )  # fmt: skip
+            else:
+                rest.setdefault((_base(e.get("object")), str(where)), []).append(e["symbol"])
+        for (obj, where), syms in sorted(rest.items()):
+            shown = ", ".join(sorted(syms)[:6]) + (
+                f", … ({len(syms)} in all)" if len(syms) > 6 else ""
+            )
+            table.rows.append([text(cid), text(obj), text(shown), text(""), text(""), text(where)])
     return table
 
 

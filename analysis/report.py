@@ -187,6 +187,7 @@ def build_context(run: Run) -> dict:
         "warnings": warnings(run),
         "glance": at_a_glance(run),
         "proof": cells.proof_table(run),
+        "binding": cells.binding_table(run),
         "workloads": workloads,
         "iibench": study_tables.iibench_table(run) if "iibench" in run.workloads else None,
         "memory": memory.memory_table(run),

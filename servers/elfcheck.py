@@ -75,25 +75,28 @@ class ElfInfo:
 _PARSE_ERRORS = (ELFError, ConstructError, struct.error, ValueError, IndexError, EOFError)
 
 
-def _parse(path: Path, read: Callable[[ELFFile], T]) -> T:
+def read_elf(path: Path, read: Callable[[ELFFile], T], name: str | None = None) -> T:
     """`read(ELFFile(path))` with every failure as a one-line ServerError naming the file.
 
     pyelftools parses lazily: the constructor reads only the header, and a truncated or corrupt
     section table fails later, inside `read`. So the whole reading happens under one handler.
+    `name` is how messages call the file when `path` is a way to reach it (/proc/PID/map_files/...).
     """
     try:
         f = open(path, "rb")
     except OSError as e:
-        raise ServerError(f"cannot read {path}: {e.strerror}") from None
+        raise ServerError(f"cannot read {name or path}: {e.strerror}") from None
     with f:
         if f.read(4) != b"\x7fELF":
-            raise ServerError(f"{path} is not an ELF file; expected an executable or shared object")
+            raise ServerError(
+                f"{name or path} is not an ELF file; expected an executable or shared object"
+            )
         f.seek(0)
         try:
             return read(ELFFile(f))
         except _PARSE_ERRORS as e:
             why = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise ServerError(f"{path}: malformed ELF: {why}") from None
+            raise ServerError(f"{name or path}: malformed ELF: {why}") from None
 
 
 def elf_info(path: Path) -> ElfInfo:
@@ -117,19 +120,21 @@ def elf_info(path: Path) -> ElfInfo:
             soname=soname,
         )
 
-    return _parse(Path(path), read)
+    return read_elf(Path(path), read)
 
 
-def _defined(elf, names: frozenset[str]) -> set[str]:
+def _defined(elf, names, tables=(".dynsym", ".symtab")) -> set[str]:
+    """Symbols of `names` (a set, or a predicate on the name) defined in the given tables."""
+    wanted = names if callable(names) else names.__contains__
     found: set[str] = set()
-    for section_name in (".dynsym", ".symtab"):
+    for section_name in tables:
         sec = elf.get_section_by_name(section_name)
         if not isinstance(sec, SymbolTableSection):
             continue
         for sym in sec.iter_symbols():
             # Versioned names never appear here (pyelftools gives the bare name); UND = imported.
             if (
-                sym.name in names
+                wanted(sym.name)
                 and sym["st_shndx"] != "SHN_UNDEF"
                 and sym["st_info"]["type"]
                 in (
@@ -148,7 +153,25 @@ def malloc_definitions(binary: Path) -> list[str]:
     Checks .dynsym and, when present, .symtab. ServerError when the file is missing, not ELF, or
     damaged (a truncated copy fails here, not later as an internal error).
     """
-    return _parse(Path(binary), lambda elf: sorted(_defined(elf, MALLOC_FAMILY)))
+    return read_elf(Path(binary), lambda elf: sorted(_defined(elf, MALLOC_FAMILY)))
+
+
+def exported(path: Path, names) -> set[str]:
+    """The symbols of `names` (a set, or a predicate on the name) that `path` exports (defines
+    in .dynsym): only those can win a dynamic binding."""
+    return read_elf(Path(path), lambda elf: _defined(elf, names, (".dynsym",)))
+
+
+def needed_libraries(path: Path) -> list[str]:
+    """The DT_NEEDED sonames of `path`, in order (what ld.so loads with it)."""
+
+    def read(elf: ELFFile) -> list[str]:
+        dyn = elf.get_section_by_name(".dynamic")
+        if dyn is None:
+            return []
+        return [t.needed for t in dyn.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
+
+    return read_elf(Path(path), read)
 
 
 def interposes_malloc(definitions: list[str]) -> list[str]:

@@ -99,6 +99,21 @@ def test_start_verify_query_stop(name, binary, pristine, short_tmp):
             assert ev["allocator_libraries_mapped"] == [] and ev["library_mapped"] == []
             assert "LD_PRELOAD" not in ev["process_env"]
         assert ev["server_reported"].lower().startswith(REPORTED[name])
+        # The proof is the binding: mariadbd's own malloc/free and libstdc++'s (operator new)
+        # point into the allocator's library; glibc's arm into libc.
+        if alloc.kind == "preload":
+            serving = [alloc.library]
+        else:
+            serving = [p for p in ev["binding_expected"] if os.path.basename(p) == "libc.so.6"]
+        assert serving and ev["bound_to"] == {"malloc": serving, "free": serving}
+        objects = ev["binding"]["objects"]
+        assert objects[0] == os.path.realpath(binary.path) and "libstdc++.so" in objects[1]
+        exe = [e for e in ev["binding"]["entries"] if e["object"] == objects[0]]
+        # Debian builds mariadbd with BIND_NOW: every slot is bound at start, none lazy.
+        assert {e["symbol"] for e in exe} >= {"malloc", "free", "calloc", "realloc", "_Znwm"}
+        assert all(e["state"] == "bound" for e in exe)
+        by_sym = {e["symbol"]: e["library"] for e in exe}
+        assert by_sym["malloc"] in serving and by_sym["realloc"] in serving
         expected = "not-detectable-by-server" if name in ("mimalloc", "tbbmalloc") else "agrees"
         assert ev["server_agreement"] == expected
 

@@ -22,6 +22,7 @@ from servers.allocators import (
     load_registry,
     resolve,
 )
+from servers.binding import Binding, Entry
 from servers.errors import AllocatorError, ServerError
 from servers.verify import server_agreement, verify_allocator
 
@@ -304,6 +305,17 @@ def _fake_proc(root: Path, pid: int, maps: list[str], env: dict[str, str]) -> st
     return str(root)
 
 
+def _bound(pid: int, library: str) -> Binding:
+    """A binding as read from a process whose malloc and free are bound to `library` (the fake
+    procfs has no memory to read GOT entries from; tests/integration/test_binding.py reads real
+    ones)."""
+    entries = tuple(
+        Entry("/bin/p", sym, "JUMP_SLOT", 0x4000 + 8 * i, 0x7F0000000100, "bound", library)
+        for i, sym in enumerate(("malloc", "free"))
+    )
+    return Binding(pid, ("/bin/p",), entries, ())
+
+
 @pytest.fixture(scope="module")
 def plain_binary(tmp_path_factory):
     if shutil.which("gcc") is None:
@@ -322,7 +334,9 @@ def test_verify_preloaded_library_mapped(tmp_path, registry, plain_binary):
         [(a.library, os.stat(a.library).st_ino)],
         {"LD_PRELOAD": a.library, "MALLOC_CONF": "narenas:2", "HOME": "/x"},
     )
-    ev = verify_allocator(42, a, plain_binary, server_reported="jemalloc 5.3.0", proc_root=root)
+    ev = verify_allocator(
+        42, a, plain_binary, "jemalloc 5.3.0", proc_root=root, binding=_bound(42, a.library)
+    )
     assert ev["verdict"] == "verified" and ev["library_mapped"] == [a.library]
     assert ev["server_agreement"] == "agrees"
     assert ev["process_env"] == {"LD_PRELOAD": a.library, "MALLOC_CONF": "narenas:2"}
@@ -332,17 +346,41 @@ def test_verify_fails_when_library_not_mapped(tmp_path, registry, plain_binary):
     (a,) = resolve(["fake"], registry=registry)
     root = _fake_proc(tmp_path / "proc", 42, [("/usr/lib/libc.so.6", 5)], {"LD_PRELOAD": a.library})
     with pytest.raises(AllocatorError, match=r"allocator 'fake' not verified.*is not mapped") as e:
-        verify_allocator(42, a, plain_binary, proc_root=root)
+        verify_allocator(42, a, plain_binary, proc_root=root, binding=_bound(42, a.library))
     assert e.value.evidence["verdict"] == "failed"
 
 
 def test_verify_glibc_refuses_any_allocator_library(tmp_path, registry, plain_binary):
     (g,) = resolve(["glibc"], registry=registry)
+    libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+    tc = "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4.5.10"
+    root = _fake_proc(tmp_path / "proc", 7, [(libc, 5), (tc, 9)], {})
+    # Bound to libc, but an allocator the binary does not link is mapped: unexplained, refused.
+    with pytest.raises(AllocatorError, match="other allocator libraries are mapped: .*4.5.10"):
+        verify_allocator(7, g, plain_binary, proc_root=root, binding=_bound(7, libc))
+
+
+def test_verify_glibc_fails_when_malloc_is_bound_elsewhere(tmp_path, registry, plain_binary):
+    (g,) = resolve(["glibc"], registry=registry)
+    libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+    root = _fake_proc(tmp_path / "proc", 9, [(libc, 5)], {})
+    ev = verify_allocator(9, g, plain_binary, proc_root=root, binding=_bound(9, libc))
+    assert ev["verdict"] == "verified" and ev["bound_to"]["malloc"] == [libc]
+    # Same maps, but the GOT says the calls go to a library outside libc: not glibc.
+    with pytest.raises(AllocatorError, match=r"malloc is bound to /opt/x/libfoo.so, not to .*libc"):
+        verify_allocator(9, g, plain_binary, proc_root=root, binding=_bound(9, "/opt/x/libfoo.so"))
+
+
+def test_verify_preload_fails_without_bound_calls(tmp_path, registry, plain_binary):
+    (a,) = resolve(["fake"], registry=registry)
     root = _fake_proc(
-        tmp_path / "proc", 7, [("/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4.5.10", 9)], {}
+        tmp_path / "proc", 10, [(a.library, os.stat(a.library).st_ino)], {"LD_PRELOAD": a.library}
     )
-    with pytest.raises(AllocatorError, match="libtcmalloc.so.4.5.10"):
-        verify_allocator(7, g, plain_binary, proc_root=root)
+    lazy = Binding(
+        10, ("/bin/p",), (Entry("/bin/p", "malloc", "JUMP_SLOT", 1, 2, "unbound", None),), ()
+    )
+    with pytest.raises(AllocatorError, match="no bound malloc found in /bin/p"):
+        verify_allocator(10, a, plain_binary, proc_root=root, binding=lazy)
 
 
 def test_verify_server_contradiction_fails(tmp_path, registry, plain_binary):
@@ -354,7 +392,12 @@ def test_verify_server_contradiction_fails(tmp_path, registry, plain_binary):
         AllocatorError, match="server reports malloc library 'tcmalloc gperftools 2.10'"
     ):
         verify_allocator(
-            8, a, plain_binary, server_reported="tcmalloc gperftools 2.10", proc_root=root
+            8,
+            a,
+            plain_binary,
+            server_reported="tcmalloc gperftools 2.10",
+            proc_root=root,
+            binding=_bound(8, a.library),
         )
 
 
@@ -451,7 +494,7 @@ def test_verify_accepts_the_named_companion(tmp_path, family_libs, plain_binary)
         _mapped(d / "libtbbmalloc_proxy.so.2", d / "libtbbmalloc.so.2"),
         {"LD_PRELOAD": tbb.library},
     )
-    ev = verify_allocator(50, tbb, plain_binary, proc_root=root)
+    ev = verify_allocator(50, tbb, plain_binary, proc_root=root, binding=_bound(50, tbb.library))
     assert ev["verdict"] == "verified"
     assert ev["companion_libraries_mapped"] == [str(d / "libtbbmalloc.so.2")]
 
@@ -470,7 +513,7 @@ def test_verify_refuses_a_same_family_library_that_is_no_companion(
         {"LD_PRELOAD": tcm.library},
     )
     with pytest.raises(AllocatorError, match="other allocator libraries are mapped") as e:
-        verify_allocator(51, tcm, plain_binary, proc_root=root)
+        verify_allocator(51, tcm, plain_binary, proc_root=root, binding=_bound(51, tcm.library))
     assert e.value.evidence["foreign_allocator_libraries"] == [
         str(d / "libtcmalloc.so.4"),
         str(d / "libtcmalloc_debug.so.4"),
@@ -487,7 +530,7 @@ def test_verify_companion_must_be_the_one_beside_the_library(tmp_path, family_li
         {"LD_PRELOAD": tbb.library},
     )
     with pytest.raises(AllocatorError, match=str(other / "libtbbmalloc.so.2")):
-        verify_allocator(52, tbb, plain_binary, proc_root=root)
+        verify_allocator(52, tbb, plain_binary, proc_root=root, binding=_bound(52, tbb.library))
 
 
 def test_companions_must_be_file_names(tmp_path):
@@ -517,14 +560,24 @@ def test_custom_allocator_companions_may_be_mapped_beside_it(tmp_path, family_li
     assert with_companion.to_manifest()["companions"] == [str(other / "libtbbmalloc.so.2")]
     env = {"LD_PRELOAD": with_companion.library}
     root = _fake_proc(tmp_path / "a", 60, maps, env)
-    ev = verify_allocator(60, with_companion, plain_binary, proc_root=root)
+    ev = verify_allocator(
+        60,
+        with_companion,
+        plain_binary,
+        proc_root=root,
+        binding=_bound(60, str(d / "libtbbmalloc_proxy.so.2")),
+    )
     assert ev["verdict"] == "verified"
     assert ev["companion_libraries_mapped"] == [str(other / "libtbbmalloc.so.2")]
     alone = custom_allocator(entry)
     assert alone.companions == ()
     with pytest.raises(AllocatorError, match="other allocator libraries are mapped"):
         verify_allocator(
-            61, alone, plain_binary, proc_root=_fake_proc(tmp_path / "b", 61, maps, env)
+            61,
+            alone,
+            plain_binary,
+            proc_root=_fake_proc(tmp_path / "b", 61, maps, env),
+            binding=_bound(61, str(d / "libtbbmalloc_proxy.so.2")),
         )
 
 
