@@ -1,0 +1,163 @@
+"""The servers cache without the network: where it lives, what counts as fetched, what a killed
+fetch leaves, the preflight errors, and a root's dpkg status (recorded from a sid root)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from servers import fetch
+from servers.archive import Package
+from servers.errors import ServerError
+from suites.cli import main
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "archive"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    d = tmp_path / "servers"
+    monkeypatch.setenv("MALLOCSWEEP_SERVERS", str(d))
+    return d
+
+
+def _fake(cache: Path, spec: str = "mysql-9.7.4") -> fetch.FetchedServer:
+    s = fetch.FetchedServer(
+        spec=spec,
+        flavor="mysql",
+        version="9.7.4",
+        debian_version="9.7.4-2",
+        release="sid",
+        kind="root",
+        path=str(cache / spec / "root"),
+        binary="/usr/sbin/mysqld",
+        glibc="2.43",
+        allocators={"jemalloc": {"package": "libjemalloc2", "version": "5.3.1-2"}},
+    )
+    (cache / spec / "root").mkdir(parents=True)
+    (cache / spec / fetch.META).write_text(json.dumps(s.to_json()))
+    return s
+
+
+def test_servers_dir_override_and_state_default(tmp_path, monkeypatch):
+    monkeypatch.delenv("MALLOCSWEEP_SERVERS", raising=False)
+    monkeypatch.setenv("MALLOCSWEEP_STATE", str(tmp_path / "state"))
+    assert fetch.servers_dir() == tmp_path / "state" / "servers"
+    monkeypatch.setenv("MALLOCSWEEP_SERVERS", str(tmp_path / "mine"))
+    assert fetch.servers_dir() == tmp_path / "mine"
+
+
+def test_lookup_not_fetched_says_how(cache):
+    with pytest.raises(
+        ServerError, match=r"not fetched: run `mallocsweep servers fetch mysql-9.7.4`"
+    ):
+        fetch.lookup("mysql-9.7.4")
+    with pytest.raises(ServerError, match="is not FLAVOR-X.Y.Z"):
+        fetch.lookup("mysql")
+
+
+def test_lookup_and_list_read_only_complete_fetches(cache):
+    s = _fake(cache)
+    # a killed fetch's build directory, and a directory without metadata, are not servers
+    (cache / ".mariadb-11.8.9.partial-999999").mkdir()
+    (cache / "mariadb-11.8.9").mkdir()
+    got = fetch.lookup("mysql-9.7.4")
+    assert got == s
+    assert got.host_binary == cache / "mysql-9.7.4" / "root" / "usr" / "sbin" / "mysqld"
+    assert [x.spec for x in fetch.list_fetched()] == ["mysql-9.7.4"]
+    with pytest.raises(ServerError, match="mariadb-11.8.9 is not fetched"):
+        fetch.lookup("mariadb-11.8.9")
+
+
+def test_fetch_of_a_fetched_spec_touches_nothing(cache):
+    s = _fake(cache)
+    said = []
+    assert fetch.fetch("mysql-9.7.4", said.append) == s
+    assert said == [f"mysql-9.7.4 is already fetched in {cache / 'mysql-9.7.4'}"]
+    assert not (cache / ".archive").exists()  # no index was read or downloaded
+
+
+def test_fetch_refuses_a_directory_it_did_not_finish(cache):
+    (cache / "mysql-9.7.4").mkdir(parents=True)
+    (cache / "mysql-9.7.4" / "keep.txt").write_text("user data")
+    with pytest.raises(ServerError, match="holds no fetched.json"):
+        fetch.fetch("mysql-9.7.4")
+    assert (cache / "mysql-9.7.4" / "keep.txt").read_text() == "user data"
+
+
+def test_killed_fetch_leftover_is_removed_only_when_its_builder_is_gone(cache):
+    cache.mkdir()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead_pid = int(dead.stdout)
+    gone = cache / f".mysql-9.7.4.partial-{dead_pid}"
+    (gone / "root" / "etc").mkdir(parents=True)
+    alive = cache / ".mariadb-11.8.9.partial-1"  # pid 1 is alive
+    alive.mkdir()
+    assert fetch.clean_leftovers(cache) == [gone]
+    assert not gone.exists() and alive.exists()
+
+
+def test_mounts_under_reads_mountinfo(tmp_path):
+    info = tmp_path / "mountinfo"
+    root = tmp_path / "b"
+    info.write_text(
+        f"22 1 0:21 / /proc rw - proc proc rw\n"
+        f"90 22 0:21 / {root}/root/proc rw - proc proc rw\n"
+        f"91 22 0:5 / {root}x/proc rw - proc proc rw\n"
+    )
+    assert fetch.mounts_under(root, info) == [f"{root}/root/proc"]
+
+
+def test_disk_preflight_says_needed_and_free(tmp_path):
+    with pytest.raises(ServerError) as e:
+        fetch.check_disk(tmp_path, needed_mb=1500, free_mb=900)
+    assert "about 1500 MB needed, 900 MB free" in str(e.value)
+    fetch.check_disk(tmp_path, needed_mb=10, free_mb=900)
+    pkg = Package("mysql-server-core", "9.7.4-2", "mysql-9.7", installed_size_kb=100 * 1024)
+    assert fetch.need_mb("root", [pkg]) == fetch.ROOT_BASE_MB + 3 * 100 + fetch.MARGIN_MB
+    assert fetch.need_mb("basedir", [pkg]) == 140 + fetch.MARGIN_MB
+
+
+def test_a_root_needs_root():
+    with pytest.raises(ServerError, match="run as root"):
+        fetch.check_root_tools(euid=1000)
+
+
+def test_root_dpkg_status_gives_versions_and_glibc():
+    installed = fetch.parse_dpkg_status((FIX / "sid-root.status").read_text())
+    assert installed["libc6"] == "2.43-7"
+    assert installed["libjemalloc2"] == "5.3.1-2"
+    assert installed["mysql-server-core"] == "9.7.4-2"
+    assert "libmimalloc2.0" not in installed  # removed, only its config files left
+    assert fetch.glibc_of(installed) == "2.43"
+    assert fetch.glibc_of({}) == ""
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["servers", "fetch", "mysql-9.7"], "'mysql-9.7' is not FLAVOR-X.Y.Z"),
+        (["servers", "fetch", "percona-8.0.35"], "Percona Server is not in Debian's archive"),
+    ],
+)
+def test_cli_spec_errors_are_one_line_exit_2(capsys, cache, argv, expected):
+    code = main(argv)
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1 and expected in err
+    assert not cache.exists()  # nothing made
+
+
+def test_cli_list_empty_and_json(capsys, cache):
+    assert main(["servers", "list"]) == 0
+    assert "nothing fetched" in capsys.readouterr().out
+    _fake(cache)
+    assert main(["servers", "list", "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert (row["spec"], row["release"], row["glibc"]) == ("mysql-9.7.4", "sid", "2.43")
