@@ -14,6 +14,7 @@ from servers import fetch
 from servers.archive import Package
 from servers.errors import ServerError
 from suites.cli import main
+from suites.errors import SuiteError
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "archive"
 
@@ -161,3 +162,36 @@ def test_cli_list_empty_and_json(capsys, cache):
     assert main(["servers", "list", "--json"]) == 0
     [row] = json.loads(capsys.readouterr().out)
     assert (row["spec"], row["release"], row["glibc"]) == ("mysql-9.7.4", "sid", "2.43")
+
+
+def test_suite_names_a_fetched_server(cache):
+    from suites.config import apply_overrides, parse_suite
+
+    s = parse_suite('[server]\nfetched = "mariadb-10.11.18"\n', "s.toml")
+    assert s.server.fetched == "mariadb-10.11.18"
+    with pytest.raises(SuiteError, match=r"server.fetched.*is not FLAVOR-X.Y.Z"):
+        parse_suite('[server]\nfetched = "mariadb-10.11"\n', "s.toml")
+    with pytest.raises(SuiteError, match="either fetched or binary/basedir"):
+        parse_suite('[server]\nfetched = "mysql-9.7.4"\nbinary = "mysqld"\n', "s.toml")
+    # --server fetched:SPEC replaces the file's binary; a plain --server replaces its fetched
+    t = apply_overrides(
+        parse_suite('[server]\nbinary = "mysqld"\n', "s.toml"), server="fetched:mysql-9.7.4"
+    )
+    assert (t.server.fetched, t.server.binary) == ("mysql-9.7.4", "")
+    assert apply_overrides(s, server="mariadbd").server.fetched == ""
+
+
+def test_runner_resolves_a_fetched_basedir_and_refuses_what_is_missing(cache):
+    from suites.config import parse_suite
+    from suites.runner import Matrix
+
+    suite = parse_suite('[server]\nfetched = "mysql-9.7.4"\n', "s.toml")
+    m = Matrix.__new__(Matrix)
+    m.suite = suite
+    with pytest.raises(
+        ServerError, match=r"mysql-9.7.4 is not fetched: run `mallocsweep servers fetch"
+    ):
+        m.resolve_server()
+    _fake(cache)
+    with pytest.raises(SuiteError, match="is a sid root"):
+        m.resolve_server()
