@@ -402,6 +402,24 @@ def _make_basedir(
     line = _version_line([str(unpacked / rel_binary), "--no-defaults", "--version"])
     if located.spec.version not in line:
         raise ServerError(f"the unpacked {rel_binary} does not run here: {line[:160]}")
+    if located.spec.flavor == "mariadb":
+        say("checking mariadb-install-db makes a datadir from the basedir")
+        scratch = tmp / "init-check"
+        _run(
+            [
+                str(unpacked / "usr/bin/mariadb-install-db"),
+                "--no-defaults",
+                f"--basedir={unpacked / 'usr'}",
+                f"--datadir={scratch}",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+                "--skip-name-resolve",
+            ],
+            log,
+            "making a datadir with the basedir's mariadb-install-db",
+            timeout=600,
+        )
+        shutil.rmtree(scratch)
     return FetchedServer(
         spec=str(located.spec),
         flavor=located.spec.flavor,
@@ -415,6 +433,36 @@ def _make_basedir(
         allocators={},  # the host's allocators (mallocsweep allocators)
         packages={p.name: p.version for p in pkgs},
     )
+
+
+def _check_initialises(root: Path, flavor: str, binary: str, log: Path) -> None:
+    """Make a throw-away datadir inside the root with the flavor's own tool, then remove it."""
+    scratch = root / "tmp" / f"mallocsweep-init-{os.getpid()}"
+    inside = f"/tmp/{scratch.name}"
+    if flavor == "mariadb":
+        argv = [
+            "/usr/bin/mariadb-install-db",
+            "--no-defaults",
+            "--user=root",
+            f"--datadir={inside}",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+            "--skip-name-resolve",
+        ]
+    else:
+        argv = [
+            binary,
+            "--no-defaults",
+            "--initialize-insecure",
+            "--user=root",
+            f"--datadir={inside}",
+        ]
+    try:
+        _chroot(
+            root, argv, log, f"making a datadir in the root ({Path(argv[0]).name})", timeout=600
+        )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _make_root(
@@ -447,6 +495,11 @@ def _make_root(
     (root / "etc/apt/apt.conf.d/99mallocsweep").write_text(
         'Acquire::Check-Valid-Until "false";\nAcquire::Languages "none";\n'
     )
+    # debootstrap leaves no /etc/hosts; mariadb-install-db (11.8) resolves localhost even with
+    # --skip-name-resolve and gives up without it.
+    hosts = root / "etc/hosts"
+    if not hosts.exists():
+        hosts.write_text("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
     # No package's maintainer script may start a service inside the root.
     policy = root / "usr/sbin/policy-rc.d"
     policy.write_text("#!/bin/sh\nexit 101\n")

@@ -144,6 +144,28 @@ def test_sid_root_with_mysql_and_its_allocators(capsys):
         check=True,
     ).stdout
     assert f"Ver {s.version}" in out
+    # the root holds what the server needs to make a datadir (removed again: the root is cached)
+    scratch = root / "tmp" / f"ms-init-{os.getpid()}"
+    try:
+        init = subprocess.run(
+            [
+                "chroot",
+                s.path,
+                s.binary,
+                "--no-defaults",
+                "--initialize-insecure",
+                "--user=root",
+                f"--datadir=/tmp/{scratch.name}",
+                "--secure-file-priv=",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert init.returncode == 0, init.stderr[-500:]
+        assert (scratch / "mysql.ibd").is_file()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     assert main(["servers", "list", "--json"]) == 0
     assert f'"spec": "{spec}"' in capsys.readouterr().out
     _no_leftovers(fetch.servers_dir())
