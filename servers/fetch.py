@@ -13,6 +13,7 @@ leftover once its builder is gone (and never across a mount still inside it).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -331,6 +332,24 @@ def fetch(
             f"{final} exists but holds no {META}: not made by a complete fetch; remove it first"
         )
     base.mkdir(parents=True, exist_ok=True)
+    # One fetch at a time per cache: they share the private apt state, and a second fetch of the
+    # same SPEC must find the first one's result rather than build it again.
+    with open(base / ".lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"waiting for another `mallocsweep servers fetch` in {base}")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        done = _read(final)
+        if done is not None:
+            say(f"{spec} was fetched meanwhile in {final}")
+            return done
+        return _fetch_locked(spec, base, final, say, host_release)
+
+
+def _fetch_locked(
+    spec: Spec, base: Path, final: Path, say: Progress, host_release: str | None
+) -> FetchedServer:
     for d in clean_leftovers(base):
         say(f"removed an unfinished fetch: {d}")
     host = host_release or archive.host_release()
