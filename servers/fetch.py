@@ -545,6 +545,8 @@ def _make_root(
     line = _version_line(["chroot", str(root), binary, "--no-defaults", "--version"])
     if located.spec.version not in line:
         raise ServerError(f"{binary} does not run inside the root: {line[:160]}")
+    say("checking the root holds what the server needs to make a datadir")
+    _check_initialises(root, located.spec.flavor, binary, log)
     server_pkgs = {
         n: v
         for n, v in installed.items()
