@@ -383,12 +383,16 @@ def _fetch_locked(
 
 
 def _same_source_set(ix: ReleaseIndex, located: Located) -> list[Package]:
-    """The server package, its dependencies built from the same source at the same version (the
-    ones the host's own packages cannot stand in for), and the datadir tool's helpers."""
-    pkg = located.package
-    names = [*pkg.depends, *archive.INIT_HELPERS[located.spec.flavor]]
+    names = [*located.package.depends, *archive.INIT_HELPERS[located.spec.flavor]]
+    return same_source_set(located.package, ix.show(*names) if names else [])
+
+
+def same_source_set(pkg: Package, candidates: list[Package]) -> list[Package]:
+    """The server package, and those of `candidates` built from the same source at the same
+    version: its version-locked dependencies (which the host's own packages cannot stand in for)
+    and the datadir tool's helpers. Host libraries (libc6, libssl3, ...) are left to the host."""
     out = [pkg]
-    for p in ix.show(*names) if names else []:
+    for p in candidates:
         if (
             p.source == pkg.source
             and p.version == pkg.version

@@ -195,3 +195,16 @@ def test_runner_resolves_a_fetched_basedir_and_refuses_what_is_missing(cache):
     _fake(cache)
     with pytest.raises(SuiteError, match="is a sid root"):
         m.resolve_server()
+
+
+def test_basedir_takes_the_same_source_packages_at_the_same_version():
+    from servers.archive import parse_packages
+
+    [_new, old] = parse_packages((FIX / "bookworm-servers.Packages").read_text())
+    deps = parse_packages((FIX / "bookworm-server-deps.Packages").read_text())
+    got = fetch.same_source_set(old, deps)
+    assert [(p.name, p.version) for p in got] == [
+        ("mariadb-server-core", "1:10.11.18-0+deb12u1"),
+        ("mariadb-common", "1:10.11.18-0+deb12u1"),
+        ("mariadb-client-core", "1:10.11.18-0+deb12u1"),
+    ]  # not libaio1 (the host's), not the 10.11.19 builds
