@@ -204,13 +204,20 @@ def clean_leftovers(base: Path) -> list[Path]:
 
 # -- running the tools -------------------------------------------------------------------------
 def _run(
-    argv: list[str], log: Path, what: str, timeout: float = 1800, cwd: Path | None = None
+    argv: list[str],
+    log: Path,
+    what: str,
+    timeout: float = 1800,
+    cwd: Path | None = None,
+    watch: Progress | None = None,
 ) -> None:
-    """Run a build step in its own process group, output to `log`. On any exception (SIGINT,
-    timeout) the whole group is killed and waited for: no dpkg/apt/debootstrap outlives us."""
+    """Run a build step in its own process group, output to `log`; `watch` gets the tool's latest
+    output line as it changes (the progress display). On any exception (SIGINT, timeout) the whole
+    group is killed and waited for: no dpkg/apt/debootstrap outlives us."""
     with open(log, "ab") as out:
         out.write(f"\n$ {' '.join(argv)}\n".encode())
         out.flush()
+        start = out.tell()
         try:
             p = subprocess.Popen(
                 argv,
@@ -224,21 +231,50 @@ def _run(
         except FileNotFoundError:
             raise ServerError(f"{argv[0]} not found (needed to {what})") from None
         try:
-            rc = p.wait(timeout=timeout)
-        except BaseException:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait()
-            raise
+            rc = _wait(p, time.monotonic() + timeout, log, start, watch)
+        finally:
+            if p.returncode is None:  # interrupted, or past its time: the whole group goes
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait()
+    if rc is None:
+        raise ServerError(f"{what} did not finish in {timeout:.0f}s; see {log}")
     if rc != 0:
         lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
         raise ServerError(f"{what} failed (status {rc}): {lines[-1] if lines else ''}; see {log}")
 
 
-def _chroot(root: Path, argv: list[str], log: Path, what: str, timeout: float = 1800) -> None:
-    _run(["chroot", str(root), *argv], log, what, timeout)
+def _wait(
+    p: subprocess.Popen, deadline: float, log: Path, start: int, watch: Progress | None
+) -> int | None:
+    """The exit status, or None at the deadline (the caller kills the group)."""
+    last = ""
+    while True:
+        try:
+            return p.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
+            if time.monotonic() > deadline:
+                return None
+        if watch is not None:
+            with open(log, "rb") as f:
+                f.seek(max(start, f.seek(0, os.SEEK_END) - 4096))
+                lines = [ln for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
+            if lines and lines[-1] != last:
+                last = lines[-1]
+                watch(last.strip()[:120])
+
+
+def _chroot(
+    root: Path,
+    argv: list[str],
+    log: Path,
+    what: str,
+    timeout: float = 1800,
+    watch: Progress | None = None,
+) -> None:
+    _run(["chroot", str(root), *argv], log, what, timeout, watch=watch)
 
 
 def parse_dpkg_status(text: str) -> dict[str, str]:
@@ -317,9 +353,13 @@ def locate(spec: Spec, cache: Path, say: Progress) -> tuple[Located, dict[str, R
 
 
 def fetch(
-    spec_text: str, say: Progress = lambda _m: None, host_release: str | None = None
+    spec_text: str,
+    say: Progress = lambda _m: None,
+    host_release: str | None = None,
+    detail: Progress | None = None,
 ) -> FetchedServer:
-    """Fetch SPEC if it is not fetched yet; returns its metadata. Idempotent."""
+    """Fetch SPEC if it is not fetched yet; returns its metadata. Idempotent. `say` gets each
+    step, `detail` the build tools' latest output line (for a live status, not a log)."""
     spec = archive.parse_spec(spec_text)
     base = servers_dir()
     final = base / str(spec)
@@ -344,11 +384,16 @@ def fetch(
         if done is not None:
             say(f"{spec} was fetched meanwhile in {final}")
             return done
-        return _fetch_locked(spec, base, final, say, host_release)
+        return _fetch_locked(spec, base, final, say, host_release, detail)
 
 
 def _fetch_locked(
-    spec: Spec, base: Path, final: Path, say: Progress, host_release: str | None
+    spec: Spec,
+    base: Path,
+    final: Path,
+    say: Progress,
+    host_release: str | None,
+    detail: Progress | None,
 ) -> FetchedServer:
     for d in clean_leftovers(base):
         say(f"removed an unfinished fetch: {d}")
@@ -368,7 +413,7 @@ def _fetch_locked(
         if kind == "basedir":
             meta = _make_basedir(located, ix, server_pkgs, tmp, final, say)
         else:
-            meta = _make_root(located, ix, tmp, final, say)
+            meta = _make_root(located, ix, tmp, final, say, detail)
         say("measuring its size")
         meta.size_bytes = dir_size(tmp)
         meta.created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -489,7 +534,12 @@ def _check_initialises(root: Path, flavor: str, binary: str, log: Path) -> None:
 
 
 def _make_root(
-    located: Located, ix: ReleaseIndex, tmp: Path, final: Path, say: Progress
+    located: Located,
+    ix: ReleaseIndex,
+    tmp: Path,
+    final: Path,
+    say: Progress,
+    detail: Progress | None = None,
 ) -> FetchedServer:
     allocs, missing = ix.allocator_packages()
     if missing:
@@ -497,7 +547,7 @@ def _make_root(
         raise ServerError(f"Debian {located.release} has no package for allocator {pats}")
     root = tmp / "root"
     log = tmp / "fetch.log"
-    say(f"creating a minimal {located.release} root (debootstrap --variant=minbase, ~30 s)")
+    say(f"creating a minimal {located.release} root (debootstrap --variant=minbase)")
     _run(
         [
             "debootstrap",
@@ -509,6 +559,7 @@ def _make_root(
         ],
         log,
         "debootstrap",
+        watch=detail,
     )
     # The root's apt sees the same suites as our index, and ignores the expired Valid-Until.
     (root / "etc/apt/sources.list").write_text(
@@ -538,6 +589,7 @@ def _make_root(
         ["apt-get", "-q", "-y", "--no-install-recommends", "install", *pins],
         log,
         "apt-get install in the root",
+        watch=detail,
     )
     _chroot(root, ["apt-get", "clean"], log, "apt-get clean in the root")
     policy.unlink()

@@ -48,12 +48,17 @@ def run_fetch(args) -> int:
     t0 = time.monotonic()
     if err.is_terminal:
         with err.status("starting") as status:
+            step = ["starting"]
 
             def say(msg: str) -> None:
                 err.log(escape(msg))
+                step[0] = msg
                 status.update(escape(msg))
 
-            s = fetch(args.spec, say)
+            def detail(line: str) -> None:  # the tool's latest line, under the current step
+                status.update(f"{escape(step[0])}\n  [dim]{escape(line)}[/dim]")
+
+            s = fetch(args.spec, say, detail=detail)
     else:
 
         def say(msg: str) -> None:

@@ -208,3 +208,17 @@ def test_basedir_takes_the_same_source_packages_at_the_same_version():
         ("mariadb-common", "1:10.11.18-0+deb12u1"),
         ("mariadb-client-core", "1:10.11.18-0+deb12u1"),
     ]  # not libaio1 (the host's), not the 10.11.19 builds
+
+
+def test_a_build_step_past_its_time_is_killed_with_its_children(tmp_path):
+    log = tmp_path / "fetch.log"
+    pidfile = tmp_path / "child.pid"
+    with pytest.raises(ServerError, match="sleeper did not finish in 1s"):
+        fetch._run(["sh", "-c", f"sleep 60 & echo $! > {pidfile}; wait"], log, "sleeper", timeout=1)
+    child = int(pidfile.read_text())
+    assert not fetch._pid_alive(child) or Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"
+    seen = []
+    fetch._run(["sh", "-c", "echo I: unpacking; sleep 1.2"], log, "step", watch=seen.append)
+    assert seen == ["I: unpacking"]
+    with pytest.raises(ServerError, match=r"step failed \(status 3\): I: broken"):
+        fetch._run(["sh", "-c", "echo I: broken; exit 3"], log, "step")
