@@ -421,9 +421,17 @@ def _fetch_locked(
         (tmp / (META + ".tmp")).write_text(body)
         os.replace(tmp / (META + ".tmp"), tmp / META)
         os.rename(tmp, final)
+    except ServerError as e:
+        # The build directory goes; its log stays beside the servers for the user to read.
+        kept = base / f"{spec}.failed.log"
+        if (tmp / "fetch.log").is_file():
+            shutil.copyfile(tmp / "fetch.log", kept)
+        _remove_partial(tmp)
+        raise ServerError(str(e).replace(str(tmp / "fetch.log"), str(kept))) from None
     except BaseException:
         _remove_partial(tmp)
         raise
+    (base / f"{spec}.failed.log").unlink(missing_ok=True)
     return meta
 
 
