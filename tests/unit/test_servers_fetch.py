@@ -222,3 +222,29 @@ def test_a_build_step_past_its_time_is_killed_with_its_children(tmp_path):
     assert seen == ["I: unpacking"]
     with pytest.raises(ServerError, match=r"step failed \(status 3\): I: broken"):
         fetch._run(["sh", "-c", "echo I: broken; exit 3"], log, "step")
+
+
+def test_a_failed_build_is_removed_and_its_log_kept(cache, monkeypatch):
+    from servers.archive import Located, parse_spec
+
+    spec = parse_spec("mariadb-10.11.18")
+    pkg = Package("mariadb-server-core", "1:10.11.18-0+deb12u1", "mariadb")
+    monkeypatch.setattr(
+        fetch, "locate", lambda s, c, say: (Located(s, "bookworm", pkg), {"bookworm": None})
+    )
+    monkeypatch.setattr(fetch, "_same_source_set", lambda ix, located: [pkg])
+
+    def broken(located, ix, pkgs, tmp, final, say):
+        (tmp / "fetch.log").write_text("E: something broke\n")
+        raise ServerError(
+            f"apt-get download failed (status 100): E: something broke; see {tmp / 'fetch.log'}"
+        )
+
+    monkeypatch.setattr(fetch, "_make_basedir", broken)
+    with pytest.raises(ServerError) as e:
+        fetch.fetch(str(spec), host_release="bookworm")
+    kept = cache / "mariadb-10.11.18.failed.log"
+    assert str(e.value).endswith(f"see {kept}")
+    assert kept.read_text() == "E: something broke\n"
+    assert [p.name for p in cache.iterdir() if ".partial-" in p.name] == []
+    assert fetch.list_fetched() == []
