@@ -248,3 +248,24 @@ def test_a_failed_build_is_removed_and_its_log_kept(cache, monkeypatch):
     assert kept.read_text() == "E: something broke\n"
     assert [p.name for p in cache.iterdir() if ".partial-" in p.name] == []
     assert fetch.list_fetched() == []
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        # recorded: `chroot ROOT /usr/sbin/mariadbd --version` in a trixie root, and in a sid root
+        (
+            "/usr/sbin/mariadbd  Ver 11.8.9-MariaDB-0+deb13u1 from Debian for debian-linux-gnu on "
+            "x86_64 (-- Please help get to 10k stars at https://github.com/MariaDB/Server)",
+            ("mariadb", "11.8.9", "11.8.9-MariaDB-0+deb13u1"),
+        ),
+        (
+            "/usr/sbin/mysqld  Ver 9.7.4-2 for Linux on x86_64 ((Debian))",
+            ("mysql", "9.7.4", "9.7.4-2"),
+        ),
+    ],
+)
+def test_version_lines_of_the_fetched_servers(line, expected):
+    from servers.mysql_flavor import parse_version_output
+
+    assert parse_version_output(line) == expected
