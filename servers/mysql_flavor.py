@@ -30,7 +30,10 @@ _BASEDIR_CANDIDATES = (
 )
 # Server binaries live in sbin directories, which a user's PATH often lacks.
 SBIN_DIRS = ("/usr/sbin", "/usr/local/sbin")
-_VER = re.compile(r"\bVer\s+(?P<vs>(?P<v>\d+\.\d+\.\d+)\S*)\s+for\s+(?P<rest>.*)$")
+# MariaDB 11.8 says "Ver 11.8.9-MariaDB-0+deb13u1 from Debian for debian-linux-gnu ..."
+_VER = re.compile(
+    r"\bVer\s+(?P<vs>(?P<v>\d+\.\d+\.\d+)\S*)(?:\s+from\s+\S+)?\s+for\s+(?P<rest>.*)$"
+)
 
 
 @dataclass(frozen=True)

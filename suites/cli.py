@@ -18,10 +18,10 @@ from analysis.errors import AnalysisError
 from collectors.errors import CollectorError
 from rundir.errors import RunDirError
 from servers.errors import ServerError
-from suites.commands import allocators, compare, doctor, report, run
+from suites.commands import allocators, compare, doctor, report, run, servers
 from suites.errors import Interrupted, SuiteError
 
-COMMANDS = [allocators, doctor, run, report, compare]
+COMMANDS = [allocators, doctor, servers, run, report, compare]
 USER_ERRORS = (SuiteError, ServerError, CollectorError, AnalysisError, RunDirError)
 
 DESCRIPTION = """\
@@ -35,6 +35,7 @@ EPILOG = """\
 typical use:
   mallocsweep doctor                              is everything installed and usable?
   mallocsweep allocators                          which allocators can be tested here
+  mallocsweep servers fetch mysql-9.7.4           a server version from Debian's archives
   mallocsweep run configs/suites/quick.toml       the quick sweep (about 10 minutes)
   mallocsweep run configs/suites/quick.toml --allocators glibc,jemalloc --threads 8,64 --duration 10
   mallocsweep report runs/<run>                   (re)write report.html and summary.md

@@ -162,6 +162,11 @@ class ServerSection(_Section):
         description="A MySQL/Percona install directory with bin/mysqld inside (relative to the "
         "suite file's directory).",
     )
+    fetched: str = Field(
+        "",
+        description='A server of `mallocsweep servers fetch`, by its SPEC (e.g. "mariadb-10.11.18"); '
+        "instead of binary/basedir.",
+    )
     buffer_pool_mb: PositiveInt = Field(256, description="innodb_buffer_pool_size in MiB.")
     cache_gb: PositiveFloat = Field(1.0, description="MongoDB WiredTiger cache size in GiB.")
     settings: dict[str, str | int | float | bool] = Field(
@@ -184,6 +189,25 @@ class ServerSection(_Section):
     @classmethod
     def _basedir(cls, v: str, info: ValidationInfo) -> str:
         return _existing(v, info, "directory") if v else v
+
+    @field_validator("fetched")
+    @classmethod
+    def _fetched(cls, v: str) -> str:
+        # Only the shape here: whether it is fetched is the runner's question (servers.fetch.lookup).
+        if v:
+            from servers.archive import parse_spec
+
+            try:
+                parse_spec(v)
+            except ServerError as e:
+                raise ValueError(str(e)) from None
+        return v
+
+    @model_validator(mode="after")
+    def _one_server(self) -> ServerSection:
+        if self.fetched and (self.binary or self.basedir):
+            raise ValueError("give either fetched or binary/basedir, not both")
+        return self
 
     @field_validator("settings", mode="before")
     @classmethod
@@ -678,8 +702,14 @@ def apply_overrides(suite: Suite, **opts) -> Suite:
         data["thp"]["modes"] = opts["thp"]
         put("--thp", opts["thp"], ("thp", "modes"))
     if opts.get("server") is not None:
-        data["server"]["binary"] = opts["server"]
-        put("--server", opts["server"], ("server", "binary"))
+        if opts["server"].startswith("fetched:"):  # --server fetched:SPEC
+            data["server"]["fetched"] = opts["server"].removeprefix("fetched:")
+            data["server"]["binary"] = data["server"]["basedir"] = ""
+            put("--server", opts["server"], ("server", "fetched"))
+        else:
+            data["server"].pop("fetched", None)
+            data["server"]["binary"] = opts["server"]
+            put("--server", opts["server"], ("server", "binary"))
     if opts.get("out") is not None:
         data["run"]["out"] = opts["out"]
         put("--out", opts["out"], ("run", "out"))

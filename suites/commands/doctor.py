@@ -208,6 +208,28 @@ def _mongod() -> Check:
     return Check("mongod (optional)", True, detail)
 
 
+def _fetched_servers() -> list[Check]:
+    """Servers of `mallocsweep servers fetch`: each can start as far as its binary's `--version`
+    runs (under chroot for a root) and names the fetched version."""
+    from servers.fetch import check_runs, list_fetched, servers_dir
+
+    out = []
+    for s in list_fetched():
+        ok, detail = check_runs(s)
+        where = f"{s.kind} {s.path}, {s.release}, glibc {s.glibc}"
+        out.append(
+            Check(
+                f"fetched {s.spec}",
+                ok,
+                f"{detail} ({where})",
+                ""
+                if ok
+                else f"remove {servers_dir() / s.spec} and run mallocsweep servers fetch {s.spec}",
+            )
+        )
+    return out
+
+
 def _leftover_servers(extra_roots: list[Path]) -> list[Check]:
     """Servers whose pid file sits in a run's work area and whose live process names that work
     directory on its command line (a reused pid does not). A server still the child of its run's
@@ -249,6 +271,7 @@ def checks(runs: Path) -> list[Check]:
         out.append(Check(c.name, c.ok, c.detail, c.fix or ""))
     out.append(_taskstats_check())
     out.extend(_perf_checks())
+    out.extend(_fetched_servers())
     out.append(_mongod())
     out.extend(_thp_checks())
     out.extend(_leftover_servers([runs]))

@@ -13,7 +13,7 @@ from fixtures.make_runs import make_run
 
 from analysis import cells
 from analysis.report import write_report
-from analysis.rundir import load_run
+from rundir.read import load_run
 
 RECORDED = json.loads(
     (
