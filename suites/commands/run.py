@@ -65,6 +65,22 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--repeat", type=int, metavar="N", help="rounds; allocator order alternates")
     p.add_argument(
+        "--budget",
+        type=duration_arg,
+        metavar="TIME",
+        help="time budget (e.g. 20m, 90s, 1h): keep adding rounds while verdicts are undecided "
+        "and one more round fits; --repeat is then the first look",
+    )
+    p.add_argument(
+        "--baseline", metavar="NAME", help="allocator every verdict compares with (glibc)"
+    )
+    p.add_argument(
+        "--min-effect",
+        type=float,
+        metavar="PCT",
+        help="smallest difference called faster/slower, in %% (default 5)",
+    )
+    p.add_argument(
         "--thp",
         type=_csv_list(str),
         metavar="MODES",
@@ -87,6 +103,25 @@ def add_parser(sub) -> None:
     p.add_argument("--no-report", action="store_true", help="skip report.html/summary.md")
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.set_defaults(func=run)
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def duration_arg(text: str) -> float:
+    """'20m', '90s', '1.5h' or plain seconds -> seconds."""
+    t = text.strip().lower()
+    unit = _UNITS.get(t[-1:], None)
+    number = t[:-1] if unit else t
+    try:
+        value = float(number) * (unit or 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a duration like 20m, 90s or 1h, got {text!r}"
+        ) from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive duration, got {text!r}")
+    return value
 
 
 def _median(values) -> float | None:
@@ -158,6 +193,9 @@ def run(args) -> int:
         args.repeat,
         args.thp,
         args.server,
+        args.budget,
+        args.baseline,
+        args.min_effect,
     )
     if args.resume is not None and all(o is None for o in overrides):
         # Resuming without options: the settings are the ones the run was started with.
@@ -172,6 +210,9 @@ def run(args) -> int:
             repeat=args.repeat,
             thp=args.thp,
             server=args.server,
+            budget=args.budget,
+            baseline=args.baseline,
+            min_effect=args.min_effect,
             out=args.out,
         )
     display = Display(enabled=not args.quiet)
