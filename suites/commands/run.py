@@ -245,18 +245,89 @@ def resumed_suite(loaded, run_dir: Path):
     return suite_from_dict(m["suite"], f"--resume {run_dir}: recorded suite")
 
 
+STYLE = {"faster": "green", "slower": "red", "none": "dim", "undecided": "yellow"}
+
+
+def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Table], list[str]]:
+    """The end-of-run tables: per workload, allocator x threads, each cell the ratio to the
+    baseline, its interval and the verdict; memory likewise. With one round there is no verdict:
+    ([], [why]) and the caller shows the raw single figures, labelled as such."""
+    from analysis.rundir import load_run
+    from analysis.verdict_tables import aa_alarm_text, ratio_ci
+    from analysis.verdicts import aa_alarm, baseline_of, noise_floor, run_verdicts, why_no_verdicts
+
+    run = load_run(run_dir)
+    base = baseline_of(run, baseline)
+    why = why_no_verdicts(run, base)
+    if why:
+        return [], [f"no verdicts: {why}"]
+    judged = run_verdicts(run, base)
+    out = []
+    for label in [*run.workloads, "memory"]:
+        vs = [v for v in judged if (v.workload or "memory") == label]
+        if not vs:
+            continue
+        cols = sorted({v.threads for v in vs}) if label != "memory" else ["rss_stop", "rss_growth"]
+        t = Table(title=f"{label}: ratio to {base} \\[interval] verdict, {vs[0].rounds} rounds")
+        t.add_column("allocator (thp)")
+        for c in cols:
+            t.add_column(str(c), justify="right")
+        for alloc, thp in dict.fromkeys((v.allocator, v.thp) for v in vs):
+            cells = []
+            for c in cols:
+                v = next(
+                    (
+                        x
+                        for x in vs
+                        if (x.allocator, x.thp) == (alloc, thp)
+                        and (x.threads if label != "memory" else x.metric) == c
+                    ),
+                    None,
+                )
+                cells.append(
+                    "–" if v is None else f"{ratio_ci(v)} [{STYLE[v.verdict]}]{v.verdict}[/]"
+                )
+            t.add_row(f"{alloc} ({thp})", *cells)
+        out.append(t)
+    nf = noise_floor(run, judged)
+    notes = []
+    if nf.aa_points:
+        notes.append(
+            f"noise floor: A/A ratios {nf.aa_ratio_min:.2f}-{nf.aa_ratio_max:.2f}, interval "
+            f"±{nf.aa_half_width_pct_median:.1f}% median (±{nf.aa_half_width_pct_max:.1f}% widest)"
+        )
+    if nf.life_spread_pct_median is not None:
+        notes.append(
+            f"spread of repeated server lives: ±{nf.life_spread_pct_median:.1f}% median "
+            f"(±{nf.life_spread_pct_max:.1f}% largest)"
+        )
+    alarm = aa_alarm(judged)
+    if alarm:
+        notes.insert(0, aa_alarm_text(alarm))
+    return out, notes
+
+
 def _finish(args, code: int, run_dir: Path) -> int:
     from suites.display import stdout_console
 
     out = stdout_console()  # logs and CI read this table too
-    for t in final_table(run_dir):
+    tables, notes = verdict_tables(run_dir)
+    for t in tables or final_table(run_dir):
         out.print(t)
+    for n in notes:
+        out.print(n, markup=False, highlight=False)
     if not args.no_report:
         from analysis.report import write_report
 
         html, md = write_report(run_dir)
         print(f"report:  {html}")
         print(f"summary: {md}")
+    else:
+        from analysis.report import write_verdicts
+        from analysis.rundir import load_run
+
+        write_verdicts(load_run(run_dir))
+    print(f"verdicts: {run_dir / 'verdicts.csv'}")
     print(f"run directory: {run_dir}")
     if code == 3:
         print("some cells or levels failed; see the report's 'Failures' section", file=sys.stderr)
