@@ -24,11 +24,10 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from analysis.errors import AnalysisError
     from analysis.notices import run_problems
     from analysis.report import write_report
     from analysis.rundir import load_run
-
-    from analysis.errors import AnalysisError
 
     if args.baseline is not None and args.baseline not in load_run(args.run_dir).allocators:
         raise AnalysisError(
