@@ -16,8 +16,11 @@ from suites.errors import SuiteError
 HELP = """\
 Run a suite: for every (allocator x THP mode x repeat) cell, start the server under that allocator,
 prove the allocator is in use, warm the buffer pool, run each workload level, stop the server, and
-record everything in a new run directory (never overwriting one). Ends with report.html/summary.md
-and a table of QPS and p95 latency per allocator and thread level.
+record everything in a new run directory (never overwriting one). Ends with report.html/summary.md,
+verdicts.csv and the verdicts: each allocator against the baseline (--baseline, glibc) per workload
+and thread level, with a 95% interval: faster / slower / none / undecided. With --budget, rounds
+are added after the first --repeat rounds while verdicts are undecided and time allows; the 5% is
+spent over the planned looks so the added rounds do not inflate false positives.
 
 Options override the suite file; the suite file documents every setting
 (configs/suites/template.toml). Interrupt with Ctrl-C at any time: servers are stopped, THP is
