@@ -196,8 +196,11 @@ def run_verdicts(
         for a in run.allocators:
             if a in judged:
                 ratio, lo, hi, v, n, level = judged[a]
-                out.append(Verdict(server, wl, a, base, thp, th, metric, ratio, lo, hi, v, n,
-                                   level, a == aa))  # fmt: skip
+                out.append(
+                    Verdict(
+                        server, wl, a, base, thp, th, metric, ratio, lo, hi, v, n, level, a == aa
+                    )
+                )
 
     # Throughput: one value per (cell) level; the round is the row's repeat.
     for wl in run.workloads:

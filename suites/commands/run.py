@@ -69,7 +69,6 @@ def add_parser(sub) -> None:
     p.add_argument("--repeat", type=int, metavar="N", help="rounds; allocator order alternates")
     p.add_argument(
         "--budget",
-        type=duration_arg,
         metavar="TIME",
         help="time budget (e.g. 20m, 90s, 1h): keep adding rounds while verdicts are undecided "
         "and one more round fits; --repeat is then the first look",
@@ -111,19 +110,19 @@ def add_parser(sub) -> None:
 _UNITS = {"s": 1, "m": 60, "h": 3600}
 
 
-def duration_arg(text: str) -> float:
-    """'20m', '90s', '1.5h' or plain seconds -> seconds."""
+def duration_arg(text: str | None) -> float | None:
+    """'20m', '90s', '1.5h' or plain seconds -> seconds; a bad value is a one-line user error."""
+    if text is None:
+        return None
     t = text.strip().lower()
     unit = _UNITS.get(t[-1:], None)
     number = t[:-1] if unit else t
     try:
         value = float(number) * (unit or 1)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a duration like 20m, 90s or 1h, got {text!r}"
-        ) from None
+        raise SuiteError(f"--budget {text}: expected a duration like 20m, 90s or 1h") from None
     if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive duration, got {text!r}")
+        raise SuiteError(f"--budget {text}: expected a positive, finite duration like 20m")
     return value
 
 
@@ -187,6 +186,7 @@ def run(args) -> int:
 
     if args.repeat is not None and args.repeat <= 0:
         raise SuiteError(f"--repeat {args.repeat}: expected a positive number of rounds")
+    budget = duration_arg(args.budget)
     loaded = load_suite(args.suite)
     overrides = (
         args.allocators,
@@ -196,7 +196,7 @@ def run(args) -> int:
         args.repeat,
         args.thp,
         args.server,
-        args.budget,
+        budget,
         args.baseline,
         args.min_effect,
     )
@@ -213,7 +213,7 @@ def run(args) -> int:
             repeat=args.repeat,
             thp=args.thp,
             server=args.server,
-            budget=args.budget,
+            budget=budget,
             baseline=args.baseline,
             min_effect=args.min_effect,
             out=args.out,
