@@ -1,7 +1,8 @@
 """The A/A arm on real MariaDB: glibc and `glibc-aa` (the same library and settings under a second
 name) for a few short interleaved rounds with a budget, through `mallocsweep run`. They must come
-out as "none" (no difference beyond the minimum effect), never faster or slower, with the proof of
-the alias identical to glibc's, and every server stopped.
+out as "none" (no difference beyond the minimum effect) — or, when the run measured its server
+lives too noisy for that, "undecided" with the budget saying so — never faster or slower, with the
+proof of the alias identical to glibc's, and every server stopped.
 
 The minimum effect is wide (40%) because a few 3-second server lives on this shared 2-core VM
 differ by +-15% from each other (the noise floor the run reports); what the test checks is the
@@ -18,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from analysis.rundir import load_run
+from analysis.verdicts import noise_floor, run_verdicts
 from suites.cli import main
 from tests.integration.runs_helpers import manifest, processes_mentioning
 
@@ -92,10 +95,18 @@ def test_aa_arm_gets_none(aa_run):
     assert all(r["aa_arm"] == "yes" and r["baseline"] == "glibc" for r in rows)
     assert {r["metric"] for r in rows} == {"throughput", "rss_stop", "rss_growth"}
     for r in rows:
-        assert r["verdict"] == "none", r
-        assert float(r["lo"]) <= 1 <= float(r["hi"]) or r["metric"] != "throughput"
+        assert r["verdict"] in ("none", "undecided"), r  # never faster or slower
+        assert float(r["lo"]) <= 1 <= float(r["hi"]), r
+    memory = [r for r in rows if r["metric"] != "throughput"]
+    assert all(r["verdict"] == "none" for r in memory), memory  # the same heap, within 40%
     tp = next(r for r in rows if r["metric"] == "throughput")
     assert int(tp["rounds"]) >= 3
+    if tp["verdict"] == "undecided":
+        # Allowed only when the run itself measured lives too noisy to decide within 40% (this
+        # VM is shared: lives differed by +-43% in one run under load), and the budget said so.
+        floor = noise_floor(load_run(run_dir), run_verdicts(load_run(run_dir)))
+        assert floor.life_spread_pct_median > 15, (tp, floor)
+        assert "undecided" in manifest(run_dir)["design"]["stopped"]
 
 
 def test_aa_arm_is_glibc_under_another_name(aa_run):
