@@ -145,6 +145,7 @@ def _judge(
     design: Design,
     scale: str,
     norm: float | None = None,
+    higher_is_better: bool = True,
 ) -> dict[str, tuple[float, float, float, str, int, float]]:
     """allocator -> (ratio, lo, hi, verdict, rounds, level) for one point. `scale` "log": values
     are positive and compared as ratios; "add": differences divided by `norm`."""
@@ -177,7 +178,10 @@ def _judge(
                 math.nan,
             )
         )
-        out[a] = (ratio, lo, hi, verdict(ratio, lo, hi, design.min_effect_pct), c.rounds, level)
+        v = verdict(ratio, lo, hi, design.min_effect_pct)
+        if not higher_is_better:  # memory: a ratio above 1 is more memory, the worse side
+            v = {FASTER: SLOWER, SLOWER: FASTER}.get(v, v)
+        out[a] = (ratio, lo, hi, v, c.rounds, level)
     return out
 
 
@@ -228,7 +232,7 @@ def run_verdicts(
         if m.rss_end_kb is not None:
             stop[key][a][rnd or 1] = m.rss_end_kb
     for (server, thp), values in sorted(stop.items()):
-        add(server, "", thp, None, RSS_STOP, _judge(values, base, design, "log"))
+        add(server, "", thp, None, RSS_STOP, _judge(values, base, design, "log", None, False))
         base_end = values.get(base) or {}
         norm = sum(base_end.values()) / len(base_end) if base_end else None
         add(
@@ -237,7 +241,7 @@ def run_verdicts(
             thp,
             None,
             RSS_GROWTH,
-            _judge(growth[(server, thp)], base, design, "add", norm),
+            _judge(growth[(server, thp)], base, design, "add", norm, False),
         )
     return out
 

@@ -33,7 +33,9 @@ from suites.budget import Budget
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 
 
-def joined(tmp_path: Path, other: str, name: str, scale: float = 1.0) -> Path:
+def joined(
+    tmp_path: Path, other: str, name: str, scale: float = 1.0, rss_scale: float = 1.0
+) -> Path:
     """real-regress-base-a with the rows of `other` added as allocator `name` (rounds kept), their
     throughput multiplied by `scale`."""
     out = tmp_path / f"joined-{name}"
@@ -50,6 +52,7 @@ def joined(tmp_path: Path, other: str, name: str, scale: float = 1.0) -> Path:
         new_id = r["cell"].replace("__glibc__", f"__{name}__")
         ids[r["cell"]] = new_id
         r.update(cell=new_id, allocator=name, qps=str(float(r["qps"]) * scale))
+        r["rss_end_kb"] = str(float(r["rss_end_kb"]) * rss_scale)
         rows.append(r)
     for c in other_manifest["cells"]:
         c = copy.deepcopy(c)
@@ -96,6 +99,15 @@ def test_a_clear_difference_is_called_and_named_at_a_glance(tmp_path):
     assert any(r["allocator"] == "fast" and r["verdict"] == "faster" for r in rows)
     md = (run_dir / "summary.md").read_text()
     assert "fast 1.50×" in md and "What differs from glibc" in md.replace("what", "What")
+
+
+def test_more_memory_is_the_worse_side(tmp_path):
+    vs = run_verdicts(load_run(joined(tmp_path, "real-regress-base-a", "fat", rss_scale=1.3)))
+    (stop,) = [v for v in vs if v.metric == RSS_STOP]
+    assert stop.ratio == pytest.approx(1.3, rel=0.01)
+    assert stop.verdict == "slower" and stop.meaning == "more memory"
+    (grow,) = [v for v in vs if v.metric == RSS_GROWTH]
+    assert grow.ratio > 1.05 and grow.verdict == "slower" and grow.meaning == "grows more"
 
 
 def test_one_round_gives_no_verdict_and_says_why(tmp_path):
