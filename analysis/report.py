@@ -14,10 +14,11 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from analysis import cells, memory, notices, plots, study_tables
-from analysis.table_model import Cell, Table, fmt, num, ratio_text, text
+from analysis import cells, memory, notices, plots, study_tables, verdict_tables, verdicts
+from analysis.table_model import Table, fmt
 from rundir.atomic import atomic_write
-from rundir.read import BASELINE_ALLOCATOR, Run, load_run
+from rundir.format import VERDICTS
+from rundir.read import Run, load_run
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 REPORT_HTML = "report.html"
@@ -62,46 +63,13 @@ def ticks(value: str) -> Markup:
     return Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", str(escape(value))))
 
 
-def at_a_glance(run: Run) -> Table:
-    """The fastest allocator per workload at the lowest and highest thread counts."""
-    t = Table(
-        "glance",
-        "At a glance: fastest allocator per workload",
-        "For each workload, the allocator with the highest median throughput at the lowest and the"
-        " highest client-thread count, and how it compares with glibc malloc (no preload). Read the"
-        " sections below before deciding: memory growth and tail latency matter as much.",
-        ["workload", "THP", "threads", "fastest", "throughput", "vs glibc"],
-    )
-    for wl in run.workloads:
-        metric = study_tables.metric_of(run, wl)
-        pts = study_tables.points(run, wl, metric)
-        threads = run.threads(wl)
-        for thp in run.thp_modes:
-            for th in sorted({threads[0], threads[-1]}) if threads else []:
-                cands = [
-                    (ci.median, s)
-                    for (s, t_), ci in pts.items()
-                    if t_ == th and s.thp == thp and not study_tables.series_is_standin(run, s)
-                ]
-                if not cands:
-                    continue
-                best, s = max(cands, key=lambda c: c[0])
-                base = pts.get((study_tables.Series(s.server, BASELINE_ALLOCATOR, thp), th))
-                ratio = best / base.median if base and base.median else None
-                t.rows.append(
-                    [
-                        text(wl),
-                        text(thp),
-                        text(str(th)),
-                        text(s.allocator),
-                        num(best),
-                        Cell(ratio, ratio_text(ratio)),
-                    ]
-                )
-    return t
+def at_a_glance(run: Run, baseline: str | None = None) -> Table:
+    """Only significant differences from the baseline, the rest grouped (analysis/verdicts.py)."""
+    base = verdicts.baseline_of(run, baseline)
+    return verdict_tables.glance_table(run, verdicts.run_verdicts(run, base), base)
 
 
-def warnings(run: Run) -> list[str]:
+def warnings(run: Run, baseline: str | None = None) -> list[str]:
     out = []
     if run.status not in ("finished", "failed", "interrupted"):  # those two: notices.run_problems
         out.append(f"The run is {run.status}: figures cover only the cells that finished.")
@@ -148,6 +116,12 @@ def warnings(run: Run) -> list[str]:
             " with THP allowed (process THP 1). See 'Transparent hugepages'."
         )
     out += notices.server_warnings(run)
+    why = verdicts.why_no_verdicts(run, baseline)
+    if why and run.rows:
+        out.append(f"No verdicts: {why}. The figures below are single measurements, not a ranking.")
+    alarm = verdicts.aa_alarm(verdicts.run_verdicts(run, verdicts.baseline_of(run, baseline)))
+    if alarm:
+        out.insert(0, verdict_tables.aa_alarm_text(alarm))
     rec = cells.reconciliation_failed(run)
     if rec:
         out.append(
@@ -157,7 +131,9 @@ def warnings(run: Run) -> list[str]:
     return out
 
 
-def build_context(run: Run) -> dict:
+def build_context(run: Run, baseline: str | None = None) -> dict:
+    base = verdicts.baseline_of(run, baseline)
+    judged = verdicts.run_verdicts(run, base)
     workloads = []
     for wl in run.workloads:
         metric = study_tables.metric_of(run, wl)
@@ -171,6 +147,7 @@ def build_context(run: Run) -> dict:
                 "throughput_plot": None if is_ii else plots.throughput_plot(run, wl, metric),
                 "latency_plot": None if is_ii else plots.latency_plot(run, wl),
                 "interval_plot": plots.interval_rate_plot(run, wl) if is_ii else None,
+                "verdict_table": verdict_study_tables.workload_verdict_table(run, judged, wl),
                 "throughput_table": study_tables.throughput_table(run, wl, metric),
                 "latency_tables": [study_tables.latency_table(run, wl, p) for p in ("p95", "p99")],
                 "efficiency_tables": study_tables.efficiency_tables(run, wl),
@@ -184,8 +161,9 @@ def build_context(run: Run) -> dict:
         "servers": cells.servers_table(run),
         "allocators": cells.allocators_table(run),
         "problems": notices.run_problems(run),
-        "warnings": warnings(run),
-        "glance": at_a_glance(run),
+        "warnings": warnings(run, base),
+        "glance": verdict_tables.glance_table(run, judged, base),
+        "noise": verdict_tables.noise_table(run, judged, base),
         "proof": cells.proof_table(run),
         "binding": cells.binding_table(run),
         "workloads": workloads,
@@ -220,19 +198,29 @@ def probe_why(probe: dict | None) -> str:
     return "the probe got no huge pages even without the prctl (memory too fragmented?)"
 
 
-def render(run: Run) -> tuple[str, str]:
+def write_verdicts(run: Run, baseline: str | None = None) -> Path:
+    """RUN_DIR/verdicts.csv, for scripts and CI (derived: rewritten on every report)."""
+    path = run.path / VERDICTS
+    base = verdicts.baseline_of(run, baseline)
+    atomic_write(path, verdicts.verdicts_csv(verdicts.run_verdicts(run, base)))
+    return path
+
+
+def render(run: Run, baseline: str | None = None) -> tuple[str, str]:
     """(report HTML, summary Markdown) of a loaded run."""
     env = _env()
-    ctx = build_context(run)
+    ctx = build_context(run, baseline)
     return env.get_template("report.html.j2").render(ctx), env.get_template("summary.md.j2").render(
         ctx
     )
 
 
-def write_report(run_dir: Path) -> tuple[Path, Path]:
-    """Write RUN_DIR/report.html and RUN_DIR/summary.md; returns their paths."""
+def write_report(run_dir: Path, baseline: str | None = None) -> tuple[Path, Path]:
+    """Write RUN_DIR/report.html, RUN_DIR/summary.md and RUN_DIR/verdicts.csv; returns the first
+    two paths."""
     run = load_run(Path(run_dir))
-    html, md = render(run)
+    html, md = render(run, baseline)
+    write_verdicts(run, baseline)
     html_path, md_path = run.path / REPORT_HTML, run.path / SUMMARY_MD
     atomic_write(html_path, html)
     atomic_write(md_path, md)

@@ -23,6 +23,8 @@ LOGS_DIR = "logs"
 CELLS_DIR = (
     "cells"  # one immutable JSON per finished cell, written atomically; results.csv is derived
 )
+# Derived, rewritten by `report`: every allocator against the baseline per point (analysis/verdicts.py)
+VERDICTS = "verdicts.csv"
 OWNER_MARKER = (
     ".mallocsweep-owned"  # proves a directory was created by mallocsweep (never delete without it)
 )

@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from analysis.sequential import MIN_EFFECT_PCT
 from servers.allocators import custom_allocator, load_registry
 from servers.errors import AllocatorError, ServerError
 from servers.mysql_config import extra_lines
@@ -496,6 +497,27 @@ class RunSection(_Section):
         1, description="Rounds of the whole matrix; allocator order alternates."
     )
     out: str = Field("runs", description="Directory under which run directories are created.")
+    budget_s: NonNegFloat = Field(
+        0,
+        description="Time budget in seconds (--budget 20m). 0: exactly `repeat` rounds. Else "
+        "`repeat` is the first look: after it, rounds are added while some verdict is undecided "
+        "and the budget allows one more round; the 5% is spent over the planned looks "
+        "(analysis/sequential.py), so adding rounds does not inflate false positives.",
+    )
+    baseline: str = Field(
+        "glibc", description="The allocator every verdict compares with (--baseline NAME)."
+    )
+    min_effect_pct: Annotated[float, Field(gt=0, lt=100)] = Field(
+        MIN_EFFECT_PCT,
+        description="Smallest difference called faster/slower, in % (--min-effect): a "
+        "significant but smaller one is 'none'.",
+    )
+    aa: bool = Field(
+        False,
+        description="Run the baseline a second time per round under the name <baseline>-aa (same "
+        "library and settings): an A/A pair that measures the noise floor of the run. It must "
+        "never be called different; if it is, the run says the machine is too noisy.",
+    )
 
     @field_validator("out")
     @classmethod
@@ -550,6 +572,11 @@ class Suite(_Section):
             dup = next(n for n in names if names.count(n) > 1)
             raise FieldError(("allocators", "custom"), f"custom allocator {dup!r} is defined twice")
         known = ["all", *registry, *names]
+        if self.run.baseline not in known or self.run.baseline == "all":
+            raise FieldError(
+                ("run", "baseline"),
+                f"unknown allocator {self.run.baseline!r}{did_you_mean(self.run.baseline, known)}",
+            )
         for name in self.allocators.use:
             if name not in known:
                 raise FieldError(
@@ -710,6 +737,14 @@ def apply_overrides(suite: Suite, **opts) -> Suite:
             data["server"].pop("fetched", None)
             data["server"]["binary"] = opts["server"]
             put("--server", opts["server"], ("server", "binary"))
+    for opt, key in (
+        ("budget", "budget_s"),
+        ("baseline", "baseline"),
+        ("min_effect", "min_effect_pct"),
+    ):
+        if opts.get(opt) is not None:
+            data["run"][key] = opts[opt]
+            put("--" + opt.replace("_", "-"), opts[opt], ("run", key))
     if opts.get("out") is not None:
         data["run"]["out"] = opts["out"]
         put("--out", opts["out"], ("run", "out"))

@@ -58,6 +58,14 @@ class Display:
         self._matrix = self._progress.add_task(f"matrix ({n_cells} cells)", total=max(n_cells, 1))
         self._level = self._progress.add_task("", total=1, visible=False)
 
+    def add_cells(self, n: int) -> None:
+        """A budget added a round: the matrix grows."""
+        if self._progress is not None:
+            total = self._progress.tasks[self._matrix].total + n
+            self._progress.update(
+                self._matrix, total=total, description=f"matrix ({total:.0f} cells)"
+            )
+
     def note(self, text: str) -> None:
         if not self.quiet:
             # escaped: a server's text ("[mongod]", a path with brackets) is not rich markup

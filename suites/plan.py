@@ -29,15 +29,30 @@ class CellPlan:
 def plan_cells(
     server_label: str, allocators: list[str], thp_modes: list[str], repeat: int
 ) -> list[CellPlan]:
-    """Cells in run order: each round runs every (thp, allocator); even rounds run in reverse."""
+    """Cells in run order: each round runs every (thp, allocator), in a rotated order."""
     cells: list[CellPlan] = []
     for rnd in range(1, repeat + 1):
-        order = [(t, a) for t in thp_modes for a in allocators]
-        if rnd % 2 == 0:
-            order.reverse()
-        for thp, alloc in order:
-            cells.append(CellPlan(len(cells), rnd, server_label, alloc, thp))
+        cells += plan_round(server_label, allocators, thp_modes, rnd, len(cells))
     return cells
+
+
+def plan_round(
+    server_label: str, allocators: list[str], thp_modes: list[str], rnd: int, first_index: int
+) -> list[CellPlan]:
+    """One round's cells (a budget adds rounds one at a time). Round r starts its allocator list
+    r - 1 places further on, and even rounds run it backwards: every allocator takes every place
+    in turn, so neither a drift (first vs last) nor a neighbour (who ran just before) favours one.
+    With two allocators this is the old strict alternation."""
+    n = len(allocators)
+    shift = (rnd - 1) // 2 % n if n else 0
+    rotated = allocators[shift:] + allocators[:shift]
+    order = [(t, a) for t in thp_modes for a in rotated]
+    if rnd % 2 == 0:
+        order.reverse()
+    return [
+        CellPlan(first_index + i, rnd, server_label, alloc, thp)
+        for i, (thp, alloc) in enumerate(order)
+    ]
 
 
 def estimate_cell_seconds(suite) -> float:

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import os
 import signal
+import time
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
+from analysis.verdicts import aa_name
 from collectors.host import host_metadata
 from collectors.thp_probe import prctl_blocks_madvise
 from rundir.format import FORMAT_VERSION
@@ -22,12 +25,13 @@ from rundir.records import Tool
 from rundir.write import RunDir, now_iso
 from servers.errors import ServerError
 from suites import dataset_prepare, leftovers, preflight
+from suites.budget import Budget, plan_design
 from suites.cell import CellContext
 from suites.cell_kinds import MongoCell, MySQLCell
-from suites.config import LoadedSuite, Suite
+from suites.config import MAX_REPEAT, LoadedSuite, Suite
 from suites.display import Display
 from suites.errors import Interrupted, SuiteError
-from suites.plan import CellPlan, estimate_cell_seconds, plan_cells
+from suites.plan import CellPlan, estimate_cell_seconds, plan_cells, plan_round
 from suites.resume import check_allocators, check_resumable, clear_stale_work, plan_from_manifest
 from suites.thp import ThpController
 
@@ -64,6 +68,8 @@ class Matrix:
         self.cache_root = cache_root or dataset_prepare.default_cache_root()
         self.run_dir: RunDir | None = None
         self.manifest: dict = {}
+        self.started = time.monotonic()
+        self.design = plan_design(suite, 0.0, MAX_REPEAT)
 
     # -- resolution ------------------------------------------------------------------------------
     def resolve_server(self):
@@ -162,6 +168,7 @@ class Matrix:
 
     # -- the run -----------------------------------------------------------------------------------
     def run(self) -> int:
+        self.started = time.monotonic()
         gate = _SignalGate()
         old_int = signal.signal(signal.SIGINT, gate)
         old_term = signal.signal(signal.SIGTERM, gate)
@@ -172,12 +179,16 @@ class Matrix:
                 resumed, cells, allocators = self._resume_plan(label)
             else:
                 resumed = None
-                allocators = self.resolve_allocators()
+                allocators = with_aa_arm(self.resolve_allocators(), self.suite)
                 cells = plan_cells(
                     label,
                     [a.name for a in allocators],
                     list(self.suite.thp.modes),
                     self.suite.run.repeat,
+                )
+                per_round = len(allocators) * len(self.suite.thp.modes)
+                self.design = plan_design(
+                    self.suite, estimate_cell_seconds(self.suite) * per_round, MAX_REPEAT
                 )
             by_name = {a.name: a for a in allocators}
             if self.suite.server.flavor == "mongodb":
@@ -206,6 +217,10 @@ class Matrix:
                 self._save_manifest()
             for cell in todo:
                 self._run_cell(cell, binary, by_name[cell.allocator], thp, dataset)
+            if resumed is None and self.suite.run.budget_s:
+                self._more_rounds(cells, label, allocators, binary, thp, dataset)
+            elif resumed is not None and self.suite.run.budget_s:
+                self.display.note("--resume: the budget adds no rounds to a resumed run")
             self.manifest["status"] = "finished"
             self.manifest.pop("error", None)
             return 0
@@ -245,6 +260,40 @@ class Matrix:
                     self.manifest["interrupted_by"] = signal.Signals(gate.first).name
                     self._save_manifest()
                 raise Interrupted(gate.first)
+
+    def _more_rounds(self, cells, label, allocators, binary, thp, dataset) -> None:
+        """The budget's loop: after each round, stop if every point is decided, the planned
+        maximum is reached or the next round would not fit; else plan and run one more round."""
+        budget = Budget(self.suite.run.budget_s, self.design, self.suite.run.baseline, self.started)
+        rounds = self.suite.run.repeat
+        last_round_s = (time.monotonic() - self.started) / rounds
+        by_name = {a.name: a for a in allocators}
+        while True:
+            self.run_dir.rebuild_results()
+            decision = budget.after_round(self.run_dir.path, rounds, last_round_s)
+            self.display.note(decision.message)
+            self.manifest.setdefault("design", {}).setdefault("looks", []).append(
+                {"rounds": rounds, "message": decision.message}
+            )
+            if not decision.more:
+                self.manifest["design"]["stopped"] = decision.message
+                return
+            rounds += 1
+            new = plan_round(
+                label,
+                [a.name for a in allocators],
+                list(self.suite.thp.modes),
+                rounds,
+                len(cells),
+            )
+            cells += new
+            self.manifest["cells"] += [_pending(c) for c in new]
+            self._save_manifest()
+            t0 = time.monotonic()
+            self.display.add_cells(len(new))
+            for cell in new:
+                self._run_cell(cell, binary, by_name[cell.allocator], thp, dataset)
+            last_round_s = time.monotonic() - t0
 
     def _run_cell(self, plan: CellPlan, binary, allocator, thp, dataset) -> None:
         entry = self.manifest_cell(plan.id)
@@ -330,20 +379,14 @@ class Matrix:
             "suite_sha256": self.loaded.sha256,
             # The allocator builds this run measures; --resume refuses if one has changed.
             "allocators": [a.to_manifest() for a in allocators],
-            "cells": [
-                {
-                    "id": c.id,
-                    "index": c.index,
-                    "round": c.round,
-                    "repeat": c.round,
-                    "allocator": {"name": c.allocator},
-                    "thp": {"requested": c.thp},
-                    "server": {"label": c.server_label},
-                    "status": "pending",
-                    "error": None,
-                }
-                for c in cells
-            ],
+            # What was planned before any data: the looks and the level each is tested at.
+            "design": self.design.to_dict()
+            | {
+                "baseline": self.suite.run.baseline,
+                "aa_arm": aa_name(self.suite.run.baseline) if self.suite.run.aa else None,
+                "budget_s": self.suite.run.budget_s,
+            },
+            "cells": [_pending(c) for c in cells],
         }
         self._save_manifest(rd)
         return rd
@@ -363,6 +406,39 @@ class Matrix:
 
     def _save_manifest(self, rd: RunDir | None = None) -> None:
         (rd or self.run_dir).write_manifest(self.manifest)
+
+
+def _pending(c: CellPlan) -> dict:
+    return {
+        "id": c.id,
+        "index": c.index,
+        "round": c.round,
+        "repeat": c.round,
+        "allocator": {"name": c.allocator},
+        "thp": {"requested": c.thp},
+        "server": {"label": c.server_label},
+        "status": "pending",
+        "error": None,
+    }
+
+
+def with_aa_arm(allocators: list, suite: Suite) -> list:
+    """The allocators, plus the A/A arm when the suite asks for it: the baseline's very build and
+    settings under a second name, so its proof is the baseline's proof."""
+    if not suite.run.aa:
+        return allocators
+    base = next((a for a in allocators if a.name == suite.run.baseline), None)
+    if base is None:
+        raise SuiteError(
+            f"run.aa: the baseline {suite.run.baseline!r} is not among the allocators run "
+            f"({', '.join(a.name for a in allocators)}); add it or set run.baseline"
+        )
+    arm = replace(
+        base,
+        name=aa_name(base.name),
+        description=f"A/A arm: {base.name} again under a second name (noise floor)",
+    )
+    return [*allocators, arm]
 
 
 def run_suite(

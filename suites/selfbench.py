@@ -16,6 +16,10 @@ back (or interleaved) in this process, never an absolute time compared with a co
 5. iibench: multi-process client insert rate vs a one-process (GIL-bound) baseline
                                                                    goal: >= 1 within the noise
 6. iibench client CPU as a fraction of server CPU                  goal: < 1 (client lighter)
+7. verdicts: rounds the budgeted sequential design needs to decide a true 10% difference, against
+   the fixed 3-round design. A SIMULATION (analysis/simulate.py, the runner's own rule) with the
+   recorded noise of one server life here (tests/fixtures/runs/real-regress-base-a and -b)
+                                                                   goal: found in >= 80% of runs
 
 Usage: python -m suites.selfbench [--quick] [--out DIR]
 """
@@ -428,6 +432,34 @@ def table(figures: dict) -> Table:
     return t
 
 
+def verdicts_figure() -> dict:
+    """Item 7: a simulation on the recorded noise of repeated real server lives."""
+    import csv
+
+    from analysis.simulate import budget_vs_fixed, life_sd
+
+    runs = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "runs"
+    qps = [
+        float(r["qps"])
+        for d in ("real-regress-base-a", "real-regress-base-b")
+        for r in csv.DictReader((runs / d / "results.csv").open())
+    ]
+    return budget_vs_fixed(life_sd(qps))
+
+
+def verdicts_row(t: Table, v: dict) -> None:
+    t.add_row(
+        f"rounds to decide a true {v['effect'] - 1:.0%} difference (simulated, recorded noise "
+        f"{v['sigma'] * 100:.1f}% per life)",
+        f"budget (<= {v['max_rounds']} rounds): found {v['budget_found']:.0%} of {v['runs']} runs, "
+        f"median {v['budget_median_rounds']:.0f} rounds; fixed 3 rounds: found "
+        f"{v['fixed3_found']:.0%}",
+        f"{_fmt(v['rounds_ratio'], '.1f')}x the rounds of the fixed design",
+        "found in >= 80% of runs",
+        _met(v["budget_found"] >= 0.8),
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m suites.selfbench",
@@ -456,6 +488,7 @@ def main(argv: list[str] | None = None) -> int:
                 lambda: bench.collectors_on_off(2 if args.quick else 4),
             ),
             ("iibench", "iibench client scaling and cost", bench.iibench),
+            ("verdicts", "rounds to decide a 10% difference (simulated)", verdicts_figure),
         ]
         for key, label, fn in steps:
             console.print(f"[dim]bench: {label} ...[/dim]")
@@ -465,7 +498,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    (Console() if sys.stdout.isatty() else Console(width=200)).print(table(figures))
+    shown = table(figures)
+    verdicts_row(shown, figures["verdicts"])
+    (Console() if sys.stdout.isatty() else Console(width=200)).print(shown)
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / f"bench-{time.strftime('%Y%m%dT%H%M%S')}.json"
     out.write_text(json.dumps(figures, indent=2, default=str) + "\n")

@@ -15,15 +15,26 @@ def add_parser(sub) -> None:
         "without any server installed, and on a run that is unfinished or had failed cells.",
     )
     p.add_argument("run_dir", metavar="RUN_DIR", type=Path)
+    p.add_argument(
+        "--baseline",
+        metavar="NAME",
+        help="allocator the verdicts compare with (default: the run's, glibc)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from analysis.errors import AnalysisError
     from analysis.notices import run_problems
     from analysis.report import write_report
     from rundir.read import load_run
 
-    html, md = write_report(args.run_dir)
+    if args.baseline is not None and args.baseline not in load_run(args.run_dir).allocators:
+        raise AnalysisError(
+            f"--baseline {args.baseline}: not an allocator of {args.run_dir} "
+            f"({', '.join(load_run(args.run_dir).allocators)})"
+        )
+    html, md = write_report(args.run_dir, args.baseline)
     print(f"report:  {html}")
     print(f"summary: {md}")
     # What the report puts first is said on the terminal too: a THP left changed affects the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -13,8 +14,11 @@ from suites.errors import SuiteError
 HELP = """\
 Run a suite: for every (allocator x THP mode x repeat) cell, start the server under that allocator,
 prove the allocator is in use, warm the buffer pool, run each workload level, stop the server, and
-record everything in a new run directory (never overwriting one). Ends with report.html/summary.md
-and a table of QPS and p95 latency per allocator and thread level.
+record everything in a new run directory (never overwriting one). Ends with report.html/summary.md,
+verdicts.csv and the verdicts: each allocator against the baseline (--baseline, glibc) per workload
+and thread level, with a 95% interval: faster / slower / none / undecided. With --budget, rounds
+are added after the first --repeat rounds while verdicts are undecided and time allows; the 5% is
+spent over the planned looks so the added rounds do not inflate false positives.
 
 Options override the suite file; the suite file documents every setting
 (configs/suites/template.toml). Interrupt with Ctrl-C at any time: servers are stopped, THP is
@@ -62,6 +66,21 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--repeat", type=int, metavar="N", help="rounds; allocator order alternates")
     p.add_argument(
+        "--budget",
+        metavar="TIME",
+        help="time budget (e.g. 20m, 90s, 1h): keep adding rounds while verdicts are undecided "
+        "and one more round fits; --repeat is then the first look",
+    )
+    p.add_argument(
+        "--baseline", metavar="NAME", help="allocator every verdict compares with (glibc)"
+    )
+    p.add_argument(
+        "--min-effect",
+        type=float,
+        metavar="PCT",
+        help="smallest difference called faster/slower, in %% (default 5)",
+    )
+    p.add_argument(
         "--thp",
         type=_csv_list(str),
         metavar="MODES",
@@ -84,6 +103,25 @@ def add_parser(sub) -> None:
     p.add_argument("--no-report", action="store_true", help="skip report.html/summary.md")
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.set_defaults(func=run)
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def duration_arg(text: str | None) -> float | None:
+    """'20m', '90s', '1.5h' or plain seconds -> seconds; a bad value is a one-line user error."""
+    if text is None:
+        return None
+    t = text.strip().lower()
+    unit = _UNITS.get(t[-1:], None)
+    number = t[:-1] if unit else t
+    try:
+        value = float(number) * (unit or 1)
+    except ValueError:
+        raise SuiteError(f"--budget {text}: expected a duration like 20m, 90s or 1h") from None
+    if not math.isfinite(value) or value <= 0:
+        raise SuiteError(f"--budget {text}: expected a positive, finite duration like 20m")
+    return value
 
 
 def final_table(run_dir: Path) -> list[Table]:
@@ -139,6 +177,7 @@ def run(args) -> int:
 
     if args.repeat is not None and args.repeat <= 0:
         raise SuiteError(f"--repeat {args.repeat}: expected a positive number of rounds")
+    budget = duration_arg(args.budget)
     loaded = load_suite(args.suite)
     overrides = (
         args.allocators,
@@ -148,6 +187,9 @@ def run(args) -> int:
         args.repeat,
         args.thp,
         args.server,
+        budget,
+        args.baseline,
+        args.min_effect,
     )
     if args.resume is not None and all(o is None for o in overrides):
         # Resuming without options: the settings are the ones the run was started with.
@@ -162,6 +204,9 @@ def run(args) -> int:
             repeat=args.repeat,
             thp=args.thp,
             server=args.server,
+            budget=budget,
+            baseline=args.baseline,
+            min_effect=args.min_effect,
             out=args.out,
         )
     display = Display(enabled=not args.quiet)
@@ -194,18 +239,89 @@ def resumed_suite(loaded, run_dir: Path):
     return suite_from_dict(m["suite"], f"--resume {run_dir}: recorded suite")
 
 
+STYLE = {"faster": "green", "slower": "red", "none": "dim", "undecided": "yellow"}
+
+
+def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Table], list[str]]:
+    """The end-of-run tables: per workload, allocator x threads, each cell the ratio to the
+    baseline, its interval and the verdict; memory likewise. With one round there is no verdict:
+    ([], [why]) and the caller shows the raw single figures, labelled as such."""
+    from rundir.read import load_run
+    from analysis.verdict_tables import aa_alarm_text, ratio_ci
+    from analysis.verdicts import aa_alarm, baseline_of, noise_floor, run_verdicts, why_no_verdicts
+
+    run = load_run(run_dir)
+    base = baseline_of(run, baseline)
+    why = why_no_verdicts(run, base)
+    if why:
+        return [], [f"no verdicts: {why}"]
+    judged = run_verdicts(run, base)
+    out = []
+    for label in [*run.workloads, "memory"]:
+        vs = [v for v in judged if (v.workload or "memory") == label]
+        if not vs:
+            continue
+        cols = sorted({v.threads for v in vs}) if label != "memory" else ["rss_stop", "rss_growth"]
+        t = Table(title=f"{label}: ratio to {base} \\[interval] verdict, {vs[0].rounds} rounds")
+        t.add_column("allocator (thp)")
+        for c in cols:
+            t.add_column(str(c), justify="right")
+        for alloc, thp in dict.fromkeys((v.allocator, v.thp) for v in vs):
+            cells = []
+            for c in cols:
+                v = next(
+                    (
+                        x
+                        for x in vs
+                        if (x.allocator, x.thp) == (alloc, thp)
+                        and (x.threads if label != "memory" else x.metric) == c
+                    ),
+                    None,
+                )
+                cells.append(
+                    "–" if v is None else f"{ratio_ci(v)} [{STYLE[v.verdict]}]{v.verdict}[/]"
+                )
+            t.add_row(f"{alloc} ({thp})", *cells)
+        out.append(t)
+    nf = noise_floor(run, judged)
+    notes = []
+    if nf.aa_points:
+        notes.append(
+            f"noise floor: A/A ratios {nf.aa_ratio_min:.2f}-{nf.aa_ratio_max:.2f}, interval "
+            f"±{nf.aa_half_width_pct_median:.1f}% median (±{nf.aa_half_width_pct_max:.1f}% widest)"
+        )
+    if nf.life_spread_pct_median is not None:
+        notes.append(
+            f"spread of repeated server lives: ±{nf.life_spread_pct_median:.1f}% median "
+            f"(±{nf.life_spread_pct_max:.1f}% largest)"
+        )
+    alarm = aa_alarm(judged)
+    if alarm:
+        notes.insert(0, aa_alarm_text(alarm))
+    return out, notes
+
+
 def _finish(args, code: int, run_dir: Path) -> int:
     from suites.display import stdout_console
 
     out = stdout_console()  # logs and CI read this table too
-    for t in final_table(run_dir):
+    tables, notes = verdict_tables(run_dir)
+    for t in tables or final_table(run_dir):
         out.print(t)
+    for n in notes:
+        out.print(n, markup=False, highlight=False)
     if not args.no_report:
         from analysis.report import write_report
 
         html, md = write_report(run_dir)
         print(f"report:  {html}")
         print(f"summary: {md}")
+    else:
+        from analysis.report import write_verdicts
+        from rundir.read import load_run
+
+        write_verdicts(load_run(run_dir))
+    print(f"verdicts: {run_dir / 'verdicts.csv'}")
     print(f"run directory: {run_dir}")
     if code == 3:
         print("some cells or levels failed; see the report's 'Failures' section", file=sys.stderr)

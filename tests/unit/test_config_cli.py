@@ -117,11 +117,25 @@ def test_bad_suite_files_are_one_line_exit_2(capsys, tmp_path, stop_at_matrix, b
         (["--threads", "8,100001"], ["--threads 8,100001", "out of range"]),
         (["--repeat", "5000"], ["--repeat 5000", "run.repeat"]),
         (["--server", "no/such/mysqld"], ["--server no/such/mysqld", "no such file"]),
+        (["--baseline", "glibcc"], ["--baseline glibcc", "run.baseline", "glibc"]),
+        (["--min-effect", "0"], ["--min-effect 0", "run.min_effect_pct"]),
+        (["--budget", "20x"], ["--budget", "20m"]),
+        (["--budget", "0m"], ["--budget 0m", "positive"]),
     ],
 )
 def test_bad_options_name_the_option(capsys, tmp_path, stop_at_matrix, opts, expected):
     code, err = _cli(capsys, tmp_path / "runs", REPO / "configs/suites/smoke.toml", *opts)
     _assert_one_line_user_error(code, err, tmp_path / "runs", *expected)
+
+
+def test_budget_and_baseline_options_reach_the_suite(capsys, tmp_path, stop_at_matrix):
+    with pytest.raises(Validated) as got:
+        main(
+            ["run", str(REPO / "configs/suites/smoke.toml"), "--budget", "20m", "--baseline",
+             "jemalloc", "--min-effect", "10", "--quiet", "--out", str(tmp_path)]
+        )  # fmt: skip
+    run = got.value.args[0].run
+    assert (run.budget_s, run.baseline, run.min_effect_pct) == (1200, "jemalloc", 10)
 
 
 def test_relative_server_option_is_taken_from_the_cwd(

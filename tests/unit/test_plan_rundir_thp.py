@@ -15,7 +15,7 @@ from suites.errors import SuiteError
 from suites.plan import plan_cells
 
 
-def test_rounds_alternate_allocator_order():
+def test_rounds_rotate_allocator_order():
     cells = plan_cells("mariadb-10.11", ["glibc", "jemalloc", "tcmalloc"], ["system"], 3)
     order = [c.allocator for c in cells]
     assert order == [
@@ -25,13 +25,24 @@ def test_rounds_alternate_allocator_order():
         "tcmalloc",
         "jemalloc",
         "glibc",
-        "glibc",
         "jemalloc",
         "tcmalloc",
+        "glibc",
     ]
     assert [c.index for c in cells] == list(range(9))
     assert len({c.id for c in cells}) == 9
     assert cells[0].id == "mariadb-10.11__glibc__thp-system__r1"
+
+
+def test_rotation_gives_every_allocator_every_place():
+    """Over 2n rounds each of n allocators runs first, last and in between equally often, so a
+    drift within rounds favours none of them."""
+    allocs = ["a", "b", "c", "d"]
+    cells = plan_cells("m", allocs, ["system"], 2 * len(allocs))
+    places = {a: [0] * len(allocs) for a in allocs}
+    for c in cells:
+        places[c.allocator][c.index % len(allocs)] += 1
+    assert all(p == [2, 2, 2, 2] for p in places.values())
 
 
 def test_cell_ids_are_file_name_safe():

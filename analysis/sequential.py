@@ -1,0 +1,186 @@
+"""Paired intervals between allocators of one run, and a stopping rule that keeps them honest.
+
+The design: every round runs every allocator once (order rotated, suites/plan.py), so a round is a
+block. For one point (workload, THP mode, thread level) the log-throughputs y[a, r] of allocator a
+in round r follow the two-way model of a randomised complete block design:
+
+    y[a, r] = mu + allocator[a] + round[r] + e[a, r]
+
+The round term absorbs drift that hits every allocator of a round alike (a noisy neighbour, the
+page cache, thermal state); the residual variance s^2 is pooled over all allocators of the point,
+with (A - 1)(R - 1) degrees of freedom. The contrast allocator a against the baseline b is
+mean(y[a]) - mean(y[b]) with standard error sqrt(2 s^2 / R), and a Student t interval on it. With
+two allocators this is exactly the paired t test; with the quick suite's seven arms over 3 rounds
+it has 12 degrees of freedom instead of 2, which is what makes 3 rounds informative at all. Its
+assumption is a common residual variance for the allocators of a point (the A/A arm checks it:
+an allocator noisier than the rest shows up as a wide A/A-like spread in the report).
+
+Sequential looks. A budget adds rounds while points are undecided, and looks at the data after
+each round from the first planned look (the suite's `repeat`) to the planned maximum (from the
+budget, fixed before the run starts). Testing each look at 5% would inflate false positives
+(five looks: ~14% for an A/A pair). Instead the 5% is *spent* across the K planned looks with the
+Lan-DeMets Pocock-type spending function
+
+    spent(k) = alpha * ln(1 + (e - 1) * k / K)
+
+and look k tests at its increment alpha_k = spent(k) - spent(k - 1). By the union bound the
+chance that ANY look's interval misses the true ratio is at most sum(alpha_k) = alpha, whatever
+the correlation between looks and whatever rule decides to stop: the intervals form a 95%
+confidence sequence over the planned looks, so the interval at the look where the run stopped is
+a valid 95% interval (conservative: an exact group-sequential boundary would be narrower, but
+needs the joint distribution of the looks, which t statistics with few degrees of freedom do not
+give in closed form). A fixed design is the special case K = 1 (alpha_1 = 5%).
+tests/unit/test_sequential.py checks the false-positive rate by simulation, looks included.
+
+Verdicts (m = the minimum effect, 5% by default; ratios are allocator / baseline):
+  faster     the interval lies above 1 and the ratio is at least 1 + m
+  slower     the interval lies below 1 and the ratio is at most 1 / (1 + m)
+  none       the whole interval lies within [1 / (1 + m), 1 + m]: any difference is smaller than
+             the minimum effect (also a significant but tiny one)
+  undecided  anything else: the interval still admits a difference beyond m in some direction,
+             or a significant difference whose size is not yet clear; more rounds would tell.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis.stats import t_quantile
+
+ALPHA = 0.05
+MIN_EFFECT_PCT = 5.0
+FASTER, SLOWER, NONE, UNDECIDED = "faster", "slower", "none", "undecided"
+VERDICTS = (FASTER, SLOWER, NONE, UNDECIDED)
+DECIDED = (FASTER, SLOWER, NONE)
+SPENDING = "Lan-DeMets Pocock-type alpha spending over the planned looks (union bound)"
+
+
+def spent(k: int, looks: int, alpha: float = ALPHA) -> float:
+    """Alpha spent by the end of look k of `looks` (Pocock-type spending function)."""
+    if looks < 1 or k < 0:
+        raise ValueError("spent() needs looks >= 1 and k >= 0")
+    t = min(k, looks) / looks
+    return alpha * math.log(1 + (math.e - 1) * t)
+
+
+def look_alpha(k: int, looks: int, alpha: float = ALPHA) -> float:
+    """The two-sided level at which look k (1-based) of `looks` is tested."""
+    if not 1 <= k <= looks:
+        raise ValueError(f"look {k} is outside the planned 1..{looks}")
+    return spent(k, looks, alpha) - spent(k - 1, looks, alpha)
+
+
+@dataclass(frozen=True)
+class Design:
+    """What was planned before the run started: the first look, the most rounds, the rule."""
+
+    first_look: int  # rounds at the first look (the suite's repeat, >= 1)
+    max_rounds: int  # rounds at the last planned look
+    alpha: float = ALPHA
+    min_effect_pct: float = MIN_EFFECT_PCT
+
+    @property
+    def looks(self) -> int:
+        return self.max_rounds - self.first_look + 1
+
+    def look_of(self, rounds: int) -> int:
+        """The look a result with `rounds` rounds is (an interrupted run before its first look is
+        judged as the first look: it can only be less certain, never more)."""
+        return min(max(rounds - self.first_look + 1, 1), self.looks)
+
+    def alpha_at(self, rounds: int) -> float:
+        return look_alpha(self.look_of(rounds), self.looks, self.alpha)
+
+    def to_dict(self) -> dict:
+        return {
+            "first_look": self.first_look,
+            "max_rounds": self.max_rounds,
+            "alpha": self.alpha,
+            "min_effect_pct": self.min_effect_pct,
+            "method": SPENDING,
+        }
+
+
+def plan_max_rounds(first_look: int, budget_s: float, round_s: float, cap: int) -> int:
+    """The most rounds a budget allows at the estimated round time (never fewer than the first
+    look, never more than `cap`): fixed before the run, as the spending needs."""
+    if budget_s <= 0 or round_s <= 0:
+        return first_look
+    return max(first_look, min(cap, int(budget_s // round_s)))
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """One allocator against the baseline at one point, on the log (or additive) scale."""
+
+    diff: float  # mean difference allocator - baseline
+    half: float  # half-width of its interval at the look's level (inf: no interval)
+    rounds: int
+    df: int
+
+
+def block_contrasts(
+    values: Mapping[str, Mapping[int, float]], baseline: str, level: float
+) -> dict[str, Contrast]:
+    """Contrasts of every allocator with `baseline` in the block design of the module docstring.
+
+    `values[allocator][round]` are the (already log-transformed, or additive) values. The block
+    design uses the rounds the baseline has; allocators with every one of them share one pooled
+    residual variance; an allocator that misses some (a failed cell) is paired with the baseline
+    over the rounds both have. Fewer than 2 shared rounds: no interval (half = inf)."""
+    base = values.get(baseline) or {}
+    rounds = sorted(base)
+    full = [a for a in values if a != baseline and all(r in values[a] for r in rounds)]
+    out: dict[str, Contrast] = {}
+    if full and len(rounds) >= 2:
+        arms = [baseline, *full]
+        y = np.array([[values[a][r] for r in rounds] for a in arms], dtype=float)
+        out.update(_rcbd(y, arms, level))
+    elif full:
+        for a in full:
+            out[a] = Contrast(values[a][rounds[0]] - base[rounds[0]], math.inf, len(rounds), 0)
+    for a in values:
+        if a == baseline or a in out:
+            continue
+        shared = sorted(set(values[a]) & set(rounds))
+        if len(shared) >= 2:
+            y = np.array([[base[r] for r in shared], [values[a][r] for r in shared]])
+            out[a] = _rcbd(y, [baseline, a], level)[a]
+        elif shared:
+            out[a] = Contrast(values[a][shared[0]] - base[shared[0]], math.inf, 1, 0)
+    return out
+
+
+def _rcbd(y: np.ndarray, arms: Sequence[str], level: float) -> dict[str, Contrast]:
+    """y[arm, round], arms[0] the baseline: contrasts with the pooled block-design residual."""
+    n_arms, n_rounds = y.shape
+    resid = y - y.mean(axis=1, keepdims=True) - y.mean(axis=0, keepdims=True) + y.mean()
+    df = (n_arms - 1) * (n_rounds - 1)
+    s2 = float((resid**2).sum()) / df
+    se = math.sqrt(2 * s2 / n_rounds)
+    q = t_quantile(1 - level / 2, df) if se > 0 else 0.0
+    means = y.mean(axis=1)
+    return {
+        a: Contrast(float(means[i] - means[0]), q * se, n_rounds, df)
+        for i, a in enumerate(arms)
+        if i > 0
+    }
+
+
+def verdict(ratio: float, lo: float, hi: float, min_effect_pct: float) -> str:
+    """faster / slower / none / undecided for a ratio and its interval (module docstring)."""
+    up = 1 + min_effect_pct / 100
+    down = 1 / up
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return UNDECIDED
+    if lo > 1 and ratio >= up:
+        return FASTER
+    if hi < 1 and ratio <= down:
+        return SLOWER
+    if lo >= down and hi <= up:
+        return NONE
+    return UNDECIDED

@@ -1,0 +1,120 @@
+"""Simulated runs with known truth, for the stopping rule's tests and `make bench`.
+
+A simulated run follows the model of analysis/sequential.py: each round every arm gets
+log(true ratio) + a round effect shared by the round's arms (drift) + independent noise of the
+given standard deviation (one server life). After each round from the first look the runner's
+rule is applied: judge every arm against the baseline at the look's level, stop when all are
+decided or at the planned maximum. Nothing here touches a server.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis.sequential import (
+    DECIDED,
+    FASTER,
+    SLOWER,
+    Design,
+    block_contrasts,
+    verdict,
+)
+
+BASE = "base"
+
+
+@dataclass(frozen=True)
+class SimResult:
+    rounds: int  # rounds when the rule stopped
+    verdicts: dict[str, str]  # arm -> verdict at the stop
+    ever_excluded_1: dict[str, bool]  # arm -> some look's interval excluded 1 (the rule's level)
+    naive_excluded_1: dict[str, bool]  # arm -> some look's plain 95% interval excluded 1
+
+
+def life_sd(values: list[float]) -> float:
+    """Standard deviation of log values: the noise of one server life."""
+    logs = np.log(np.asarray(values, dtype=float))
+    return float(logs.std(ddof=1))
+
+
+def simulate_run(
+    rng: np.random.Generator,
+    true_ratio: Mapping[str, float],
+    sigma: float,
+    design: Design,
+    drift_sd: float = 0.05,
+    stop_when_decided: bool = True,
+) -> SimResult:
+    arms = [BASE, *true_ratio]
+    mu = {BASE: 0.0} | {a: math.log(r) for a, r in true_ratio.items()}
+    values: dict[str, dict[int, float]] = {a: {} for a in arms}
+    ever = {a: False for a in true_ratio}
+    naive = {a: False for a in true_ratio}
+    final: dict[str, str] = {}
+    for rnd in range(1, design.max_rounds + 1):
+        shared = rng.normal(0.0, drift_sd)
+        noise = rng.normal(0.0, sigma, size=len(arms))
+        for a, e in zip(arms, noise, strict=True):
+            values[a][rnd] = mu[a] + shared + e
+        if rnd < design.first_look:
+            continue
+        level_alpha = design.alpha_at(rnd)
+        judged = block_contrasts(values, BASE, level_alpha)
+        plain = block_contrasts(values, BASE, design.alpha)
+        final = {}
+        for a, c in judged.items():
+            ratio, lo, hi = math.exp(c.diff), math.exp(c.diff - c.half), math.exp(c.diff + c.half)
+            final[a] = verdict(ratio, lo, hi, design.min_effect_pct)
+            ever[a] |= lo > 1 or hi < 1
+            p = plain[a]
+            naive[a] |= abs(p.diff) > p.half
+        if stop_when_decided and all(v in DECIDED for v in final.values()):
+            return SimResult(rnd, final, ever, naive)
+    return SimResult(design.max_rounds, final, ever, naive)
+
+
+def rounds_to_decide(
+    rng: np.random.Generator,
+    effect: float,
+    sigma: float,
+    design: Design,
+    runs: int,
+    others: int = 0,
+) -> tuple[float, float, float]:
+    """(share of runs that found `effect` as faster, median rounds used, share called slower)
+    for one arm with true ratio `effect` among `others` null arms."""
+    truth = {"x": effect} | {f"null{i}": 1.0 for i in range(others)}
+    found, rounds, wrong = 0, [], 0
+    for _ in range(runs):
+        r = simulate_run(rng, truth, sigma, design)
+        v = r.verdicts.get("x")
+        found += v == FASTER
+        wrong += v == SLOWER
+        rounds.append(r.rounds)
+    return found / runs, float(np.median(rounds)), wrong / runs
+
+
+def budget_vs_fixed(
+    sigma: float, effect: float = 1.10, max_rounds: int = 60, runs: int = 300, seed: int = 1
+) -> dict:
+    """`make bench`'s figure: rounds the budgeted sequential design needs to decide a true
+    `effect` at noise `sigma` per server life, against the fixed 3-round design (simulated)."""
+    rng = np.random.default_rng(seed)
+    found, rounds, wrong = rounds_to_decide(rng, effect, sigma, Design(3, max_rounds), runs)
+    fixed, _, fixed_wrong = rounds_to_decide(rng, effect, sigma, Design(3, 3), runs)
+    return {
+        "sigma": sigma,
+        "effect": effect,
+        "max_rounds": max_rounds,
+        "runs": runs,
+        "budget_found": found,
+        "budget_median_rounds": rounds,
+        "budget_wrong_direction": wrong,
+        "fixed3_found": fixed,
+        "fixed3_wrong_direction": fixed_wrong,
+        "rounds_ratio": rounds / 3,
+    }

@@ -1,0 +1,195 @@
+"""The verdicts as report tables: "at a glance", the noise floor, and one table per workload.
+
+"At a glance" names only significant differences (faster / slower than the baseline beyond the
+minimum effect, with the interval) and groups every other allocator as "cannot be told apart";
+the A/A arm is left out of the groups and shown in the noise-floor table instead.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rundir.read import Run
+from analysis.sequential import FASTER, NONE, SLOWER, UNDECIDED
+from analysis.table_model import Cell, Table, text
+from analysis.verdicts import (
+    RSS_GROWTH,
+    RSS_STOP,
+    THROUGHPUT,
+    Verdict,
+    aa_alarm,
+    design_of,
+    noise_floor,
+    why_no_verdicts,
+)
+
+METRIC_TEXT = {RSS_GROWTH: "memory: RSS growth", RSS_STOP: "memory: RSS at stop"}
+
+
+def ratio_ci(v: Verdict) -> str:
+    if not (math.isfinite(v.lo) and math.isfinite(v.hi)):
+        return f"{v.ratio:.2f}×"
+    return f"{v.ratio:.2f}× [{v.lo:.2f}–{v.hi:.2f}]"
+
+
+def _level_text(verdicts: list[Verdict]) -> str:
+    levels = sorted({round(v.level * 100, 2) for v in verdicts})
+    if not levels:
+        return ""
+    if levels == [95.0]:
+        return "95% intervals"
+    return f"intervals at {', '.join(f'{x:g}%' for x in levels)} per look (95% over all looks)"
+
+
+def glance_table(run: Run, verdicts: list[Verdict], baseline: str) -> Table:
+    design = design_of(run)
+    m = design.min_effect_pct
+    t = Table(
+        "glance",
+        f"At a glance: what differs from {baseline}",
+        f"Only differences that are significant and at least {m:g}% are named, with the ratio to "
+        f"{baseline} and its interval (paired by round: every round ran every allocator once). "
+        f"Every other allocator is grouped as 'cannot be told apart': no difference beyond "
+        f"{m:g}% (none), or not yet decided (undecided: more rounds would tell). For memory, "
+        "'faster' means less memory and 'slower' more.",
+        [
+            "workload",
+            "THP",
+            "threads",
+            f"faster than {baseline}",
+            f"slower than {baseline}",
+            f"cannot be told apart from {baseline}",
+        ],
+    )
+    why = why_no_verdicts(run, baseline)
+    if why:
+        t.notes.append(f"No verdicts: {why}.")
+        return t
+    points: dict[tuple, list[Verdict]] = {}
+    for v in verdicts:
+        if v.aa_arm:
+            continue
+        wl = v.workload if v.metric == THROUGHPUT else METRIC_TEXT[v.metric]
+        points.setdefault((v.server, wl, v.thp, v.threads), []).append(v)
+    for (_server, wl, thp, th), vs in points.items():
+        faster = [v for v in vs if v.verdict == FASTER]
+        slower = [v for v in vs if v.verdict == SLOWER]
+        none = [v.allocator for v in vs if v.verdict == NONE]
+        open_ = [v.allocator for v in vs if v.verdict == UNDECIDED]
+        same = []
+        if none:
+            same.append(f"{', '.join(none)} (within ±{m:g}%)")
+        if open_:
+            same.append(f"{', '.join(open_)} (undecided)")
+        t.rows.append(
+            [
+                text(wl),
+                text(thp),
+                text("–" if th is None else str(th)),
+                text("; ".join(f"{v.allocator} {ratio_ci(v)}" for v in faster) or "–"),
+                text("; ".join(f"{v.allocator} {ratio_ci(v)}" for v in slower) or "–"),
+                text("; ".join(same) or "–"),
+            ]
+        )
+    t.notes.append(_level_text(verdicts) + f"; minimum effect {m:g}%.")
+    alarm = aa_alarm(verdicts)
+    if alarm:
+        t.notes.insert(0, aa_alarm_text(alarm))
+    return t
+
+
+def aa_alarm_text(alarm: list[Verdict]) -> str:
+    where = ", ".join(f"{v.workload or v.metric} {v.threads or ''} {ratio_ci(v)}" for v in alarm)
+    return (
+        f"WARNING: the A/A arm ({alarm[0].allocator}, the baseline again) was called different "
+        f"from itself at {len(alarm)} point(s) ({where}): this machine was too noisy in this run "
+        "for any verdict here to be trusted."
+    )
+
+
+def noise_table(run: Run, verdicts: list[Verdict], baseline: str) -> Table:
+    nf = noise_floor(run, verdicts)
+    design = design_of(run)
+    t = Table(
+        "noise",
+        "Noise floor of this machine in this run",
+        "How much two measurements of the same thing differed here. The A/A arm is the baseline "
+        "run again each round under a second name: its ratio to the baseline should be 1, and its "
+        "interval width is the smallest difference this run could resolve. The spread of "
+        "repeated server lives is each allocator's own variation from round to round.",
+        ["measure", "value"],
+    )
+
+    def pct(x):
+        return "–" if x is None else f"±{x:.1f}%"
+
+    if nf.aa_points:
+        t.rows.append(
+            [
+                text("A/A ratio (baseline vs itself)"),
+                text(f"{nf.aa_ratio_min:.2f}×–{nf.aa_ratio_max:.2f}× over {nf.aa_points} points"),
+            ]
+        )
+        t.rows.append(
+            [
+                text("A/A interval half-width"),
+                text(
+                    f"{pct(nf.aa_half_width_pct_median)} median, {pct(nf.aa_half_width_pct_max)} widest"
+                ),
+            ]
+        )
+        alarm = aa_alarm(verdicts)
+        t.rows.append(
+            [
+                text("A/A verdict"),
+                Cell(len(alarm), aa_alarm_text(alarm) if alarm else "never called different"),
+            ]
+        )
+    else:
+        t.notes.append(
+            "This run had no A/A arm (run.aa = true adds one): the noise floor below is the "
+            "spread of repeated lives only."
+        )
+    t.rows.append(
+        [
+            text("spread of repeated server lives (sd, same allocator and point)"),
+            text(
+                f"{pct(nf.life_spread_pct_median)} median, {pct(nf.life_spread_pct_max)} largest"
+                f" ({nf.lives} series)"
+            ),
+        ]
+    )
+    looks = (
+        f"first look after {design.first_look} rounds, at most {design.max_rounds}"
+        if design.looks > 1
+        else f"fixed: {design.first_look} rounds, one look"
+    )
+    t.rows.append([text("design"), text(f"{looks}; {run.repeats} rounds ran")])
+    stopped = (run.manifest.get("design") or {}).get("stopped")
+    if stopped:
+        t.rows.append([text("budget"), text(stopped)])
+    return t
+
+
+def workload_verdict_table(run: Run, verdicts: list[Verdict], workload: str) -> Table | None:
+    """allocator (THP) x threads: ratio [interval] and verdict, for one workload."""
+    vs = [v for v in verdicts if v.workload == workload and v.metric == THROUGHPUT]
+    if not vs:
+        return None
+    threads = sorted({v.threads for v in vs})
+    t = Table(
+        f"verdicts-{workload}",
+        f"Verdicts: throughput relative to {vs[0].baseline}",
+        "Ratio of each allocator's throughput to the baseline's, paired by round, with its "
+        "interval and verdict (faster / slower: significant and beyond the minimum effect; "
+        "none: any difference is within it; undecided: not yet known).",
+        ["allocator", "THP", *map(str, threads)],
+    )
+    keys = list(dict.fromkeys((v.allocator, v.thp) for v in vs))
+    for alloc, thp in keys:
+        row = [text(alloc), text(thp)]
+        for th in threads:
+            v = next((x for x in vs if (x.allocator, x.thp, x.threads) == (alloc, thp, th)), None)
+            row.append(Cell(v.ratio, f"{ratio_ci(v)} {v.verdict}") if v else text("–"))
+        t.rows.append(row)
+    return t

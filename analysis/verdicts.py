@@ -1,0 +1,343 @@
+"""Verdicts within one run: every allocator against the baseline, per point, with a 95% interval.
+
+A point is (server, workload, THP mode, thread level) for throughput, and (server, THP mode) for
+memory (whole server lives). Each allocator's ratio to the baseline (glibc unless the run or
+`--baseline` says otherwise) comes from the paired block design of analysis/sequential.py: rounds
+are blocks, so drift common to a round cancels. Throughput is compared on the log scale; RSS at
+stop too; RSS growth (which can be zero or negative) on the additive scale, expressed as a ratio
+1 + (mean difference) / (baseline's mean RSS at stop), as `compare` does.
+
+The interval's level is the look's share of the 5% (analysis/sequential.py): a run with a budget
+looked at its data after every round from the first planned look, and each look pays for itself.
+
+With one round there is no between-life variation to measure: no verdict is given at all, and
+`why_no_verdicts` says so. The A/A arm (the baseline again under another name, `<baseline>-aa`)
+measures the noise floor; if it is ever called different, every verdict of the run is doubtful
+and `aa_alarm` says so loudly.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+from analysis import memory, study_tables
+from rundir.read import BASELINE_ALLOCATOR, Run
+from analysis.sequential import (
+    DECIDED,
+    FASTER,
+    MIN_EFFECT_PCT,
+    NONE,
+    SLOWER,
+    UNDECIDED,
+    Design,
+    block_contrasts,
+    verdict,
+)
+
+AA_SUFFIX = "-aa"  # the A/A arm: the baseline's settings under a second name
+THROUGHPUT, RSS_GROWTH, RSS_STOP = "throughput", "rss_growth", "rss_stop"
+CSV_COLUMNS = [
+    "server",
+    "workload",
+    "allocator",
+    "baseline",
+    "thp",
+    "threads",
+    "metric",
+    "ratio",
+    "lo",
+    "hi",
+    "verdict",
+    "meaning",
+    "rounds",
+    "level",
+    "aa_arm",
+]
+# For memory a higher ratio is worse: "slower" there means "uses more memory".
+MEANING = {
+    THROUGHPUT: {FASTER: "faster", SLOWER: "slower"},
+    RSS_GROWTH: {FASTER: "grows less", SLOWER: "grows more"},
+    RSS_STOP: {FASTER: "less memory", SLOWER: "more memory"},
+}
+NO_DIFFERENCE = "no difference beyond the minimum effect"
+NOT_YET = "not decided: the interval still allows a difference beyond the minimum effect"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    server: str
+    workload: str  # "" for memory metrics (a whole server life)
+    allocator: str
+    baseline: str
+    thp: str
+    threads: int | None
+    metric: str  # THROUGHPUT (the workload's qps/tps), RSS_GROWTH or RSS_STOP
+    ratio: float
+    lo: float
+    hi: float
+    verdict: str
+    rounds: int
+    level: float  # the look's two-sided confidence level (0.95 for a fixed design)
+    aa_arm: bool
+
+    @property
+    def meaning(self) -> str:
+        if self.verdict == NONE:
+            return NO_DIFFERENCE
+        if self.verdict == UNDECIDED:
+            return NOT_YET
+        return MEANING[self.metric][self.verdict]
+
+    @property
+    def significant(self) -> bool:
+        return self.verdict in (FASTER, SLOWER)
+
+
+def aa_name(baseline: str) -> str:
+    return baseline + AA_SUFFIX
+
+
+def design_of(run: Run, min_effect_pct: float | None = None) -> Design:
+    """The design the run recorded (manifest "design"); a run without one was a fixed design
+    looked at once, at the rounds it has."""
+    d = run.manifest.get("design") or {}
+    rounds = max(run.repeats, 1)
+    first = int(d.get("first_look") or rounds)
+    most = max(int(d.get("max_rounds") or rounds), first)
+    effect = min_effect_pct if min_effect_pct is not None else d.get("min_effect_pct")
+    return Design(first, most, min_effect_pct=float(effect or MIN_EFFECT_PCT))
+
+
+def baseline_of(run: Run, baseline: str | None = None) -> str:
+    return baseline or (run.manifest.get("design") or {}).get("baseline") or BASELINE_ALLOCATOR
+
+
+def rounds_of(run: Run) -> int:
+    """Rounds with at least one ok level."""
+    return len({r["repeat"] for r in run.ok_rows if r.get("repeat") is not None})
+
+
+def why_no_verdicts(run: Run, baseline: str | None = None) -> str | None:
+    """Why the run cannot give verdicts, or None when it can."""
+    base = baseline_of(run, baseline)
+    if rounds_of(run) < 2:
+        return (
+            "one round only: a single server life per allocator says nothing about how much a "
+            "second life would differ, so no difference is called (run at least 3 rounds: "
+            "--repeat 3, or --budget)"
+        )
+    if base not in run.allocators:
+        return f"the baseline {base!r} was not measured in this run (--baseline NAME)"
+    return None
+
+
+def _level(design: Design, rounds: int) -> float:
+    return 1 - design.alpha_at(rounds)
+
+
+def _judge(
+    values: dict[str, dict[int, float]],
+    base: str,
+    design: Design,
+    scale: str,
+    norm: float | None = None,
+    higher_is_better: bool = True,
+) -> dict[str, tuple[float, float, float, str, int, float]]:
+    """allocator -> (ratio, lo, hi, verdict, rounds, level) for one point. `scale` "log": values
+    are positive and compared as ratios; "add": differences divided by `norm`."""
+    rounds = len(values.get(base) or {})
+    if rounds < 2:
+        return {}
+    level = _level(design, rounds)
+    if scale == "log":
+        if any(v <= 0 for vs in values.values() for v in vs.values()):
+            return {}
+        logs = {a: {r: math.log(v) for r, v in vs.items()} for a, vs in values.items()}
+        contrasts = block_contrasts(logs, base, 1 - level)
+        conv = math.exp
+    else:
+        if not norm or norm <= 0:
+            return {}
+        contrasts = block_contrasts(values, base, 1 - level)
+
+        def conv(x: float) -> float:
+            return 1 + x / norm
+
+    out = {}
+    for a, c in contrasts.items():
+        ratio = conv(c.diff)
+        lo, hi = (
+            (conv(c.diff - c.half), conv(c.diff + c.half))
+            if math.isfinite(c.half)
+            else (
+                math.nan,
+                math.nan,
+            )
+        )
+        v = verdict(ratio, lo, hi, design.min_effect_pct)
+        if not higher_is_better:  # memory: a ratio above 1 is more memory, the worse side
+            v = {FASTER: SLOWER, SLOWER: FASTER}.get(v, v)
+        out[a] = (ratio, lo, hi, v, c.rounds, level)
+    return out
+
+
+def run_verdicts(
+    run: Run, baseline: str | None = None, min_effect_pct: float | None = None
+) -> list[Verdict]:
+    """Every allocator against the baseline at every point (empty when why_no_verdicts says)."""
+    base = baseline_of(run, baseline)
+    if why_no_verdicts(run, base):
+        return []
+    design = design_of(run, min_effect_pct)
+    aa = aa_name(base)
+    out: list[Verdict] = []
+
+    def add(server, wl, thp, th, metric, judged):
+        for a in run.allocators:
+            if a in judged:
+                ratio, lo, hi, v, n, level = judged[a]
+                out.append(
+                    Verdict(
+                        server, wl, a, base, thp, th, metric, ratio, lo, hi, v, n, level, a == aa
+                    )
+                )
+
+    # Throughput: one value per (cell) level; the round is the row's repeat.
+    for wl in run.workloads:
+        metric = study_tables.metric_of(run, wl)
+        by_point: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+        for r in run.ok_rows:
+            v = r.get(metric)
+            if r["workload"] != wl or v is None or run.is_standin(r["cell"]):
+                continue
+            by_point[(r["server"], r["thp"], r["threads"])][r["allocator"]][r["repeat"] or 1] = v
+        for (server, thp, th), values in sorted(by_point.items(), key=lambda kv: kv[0]):
+            add(server, wl, thp, th, THROUGHPUT, _judge(values, base, design, "log"))
+
+    # Memory: one value per complete server life.
+    basis = memory.memory_basis(run)
+    growth: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    stop: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    for cid, rows in memory.complete_cells(run).items():
+        if run.is_standin(cid):
+            continue
+        m = memory.cell_memory(run, cid, rows, basis)
+        key, a, rnd = (rows[0]["server"], rows[0]["thp"]), rows[0]["allocator"], rows[0]["repeat"]
+        if m.rss_growth_kb is not None:
+            growth[key][a][rnd or 1] = m.rss_growth_kb
+        if m.rss_end_kb is not None:
+            stop[key][a][rnd or 1] = m.rss_end_kb
+    for (server, thp), values in sorted(stop.items()):
+        add(server, "", thp, None, RSS_STOP, _judge(values, base, design, "log", None, False))
+        base_end = values.get(base) or {}
+        norm = sum(base_end.values()) / len(base_end) if base_end else None
+        add(
+            server,
+            "",
+            thp,
+            None,
+            RSS_GROWTH,
+            _judge(growth[(server, thp)], base, design, "add", norm, False),
+        )
+    return out
+
+
+def undecided(verdicts: list[Verdict]) -> list[Verdict]:
+    return [v for v in verdicts if v.verdict not in DECIDED]
+
+
+def aa_alarm(verdicts: list[Verdict]) -> list[Verdict]:
+    """A/A points called different: the machine was too noisy for any verdict of this run."""
+    return [v for v in verdicts if v.aa_arm and v.significant]
+
+
+# -- the noise floor --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NoiseFloor:
+    aa_points: int
+    aa_half_width_pct_median: float | None  # A/A interval half-width, as % of the ratio
+    aa_half_width_pct_max: float | None
+    aa_ratio_min: float | None
+    aa_ratio_max: float | None
+    life_spread_pct_median: float | None  # sd of log throughput over rounds, same allocator
+    life_spread_pct_max: float | None
+    lives: int  # (allocator, point) series with >= 2 lives behind the spread
+
+
+def _half_pct(v: Verdict) -> float:
+    return (math.sqrt(v.hi / v.lo) - 1) * 100 if v.lo > 0 else math.inf
+
+
+def noise_floor(run: Run, verdicts: list[Verdict]) -> NoiseFloor:
+    aa = [v for v in verdicts if v.aa_arm and v.metric == THROUGHPUT and math.isfinite(v.lo)]
+    halves = sorted(_half_pct(v) for v in aa)
+    series: dict[tuple, list[float]] = defaultdict(list)
+    for wl in run.workloads:
+        metric = study_tables.metric_of(run, wl)
+        for r in run.ok_rows:
+            v = r.get(metric)
+            if r["workload"] == wl and v and v > 0 and not run.is_standin(r["cell"]):
+                series[(r["server"], wl, r["thp"], r["threads"], r["allocator"])].append(v)
+    spreads = sorted(
+        (math.exp(_sd([math.log(x) for x in xs])) - 1) * 100
+        for xs in series.values()
+        if len(xs) >= 2
+    )
+    return NoiseFloor(
+        len(aa),
+        _median(halves),
+        halves[-1] if halves else None,
+        min((v.ratio for v in aa), default=None),
+        max((v.ratio for v in aa), default=None),
+        _median(spreads),
+        spreads[-1] if spreads else None,
+        len(spreads),
+    )
+
+
+def _sd(xs: list[float]) -> float:
+    m = sum(xs) / len(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def _median(xs: list[float]) -> float | None:
+    if not xs:
+        return None
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+# -- verdicts.csv -----------------------------------------------------------------------------
+def _num(x: float | None) -> str:
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.6g}"
+
+
+def verdicts_csv(verdicts: list[Verdict]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_COLUMNS)
+    for v in verdicts:
+        w.writerow(
+            [
+                v.server,
+                v.workload,
+                v.allocator,
+                v.baseline,
+                v.thp,
+                "" if v.threads is None else v.threads,
+                v.metric,
+                _num(v.ratio),
+                _num(v.lo),
+                _num(v.hi),
+                v.verdict,
+                v.meaning,
+                v.rounds,
+                f"{v.level:.4f}",
+                "yes" if v.aa_arm else "no",
+            ]
+        )
+    return buf.getvalue()

@@ -1,0 +1,85 @@
+"""`--budget`: after each round from the first look, add one more round or stop, and say why.
+
+The rule itself (which looks, at what level) is analysis/sequential.py's; this module only plans
+the most rounds a budget allows before the run starts (the spending needs it fixed in advance),
+and after each round reads the run directory's verdicts to decide whether another round is worth
+its time: it stops as soon as every point is decided, at the planned maximum, or when the
+budget left is shorter than the last round took.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rundir.read import load_run
+from analysis.sequential import Design, plan_max_rounds
+from analysis.verdicts import run_verdicts, undecided
+
+SHOWN = 6  # undecided points named on the console; the rest are counted
+
+
+def plan_design(suite, round_s: float, cap: int) -> Design:
+    """The run's design: first look at `repeat` rounds; with a budget, as many more as the
+    estimated round time allows."""
+    first = suite.run.repeat
+    # The estimate is pessimistic (measured rounds here took half of it): plan the looks for
+    # rounds twice as fast, so a fast machine is not stopped short. A look that the budget never
+    # reaches only leaves its share of the 5% unspent (conservative), it never inflates it.
+    optimistic = round_s / 2
+    most = (
+        plan_max_rounds(first, suite.run.budget_s, optimistic, cap) if suite.run.budget_s else first
+    )
+    return Design(first, most, min_effect_pct=suite.run.min_effect_pct)
+
+
+@dataclass
+class Decision:
+    more: bool
+    message: str
+
+
+def _point(v) -> str:
+    where = f"{v.workload} {v.threads} thr" if v.workload else v.metric
+    return f"{v.allocator} {where} ({v.ratio:.2f}x [{v.lo:.2f}-{v.hi:.2f}])"
+
+
+class Budget:
+    def __init__(self, budget_s: float, design: Design, baseline: str, started: float):
+        self.budget_s = budget_s
+        self.design = design
+        self.baseline = baseline
+        self.started = started  # time.monotonic() when the run began
+
+    def after_round(self, run_dir: Path, rounds: int, last_round_s: float) -> Decision:
+        verdicts = run_verdicts(
+            load_run(run_dir), self.baseline, min_effect_pct=self.design.min_effect_pct
+        )
+        open_ = undecided(verdicts)
+        left = self.budget_s - (time.monotonic() - self.started)
+        head = f"after round {rounds}: {len(verdicts) - len(open_)} of {len(verdicts)} decided"
+        if not verdicts:
+            return Decision(False, f"{head}; no point could be judged, stopping")
+        if not open_:
+            return Decision(False, f"{head}: every point decided, stopping early")
+        names = ", ".join(_point(v) for v in open_[:SHOWN])
+        more_names = f" and {len(open_) - SHOWN} more" if len(open_) > SHOWN else ""
+        still = f"undecided: {names}{more_names}"
+        if rounds >= self.design.max_rounds:
+            return Decision(
+                False, f"{head}; the planned maximum of {rounds} rounds is reached; {still}"
+            )
+        if left < last_round_s:
+            return Decision(
+                False,
+                f"{head}; budget left {left:.0f} s < one round (~{last_round_s:.0f} s): "
+                f"stopping; {still}",
+            )
+        fits = min(int(left // max(last_round_s, 1.0)), self.design.max_rounds - rounds)
+        return Decision(
+            True,
+            f"{head}; {still}; round {rounds + 1} next (~{last_round_s:.0f} s; budget left "
+            f"{left:.0f} s, room for {fits} more round(s), at most until "
+            f"{time.strftime('%H:%M:%S', time.localtime(time.time() + fits * last_round_s))})",
+        )

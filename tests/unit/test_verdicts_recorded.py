@@ -1,0 +1,141 @@
+"""Verdicts on recorded real runs, verdicts.csv, the report's glance, and the budget's decisions.
+
+Real data with known truth: real-regress-base-a and -b are the same configuration recorded twice
+(5 rounds each): joined round by round under two names they are a real A/A pair. real-regress-slow
+is the same configuration made ~12% slower by a rate cap (3 rounds).
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from analysis.report import write_report
+from rundir.read import load_run
+from analysis.sequential import Design
+from analysis.verdicts import (
+    CSV_COLUMNS,
+    RSS_GROWTH,
+    RSS_STOP,
+    THROUGHPUT,
+    aa_alarm,
+    run_verdicts,
+    why_no_verdicts,
+)
+from suites.budget import Budget
+
+RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+
+
+def joined(
+    tmp_path: Path, other: str, name: str, scale: float = 1.0, rss_scale: float = 1.0
+) -> Path:
+    """real-regress-base-a with the rows of `other` added as allocator `name` (rounds kept), their
+    throughput multiplied by `scale`."""
+    out = tmp_path / f"joined-{name}"
+    shutil.copytree(RUNS / "real-regress-base-a", out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    other_manifest = json.loads((RUNS / other / "manifest.json").read_text())
+    with (out / "results.csv").open() as f:
+        reader = csv.DictReader(f)
+        cols, rows = reader.fieldnames, list(reader)
+    with (RUNS / other / "results.csv").open() as f:
+        extra = list(csv.DictReader(f))
+    ids = {}
+    for r in extra:
+        new_id = r["cell"].replace("__glibc__", f"__{name}__")
+        ids[r["cell"]] = new_id
+        r.update(cell=new_id, allocator=name, qps=str(float(r["qps"]) * scale))
+        r["rss_end_kb"] = str(float(r["rss_end_kb"]) * rss_scale)
+        rows.append(r)
+    for c in other_manifest["cells"]:
+        c = copy.deepcopy(c)
+        c["id"] = ids.get(c["id"], c["id"])
+        c["index"] = 100 + c["index"]
+        c["allocator"]["name"] = name
+        manifest["cells"].append(c)
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with (out / "results.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerows(rows)
+    return out
+
+
+def test_recorded_aa_pair_is_never_called_different(tmp_path):
+    run = load_run(joined(tmp_path, "real-regress-base-b", "glibc-aa"))
+    vs = run_verdicts(run)
+    assert {v.metric for v in vs} == {THROUGHPUT, RSS_GROWTH, RSS_STOP}
+    assert all(v.aa_arm for v in vs)
+    assert aa_alarm(vs) == []
+    (tp,) = [v for v in vs if v.metric == THROUGHPUT]
+    assert tp.rounds == 5 and tp.lo < 1 < tp.hi
+    assert tp.verdict in ("none", "undecided")
+
+
+def test_recorded_slowdown_is_never_called_faster(tmp_path):
+    run = load_run(joined(tmp_path, "real-regress-slow", "capped"))
+    (tp,) = [v for v in run_verdicts(run) if v.metric == THROUGHPUT]
+    assert tp.rounds == 3  # paired over the rounds both have
+    assert tp.ratio < 1
+    assert tp.verdict in ("slower", "undecided")
+
+
+def test_a_clear_difference_is_called_and_named_at_a_glance(tmp_path):
+    run_dir = joined(tmp_path, "real-regress-base-a", "fast", scale=1.5)
+    vs = run_verdicts(load_run(run_dir))
+    (tp,) = [v for v in vs if v.metric == THROUGHPUT]
+    assert tp.verdict == "faster" and tp.ratio == pytest.approx(1.5)
+    write_report(run_dir)
+    rows = list(csv.DictReader((run_dir / "verdicts.csv").open()))
+    assert list(rows[0]) == CSV_COLUMNS
+    assert {r["verdict"] for r in rows} <= {"faster", "slower", "none", "undecided"}
+    assert any(r["allocator"] == "fast" and r["verdict"] == "faster" for r in rows)
+    md = (run_dir / "summary.md").read_text()
+    assert "fast 1.50×" in md and "What differs from glibc" in md.replace("what", "What")
+
+
+def test_more_memory_is_the_worse_side(tmp_path):
+    vs = run_verdicts(load_run(joined(tmp_path, "real-regress-base-a", "fat", rss_scale=1.3)))
+    (stop,) = [v for v in vs if v.metric == RSS_STOP]
+    assert stop.ratio == pytest.approx(1.3, rel=0.01)
+    assert stop.verdict == "slower" and stop.meaning == "more memory"
+    (grow,) = [v for v in vs if v.metric == RSS_GROWTH]
+    assert grow.ratio > 1.05 and grow.verdict == "slower" and grow.meaning == "grows more"
+
+
+def test_one_round_gives_no_verdict_and_says_why(tmp_path):
+    run = load_run(RUNS / "real-smoke-1")
+    assert "one round only" in why_no_verdicts(run)
+    assert run_verdicts(run) == []
+    shutil.copytree(RUNS / "real-smoke-1", tmp_path / "r")
+    write_report(tmp_path / "r")
+    md = (tmp_path / "r" / "summary.md").read_text()
+    assert "No verdicts: one round only" in md
+    assert "fastest" not in md.lower()
+    assert (tmp_path / "r" / "verdicts.csv").read_text().strip() == ",".join(CSV_COLUMNS)
+
+
+def test_budget_stops_early_when_every_point_is_decided(tmp_path):
+    run_dir = joined(tmp_path, "real-regress-base-a", "fast", scale=1.5)
+    budget = Budget(3600, Design(3, 20), "glibc", time.monotonic())
+    d = budget.after_round(run_dir, 5, 10.0)
+    assert not d.more
+    assert "every point decided" in d.message
+
+
+def test_budget_adds_rounds_while_undecided_and_runs_out_gracefully(tmp_path):
+    run_dir = joined(tmp_path, "real-regress-base-b", "glibc-aa")
+    started = time.monotonic()
+    more = Budget(3600, Design(3, 20), "glibc", started).after_round(run_dir, 5, 10.0)
+    assert more.more and "undecided: glibc-aa" in more.message and "round 6 next" in more.message
+    out = Budget(5, Design(3, 20), "glibc", started).after_round(run_dir, 5, 10.0)
+    assert not out.more and "budget left" in out.message and "undecided" in out.message
+    last = Budget(3600, Design(3, 5), "glibc", started).after_round(run_dir, 5, 10.0)
+    assert not last.more and "planned maximum" in last.message
