@@ -147,7 +147,7 @@ def build_context(run: Run, baseline: str | None = None) -> dict:
                 "throughput_plot": None if is_ii else plots.throughput_plot(run, wl, metric),
                 "latency_plot": None if is_ii else plots.latency_plot(run, wl),
                 "interval_plot": plots.interval_rate_plot(run, wl) if is_ii else None,
-                "verdict_table": verdict_study_tables.workload_verdict_table(run, judged, wl),
+                "verdict_table": verdict_tables.workload_verdict_table(run, judged, wl),
                 "throughput_table": study_tables.throughput_table(run, wl, metric),
                 "latency_tables": [study_tables.latency_table(run, wl, p) for p in ("p95", "p99")],
                 "efficiency_tables": study_tables.efficiency_tables(run, wl),
