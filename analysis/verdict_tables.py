@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 
-from rundir.read import Run
 from analysis.sequential import FASTER, NONE, SLOWER, UNDECIDED
 from analysis.table_model import Cell, Table, text
 from analysis.verdicts import (
@@ -22,6 +21,7 @@ from analysis.verdicts import (
     noise_floor,
     why_no_verdicts,
 )
+from rundir.read import Run
 
 METRIC_TEXT = {RSS_GROWTH: "memory: RSS growth", RSS_STOP: "memory: RSS at stop"}
 

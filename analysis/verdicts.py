@@ -25,7 +25,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from analysis import memory, study_tables
-from rundir.read import BASELINE_ALLOCATOR, Run
 from analysis.sequential import (
     DECIDED,
     FASTER,
@@ -37,6 +36,7 @@ from analysis.sequential import (
     block_contrasts,
     verdict,
 )
+from rundir.read import BASELINE_ALLOCATOR, Run
 
 AA_SUFFIX = "-aa"  # the A/A arm: the baseline's settings under a second name
 THROUGHPUT, RSS_GROWTH, RSS_STOP = "throughput", "rss_growth", "rss_stop"

@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rundir.read import load_run
 from analysis.sequential import Design, plan_max_rounds
 from analysis.verdicts import run_verdicts, undecided
+from rundir.read import load_run
 
 SHOWN = 6  # undecided points named on the console; the rest are counted
 

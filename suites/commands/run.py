@@ -246,9 +246,9 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
     """The end-of-run tables: per workload, allocator x threads, each cell the ratio to the
     baseline, its interval and the verdict; memory likewise. With one round there is no verdict:
     ([], [why]) and the caller shows the raw single figures, labelled as such."""
-    from rundir.read import load_run
     from analysis.verdict_tables import aa_alarm_text, ratio_ci
     from analysis.verdicts import aa_alarm, baseline_of, noise_floor, run_verdicts, why_no_verdicts
+    from rundir.read import load_run
 
     run = load_run(run_dir)
     base = baseline_of(run, baseline)

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from rundir.read import load_run
 from analysis.verdicts import noise_floor, run_verdicts
+from rundir.read import load_run
 from suites.cli import main
 from tests.integration.runs_helpers import manifest, processes_mentioning
 

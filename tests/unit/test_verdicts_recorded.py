@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from analysis.report import write_report
-from rundir.read import load_run
 from analysis.sequential import Design
 from analysis.verdicts import (
     CSV_COLUMNS,
@@ -28,6 +27,7 @@ from analysis.verdicts import (
     run_verdicts,
     why_no_verdicts,
 )
+from rundir.read import load_run
 from suites.budget import Budget
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
