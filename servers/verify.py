@@ -149,6 +149,14 @@ def _mapped_as(files: dict[str, set[int]], libraries: list[str]) -> list[str]:
     return sorted(set(out))
 
 
+def _process_root(pid: int, proc_root: str) -> str:
+    """The prefix that turns a path as `pid` sees it into one we can open: "/proc/PID/root"
+    (its root directory: / for a host server, the root's directory for one under chroot), or ""
+    where that is not available (a recorded procfs in tests)."""
+    p = Path(proc_root) / str(pid) / "root"
+    return str(p) if p.is_dir() else ""
+
+
 def verify_allocator(
     pid: int,
     allocator: Allocator,
@@ -156,15 +164,19 @@ def verify_allocator(
     server_reported: str | None = None,
     proc_root: str = "/proc",
 ) -> dict:
-    """Evidence that `allocator` serves malloc in `pid`; AllocatorError naming what was found."""
+    """Evidence that `allocator` serves malloc in `pid`; AllocatorError naming what was found.
+
+    `binary` and the allocator's paths are as the process sees them (inside its server root, if
+    it runs in one): they are reached through /proc/PID/root, which is / for a host server."""
     files = mapped_files(pid, proc_root)
     env = process_env(pid, proc_root)
-    defs = malloc_definitions(binary)
-    ours = _mapped_as(files, [allocator.library] if allocator.library else [])
+    seen = _process_root(pid, proc_root)
+    defs = malloc_definitions(Path(seen + str(binary)) if seen else binary)
+    ours = _mapped_as(files, [seen + allocator.library] if allocator.library else [])
     # Only the companions the registry names (TBB's proxy loads libtbbmalloc.so.2 itself) may sit
     # beside ours. Same family is not enough: libtcmalloc_debug next to libtcmalloc_minimal is a
     # second tcmalloc heap.
-    companions = _mapped_as(files, allocator.companion_paths())
+    companions = _mapped_as(files, [seen + p for p in allocator.companion_paths()])
     allocator_libs = {p: known_allocator_family(p) for p in files if known_allocator_family(p)}
     foreign = sorted(p for p in allocator_libs if p not in ours and p not in companions)
     evidence = {

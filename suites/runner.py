@@ -78,19 +78,27 @@ class Matrix:
             return b, f"mongodb-{b.version}"
         from servers.mysql import find_mysql
 
-        b = find_mysql(s.binary or None, s.basedir or None)
+        b = find_mysql(s.binary or None, s.basedir or None, root=s.root or None)
         if s.flavor != "mariadb" and b.flavor != s.flavor:
             raise SuiteError(
                 f"server.flavor is {s.flavor!r} but {b.path} is {b.flavor} {b.version}"
             )
         return b, f"{b.flavor}-{b.version}"
 
+    def _server_root(self):
+        """The suite's server root (servers.root.ServerRoot), or None for a host server."""
+        if not self.suite.server.root:
+            return None
+        from servers.root import open_root
+
+        return open_root(self.suite.server.root)
+
     def resolve_allocators(self) -> list:
         """The suite's allocators, each usable here."""
         from servers.allocators import resolve
 
         custom = [c.model_dump() for c in self.suite.allocators.custom]
-        allocs = resolve(list(self.suite.allocators.use), custom=custom)
+        allocs = resolve(list(self.suite.allocators.use), custom=custom, root=self._server_root())
         if not allocs:
             raise SuiteError("allocators.use: no usable allocator (see `mallocsweep allocators`)")
         unusable = [a for a in allocs if not a.usable]
@@ -116,7 +124,7 @@ class Matrix:
 
             custom = [c.model_dump() for c in self.suite.allocators.custom]
             try:
-                allocators = resolve(names, custom=custom)
+                allocators = resolve(names, custom=custom, root=self._server_root())
             except ServerError as e:
                 raise SuiteError(f"--resume: {e}") from None
             check_allocators(manifest, allocators)
