@@ -11,7 +11,7 @@ STAMPS := .stamps
 # binaries and the keep_thp shim; maven + a JRE for the MongoDB stand-in; chromium to check reports render.
 DEB_PACKAGES := mariadb-server mariadb-client sysbench \
                 libjemalloc2 libtcmalloc-minimal4 libgoogle-perftools4 libmimalloc2.0 libtbbmalloc2 \
-                linux-perf gcc maven default-jre-headless chromium
+                linux-perf gcc maven default-jre-headless chromium debootstrap
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 SUITE ?= configs/suites/quick.toml
