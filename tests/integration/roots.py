@@ -63,8 +63,19 @@ def rooted_server(flavor: str) -> Path:
             shutil.rmtree(final, ignore_errors=True)
             build.rename(final)
         finally:
-            shutil.rmtree(build, ignore_errors=True)
+            if build.exists():
+                _unmount_under(build)  # debootstrap mounts proc and sys in it while it works
+                shutil.rmtree(build, ignore_errors=True)
     return final
+
+
+def _unmount_under(path: Path) -> None:
+    """Unmount whatever an interrupted debootstrap left mounted under `path`, deepest first, so
+    that removing the half-built root never reaches into /proc or /sys."""
+    prefix = str(path) + "/"
+    mounts = [ln.split()[1] for ln in Path("/proc/mounts").read_text().splitlines()]
+    for m in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
+        subprocess.run(["umount", "-l", m], capture_output=True)
 
 
 def _run(argv: list[str], build: Path, env: dict | None = None) -> None:

@@ -90,7 +90,7 @@ def _dpkg_version(root: Path, package: str) -> str:
     return done.stdout.strip()
 
 
-def _suite(out: Path, flavor: str, root: Path, allocators: list[str], duration=2) -> Path:
+def _suite(out: Path, flavor: str, root: Path, allocators: list[str], duration=3) -> Path:
     p = out / "suite.toml"
     names = ", ".join(f'"{a}"' for a in allocators)
     p.write_text(SMOKE.format(flavor=flavor, root=root, allocators=names, duration=duration))
@@ -137,6 +137,7 @@ def _run_suite(suite: Path, out: Path, cache: Path) -> tuple[int, Path, str]:
         _, err = proc.communicate(timeout=900)
     finally:
         kill_quietly(proc)
+    assert proc.returncode == 0, err
     return proc.returncode, run_dir_of(out / "runs", 5), err
 
 
@@ -155,7 +156,7 @@ def test_mysql_smoke_in_root_under_builtin(mysql_root, out, cache):
     libc = _dpkg_version(mysql_root, "libc6")
     assert server["root"]["path"] == str(mysql_root)
     assert server["root"]["libc6"] == libc and libc.startswith(server["root"]["glibc"] + "-")
-    assert server["root"]["glibc"] != m["host"]["glibc"]  # the root's, not the host's
+    assert server["root"]["glibc"] != m["host"]["glibc_version"]  # the root's, not the host's
     ev = cell["verification"]
     assert ev["verdict"] == "verified" and ev["binary"] == "/usr/sbin/mysqld"
     # Debian's mysqld links tcmalloc itself: mapped from the root's own library directory.
@@ -249,6 +250,56 @@ def test_running_server_seen_from_the_host(mariadb_root, out):
     assert server.exit is not None and server.exit.returncode == 0
     assert not Path(f"/proc/{pid}").exists()
     assert _tree(mariadb_root) == before
+
+
+def test_mysql_in_root_auth_x_protocol_and_secure_file_priv(mysql_root, out):
+    """MySQL's own defaults that would break a private server: the X protocol's fixed port, a
+    secure_file_priv directory that does not exist; and root's caching_sha2_password login over
+    the socket, from mysql-connector-python and from sysbench (MariaDB Connector/C)."""
+    binary = find_mysql(root=str(mysql_root))
+    builtin = resolve(["builtin"], root=binary.root)[0]
+    server = MySQLServer(
+        binary, out / "w", MySQLSettings(buffer_pool_mb=32, max_threads=8), builtin
+    )
+    try:
+        server.initialize()
+        pid = server.start()
+        assert os.readlink(f"/proc/{pid}/exe") == f"{mysql_root}/usr/sbin/mysqld"
+        conn = server.connect()
+        try:
+            cur = conn.cursor()
+            cur.execute("SELECT plugin FROM mysql.user WHERE user = 'root'")
+            assert {r[0] for r in cur.fetchall()} == {"caching_sha2_password"}
+            cur.execute(
+                "SELECT COUNT(*) FROM information_schema.plugins WHERE plugin_name='mysqlx'"
+            )
+            assert cur.fetchone()[0] == 0  # the X plugin is not loaded: no port 33060
+            cur.execute("SELECT @@secure_file_priv")
+            assert cur.fetchone()[0].rstrip("/") == str(server.secure_file_priv)
+            cur.execute("CREATE DATABASE sbtest")
+        finally:
+            conn.close()
+        done = subprocess.run(
+            [
+                "sysbench",
+                "oltp_point_select",
+                "--db-driver=mysql",
+                f"--mysql-socket={server.socket}",
+                "--mysql-user=root",
+                "--mysql-db=sbtest",
+                "--tables=1",
+                "--table-size=100",
+                "prepare",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "Inserting 100 records into 'sbtest1'" in done.stdout
+    finally:
+        server.stop()
+    assert server.exit is not None and server.exit.returncode == 0
 
 
 def test_sigint_mid_run_leaves_nothing(mysql_root, out, cache):
