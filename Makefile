@@ -12,7 +12,7 @@ STAMPS := .stamps
 # debootstrap for the server roots of `mallocsweep servers fetch`.
 DEB_PACKAGES := mariadb-server mariadb-client sysbench debootstrap \
                 libjemalloc2 libtcmalloc-minimal4 libgoogle-perftools4 libmimalloc2.0 libtbbmalloc2 \
-                linux-perf gcc maven default-jre-headless chromium
+                linux-perf gcc maven default-jre-headless chromium debootstrap
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 SUITE ?= configs/suites/quick.toml

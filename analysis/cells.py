@@ -245,6 +245,7 @@ def metadata(run: Run) -> list[tuple[str, str]]:
                 else ""
             ),
         ),
+        *_root_rows(run),
         ("CPU governor", str(h.get("governor") or "unknown")),
         ("repeats", str(run.repeats)),
         (
@@ -270,6 +271,23 @@ def format_text(run: Run) -> str:
         f" switches cover {cover}"
     )
 
+def _root_rows(run: Run) -> list[tuple[str, str]]:
+    """The server roots the run's servers ran in: their release and glibc, which replace the
+    host's for the server (the host's glibc above is then not the one serving the server)."""
+    rows, seen = [], set()
+    for c in run.cells.values():
+        r = (c.get("server") or {}).get("root") or {}
+        if r.get("path") and r["path"] not in seen:
+            seen.add(r["path"])
+            rows.append(
+                (
+                    "server root",
+                    f"{r['path']}: {r.get('release') or '?'}, glibc {r.get('glibc') or '?'}"
+                    " (the server runs on the root's libraries and allocators, not the host's)",
+                )
+            )
+    return rows
+
 
 def servers_table(run: Run) -> Table:
     table = Table(
@@ -291,7 +309,7 @@ def servers_table(run: Run) -> Table:
                 text(s.get("flavor")),
                 text(s.get("version")),
                 text(s.get("binary")),
-                text(STANDIN_LABEL if s.get("standin") else ""),
+                text(STANDIN_LABEL if s.get("standin") else _root_note(s.get("root"))),
             ]
         )
     return table
@@ -323,3 +341,10 @@ def allocators_table(run: Run) -> Table:
             ]
         )
     return table
+
+
+def _root_note(root: dict | None) -> str:
+    if not root:
+        return ""
+    where = f"{root.get('release') or '?'}, glibc {root.get('glibc') or '?'}"
+    return f"in root {root.get('path')} ({where})"

@@ -400,6 +400,19 @@ def thp_self_disabled(run: Run) -> list[str]:
     ]
 
 
+def thp_kept(run: Run) -> list[str]:
+    """Cells where the THP mode in force offered huge pages and the server kept THP for itself
+    (THP_enabled 1): the mode reached its heap, not only its buffer pool. MySQL does not opt out
+    (measured on 9.7: THP_enabled 1), unlike Debian's MariaDB."""
+    return [
+        cid
+        for cid in run.cells
+        if cell_process_thp(run, cid) == 1
+        and ((run.cell(cid).get("thp") or {}).get("in_force") or {}).get("enabled")
+        in ("always", "madvise")
+    ]
+
+
 def hugepage_table(run: Run, workload: str) -> Table | None:
     """THP modes side by side per allocator; None unless the run has more than one mode."""
     modes = run.thp_modes

@@ -174,6 +174,7 @@ def build_context(run: Run, baseline: str | None = None) -> dict:
         "thp_cells": memory.thp_cells_table(run),
         "thp_advice": notices.thp_advice(run),
         "thp_self_disabled": memory.thp_self_disabled(run),
+        "thp_kept": memory.thp_kept(run),
         "thp_mismatches": memory.thp_state_mismatches(run),
         "thp_probe": run.manifest.get("thp_prctl_probe") or {},
         "probe_why": probe_why(run.manifest.get("thp_prctl_probe")),

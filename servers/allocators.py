@@ -87,17 +87,25 @@ class Allocator:
     # file names looked up in the library's own directory (registry entries), or absolute paths (a
     # suite's custom entry). Any other allocator library mapped beside it is a second heap.
     companions: tuple[str, ...] = ()
+    # A server root's own allocator (servers.root_allocators): `library` is a path inside it.
+    root: str | None = None
 
     def companion_paths(self) -> list[str]:
         """Real paths of the companion libraries (those that exist): a file name is taken from
-        `library`'s directory, an absolute path as it is."""
+        `library`'s directory, an absolute path as it is (inside the root, for a root's own)."""
         if not self.library:
             return []
         here = os.path.dirname(self.library)
         out = []
         for name in self.companions:
             p = name if os.path.isabs(name) else os.path.join(here, name)
-            if os.path.exists(p):
+            if self.root:
+                from servers.root import host_path, resolve_in_root
+
+                real = resolve_in_root(self.root, p)
+                if os.path.exists(host_path(self.root, real)):
+                    out.append(real)
+            elif os.path.exists(p):
                 out.append(os.path.realpath(p))
         return out
 
@@ -145,6 +153,7 @@ class Allocator:
             "companions": list(self.companions),
             "usable": self.usable,
             "why_not": self.why_not,
+            "root": self.root,
         }
 
 
@@ -503,6 +512,7 @@ def resolve(
     names: list[str],
     custom: Iterable[Mapping] = (),
     registry: Mapping[str, AllocatorSpec] | None = None,
+    root=None,
 ) -> list[Allocator]:
     """The allocators a suite asks for, in the order asked, without duplicates.
 
@@ -511,6 +521,19 @@ def resolve(
     is not usable here is returned with usable=False and why_not, for the caller to refuse.
     """
     registry = load_registry() if registry is None else registry
+    detect = _detect
+    if root is not None:
+        # A server in a root (servers.root.ServerRoot) runs on the root's own allocators.
+        from servers.root_allocators import detect_in_root
+
+        def detect(spec: AllocatorSpec) -> Allocator:
+            return detect_in_root(spec, root)
+
+        if list(custom):
+            raise AllocatorError(
+                f"allocators.custom: a custom library is a host file; it cannot be preloaded "
+                f"into a server in root {root.path}"
+            )
     customs = {}
     for entry in custom:
         a = custom_allocator(entry, known=registry)
@@ -522,7 +545,7 @@ def resolve(
         if name == "all":
             for spec in registry.values():
                 if spec.core and spec.name not in chosen:
-                    a = _detect(spec)
+                    a = detect(spec)
                     if a.usable:
                         chosen[a.name] = a
             for a in customs.values():
@@ -531,7 +554,7 @@ def resolve(
             chosen.setdefault(name, customs[name])
         elif name in registry:
             if name not in chosen:
-                chosen[name] = _detect(registry[name])
+                chosen[name] = detect(registry[name])
         else:
             known = ", ".join(["all", *registry, *customs])
             raise AllocatorError(f"unknown allocator {name!r}; known: {known}")

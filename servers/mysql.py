@@ -26,6 +26,7 @@ from servers.life import ServerLife, tail
 from servers.mysql_config import MySQLSettings, ServerPaths, render_my_cnf
 from servers.mysql_flavor import ServerBinary, find_mysql
 from servers.ports import free_port, port_in_use
+from servers.root import mount_points, remove_mount_points, rooted_argv, rooted_env
 from servers.verify import refuse_self_allocating, verify_allocator
 
 __all__ = ["MySQLServer", "MySQLSettings", "ServerBinary", "find_mysql"]
@@ -70,6 +71,10 @@ class MySQLServer(ServerLife):
         self.error_log = self.workdir / "error.log"
         self.pid_file = self.workdir / "mysqld.pid"
         self.tmpdir = self.workdir / "tmp"
+        # MySQL 8.0.40+/9.x will not start unless secure_file_priv names an existing directory:
+        # an empty one of ours, so LOAD DATA/SELECT INTO OUTFILE cannot reach anything else.
+        self.secure_file_priv = self.workdir / "secure-file-priv"
+        self._mount_points: list[str] = []  # created in a server root for our binds (removed)
         self._socket_dir: Path | None = None  # a private /tmp dir when workdir is too deep
         local = self.workdir / "mysqld.sock"
         self._socket_local = len(str(local).encode()) <= SOCKET_MAX
@@ -83,7 +88,14 @@ class MySQLServer(ServerLife):
 
     # -- paths -------------------------------------------------------------------------------
     def _paths(self) -> ServerPaths:
-        return ServerPaths(self.datadir, self.socket, self.pid_file, self.error_log, self.tmpdir)
+        return ServerPaths(
+            self.datadir,
+            self.socket,
+            self.pid_file,
+            self.error_log,
+            self.tmpdir,
+            self.secure_file_priv,
+        )
 
     # -- datadir -----------------------------------------------------------------------------
     def initialize(self, timeout_s: float = 600) -> None:
@@ -110,6 +122,7 @@ class MySQLServer(ServerLife):
         self.datadir.mkdir(exist_ok=True)
         (self.datadir / OWNER_MARKER).write_text(_MARKER_TEXT)
         self.tmpdir.mkdir(exist_ok=True)
+        self.secure_file_priv.mkdir(exist_ok=True)
         self._write_config(self.port or 0)
         log = self.workdir / "initialize.log"
         cnf = f"--defaults-file={self.my_cnf}"
@@ -123,15 +136,24 @@ class MySQLServer(ServerLife):
                 "--skip-test-db",
                 "--skip-name-resolve",
             ]
+            if self.binary.root is not None:
+                # A bare root has no /etc/hosts, so the script's check that `uname -n` or
+                # localhost resolves fails; --force skips only that check (we never resolve
+                # names: skip-name-resolve, root over the socket).
+                argv.append("--force")
         else:
             # --initialize-insecure wants an empty datadir: the marker goes back in afterwards.
             (self.datadir / OWNER_MARKER).unlink()
             argv = [self.binary.path, cnf, "--initialize-insecure", f"--datadir={self.datadir}"]
+        env = dict(_BASE_ENV)
+        tool = argv[0]  # as messages name it (inside the root, for a server in one)
+        if self.binary.root is not None:
+            argv, env = self._in_root(argv), rooted_env(env)
         try:
             with open(log, "ab") as out:
                 done = subprocess.run(
                     argv,
-                    env=_BASE_ENV,
+                    env=env,
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
@@ -139,20 +161,42 @@ class MySQLServer(ServerLife):
                     cwd=self.workdir,
                 )
         except subprocess.TimeoutExpired:
-            raise ServerError(f"{argv[0]} did not finish in {timeout_s:.0f}s; see {log}") from None
+            raise ServerError(f"{tool} did not finish in {timeout_s:.0f}s; see {log}") from None
         except OSError as e:
             raise ServerError(f"cannot run {argv[0]}: {e.strerror}") from None
         finally:
             (self.datadir / OWNER_MARKER).write_text(_MARKER_TEXT)
+            self._remove_mount_points()
         if done.returncode != 0:
             raise ServerError(
-                f"{Path(argv[0]).name} failed with status {done.returncode} for {self.datadir}: "
+                f"{Path(tool).name} failed with status {done.returncode} for {self.datadir}: "
                 f"{_log_summary(log)}"
             )
 
     def _write_config(self, port: int) -> None:
         text = render_my_cnf(self.binary, self.settings, self._paths(), port)
         self.my_cnf.write_text(text)
+
+    # -- in a server root (servers.root) -------------------------------------------------------
+    def _binds(self) -> list[str]:
+        """Host directories the server must see, at the same paths: the work dir (datadir, my.cnf,
+        logs, tmp, socket) and the short socket directory when the work dir is too deep."""
+        binds = [str(self.workdir)]
+        if self._socket_dir is not None:
+            binds.append(str(self._socket_dir))
+        return binds
+
+    def _in_root(self, argv: list[str]) -> list[str]:
+        """`argv` (paths inside the root) as the host command that runs it in the root."""
+        root = self.binary.root.path
+        binds = self._binds()
+        self._mount_points += mount_points(root, binds)
+        return rooted_argv(root, argv, binds)
+
+    def _remove_mount_points(self) -> None:
+        if self.binary.root is not None and self._mount_points:
+            remove_mount_points(self.binary.root.path, self._mount_points)
+            self._mount_points = []
 
     # -- start -------------------------------------------------------------------------------
     def start(
@@ -169,7 +213,11 @@ class MySQLServer(ServerLife):
         """
         if self.child is not None and self.child.alive:
             raise ServerError(f"server in {self.workdir} is already running (pid {self.child.pid})")
-        refuse_self_allocating(Path(self.binary.path), self.allocator)
+        if self.binary.root is not None and self.extra_preload:
+            raise ServerError(
+                "a preload shim (keep_server_thp) is a host library; it cannot run in a server root"
+            )
+        refuse_self_allocating(Path(self.binary.host_path), self.allocator)
         if not (self.datadir / "mysql").is_dir():
             raise ServerError(
                 f"datadir {self.datadir} is not initialised (no mysql/ schema); initialize() first"
@@ -181,6 +229,7 @@ class MySQLServer(ServerLife):
             )
         self._prepare_socket()
         self.tmpdir.mkdir(exist_ok=True)
+        self.secure_file_priv.mkdir(exist_ok=True)
         self._write_config(self.port)
         self.launch_env = self.allocator.launch_env(
             _BASE_ENV | {"HOME": str(self.workdir), "TMPDIR": str(self.tmpdir)}
@@ -190,9 +239,14 @@ class MySQLServer(ServerLife):
             self.launch_env["LD_PRELOAD"] = " ".join(p for p in preload if p)
         self.exit = None
         self.evidence = None
+        argv = [self.binary.path, f"--defaults-file={self.my_cnf}"]
+        env = self.launch_env
+        if self.binary.root is not None:
+            # LD_PRELOAD (a path inside the root) is set by `env` at the last exec, inside it.
+            argv, env = self._in_root(argv), rooted_env(env)
         self.child = spawn(
-            [self.binary.path, f"--defaults-file={self.my_cnf}"],
-            env=self.launch_env,
+            argv,
+            env=env,
             cwd=self.workdir,
             stdout=self.error_log,
             stderr=self.error_log,
@@ -347,6 +401,9 @@ class MySQLServer(ServerLife):
     def _release(self) -> None:
         with self._status_lock:
             self._close_status()
+        # The binds died with the server's mount namespace; only our empty mount points remain.
+        if self.child is None or self.child.exit is not None:
+            self._remove_mount_points()
         if self._socket_dir is not None:
             shutil.rmtree(self._socket_dir, ignore_errors=True)
             self._socket_dir = None
@@ -374,6 +431,7 @@ class MySQLServer(ServerLife):
             "version": self.binary.version,
             "version_string": self.binary.version_string,
             "binary": self.binary.path,
+            "root": self.binary.root.to_manifest() if self.binary.root else None,
             "settings": self.settings.to_manifest(),
             "port": self.port,
             "socket": str(self.socket),

@@ -115,6 +115,7 @@ class ServerPaths:
     pid_file: Path
     error_log: Path
     tmpdir: Path
+    secure_file_priv: Path | None = None  # an existing empty directory (MySQL/Percona)
 
 
 def _norm(key: str) -> str:
@@ -140,12 +141,17 @@ def extra_lines(extra: dict[str, str]) -> list[str]:
     return lines
 
 
-def flavor_lines(binary: ServerBinary) -> list[str]:
+def flavor_lines(binary: ServerBinary, paths: ServerPaths | None = None) -> list[str]:
     if binary.flavor == "mariadb":
         return []
     # MySQL 8 / Percona start the X Protocol plugin on port 33060 by default: a second server
     # on the machine would collide. 5.7 has no such plugin (loose_ ignores unknown options).
-    return ["loose-mysqlx = OFF"]
+    lines = ["loose-mysqlx = OFF"]
+    if paths is not None and paths.secure_file_priv is not None:
+        # MySQL 9.7 refuses to start unless this names an existing directory (its default,
+        # /var/lib/mysql-files, does not exist in a bare root or a tarball install).
+        lines.append(f"secure-file-priv = {paths.secure_file_priv}")
+    return lines
 
 
 def redo_line(binary: ServerBinary, log_mb: int) -> str:
@@ -190,7 +196,7 @@ def render_my_cnf(
         "redo_line": redo_line(binary, settings.innodb_log_file_mb),
         "flush_log_at_trx_commit": settings.flush_log_at_trx_commit,
         "performance_schema": "ON" if settings.performance_schema else "OFF",
-        "flavor_lines": "\n".join(flavor_lines(binary)),
+        "flavor_lines": "\n".join(flavor_lines(binary, paths)),
         "extra_lines": "\n".join(extra_lines(settings.extra)),
     }
     try:

@@ -192,11 +192,12 @@ def _libc_paths(files: dict[str, set[int]]) -> list[str]:
     return sorted(p for p in files if _LIBC.match(os.path.basename(p)))
 
 
-def _exported_by(paths: list[str]) -> set[str]:
-    """The malloc-family symbols any of `paths` exports (what it can win a binding for)."""
+def _exported_by(paths: list[str], seen: str = "") -> set[str]:
+    """The malloc-family symbols any of `paths` exports (what it can win a binding for); `seen`
+    is the prefix that reaches the process's files (/proc/PID/root for a server in a root)."""
     names: set[str] = set()
     for p in paths:
-        names |= exported(Path(p), is_malloc_family)
+        names |= exported(Path(seen + p), is_malloc_family)
     return names
 
 
@@ -251,7 +252,7 @@ def builtin_identity(binding: Binding, proc_root: str = "/proc") -> dict | None:
     }
 
 
-def _linked_and_idle(foreign: list[str], binding: Binding) -> list[str]:
+def _linked_and_idle(foreign: list[str], binding: Binding, seen: str = "") -> list[str]:
     """The mapped allocator libraries that the executable links itself (matched by soname) and
     that no GOT entry read points into."""
     linked = {soname for soname, _ in linked_allocators(needed=binding.needed)}
@@ -260,7 +261,7 @@ def _linked_and_idle(foreign: list[str], binding: Binding) -> list[str]:
         if any(e.library == p for e in binding.entries):
             continue
         try:
-            soname = elf_info(Path(p)).soname
+            soname = elf_info(Path(seen + p)).soname
         except ServerError:
             continue  # unreadable: cannot be shown to be the linked one
         if soname in linked or os.path.basename(p) in linked:
@@ -269,7 +270,11 @@ def _linked_and_idle(foreign: list[str], binding: Binding) -> list[str]:
 
 
 def binding_problems(
-    binding: Binding, allocator: Allocator, expected: list[str], builtin: dict | None
+    binding: Binding,
+    allocator: Allocator,
+    expected: list[str],
+    builtin: dict | None,
+    seen: str = "",
 ) -> tuple[list[str], list[str]]:
     """(problems, notes) of the binding against what should serve the calls.
 
@@ -293,7 +298,7 @@ def binding_problems(
             )
         elif targets - set(expected):
             problems.append(f"{sym} is bound to {', '.join(sorted(targets))}, not to {want}")
-    served = _exported_by(expected)
+    served = _exported_by(expected, seen)
     # Grouped by (object, library) so that a message stays one readable line.
     wrong: dict[tuple[str, str], list[str]] = {}
     lacking: dict[tuple[str, str], list[str]] = {}
@@ -327,6 +332,13 @@ def binding_problems(
         )
     return problems, notes
 
+def _process_root(pid: int, proc_root: str) -> str:
+    """The prefix that turns a path as `pid` sees it into one we can open: "/proc/PID/root"
+    (its root directory: / for a host server, the root's directory for one under chroot), or ""
+    where that is not available (a recorded procfs in tests)."""
+    p = Path(proc_root) / str(pid) / "root"
+    return str(p) if p.is_dir() else ""
+
 
 def verify_allocator(
     pid: int,
@@ -338,17 +350,18 @@ def verify_allocator(
 ) -> dict:
     """Evidence that `allocator` serves malloc in `pid`; AllocatorError naming what was found.
 
-    `binding` is read from the process unless given (tests with an injected procfs give it).
-    """
+    `binary` and the allocator's paths are as the process sees them (inside its server root, if
+    it runs in one): they are reached through /proc/PID/root, which is / for a host server."""
     files = mapped_files(pid, proc_root)
     env = process_env(pid, proc_root)
-    defs = malloc_definitions(binary)
+    seen = _process_root(pid, proc_root)
+    defs = malloc_definitions(Path(seen + str(binary)) if seen else binary)
     binding = binding or read_binding(pid, proc_root)
-    ours = _mapped_as(files, [allocator.library] if allocator.library else [])
-    # Only the companions the registry names (TBB's proxy loads libtbbmalloc.so.2 itself) may serve
-    # calls beside ours. Same family is not enough: libtcmalloc_debug next to libtcmalloc_minimal
-    # is a second tcmalloc heap.
-    companions = _mapped_as(files, allocator.companion_paths())
+    ours = _mapped_as(files, [seen + allocator.library] if allocator.library else [])
+    # Only the companions the registry names (TBB's proxy loads libtbbmalloc.so.2 itself) may sit
+    # beside ours. Same family is not enough: libtcmalloc_debug next to libtcmalloc_minimal is a
+    # second tcmalloc heap.
+    companions = _mapped_as(files, [seen + p for p in allocator.companion_paths()])
     allocator_libs = {p: known_allocator_family(p) for p in files if known_allocator_family(p)}
     foreign = sorted(p for p in allocator_libs if p not in ours and p not in companions)
     builtin = builtin_identity(binding, proc_root) if allocator.kind == "builtin" else None
@@ -358,7 +371,7 @@ def verify_allocator(
         expected = _libc_paths(files)
     else:
         expected = [builtin["library"]] if builtin and builtin["library"] else []
-    bound_problems, bound_notes = binding_problems(binding, allocator, expected, builtin)
+    bound_problems, bound_notes = binding_problems(binding, allocator, expected, builtin, seen)
     evidence = {
         "allocator": allocator.name,
         "kind": allocator.kind,
@@ -397,7 +410,7 @@ def verify_allocator(
         # call is bound to it (it lost the binding to the preload) it is recorded, not a failure.
         # Any other allocator library beside ours is unexplained — a proxy may forward to it, a
         # library may call it directly — and fails the proof, as does any call bound to one.
-        idle = _linked_and_idle(foreign, binding)
+        idle = _linked_and_idle(foreign, binding, seen)
         evidence["mapped_not_bound"] = idle
         unexplained = [p for p in foreign if p not in idle]
         if unexplained:

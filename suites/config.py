@@ -153,6 +153,12 @@ class ServerSection(_Section):
     flavor: Literal["mariadb", "mysql", "percona", "mongodb"] = Field(
         "mariadb", description="Server family; MySQL-family flavors are detected from --version."
     )
+    root: str = Field(
+        "",
+        description="A server root: a directory holding another release's files (debootstrap, "
+        "a container's filesystem); the server runs in it under chroot, on its libraries and "
+        "allocators. `binary` is then a path inside it (default /usr/sbin/mariadbd or mysqld).",
+    )
     binary: str = Field(
         "",
         description="Server binary (mariadbd, mysqld, mongod); empty = default. A path is taken "
@@ -182,9 +188,18 @@ class ServerSection(_Section):
     @field_validator("binary")
     @classmethod
     def _binary(cls, v: str, info: ValidationInfo) -> str:
+        if info.data.get("root"):
+            if v and not v.startswith("/"):
+                raise ValueError("with server.root, expected an absolute path inside the root")
+            return v  # checked inside the root when the server is resolved
         if not v or ("/" not in v and not v.startswith("~")):
             return v  # default, or a name to look up on PATH
         return _existing(v, info, "file")
+
+    @field_validator("root")
+    @classmethod
+    def _root(cls, v: str, info: ValidationInfo) -> str:
+        return _existing(v, info, "directory") if v else v
 
     @field_validator("basedir")
     @classmethod
@@ -206,8 +221,8 @@ class ServerSection(_Section):
 
     @model_validator(mode="after")
     def _one_server(self) -> ServerSection:
-        if self.fetched and (self.binary or self.basedir):
-            raise ValueError("give either fetched or binary/basedir, not both")
+        if self.fetched and (self.binary or self.basedir or self.root):
+            raise ValueError("give either fetched or binary/basedir/root, not both")
         return self
 
     @field_validator("settings", mode="before")
@@ -552,6 +567,15 @@ class Suite(_Section):
                 ("server", "settings"),
                 "these are my.cnf lines for a MySQL-family server; MongoDB does not read them",
             )
+        if self.server.flavor == "mongodb" and self.server.root:
+            raise FieldError(
+                ("server", "root"), "a server root runs MySQL-family servers only (not mongod)"
+            )
+        if self.server.root and self.server.basedir:
+            raise FieldError(
+                ("server", "basedir"),
+                "with server.root, name the binary inside the root (server.binary), not a basedir",
+            )
         return self
 
     @model_validator(mode="after")
@@ -745,6 +769,9 @@ def apply_overrides(suite: Suite, **opts) -> Suite:
         if opts.get(opt) is not None:
             data["run"][key] = opts[opt]
             put("--" + opt.replace("_", "-"), opts[opt], ("run", key))
+    if opts.get("server_root") is not None:
+        data["server"]["root"] = opts["server_root"]
+        put("--server-root", opts["server_root"], ("server", "root"))
     if opts.get("out") is not None:
         data["run"]["out"] = opts["out"]
         put("--out", opts["out"], ("run", "out"))

@@ -76,7 +76,7 @@ def cache_spec(suite, binary) -> dict:
     """
     return dataset_spec(suite) | {
         "flavor": binary.flavor,
-        "binary": binary_identity(binary.path),
+        "binary": binary_identity(getattr(binary, "host_path", binary.path)),
         "server_settings": {str(k): str(v) for k, v in sorted(suite.server.settings.items())},
     }
 
@@ -92,6 +92,25 @@ def is_cached(suite, binary, cache_root: Path) -> bool:
     """Whether `ensure` would find this suite's pristine datadir for `binary` (no preparation)."""
     cache = DatasetCache(Path(cache_root))
     return cache.has(cache_key(suite, binary, cache)[0])
+
+
+def _loading_allocator(binary) -> str:
+    """The allocator the data is loaded under: glibc, unless the binary links an allocator itself
+    (Debian's MySQL 9.7 has libtcmalloc.so.4 in DT_NEEDED): then its own, `builtin`, which is
+    what it runs with when nothing is preloaded. No allocator is under test while loading."""
+    from elftools.elf.elffile import ELFFile
+
+    from servers.verify import known_allocator_family
+
+    try:
+        with open(getattr(binary, "host_path", binary.path), "rb") as f:
+            dyn = ELFFile(f).get_section_by_name(".dynamic")
+            needed = (
+                [t.needed for t in dyn.iter_tags() if t.entry.d_tag == "DT_NEEDED"] if dyn else []
+            )
+    except Exception:  # noqa: BLE001 - unreadable here: the server's own start says why
+        return "glibc"
+    return "builtin" if any(known_allocator_family(n) for n in needed) else "glibc"
 
 
 def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:
@@ -110,7 +129,7 @@ def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:
     work = make_owned_dir(Path(cache_root) / f".prepare-{key}-{os.getpid()}")
     logs = run_dir.path / "logs" / "dataset"
     logs.mkdir(parents=True, exist_ok=True)
-    glibc = resolve(["glibc"])[0]
+    glibc = resolve([_loading_allocator(binary)], root=getattr(binary, "root", None))[0]
     settings = mysql_settings(suite, max_threads=64)
     server = MySQLServer(binary, work, settings, glibc)
     t0 = time.monotonic()

@@ -86,28 +86,34 @@ class Matrix:
         if s.fetched:
             from servers.fetch import lookup
 
+            # A fetched server is a basedir on the host's libraries or a root of another release.
             f = lookup(s.fetched)
-            if f.kind != "basedir":
-                # TODO(lead): a root runs under chroot: wire to the roots engineer's [server] root.
-                raise SuiteError(
-                    f"server.fetched {f.spec!r} is a {f.release} root ({f.path}): running a server "
-                    "inside a root is not supported by this build"
-                )
-            b = find_mysql(None, f.path)
+            if f.kind == "basedir":
+                b = find_mysql(None, f.path)
+            else:
+                b = find_mysql(f.binary, None, root=f.path)
         else:
-            b = find_mysql(s.binary or None, s.basedir or None)
+            b = find_mysql(s.binary or None, s.basedir or None, root=s.root or None)
         if s.flavor != "mariadb" and b.flavor != s.flavor:
             raise SuiteError(
                 f"server.flavor is {s.flavor!r} but {b.path} is {b.flavor} {b.version}"
             )
         return b, f"{b.flavor}-{b.version}"
 
+    def _server_root(self):
+        """The suite's server root (servers.root.ServerRoot), or None for a host server."""
+        if not self.suite.server.root:
+            return None
+        from servers.root import open_root
+
+        return open_root(self.suite.server.root)
+
     def resolve_allocators(self) -> list:
         """The suite's allocators, each usable here."""
         from servers.allocators import resolve
 
         custom = [c.model_dump() for c in self.suite.allocators.custom]
-        allocs = resolve(list(self.suite.allocators.use), custom=custom)
+        allocs = resolve(list(self.suite.allocators.use), custom=custom, root=self._server_root())
         if not allocs:
             raise SuiteError("allocators.use: no usable allocator (see `mallocsweep allocators`)")
         unusable = [a for a in allocs if not a.usable]
@@ -133,7 +139,7 @@ class Matrix:
 
             custom = [c.model_dump() for c in self.suite.allocators.custom]
             try:
-                allocators = resolve(names, custom=custom)
+                allocators = resolve(names, custom=custom, root=self._server_root())
             except ServerError as e:
                 raise SuiteError(f"--resume: {e}") from None
             check_allocators(manifest, allocators)

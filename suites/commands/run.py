@@ -89,7 +89,13 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--server",
         metavar="NAME|PATH",
-        help="server binary (mariadbd, mysqld of a Percona/MySQL install, mongod)",
+        help="server binary (mariadbd, mysqld of a Percona/MySQL install, mongod); with "
+        "--server-root, a path inside the root",
+    )
+    p.add_argument(
+        "--server-root",
+        metavar="DIR",
+        help="run the server in this root directory (another release's files) under chroot",
     )
     p.add_argument(
         "--out", metavar="DIR", help="parent directory for the run directory (default runs)"
@@ -190,6 +196,7 @@ def run(args) -> int:
         budget,
         args.baseline,
         args.min_effect,
+        args.server_root,
     )
     if args.resume is not None and all(o is None for o in overrides):
         # Resuming without options: the settings are the ones the run was started with.
@@ -207,6 +214,7 @@ def run(args) -> int:
             budget=budget,
             baseline=args.baseline,
             min_effect=args.min_effect,
+            server_root=args.server_root,
             out=args.out,
         )
     display = Display(enabled=not args.quiet)

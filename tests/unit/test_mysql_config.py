@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -65,6 +66,15 @@ VERSIONS = [
         "mysql",
         "5.7.44",
         "5.7.44",
+    ),
+    # Recorded from Debian's packages in server roots (sid and trixie).
+    ("/usr/sbin/mysqld  Ver 9.7.4-2 for Linux on x86_64 ((Debian))", "mysql", "9.7.4", "9.7.4-2"),
+    (
+        "/usr/sbin/mariadbd  Ver 11.8.9-MariaDB-0+deb13u1 from Debian for debian-linux-gnu on "
+        "x86_64 (-- Please help get to 10k stars at https://github.com/MariaDB/Server)",
+        "mariadb",
+        "11.8.9",
+        "11.8.9-MariaDB-0+deb13u1",
     ),
 ]
 
@@ -188,6 +198,14 @@ def test_mysql8_redo_capacity_and_no_x_plugin():
     c = _cnf(MYSQL8, innodb_log_file_mb=16)
     assert c["innodb_redo_log_capacity"] == "32M" and "innodb_log_file_size" not in c
     assert c["loose-mysqlx"] == "OFF"
+
+
+def test_secure_file_priv_for_mysql_only():
+    paths = dataclasses.replace(PATHS, secure_file_priv=Path("/w/secure-file-priv"))
+    mysql = render_my_cnf(MYSQL8, MySQLSettings(), paths, 33061, euid=1000)
+    assert "\nsecure-file-priv = /w/secure-file-priv\n" in mysql
+    # MariaDB keeps its own default (the setting exists there too, but nothing requires it).
+    assert "secure-file-priv" not in render_my_cnf(MARIADB, MySQLSettings(), paths, 1, euid=1000)
 
 
 def test_mysql57_log_file_size():
