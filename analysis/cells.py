@@ -271,6 +271,7 @@ def format_text(run: Run) -> str:
         f" switches cover {cover}"
     )
 
+
 def _root_rows(run: Run) -> list[tuple[str, str]]:
     """The server roots the run's servers ran in: their release and glibc, which replace the
     host's for the server (the host's glibc above is then not the one serving the server)."""

@@ -332,6 +332,7 @@ def binding_problems(
         )
     return problems, notes
 
+
 def _process_root(pid: int, proc_root: str) -> str:
     """The prefix that turns a path as `pid` sees it into one we can open: "/proc/PID/root"
     (its root directory: / for a host server, the root's directory for one under chroot), or ""
