@@ -8,10 +8,12 @@ PY     := $(VENV)/bin/python
 STAMPS := .stamps
 
 # Debian packages the suite drives. glibc is always there; the allocators under test; gcc for test
-# binaries and the keep_thp shim; maven + a JRE for the MongoDB stand-in; chromium to check reports render.
+# binaries and the keep_thp shim; maven + a JRE for the MongoDB stand-in; chromium to check reports render;
+# libmariadb-dev + pkg-config to build mysqlclient (iibench's C driver).
 DEB_PACKAGES := mariadb-server mariadb-client sysbench \
                 libjemalloc2 libtcmalloc-minimal4 libgoogle-perftools4 libmimalloc2.0 libtbbmalloc2 \
-                linux-perf gcc maven default-jre-headless chromium
+                linux-perf gcc maven default-jre-headless chromium \
+                libmariadb-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 SUITE ?= configs/suites/quick.toml
