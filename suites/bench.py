@@ -246,7 +246,7 @@ class Bench:
                 before_reap=coll.before_reap if coll else None,
             )
             if coll:
-                coll.set_status_source(server.global_status)
+                coll.set_status_source(server.global_status, server.connection_status)
                 coll.begin_phase("warmup", mark="server_start")
             # The same cold start in every life: the scans load the pool before any level.
             scan_tables(server.connect, "sbtest", self.opts.tables)

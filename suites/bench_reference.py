@@ -290,7 +290,7 @@ def sweep_life(
             on_spawn=attach if coll else None, before_reap=coll.before_reap if coll else None
         )
         if coll:
-            coll.set_status_source(server.global_status)
+            coll.set_status_source(server.global_status, server.connection_status)
             coll.begin_phase("warmup", mark="server_start")
         scan_tables(server.connect, "sbtest", opts.tables)
         target = ClientTarget.mysql(server.client_target(), "sbtest")
