@@ -351,7 +351,9 @@ class Bench:
             "machine": ref.env_note(),
         }
 
-    def iibench_vs_reference(self, rounds: int, rows: int, script: Path | None) -> dict:
+    def iibench_vs_reference(
+        self, rounds: int, rows: int, rows_10: int, script: Path | None
+    ) -> dict:
         from suites.iibench.spec import IIBenchSpec
 
         found = ref.find_reference(script)
@@ -360,7 +362,7 @@ class Bench:
         if why:
             return {"skipped": why}
         batch = 1000
-        points = [ref.InsertPoint(1, rows), ref.InsertPoint(10, rows)]
+        points = [ref.InsertPoint(1, rows), ref.InsertPoint(10, rows_10)]
         server = self.restored("iibench-ref")
         logs = self.work / "iibench-ref"
         logs.mkdir()
@@ -615,7 +617,7 @@ def main(argv: list[str] | None = None) -> int:
                 "onoff",
                 f"collectors on vs off at {LOW} and {HIGH} threads (and their cost), and "
                 f"taskstats vs perf counters at {LOW}",
-                lambda: bench.collectors_on_off(2 if args.quick else 4),
+                lambda: bench.collectors_on_off(2),
             ),
             ("iibench", "iibench client scaling and cost", bench.iibench),
             (
@@ -633,6 +635,7 @@ def main(argv: list[str] | None = None) -> int:
                 lambda: bench.iibench_vs_reference(
                     rounds=2 if args.quick else 3,
                     rows=100_000 if args.quick else 300_000,
+                    rows_10=50_000 if args.quick else 100_000,
                     script=args.iibench_py,
                 ),
             ),
