@@ -631,8 +631,8 @@ def main(argv: list[str] | None = None) -> int:
                 "the sweep vs raw sysbench (stock scripts), lives alternating",
                 lambda: bench.sweep_vs_raw(
                     rounds=2 if args.quick else 3,
-                    duration=5 if args.quick else 8,
-                    high=128 if args.quick else 512,
+                    duration=5 if args.quick else 6,
+                    high=128 if args.quick else 256,
                 ),
             ),
             (
@@ -640,7 +640,7 @@ def main(argv: list[str] | None = None) -> int:
                 "iibench vs iibench.py at 1 and 10 clients, levels alternating",
                 lambda: bench.iibench_vs_reference(
                     rounds=2 if args.quick else 3,
-                    rows=100_000 if args.quick else 300_000,
+                    rows=100_000 if args.quick else 200_000,
                     rows_10=50_000 if args.quick else 100_000,
                     script=args.iibench_py,
                 ),
