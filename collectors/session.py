@@ -263,6 +263,7 @@ class Collectors:
         self._phases: dict[str, _Phase] = {}
         self._last: Snapshot | None = None
         self._status_fn: Callable[[], dict[str, float]] | None = None
+        self._live_status_fn: Callable[[], dict[str, float]] | None = None
         self._tps: float | None = None
         self._qps: float | None = None
         self._boundary_cpu_s = 0.0
@@ -315,8 +316,16 @@ class Collectors:
         )
         self._sampler.start()
 
-    def set_status_source(self, fn: Callable[[], dict[str, float]] | None) -> None:
+    def set_status_source(
+        self,
+        fn: Callable[[], dict[str, float]] | None,
+        live_fn: Callable[[], dict[str, float]] | None = None,
+    ) -> None:
+        """`fn`: the server's status at phase boundaries (outside any measured window).
+        `live_fn`: the narrower read taken once while a level runs (Threads_connected); `fn`
+        when not given. It runs inside the measured window, so it should cost the server little."""
         self._status_fn = fn
+        self._live_status_fn = live_fn
 
     def set_throughput(self, tps: float, qps: float) -> None:
         self._tps, self._qps = tps, qps
@@ -368,11 +377,12 @@ class Collectors:
             self._mark_gone(str(self._sampler.gone))
         return self.gone_reason is not None
 
-    def _server_status(self) -> dict[str, float] | None:
-        if self._status_fn is None or self.gone:
+    def _server_status(self, live: bool = False) -> dict[str, float] | None:
+        fn = (self._live_status_fn or self._status_fn) if live else self._status_fn
+        if fn is None or self.gone:
             return None
         try:
-            return _numeric(self._status_fn())
+            return _numeric(fn())
         except Exception as e:  # noqa: BLE001 - status is optional; the failure is recorded
             self.errors.append(f"status source: {type(e).__name__}: {e}"[:300])
             return None
@@ -467,7 +477,7 @@ class Collectors:
                 def read() -> None:
                     boost()
                     c0 = time.thread_time()
-                    phase.mid_status = self._server_status()
+                    phase.mid_status = self._server_status(live=True)
                     phase.mid_status_t = time.monotonic()
                     with self._lock:
                         self._boundary_cpu_s += time.thread_time() - c0

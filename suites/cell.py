@@ -125,6 +125,10 @@ class CellRunner:
     def status_source(self):
         return None
 
+    def live_status_source(self):
+        """A cheaper status read for inside a level (None: status_source's)."""
+        return None
+
     def workload_phases(self):
         """Yield (phase name, callable returning LevelResult) for each level."""
         raise NotImplementedError
@@ -196,7 +200,7 @@ class CellRunner:
             self.record["server"] = self.server.to_manifest()
             self._note_server_warnings()
             self.record["verification"] = self.server.evidence
-            coll.set_status_source(self.status_source())
+            coll.set_status_source(self.status_source(), self.live_status_source())
 
             # The server answers: its memory now is "at server start" (Percona's table).
             coll.begin_phase("warmup", mark="server_start")

@@ -144,6 +144,9 @@ class MySQLCell(_Levels, CellRunner):
     def status_source(self):
         return self.server.global_status
 
+    def live_status_source(self):
+        return self.server.connection_status
+
     def warmup(self) -> dict | None:
         suite = self.ctx.suite
         if suite.suite.kind == "iibench":

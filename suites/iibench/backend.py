@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from suites.errors import SuiteError
+from suites.iibench.rows import Batch
 from suites.iibench.spec import SECONDARY_INDEXES, IIBenchSpec
 from suites.workload import ClientTarget
 
@@ -18,7 +19,7 @@ class Backend(Protocol):
     def prepare(self, spec: IIBenchSpec) -> None:
         """Drop and create the table/collection with the spec's secondary indexes."""
 
-    def insert(self, rows: list[tuple]) -> None:
+    def insert(self, batch: Batch) -> None:
         """Insert one batch as one statement (one transaction for MySQL)."""
 
     def query(self, price_from: float) -> int:

@@ -13,7 +13,7 @@ from pymongo.errors import PyMongoError
 
 from suites.errors import SuiteError
 from suites.iibench.backend import in_spec_order, where
-from suites.iibench.rows import COLUMNS
+from suites.iibench.rows import COLUMNS, Batch
 from suites.iibench.spec import TABLE, IIBenchSpec
 from suites.workload import ClientTarget
 
@@ -48,8 +48,9 @@ class MongoBackend:
         for name, cols in spec.indexes:
             self.coll.create_index([(c, pymongo.ASCENDING) for c in cols], name=name)
 
-    def insert(self, rows: list[tuple]) -> None:
-        self.coll.insert_many([dict(zip(_FIELDS, r, strict=True)) for r in rows], ordered=True)
+    def insert(self, batch: Batch) -> None:
+        docs = [dict(zip(_FIELDS, r, strict=True)) for r in batch.rows()]
+        self.coll.insert_many(docs, ordered=True)
 
     def query(self, price_from: float) -> int:
         cur = (

@@ -130,9 +130,11 @@ def _insert_loop(args: ClientArgs, shared: Shared, backend) -> dict:
             if n <= 0:
                 break
             claim.value = first + n
-        rows = source.batch(first + 1, n, datetime.now(UTC).replace(microsecond=0, tzinfo=None))
+        batch = source.next_batch(
+            first + 1, n, datetime.now(UTC).replace(microsecond=0, tzinfo=None)
+        )
         start = time.perf_counter()
-        backend.insert(rows)
+        backend.insert(batch)
         record_us(hist, (time.perf_counter() - start) * 1e6)
         rows_done += n
         batches_done += 1

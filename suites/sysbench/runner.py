@@ -30,13 +30,17 @@ from suites.sysbench.options import (
     whole_seconds,
 )
 from suites.sysbench.records import level_result, parse_line, read_records
+from suites.sysbench.watch import LevelWatch
 from suites.workload import ClientTarget, LevelResult
 
 WRAPPER = Path(__file__).resolve().with_name("mallocsweep.lua")
 THREAD_INIT_TIMEOUT_S = 30  # hard-coded in sysbench 1.0.20: all threads connected, or exit 2
-# How often a running level's records are read. Interval reports drive the collectors' measured
-# window marks, so they are picked up promptly; one stat + read of a small file per poll.
+# How often a running level's records are read where the kernel cannot wake us when they are
+# written (suites.sysbench.watch): interval reports drive the collectors' window marks.
 POLL_S = 0.05
+# The longest sleep between two looks while a level runs: the report thread's boost is judged
+# (IdleBoost.check) at least this often, even when no record comes.
+WAKE_MAX_S = 1.0
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
 
 # What a DBA should do about the failures a sweep meets, keyed by what sysbench says.
@@ -206,6 +210,7 @@ def run_level(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     rec_path = records_path(log_path)
     rec_path.unlink(missing_ok=True)
+    rec_path.touch()  # watched from the start; the wrapper appends to it
     argv = level_argv(WRAPPER, target, opts, threads, seconds)
     limit = timeout_s if timeout_s is not None else default_timeout(threads, seconds)
     scratch = Path(tempfile.mkdtemp(prefix="ms-sb-", dir="/tmp"))
@@ -222,6 +227,7 @@ def run_level(
     child = None
     priority: dict = {}
     report: IdleBoost | dict | None = None  # sysbench's report thread, once it has named itself
+    watch: LevelWatch | None = None
     started = time.monotonic()
     try:
         try:
@@ -239,8 +245,9 @@ def run_level(
         # Reports reach the collectors' window marks through this thread: wake it promptly
         # (children it creates from now on start with the normal policy again).
         priority = {"runner": boost(), "report_thread": None}
+        watch = LevelWatch(rec_path, child.pid, POLL_S)
         while True:
-            ended = child.wait(POLL_S)
+            ended = child.poll()
             for rec in follower.new_records():
                 if rec["type"] == "report_thread" and report is None and ended is None:
                     report = _boost_report_thread(child.pid, rec.get("tid"))
@@ -263,13 +270,17 @@ def run_level(
                 report.check()
             if ended is not None:
                 break
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if now >= deadline:
                 timed_out = True
                 child.signal_group(signal.SIGKILL)
                 child.wait(10)
                 break
+            watch.wait(min(deadline - now, WAKE_MAX_S))
     finally:
         unboost()
+        if watch is not None:
+            watch.close()
         if isinstance(report, IdleBoost):
             report.stop()
         if child is not None and child.poll() is None:  # interrupted: never leave clients behind
@@ -291,6 +302,7 @@ def run_level(
         exit=exit_info.to_manifest() if exit_info else None,
         nofile=nofile,
         priority=priority,
+        follow=watch.mode if watch is not None else None,
     )
     if stopped:
         res.extra["stopped_early"] = True

@@ -62,3 +62,13 @@ def test_mysql_table_has_auto_increment_key_and_the_chosen_indexes():
     assert "KEY ix_register_price_customer (cashregisterid, price, customerid)" in ddl
     assert "ix_price_date_customer" not in ddl
     assert "VARCHAR(33)" in ddl
+
+
+def test_the_load_s_insert_text_is_the_readable_definition_s():
+    # The load formats a whole batch at once (batch_sql); it must say exactly what insert_sql says.
+    from suites.iibench.backend_mysql import batch_sql
+
+    for data_length in (0, 1, 10, 300):
+        b = RowSource(3, 2, data_length).next_batch(77, 257, WHEN)
+        assert batch_sql(b) == insert_sql(b.rows())
+    assert all(0 <= r[5] <= PRICE_MAX and round(r[5], 2) == r[5] for r in b.rows())
