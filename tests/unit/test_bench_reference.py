@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from suites import bench_reference as ref
-from suites.bench import reference_rows
+from suites.selfbench import reference_rows
 from suites.sysbench import SysbenchOptions
 from suites.workload import ClientTarget
 
