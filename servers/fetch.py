@@ -94,6 +94,13 @@ def _read(d: Path) -> FetchedServer | None:
         data = json.loads(_meta_path(d).read_text())
     except (OSError, ValueError):
         return None
+    # A cache may be moved or copied (another state directory, a copied .cache): paths under the
+    # server's own directory are taken from where its metadata is now, not where it was written.
+    for key in ("path", "binary"):
+        inside = str(data.get(key) or "").split(f"/{d.name}/", 1)
+        if len(inside) == 2 and not str(data[key]).startswith(f"{d}/"):
+            if key == "path" or data.get("kind") == "basedir":
+                data[key] = str(d / inside[1])
     try:
         return FetchedServer(**data)
     except TypeError:

@@ -1,96 +1,52 @@
 """Server roots for the integration tests: one function, `rooted_server(flavor)`.
 
-It returns a root directory holding a real server of that flavor from Debian's archive, built
-with debootstrap the first time and cached under the repo's .cache/roots/ (gitignored), so later
-sessions reuse it. The version is whatever the archive offers today (archives move on: no version
-is hard-coded). `mallocsweep servers fetch` will replace this body; keep it one function.
+It returns the root directory of a real server of that flavor from Debian's archive, made by
+`mallocsweep servers fetch` (servers.fetch) the first time and cached in the repo's gitignored
+.cache/servers, which the fetch tests share, so a root is built once per machine. The version is
+the newest the archive offers today (archives move on: no version is hard-coded): MySQL from
+Debian unstable, MariaDB from Debian 13.
 
-Measured here: a minbase debootstrap takes ~30 s, the packages ~20 s more; the sid root with
-MySQL is ~800 MB.
+Measured here: a sid root with MySQL took 119 s to fetch on a quiet machine (504 MB), a trixie
+root with MariaDB 11.8 215-308 s under heavy load (262 MB).
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from servers import archive, fetch
+from servers.errors import ServerError
+
 REPO = Path(__file__).resolve().parents[2]
-CACHE = REPO / ".cache" / "roots"
-MIRROR = "http://deb.debian.org/debian"
-# flavor -> (Debian suite, packages). sid carries MySQL; trixie (Debian 13) MariaDB 11.8.
-# mariadb-client-core brings my_print_defaults, which mariadb-install-db needs.
+CACHE = REPO / ".cache" / "servers"
+# flavor -> (Debian release that carries the version we want, the server package there)
 ROOTS = {
-    "mysql": ("sid", ["mysql-server-core", "libjemalloc2"]),
-    "mariadb": ("trixie", ["mariadb-server-core", "mariadb-client-core", "libjemalloc2"]),
+    "mysql": ("sid", "mysql-server-core"),
+    "mariadb": ("trixie", "mariadb-server-core"),
 }
-# The archive's Release files for these suites are past their Valid-Until date.
-APT = ["apt-get", "-o", "Acquire::Check-Valid-Until=false"]
 
 
 def rooted_server(flavor: str) -> Path:
-    """A root with a `flavor` server in it (cached; built with debootstrap when missing)."""
-    suite, packages = ROOTS[flavor]
+    """A root with the newest `flavor` server of its release in it (fetched once, then cached)."""
+    release, package = ROOTS[flavor]
     if os.geteuid() != 0:
         pytest.skip("a server root needs chroot and mount namespaces: run the tests as root")
     if shutil.which("debootstrap") is None:
         pytest.skip("debootstrap is not installed (make setup installs it)")
-    final = CACHE / f"{flavor}-{suite}"
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / f".{flavor}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another session may be building the same root
-        if (final / ".mallocsweep-root.json").is_file():
-            return final
-        build = CACHE / f".build-{flavor}-{os.getpid()}"
-        shutil.rmtree(build, ignore_errors=True)
-        try:
-            _run(["debootstrap", "--variant=minbase", suite, str(build), MIRROR], build)
-            _run(["chroot", str(build), *APT, "update"], build)
-            _run(
-                ["chroot", str(build), *APT, "install", "-y", "--no-install-recommends", *packages],
-                build,
-                env={"DEBIAN_FRONTEND": "noninteractive"},
-            )
-            _run(["chroot", str(build), "apt-get", "clean"], build)
-            (build / ".mallocsweep-root.json").write_text(
-                json.dumps({"flavor": flavor, "suite": suite, "packages": packages}) + "\n"
-            )
-            shutil.rmtree(final, ignore_errors=True)
-            build.rename(final)
-        finally:
-            if build.exists():
-                _unmount_under(build)  # debootstrap mounts proc and sys in it while it works
-                shutil.rmtree(build, ignore_errors=True)
-    return final
-
-
-def _unmount_under(path: Path) -> None:
-    """Unmount whatever an interrupted debootstrap left mounted under `path`, deepest first, so
-    that removing the half-built root never reaches into /proc or /sys."""
-    prefix = str(path) + "/"
-    mounts = [ln.split()[1] for ln in Path("/proc/mounts").read_text().splitlines()]
-    for m in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
-        subprocess.run(["umount", "-l", m], capture_output=True)
-
-
-def _run(argv: list[str], build: Path, env: dict | None = None) -> None:
-    done = subprocess.run(
-        argv,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, **(env or {})},
-        timeout=1800,
-    )
-    if done.returncode != 0:
-        tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-        if any(
-            "Failed to fetch" in ln or "Couldn't download" in ln or "resolve" in ln for ln in tail
-        ):
-            pytest.skip(f"Debian's archive is not reachable from here: {' | '.join(tail)}")
-        raise AssertionError(f"{' '.join(argv[:3])} failed ({done.returncode}): {' | '.join(tail)}")
+    os.environ.setdefault("MALLOCSWEEP_SERVERS", str(CACHE))
+    ix = archive.ReleaseIndex(release, fetch.servers_dir() / ".archive" / release)
+    try:
+        ix.update()
+        newest = archive.newest_first(ix.show(package))
+    except ServerError as e:
+        if "resolve" in str(e) or "Failed to fetch" in str(e) or "download" in str(e):
+            pytest.skip(f"Debian's archive is not reachable from here: {e}")
+        raise
+    assert newest, f"Debian {release} has no {package}"
+    server = fetch.fetch(f"{flavor}-{newest[0].upstream}")
+    assert server.kind == "root", f"{server.spec} was fetched as a {server.kind}, not a root"
+    return Path(server.path)
