@@ -192,12 +192,12 @@ def _libc_paths(files: dict[str, set[int]]) -> list[str]:
     return sorted(p for p in files if _LIBC.match(os.path.basename(p)))
 
 
-def _exported_by(paths: list[str], seen: str = "") -> set[str]:
-    """The malloc-family symbols any of `paths` exports (what it can win a binding for); `seen`
-    is the prefix that reaches the process's files (/proc/PID/root for a server in a root)."""
+def _exported_by(paths: list[str]) -> set[str]:
+    """The malloc-family symbols any of `paths` exports (what it can win a binding for). Mapped
+    paths are as this process sees them (the host's path of a file in a server root)."""
     names: set[str] = set()
     for p in paths:
-        names |= exported(Path(seen + p), is_malloc_family)
+        names |= exported(Path(p), is_malloc_family)
     return names
 
 
@@ -252,7 +252,7 @@ def builtin_identity(binding: Binding, proc_root: str = "/proc") -> dict | None:
     }
 
 
-def _linked_and_idle(foreign: list[str], binding: Binding, seen: str = "") -> list[str]:
+def _linked_and_idle(foreign: list[str], binding: Binding) -> list[str]:
     """The mapped allocator libraries that the executable links itself (matched by soname) and
     that no GOT entry read points into."""
     linked = {soname for soname, _ in linked_allocators(needed=binding.needed)}
@@ -261,7 +261,7 @@ def _linked_and_idle(foreign: list[str], binding: Binding, seen: str = "") -> li
         if any(e.library == p for e in binding.entries):
             continue
         try:
-            soname = elf_info(Path(seen + p)).soname
+            soname = elf_info(Path(p)).soname
         except ServerError:
             continue  # unreadable: cannot be shown to be the linked one
         if soname in linked or os.path.basename(p) in linked:
@@ -270,11 +270,7 @@ def _linked_and_idle(foreign: list[str], binding: Binding, seen: str = "") -> li
 
 
 def binding_problems(
-    binding: Binding,
-    allocator: Allocator,
-    expected: list[str],
-    builtin: dict | None,
-    seen: str = "",
+    binding: Binding, allocator: Allocator, expected: list[str], builtin: dict | None
 ) -> tuple[list[str], list[str]]:
     """(problems, notes) of the binding against what should serve the calls.
 
@@ -298,7 +294,7 @@ def binding_problems(
             )
         elif targets - set(expected):
             problems.append(f"{sym} is bound to {', '.join(sorted(targets))}, not to {want}")
-    served = _exported_by(expected, seen)
+    served = _exported_by(expected)
     # Grouped by (object, library) so that a message stays one readable line.
     wrong: dict[tuple[str, str], list[str]] = {}
     lacking: dict[tuple[str, str], list[str]] = {}
@@ -372,7 +368,7 @@ def verify_allocator(
         expected = _libc_paths(files)
     else:
         expected = [builtin["library"]] if builtin and builtin["library"] else []
-    bound_problems, bound_notes = binding_problems(binding, allocator, expected, builtin, seen)
+    bound_problems, bound_notes = binding_problems(binding, allocator, expected, builtin)
     evidence = {
         "allocator": allocator.name,
         "kind": allocator.kind,
@@ -411,7 +407,7 @@ def verify_allocator(
         # call is bound to it (it lost the binding to the preload) it is recorded, not a failure.
         # Any other allocator library beside ours is unexplained — a proxy may forward to it, a
         # library may call it directly — and fails the proof, as does any call bound to one.
-        idle = _linked_and_idle(foreign, binding, seen)
+        idle = _linked_and_idle(foreign, binding)
         evidence["mapped_not_bound"] = idle
         unexplained = [p for p in foreign if p not in idle]
         if unexplained:
