@@ -480,6 +480,10 @@ def _differences(base: Run, new: Run, mode: str) -> list[str]:
             "it throughput (make bench measures how much), taskstats does not: part of a QPS "
             "difference may be the measurement's"
         )
+    bp, np_ = _server_platform(base), _server_platform(new)
+    for k in bp:
+        if bp[k] != np_[k]:
+            out.append(f"server {k} differs: {bp[k]} (base) vs {np_[k]} (new)")
     bv, nv = _alloc_versions(base), _alloc_versions(new)
     for name in sorted(set(bv) & set(nv)):
         if bv[name] != nv[name]:
@@ -496,6 +500,24 @@ def _differences(base: Run, new: Run, mode: str) -> list[str]:
             f"upgrade check: {base.servers[0]} -> {_servers(new)[0]}; points matched by allocator"
         )
     return out
+
+
+def _server_platform(run: Run) -> dict[str, str]:
+    """What the server ran on besides its own version: its build, the Debian release and glibc
+    under it (a server root's own, or the host's), so an upgrade check says what else changed."""
+    builds, releases, glibcs = set(), set(), set()
+    for c in run.cells.values():
+        srv = c.get("server") or {}
+        root = srv.get("root") or {}
+        if srv.get("version_string"):
+            builds.add(str(srv["version_string"]))
+        releases.add(str(root.get("release") or "the host's"))
+        glibcs.add(str(root.get("glibc") or run.host.get("glibc") or "?"))
+    return {
+        "build": ", ".join(sorted(builds)) or "?",
+        "release": ", ".join(sorted(releases)),
+        "glibc": ", ".join(sorted(glibcs)),
+    }
 
 
 def _thp_in_force(run: Run) -> dict[str, set]:

@@ -203,6 +203,13 @@ class Matrix:
                 from servers.mongodb import check_allocators
 
                 check_allocators(binary, allocators)
+            else:
+                # The same for a MySQL-family binary: one that links an allocator itself (Debian's
+                # MySQL 9.7 links tcmalloc) has no glibc arm; say so once, before anything runs.
+                from servers.verify import refuse_self_allocating
+
+                for a in allocators:
+                    refuse_self_allocating(Path(binary.host_path), a)
             # Refuse before writing anything: THP modes this machine cannot set, and shortfalls.
             ThpController(None).check(list(self.suite.thp.modes))
             checks = self._preflight(binary, self.resume or Path(self.suite.run.out))

@@ -330,3 +330,51 @@ def test_sigint_mid_run_leaves_nothing(mysql_root, out, cache):
     assert _mounts_mentioning(mysql_root, out) == []
     assert _tree(mysql_root) == before_tree
     assert _socket_dirs_left(run_dir) == []
+
+
+def test_mysql_in_root_proof_follows_the_binding(mysql_root, out, cache):
+    """Debian's mysqld links libtcmalloc.so.4: `builtin` is that tcmalloc, named with its
+    package version; a preloaded jemalloc wins the binding while tcmalloc stays mapped, idle."""
+    code, run_dir, err = _run_suite(
+        _suite(out, "mysql", mysql_root, ["builtin", "jemalloc"]), out, cache
+    )
+    assert code == 0, err
+    by = {c["allocator"]["name"]: c for c in manifest(run_dir)["cells"]}
+    for c in by.values():
+        assert c["status"] == "ok", c.get("error")
+        assert c["verification"]["verdict"] == "verified", c["verification"].get("problems")
+    b = by["builtin"]["verification"]
+    assert b["builtin"]["family"] == "tcmalloc" and b["builtin"]["soname"] == "libtcmalloc.so.4"
+    pkg = b["builtin"]["package"]
+    assert b["builtin"]["version"] == _dpkg_version(mysql_root, pkg)  # the root's, via dpkg
+    assert b["builtin"]["label"].startswith("builtin: tcmalloc (libtcmalloc.so.4, ")
+    for sym in ("malloc", "free"):
+        (lib,) = b["bound_to"][sym]
+        assert lib.startswith(f"{mysql_root}/usr/lib/") and "libtcmalloc.so.4" in lib, b["bound_to"]
+    j = by["jemalloc"]["verification"]
+    for sym in ("malloc", "free"):
+        (lib,) = j["bound_to"][sym]
+        assert lib.startswith(f"{mysql_root}/usr/lib/") and "libjemalloc" in lib, j["bound_to"]
+    assert any("libtcmalloc.so.4" in p for p in j["mapped_not_bound"]), j
+    rows = results(run_dir)
+    assert {r["allocator"] for r in rows} == {"builtin", "jemalloc"}
+    assert all(float(r["qps"]) > 0 for r in rows)
+    assert _processes_in(mysql_root) == [] and _mounts_mentioning(mysql_root, out) == []
+
+
+def test_mysql_in_root_refuses_glibc_before_anything_runs(mysql_root, out, cache):
+    proc = start_run(
+        [str(_suite(out, "mysql", mysql_root, ["glibc"])), "--out", str(out / "runs")], cache
+    )
+    try:
+        _, err = proc.communicate(timeout=300)
+    finally:
+        kill_quietly(proc)
+    assert proc.returncode == 2, err
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert "Traceback" not in err
+    assert any(
+        "links libtcmalloc.so.4 itself: its malloc is tcmalloc, not glibc" in ln for ln in lines
+    ), err
+    assert not (out / "runs").exists() or not any((out / "runs").iterdir())
+    assert _processes_in(mysql_root) == []

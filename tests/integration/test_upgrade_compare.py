@@ -1,0 +1,99 @@
+"""An upgrade check on a real version pair (issue 12): the newest older MariaDB patch of the host's
+Debian release, fetched as a basedir, against the host's own MariaDB, with repeats on both sides,
+then `compare`: points matched by allocator, verdicts with intervals, and what differs besides the
+server version said plainly."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from servers import fetch
+from servers.mysql import find_mysql
+from tests.integration.runs_helpers import MALLOCSWEEP, REPO, kill_quietly, manifest, start_run
+from tests.integration.test_servers_fetch import CACHE, _older_mariadb_patch
+
+pytestmark = pytest.mark.integration
+
+SUITE = """
+[suite]
+name = "upgrade"
+description = "one short POINT_SELECT level, repeated, for an upgrade check"
+[server]
+buffer_pool_mb = 64
+[allocators]
+use = ["glibc"]
+[dataset]
+tables = 2
+table_size = 2000
+[warmup]
+min_s = 1
+cap_s = 3
+threads = 2
+[sysbench]
+workloads = ["point_select"]
+threads = [4]
+duration_s = 3
+[run]
+repeat = 2
+"""
+
+
+@pytest.fixture
+def out():
+    d = Path(tempfile.mkdtemp(prefix="ms-upgrade-", dir="/tmp"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _run(suite: Path, out: Path, *extra: str) -> Path:
+    runs = out / "runs"
+    before = set(runs.iterdir()) if runs.exists() else set()
+    proc = start_run([str(suite), "--out", str(runs), *extra], out / "cache")
+    try:
+        _, err = proc.communicate(timeout=900)
+    finally:
+        kill_quietly(proc)
+    assert proc.returncode == 0, err
+    (run_dir,) = set(runs.iterdir()) - before
+    return run_dir
+
+
+def test_patch_upgrade_compare_on_real_versions(out, monkeypatch):
+    monkeypatch.setenv("MALLOCSWEEP_SERVERS", str(CACHE))
+    spec = _older_mariadb_patch()  # e.g. mariadb-10.11.18 while the host runs 10.11.19
+    old = fetch.fetch(spec)
+    host = find_mysql()
+    suite = out / "suite.toml"
+    suite.write_text(SUITE)
+    base = _run(suite, out, "--server", f"fetched:{spec}")
+    new = _run(suite, out)
+    for run_dir, version in ((base, old.version), (new, host.version)):
+        cells = manifest(run_dir)["cells"]
+        assert len(cells) == 2 and all(c["status"] == "ok" for c in cells), cells
+        assert {c["server"]["version"] for c in cells} == {version}
+    done = subprocess.run(
+        [*MALLOCSWEEP, "compare", str(base), str(new), "--json", "--out", str(out / "cmp")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode in (0, 1), done.stderr  # a verdict either way; 2 would be no judgement
+    verdicts = json.loads(done.stdout)
+    assert verdicts["mode"] == "upgrade"
+    (point,) = [p for p in verdicts["points"] if p["workload"] == "point_select"]
+    assert point["allocator"] == "glibc" and point["threads"] == 4
+    assert point["base_server"] == f"mariadb-{old.version}"
+    assert point["new_server"] == f"mariadb-{host.version}"
+    assert point["evidence"] == "repeats 2+2" and point["lo"] <= point["ratio"] <= point["hi"]
+    assert point["verdict"] in ("faster", "slower", "no significant change")
+    warnings = "\n".join(verdicts["warnings"])
+    assert f"upgrade check: mariadb-{old.version} -> mariadb-{host.version}" in warnings
+    assert "server build differs" in warnings  # what else changed, said plainly
+    assert (done.returncode == 1) == any(p["regression"] for p in verdicts["points"])
