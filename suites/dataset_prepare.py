@@ -98,19 +98,14 @@ def _loading_allocator(binary) -> str:
     """The allocator the data is loaded under: glibc, unless the binary links an allocator itself
     (Debian's MySQL 9.7 has libtcmalloc.so.4 in DT_NEEDED): then its own, `builtin`, which is
     what it runs with when nothing is preloaded. No allocator is under test while loading."""
-    from elftools.elf.elffile import ELFFile
-
-    from servers.verify import known_allocator_family
+    from servers.errors import ServerError
+    from servers.verify import linked_allocators
 
     try:
-        with open(getattr(binary, "host_path", binary.path), "rb") as f:
-            dyn = ELFFile(f).get_section_by_name(".dynamic")
-            needed = (
-                [t.needed for t in dyn.iter_tags() if t.entry.d_tag == "DT_NEEDED"] if dyn else []
-            )
-    except Exception:  # noqa: BLE001 - unreadable here: the server's own start says why
+        linked = linked_allocators(Path(getattr(binary, "host_path", binary.path)))
+    except ServerError:  # unreadable here: the server's own start says why
         return "glibc"
-    return "builtin" if any(known_allocator_family(n) for n in needed) else "glibc"
+    return "builtin" if linked else "glibc"
 
 
 def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:

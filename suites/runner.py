@@ -67,6 +67,7 @@ class Matrix:
         self.display = display or Display(enabled=False)
         self.cache_root = cache_root or dataset_prepare.default_cache_root()
         self.run_dir: RunDir | None = None
+        self.root = None  # the server's root, once resolve_server has found it
         self.manifest: dict = {}
         self.started = time.monotonic()
         self.design = plan_design(suite, 0.0, MAX_REPEAT)
@@ -98,22 +99,36 @@ class Matrix:
             raise SuiteError(
                 f"server.flavor is {s.flavor!r} but {b.path} is {b.flavor} {b.version}"
             )
+        self.root = b.root  # a server root's allocators are its own (server.root or fetched)
         return b, f"{b.flavor}-{b.version}"
 
     def _server_root(self):
-        """The suite's server root (servers.root.ServerRoot), or None for a host server."""
-        if not self.suite.server.root:
-            return None
-        from servers.root import open_root
+        """The server's root (servers.root.ServerRoot: server.root, or a fetched root), or None
+        for a host server. Set by resolve_server."""
+        return self.root
 
-        return open_root(self.suite.server.root)
-
-    def resolve_allocators(self) -> list:
-        """The suite's allocators, each usable here."""
+    def resolve_allocators(self, binary=None) -> list:
+        """The suite's allocators, each usable here. `all` on a MySQL-family binary that links an
+        allocator itself (Debian's MySQL 9.7 links tcmalloc) measures that one as `builtin`
+        instead of glibc, which such a binary cannot run with (an explicit glibc is refused)."""
         from servers.allocators import resolve
 
         custom = [c.model_dump() for c in self.suite.allocators.custom]
-        allocs = resolve(list(self.suite.allocators.use), custom=custom, root=self._server_root())
+        use = list(self.suite.allocators.use)
+        if "all" in use and binary is not None and self.suite.server.flavor != "mongodb":
+            from servers.verify import linked_allocators
+
+            linked = linked_allocators(Path(binary.host_path))
+            if linked:
+                use = ["builtin" if u == "all" else u for u in use]
+                core = resolve(["all"], root=self._server_root())
+                use += [a.name for a in core if a.name != "glibc"]
+                use += [c.name for c in self.suite.allocators.custom]
+                self.display.note(
+                    f"{binary.path} links {linked[0][0]} itself: `all` measures it as 'builtin' "
+                    "instead of glibc"
+                )
+        allocs = resolve(use, custom=custom, root=self._server_root())
         if not allocs:
             raise SuiteError("allocators.use: no usable allocator (see `mallocsweep allocators`)")
         unusable = [a for a in allocs if not a.usable]
@@ -185,7 +200,7 @@ class Matrix:
                 resumed, cells, allocators = self._resume_plan(label)
             else:
                 resumed = None
-                allocators = with_aa_arm(self.resolve_allocators(), self.suite)
+                allocators = with_aa_arm(self.resolve_allocators(binary), self.suite)
                 cells = plan_cells(
                     label,
                     [a.name for a in allocators],
