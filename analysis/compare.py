@@ -76,7 +76,8 @@ HOST_KEYS = ("hostname", "kernel", "cpu_model", "cores", "memory_kb", "glibc")
 # (the evidence rules handle that), and its name.
 SUITE_KEYS_IGNORED = frozenset({"run.out", "run.repeat", "suite.name", "suite.description"})
 # In an upgrade check the server binary is what is being compared.
-SUITE_KEYS_UPGRADE = frozenset({"server.binary", "server.basedir"})
+# Where the server came from is what an upgrade check changes: not a difference worth a warning.
+SUITE_KEYS_UPGRADE = frozenset({"server.binary", "server.basedir", "server.root", "server.fetched"})
 
 
 @dataclass
@@ -496,9 +497,10 @@ def _differences(base: Run, new: Run, mode: str) -> list[str]:
         if run.has_standin:
             out.append(f"{side} run uses a MongoDB protocol stand-in: {study_tables.STANDIN_LABEL}")
     if mode == "upgrade":
-        out.append(
-            f"upgrade check: {base.servers[0]} -> {_servers(new)[0]}; points matched by allocator"
-        )
+        old, now = base.servers[0], _servers(new)[0]
+        # Labels are FLAVOR-VERSION: two flavors make it a choice between servers, not an upgrade.
+        what = "upgrade check" if old.split("-")[0] == now.split("-")[0] else "which-server check"
+        out.append(f"{what}: {old} -> {now}; points matched by allocator")
     return out
 
 
