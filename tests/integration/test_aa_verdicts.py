@@ -67,7 +67,7 @@ duration_s = 3
 [run]
 repeat = 3
 aa = true
-budget_s = 240
+budget_s = 90
 min_effect_pct = 40
 """
 
