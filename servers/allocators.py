@@ -321,7 +321,7 @@ def glibc_version() -> str | None:
     return host_glibc_version()
 
 
-def _version_tuple(v: str) -> tuple[int, ...]:
+def version_tuple(v: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
 
 
@@ -385,8 +385,10 @@ def check_preloadable(library: str) -> str | None:
     return None
 
 
-def _detect(spec: AllocatorSpec) -> Allocator:
-    common = dict(
+def spec_fields(spec: AllocatorSpec) -> dict:
+    """The Allocator fields a registry entry decides, wherever the allocator is looked for (on
+    the host here, in a server root in servers.root_allocators)."""
+    return dict(
         name=spec.name,
         kind=spec.kind,
         family=spec.family,
@@ -398,10 +400,14 @@ def _detect(spec: AllocatorSpec) -> Allocator:
         base=spec.base,
         companions=spec.companions,
     )
+
+
+def _detect(spec: AllocatorSpec) -> Allocator:
+    common = spec_fields(spec)
     why_not = None
     if spec.min_glibc:
         have = glibc_version()
-        if have is None or _version_tuple(have) < _version_tuple(spec.min_glibc):
+        if have is None or version_tuple(have) < version_tuple(spec.min_glibc):
             why_not = (
                 f"needs glibc >= {spec.min_glibc}, this machine has {have or 'another C library'}"
             )

@@ -10,39 +10,29 @@ there (servers.root), and what verification reaches through /proc/PID/root.
 from __future__ import annotations
 
 import os
-import re
 
-from servers.allocators import Allocator, AllocatorSpec, check_preloadable, sha256_of
+from servers.allocators import (
+    Allocator,
+    AllocatorSpec,
+    check_preloadable,
+    sha256_of,
+    spec_fields,
+    version_tuple,
+)
 from servers.root import ServerRoot, package_of_in_root
 
 
 def _too_old(spec: AllocatorSpec, root: ServerRoot) -> str | None:
     if not spec.min_glibc:
         return None
-
-    def t(v: str) -> tuple[int, ...]:
-        return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
-
-    if root.glibc is None or t(root.glibc) < t(spec.min_glibc):
+    if root.glibc is None or version_tuple(root.glibc) < version_tuple(spec.min_glibc):
         return f"needs glibc >= {spec.min_glibc}, root {root.path} has {root.glibc or 'no glibc'}"
     return None
 
 
 def detect_in_root(spec: AllocatorSpec, root: ServerRoot) -> Allocator:
     """`spec` as found in `root`: usable or not (with why), version from the root's dpkg."""
-    common = dict(
-        name=spec.name,
-        kind=spec.kind,
-        family=spec.family,
-        env=dict(spec.env),
-        tunables=spec.tunables,
-        description=spec.description,
-        package=spec.package,
-        core=spec.core,
-        base=spec.base,
-        companions=spec.companions,
-        root=root.path,
-    )
+    common = dict(spec_fields(spec), root=root.path)
     why_not = _too_old(spec, root)
     if spec.kind == "builtin":
         return Allocator(library=None, usable=why_not is None, why_not=why_not, **common)
