@@ -52,58 +52,10 @@ from collectors.errors import CollectorError, ProcessGone
 from collectors.priority import boost
 from collectors.procfs import ProcFS
 from collectors.sampler import ProcessReader, Sampler, Snapshot, TimelineWriter
-
-# /proc/vmstat counters that become per-phase columns (system-wide: one server at a time). Every
-# thp_* counter's delta is kept as well, in the phase's "thp_vmstat" and the cell's section.
-_THP_COUNTERS = {
-    "thp_fault_alloc": "thp_fault_alloc",
-    "thp_fault_fallback": "thp_fault_fallback",  # a huge page was wanted and not obtained
-    "thp_collapse_alloc": "thp_collapse_alloc",
-    "thp_split": "thp_split_page",
-}
-# SHOW GLOBAL STATUS counters that become per-phase columns (deltas).
-_STATUS_DELTAS = {
-    "threads_created": "Threads_created",
-    "bp_reads": "Innodb_buffer_pool_reads",
-    "bp_read_requests": "Innodb_buffer_pool_read_requests",
-}
-
-FIGURE_KEYS = (
-    "rss_start_kb",
-    "rss_end_kb",
-    "rss_peak_kb",
-    "vsz_start_kb",
-    "vsz_end_kb",
-    "anon_huge_kb",
-    "cpu_user_s",
-    "cpu_sys_s",
-    "ctxsw_voluntary",
-    "ctxsw_involuntary",
-    "wall_s",
-    "threads_created",
-    "threads_connected",
-    "threads_connected_t_s",
-    "bp_reads",
-    "bp_read_requests",
-    "server_memory_used_kb",
-    "thp_fault_alloc",
-    "thp_fault_fallback",
-    "thp_collapse_alloc",
-    "thp_split",
-    "thp_vmstat",
-    "process_thp_enabled",
-    "status_delta",
-    "window_marks",
-)
-
-# What window_figures() returns: deltas between two marks of one phase (see the module doc).
-WINDOW_KEYS = (
-    "window_s",
-    "cpu_user_s",
-    "cpu_sys_s",
-    "ctxsw_voluntary",
-    "ctxsw_involuntary",
-    "ctxsw_source",
+from rundir.derive.phases import (
+    phase_figures,
+    vmstat_delta,
+    window_figures,
 )
 
 # Memory figures of one moment, for the cell's server_start / server_stop record.
@@ -137,6 +89,24 @@ class _Phase:
     mid_status_t: float | None = None  # when the read returned (monotonic)
     mid_status_thread: threading.Thread | None = None
     figures: dict = field(default_factory=dict)
+    raw: dict | None = None  # what was observed, once the phase is closed (to_raw)
+
+    def to_raw(self, t0: float) -> dict:
+        """What was observed over this phase (rundir.records.RawPhase), times since `t0`; the
+        phase's figures are derived from it (rundir.derive.phases)."""
+        return {
+            "name": self.name,
+            "start": _boundary_raw(self.start, t0),
+            "end": _boundary_raw(self.end, t0) if self.end is not None else None,
+            "first_server": snap_raw(self.first_server, t0) if self.first_server else None,
+            "peak_rss_kb": self.peak_rss_kb,
+            "last_anon_huge_kb": self.last_anon_huge_kb,
+            "last_thp_enabled": self.last_thp_enabled,
+            "samples": self.samples,
+            "mid_status": self.mid_status,
+            "mid_status_t_s": None if self.mid_status_t is None else self.mid_status_t - t0,
+            "marks": [snap_raw(m, t0) for m in self.marks],
+        }
 
     def finish_marks(self, timeout_s: float = 60.0) -> None:
         """Stop the periodic marks and wait for the mid-level status read."""
@@ -163,7 +133,7 @@ class _Phase:
 
 class _Marker(threading.Thread):
     """Window marks every `period_s` between the workload's reports, so that a window end falls
-    close to where the load ends even when the reports reach us late (see suites.window)."""
+    close to where the load ends even when the reports reach us late (see rundir.derive.window)."""
 
     def __init__(self, take: Callable[[], bool], period_s: float):
         super().__init__(name="mallocsweep-window-marks", daemon=True)
@@ -186,10 +156,6 @@ class _Marker(threading.Thread):
             self.join(10)
 
 
-def _vmstat_delta(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
-    return {k: b[k] - a[k] for k in sorted(b) if k in a}
-
-
 def _numeric(d: dict | None) -> dict[str, float]:
     out: dict[str, float] = {}
     for k, v in (d or {}).items():
@@ -200,25 +166,34 @@ def _numeric(d: dict | None) -> dict[str, float]:
     return out
 
 
-def _delta(a, b, digits: int | None = None):
-    if a is None or b is None:
-        return None
-    d = b - a
-    return round(d, digits) if digits is not None else d
-
-
-def _int_if_whole(x: float):
-    return int(x) if float(x).is_integer() else x
-
-
-def _ctx_delta(a: Snapshot, b: Snapshot, cls: str):
-    return _delta(getattr(a.ctx, cls) if a.ctx else None, getattr(b.ctx, cls) if b.ctx else None)
-
-
 def _memory_of(snap: Snapshot, t0: float, source: str) -> dict:
     return {"t_s": round(snap.t - t0, 3), "source": source} | {
         k: getattr(snap, k) for k in _MEMORY_FIELDS
     }
+
+
+def snap_raw(snap: Snapshot, t0: float) -> dict:
+    """One snapshot as the raw record keeps it (rundir.records.RawSnap): times since start()."""
+    return {
+        "t_s": snap.t - t0,
+        "rss_kb": snap.rss_kb,
+        "vsz_kb": snap.vsz_kb,
+        "hwm_kb": snap.hwm_kb,
+        "rss_anon_kb": snap.rss_anon_kb,
+        "threads": snap.threads,
+        "cpu_user_s": snap.cpu_user_s,
+        "cpu_sys_s": snap.cpu_sys_s,
+        "ctx_voluntary": snap.ctx.voluntary if snap.ctx else None,
+        "ctx_involuntary": snap.ctx.involuntary if snap.ctx else None,
+        "thp_enabled": snap.thp_enabled,
+        "anon_huge_kb": snap.anon_huge_kb,
+        "live": snap.live,
+        "pre_exec": snap.pre_exec,
+    }
+
+
+def _boundary_raw(b: _Boundary, t0: float) -> dict:
+    return {"snap": snap_raw(b.snap, t0), "vmstat": dict(b.vmstat), "status": b.status}
 
 
 class Collectors:
@@ -507,7 +482,7 @@ class Collectors:
     def mark_times(self, name: str) -> list[float]:
         """When each window mark of phase `name` was taken (seconds since start()), in order;
         window_figures() takes indices into this list."""
-        return [m.t - self._t0 for m in self._phases[name].marks]
+        return [m["t_s"] for m in self._phases[name].raw["marks"]]
 
     def check_sampling(self) -> None:
         """CollectorError if the timeline sampler is no longer sampling. Collectors are not
@@ -530,80 +505,19 @@ class Collectors:
         self._phases[ph.name] = ph
 
     def _figures(self, ph: _Phase) -> dict:
-        """Deltas over the whole phase: from its start boundary to its end boundary."""
-        s, e = ph.start, ph.end
-        a, b = s.snap, e.snap
-        # Memory at the phase start is the server's: a boundary taken in the launch gate
-        # gives way to the first snapshot of the server itself (None if none was taken).
-        mem = ph.first_server if a.pre_exec else a
-        fig = {
-            "rss_start_kb": mem.rss_kb if mem else None,
-            "rss_end_kb": b.rss_kb,
-            "rss_peak_kb": ph.peak_rss_kb,
-            "vsz_start_kb": mem.vsz_kb if mem else None,
-            "vsz_end_kb": b.vsz_kb,
-            "anon_huge_kb": b.anon_huge_kb if b.anon_huge_kb is not None else ph.last_anon_huge_kb,
-            "cpu_user_s": _delta(a.cpu_user_s, b.cpu_user_s, 3),
-            "cpu_sys_s": _delta(a.cpu_sys_s, b.cpu_sys_s, 3),
-            "ctxsw_voluntary": _ctx_delta(a, b, "voluntary"),
-            "ctxsw_involuntary": _ctx_delta(a, b, "involuntary"),
-            "wall_s": round(b.t - a.t, 3),
-            "process_thp_enabled": b.thp_enabled
-            if b.thp_enabled is not None
-            else ph.last_thp_enabled,
-        }
-        for key, counter in _THP_COUNTERS.items():
-            fig[key] = _delta(s.vmstat.get(counter), e.vmstat.get(counter))
-        fig["thp_vmstat"] = _vmstat_delta(s.vmstat, e.vmstat)
-        sd = None
-        if s.status is not None and e.status is not None:
-            sd = {
-                k: _int_if_whole(round(e.status[k] - v, 6))
-                for k, v in s.status.items()
-                if k in e.status
-            }
-        fig["status_delta"] = sd
-        for key, var in _STATUS_DELTAS.items():
-            fig[key] = sd.get(var) if sd else None
-        used = (e.status or {}).get("Memory_used")
-        fig["server_memory_used_kb"] = round(used / 1024) if used is not None else None
-        # A gauge: at a boundary no client is connected, so it is read at the first window mark
-        # (the clients are connected and running). Includes our own status connection.
-        tc = (ph.mid_status or {}).get("Threads_connected")
-        fig["threads_connected"] = _int_if_whole(tc) if tc is not None else None
-        # The server answers a status query when its thread gets a CPU: under 1536 clients that
-        # can be seconds later, even after the clients left. The caller keeps the figure only if
-        # the answer came while its measured window was still open.
-        fig["threads_connected_t_s"] = (
-            round(ph.mid_status_t - self._t0, 3) if ph.mid_status_t is not None else None
-        )
-        fig["window_marks"] = len(ph.marks)
-        return {k: fig[k] for k in FIGURE_KEYS}
+        """Deltas over the whole phase, from what was observed (rundir.derive.phases)."""
+        ph.raw = ph.to_raw(self._t0)
+        return phase_figures(ph.raw)
 
     def window_figures(self, name: str, first: int = 0, last: int = -1) -> dict | None:
         """Deltas between marks `first` and `last` of phase `name` (list indices), or None when
-        the phase has fewer than two marks or the process was gone at either.
+        the phase has fewer than two marks or the process was gone at either
+        (rundir.derive.phases.window_figures)."""
+        return window_figures(self._phases[name].raw, first, last, self.ctxsw_source)
 
-        The window's wall time is ours (monotonic), so a caller that counts operations in the
-        workload's own clock should turn them into a rate first (see suites.window).
-        """
-        marks = self._phases[name].marks
-        if len(marks) < 2:
-            return None
-        try:
-            a, b = marks[first], marks[last]
-        except IndexError:
-            return None
-        if not (a.live and b.live) or b.t <= a.t:
-            return None
-        return {
-            "window_s": round(b.t - a.t, 4),
-            "cpu_user_s": _delta(a.cpu_user_s, b.cpu_user_s, 3),
-            "cpu_sys_s": _delta(a.cpu_sys_s, b.cpu_sys_s, 3),
-            "ctxsw_voluntary": _ctx_delta(a, b, "voluntary"),
-            "ctxsw_involuntary": _ctx_delta(a, b, "involuntary"),
-            "ctxsw_source": self.ctxsw_source,
-        }
+    def raw_phases(self) -> dict[str, dict]:
+        """Every closed phase as observed (rundir.records.RawPhase), by name, in order."""
+        return {n: p.raw for n, p in self._phases.items()}
 
     @property
     def ctxsw_source(self) -> str | None:
@@ -708,7 +622,7 @@ class Collectors:
             "memory": {k: self._memory.get(k) for k in MEMORY_MARKS},
             # Every /proc/vmstat thp_* counter over the server's life (system-wide).
             "thp_vmstat_delta": (
-                _vmstat_delta(self._first_vmstat, self._last_vmstat)
+                vmstat_delta(self._first_vmstat, self._last_vmstat)
                 if self._first_vmstat is not None and self._last_vmstat is not None
                 else None
             ),

@@ -6,7 +6,7 @@ and comes with a migration in rundir/migrations.py (and a line in HISTORY); a fi
 directory is never rewritten.
 """
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 # What each format added or changed, newest last (docs/architecture.md tells the same story).
 HISTORY = {
@@ -14,6 +14,9 @@ HISTORY = {
     "measured-window figures told apart only by the presence of the window_s column",
     2: "manifest records what the cpu_*/ctxsw_* columns cover (figures.cpu_ctxsw_span) and the "
     "tool version from the installed package; every results.csv has every RESULTS_COLUMNS column",
+    3: "raw/<cell>.json keeps what was observed (phase boundaries, window marks, status reads, the "
+    "workload's reports, wait4 at exit) and results rows are derived from it (rundir.derive); "
+    "`report --rederive` writes derived/<cell>.json; figures.raw_records and cells[].derive_error",
 }
 
 MANIFEST = "manifest.json"
@@ -23,6 +26,11 @@ LOGS_DIR = "logs"
 CELLS_DIR = (
     "cells"  # one immutable JSON per finished cell, written atomically; results.csv is derived
 )
+# What each cell observed (rundir.records.CellRaw), written once before its cells/ record (format 3)
+RAW_DIR = "raw"
+RAW_VERSION = 1  # the raw record's own schema version (CellRaw.raw_version)
+# Rows and window records re-derived by `report --rederive` from raw/; results.csv prefers them
+DERIVED_DIR = "derived"
 # Derived, rewritten by `report`: every allocator against the baseline per point (analysis/verdicts.py)
 VERDICTS = "verdicts.csv"
 OWNER_MARKER = (

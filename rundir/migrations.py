@@ -60,8 +60,26 @@ def update_to_2(raw: RawRun) -> RawRun:
     return RawRun(manifest=manifest, columns=columns, rows=rows)
 
 
+def update_to_3(raw: RawRun) -> RawRun:
+    """Format 2 -> 3.
+
+    Format 3 keeps what each cell observed in raw/<cell>.json and derives its results rows from
+    it (rundir.derive), so `report --rederive` can derive them again after a fix. Runs of format
+    1 and 2 have no raw records: figures.raw_records is False (their figures are as recorded, and
+    --rederive keeps them), and every cell gets derive_error None (their figures were computed
+    during the run; an error there had aborted the run instead). Results columns are unchanged.
+    """
+    manifest = dict(raw.manifest)
+    manifest["figures"] = {**(manifest.get("figures") or {}), "raw_records": False}
+    manifest["cells"] = [
+        {**c, "derive_error": c.get("derive_error")} if isinstance(c, dict) else c
+        for c in manifest.get("cells") or []
+    ]
+    return RawRun(manifest=manifest, columns=list(raw.columns), rows=list(raw.rows))
+
+
 # format N -> the function upgrading a format-N run to N+1
-MIGRATIONS: dict[int, Callable[[RawRun], RawRun]] = {1: update_to_2}
+MIGRATIONS: dict[int, Callable[[RawRun], RawRun]] = {1: update_to_2, 2: update_to_3}
 
 
 def check_version(manifest: dict, where: str) -> int:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rundir.errors import RunDirError
-from rundir.format import CELL_STATUSES, FORMAT_VERSION, SPAN_WINDOW
+from rundir.format import CELL_STATUSES, FORMAT_VERSION, RAW_VERSION, SPAN_WINDOW
 
 
 class _Record(BaseModel):
@@ -42,6 +42,10 @@ class Figures(_Record):
     # cover: "window" (the level's measured window: window_s, window_ops) or "level" (the whole
     # level, clients' start-up and teardown included; format-1 runs before 2026-11-22).
     cpu_ctxsw_span: Literal["window", "level"] = SPAN_WINDOW
+    # Format 3: raw/<cell>.json holds what each cell observed and its rows are derived from it
+    # (rundir.derive), so `report --rederive` can derive them again. False for older runs: their
+    # figures are as recorded.
+    raw_records: bool = True
 
 
 class Cell(_Record):
@@ -56,6 +60,8 @@ class Cell(_Record):
     allocator: dict[str, Any] = Field(default_factory=dict)
     server: dict[str, Any] = Field(default_factory=dict)
     thp: dict[str, Any] = Field(default_factory=dict)
+    # Why this cell's figures could not be derived from its raw record (one line; format 3)
+    derive_error: str | None = None
 
 
 class Manifest(_Record):
@@ -73,6 +79,108 @@ class Manifest(_Record):
     cells: list[Cell] = Field(default_factory=list)
 
 
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RawSnap(_Strict):
+    """The server process at one moment; t_s in seconds since the collectors started. Counters
+    (CPU, context switches) are whole-process totals; ctx_* from the cell's ctxsw_source."""
+
+    t_s: float
+    rss_kb: int | None = None
+    vsz_kb: int | None = None
+    hwm_kb: int | None = None
+    rss_anon_kb: int | None = None
+    threads: int | None = None
+    cpu_user_s: float | None = None
+    cpu_sys_s: float | None = None
+    ctx_voluntary: int | None = None
+    ctx_involuntary: int | None = None
+    thp_enabled: int | None = None
+    anon_huge_kb: int | None = None
+    live: bool = True  # False: the process was gone, these are its last known values
+    pre_exec: bool = False  # still the launch gate: counters valid, memory the shell's
+
+
+class RawBoundary(_Strict):
+    """A phase boundary: the process, /proc/vmstat's thp_* counters, the server's status."""
+
+    snap: RawSnap
+    vmstat: dict[str, int] = Field(default_factory=dict)
+    status: dict[str, float] | None = None
+
+
+class RawPhase(_Strict):
+    """What the collectors observed over one phase (boundary to boundary)."""
+
+    name: str
+    start: RawBoundary
+    end: RawBoundary | None = None
+    first_server: RawSnap | None = None  # the first snapshot of the server itself (after exec)
+    # What the timeline sampler saw over the phase (its rows are in samples/<cell>.csv)
+    peak_rss_kb: int | None = None
+    last_anon_huge_kb: int | None = None
+    last_thp_enabled: int | None = None
+    samples: int = 0
+    # The server's status read once while the level ran, and when the answer came
+    mid_status: dict[str, float] | None = None
+    mid_status_t_s: float | None = None
+    marks: list[RawSnap] = Field(default_factory=list)  # measured-window marks, in time order
+
+
+class RawLevel(_Strict):
+    """One level as the workload reported it."""
+
+    phase: str
+    workload: str
+    threads: int
+    status: str
+    error: str | None = None
+    report: dict[str, Any]  # the workload's figures (suites.workload.LevelResult.row())
+    # [t_s in the workload's clock, operations/s over the interval, our mark's t_s or None]
+    intervals: list[tuple[float, float, float | None]] = Field(default_factory=list)
+    extra: dict[str, Any] = Field(default_factory=dict)  # e.g. sysbench's latency histogram
+
+
+class RawClock(_Strict):
+    """What the workload said about its level's clock (rundir.derive.window.measured_window)."""
+
+    duration_s: float | None = None
+    interval_s: float | None = None
+    last_ends_load: bool = False
+
+
+class CellRaw(_Strict):
+    """raw/<cell>.json: what one cell observed; its results rows are derived from this alone."""
+
+    raw_version: int = RAW_VERSION
+    cell: str
+    identity: dict[str, Any]  # rundir.derive.levels.IDENTITY_FIELDS
+    clock: RawClock
+    ctxsw_source: str | None = None
+    phases: dict[str, RawPhase] = Field(default_factory=dict)
+    levels: list[RawLevel] = Field(default_factory=list)
+    exit: dict[str, Any] | None = None  # wait4's whole-life reading (servers.life exit record)
+
+
+def check_raw(raw: dict, where: str) -> None:
+    """RunDirError naming the first field of a raw record that does not fit CellRaw."""
+    if raw.get("raw_version") != RAW_VERSION:
+        raise RunDirError(
+            f"{where}: raw_version {raw.get('raw_version')!r} (this mallocsweep reads "
+            f"{RAW_VERSION}); upgrade mallocsweep to read it"
+        )
+    try:
+        CellRaw.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        raise RunDirError(
+            f"{where}: field {field}: {err['msg']} (got {err.get('input')!r:.60}); the file is damaged"
+        ) from None
+
+
 def check_manifest(manifest: dict, where: str) -> None:
     """RunDirError naming the first field that does not fit the declared records."""
     try:
@@ -85,4 +193,17 @@ def check_manifest(manifest: dict, where: str) -> None:
         ) from None
 
 
-__all__ = ["Cell", "Figures", "Manifest", "Tool", "check_manifest"]
+__all__ = [
+    "Cell",
+    "CellRaw",
+    "Figures",
+    "Manifest",
+    "RawBoundary",
+    "RawClock",
+    "RawLevel",
+    "RawPhase",
+    "RawSnap",
+    "Tool",
+    "check_manifest",
+    "check_raw",
+]

@@ -18,10 +18,12 @@ from rundir.atomic import atomic_write
 from rundir.errors import RunDirError
 from rundir.format import (
     CELLS_DIR,
+    DERIVED_DIR,
     FORMAT_VERSION,
     LOGS_DIR,
     MANIFEST,
     OWNER_MARKER,
+    RAW_DIR,
     RESULTS,
     RESULTS_COLUMNS,
     SAMPLES_DIR,
@@ -76,7 +78,7 @@ class RunDir:
             n += 1
             path = out_root / f"{name}.{n}"
         make_owned_dir(path)
-        for sub in (CELLS_DIR, SAMPLES_DIR, LOGS_DIR, WORK_DIR):
+        for sub in (CELLS_DIR, RAW_DIR, SAMPLES_DIR, LOGS_DIR, WORK_DIR):
             (path / sub).mkdir()
         (path / WORK_DIR / OWNER_MARKER).write_text("work area of mallocsweep\n")
         return cls(path)
@@ -90,7 +92,7 @@ class RunDir:
             raise RunDirError(
                 f"--resume {path}: has no {OWNER_MARKER} marker; refusing to write into it"
             )
-        for sub in (CELLS_DIR, SAMPLES_DIR, LOGS_DIR, WORK_DIR):
+        for sub in (CELLS_DIR, RAW_DIR, SAMPLES_DIR, LOGS_DIR, WORK_DIR):
             (path / sub).mkdir(exist_ok=True)
         if not owned(path / WORK_DIR):
             (path / WORK_DIR / OWNER_MARKER).write_text("work area of mallocsweep\n")
@@ -111,6 +113,12 @@ class RunDir:
     def cell_file(self, cell_id: str) -> Path:
         return self.path / CELLS_DIR / f"{cell_id}.json"
 
+    def raw_file(self, cell_id: str) -> Path:
+        return self.path / RAW_DIR / f"{cell_id}.json"
+
+    def derived_file(self, cell_id: str) -> Path:
+        return self.path / DERIVED_DIR / f"{cell_id}.json"
+
     # -- manifest and cells -------------------------------------------------------------------
     def read_manifest(self) -> dict:
         try:
@@ -122,8 +130,8 @@ class RunDir:
         manifest = dict(manifest)
         manifest["format_version"] = FORMAT_VERSION
         # Recorded, not left for readers to guess: this writer's cpu_*/ctxsw_* columns cover
-        # each level's measured window (suites/window.py).
-        manifest.setdefault("figures", {"cpu_ctxsw_span": SPAN_WINDOW})
+        # each level's measured window (rundir/derive/window.py).
+        manifest.setdefault("figures", {"cpu_ctxsw_span": SPAN_WINDOW, "raw_records": True})
         check_manifest(manifest, str(self.path / MANIFEST))
         atomic_write(
             self.path / MANIFEST,
@@ -149,6 +157,8 @@ class RunDir:
         """
         paths = [
             self.cell_file(cell_id),
+            self.raw_file(cell_id),
+            self.derived_file(cell_id),
             self.samples_path(cell_id),
             self.path / LOGS_DIR / cell_id,
         ]
@@ -174,6 +184,37 @@ class RunDir:
         except FileExistsError:
             raise RunDirError(f"{path}: a finished cell is never rewritten") from None
 
+    def write_raw(self, raw: dict) -> str:
+        """Record what one cell observed (raw/<cell>.json), once; returns the text written, which
+        is what its rows are derived from (so the run's rows and a later --rederive agree)."""
+        path = self.raw_file(raw["cell"])
+        path.parent.mkdir(exist_ok=True)  # a run directory resumed from an older format
+        text = json.dumps(raw, indent=None, separators=(",", ":")) + "\n"
+        try:
+            atomic_write(path, text, exclusive=True)
+        except FileExistsError:
+            raise RunDirError(f"{path}: a cell's raw record is never rewritten") from None
+        return text
+
+    def write_derived(self, cell_id: str, derived: dict) -> None:
+        """The rows and window records `report --rederive` derived again (derived/<cell>.json);
+        rewritten by every --rederive, never touching cells/ or raw/."""
+        path = self.derived_file(cell_id)
+        path.parent.mkdir(exist_ok=True)
+        atomic_write(path, json.dumps(derived, indent=1, default=str) + "\n")
+
+    def rows_of(self, rec: dict) -> list[dict]:
+        """A cell's rows: re-derived ones when `report --rederive` wrote them, else as recorded."""
+        path = self.derived_file(rec["cell"]["id"])
+        if path.is_file():
+            try:
+                return json.loads(path.read_text())["rows"]
+            except (OSError, json.JSONDecodeError, KeyError) as e:
+                raise RunDirError(
+                    f"{path}: unreadable ({e}); run report --rederive again"
+                ) from None
+        return rec["rows"]
+
     def rebuild_results(self) -> int:
         """results.csv from every cell record, in cell order; returns the row count."""
         records = sorted(self.finished_cells().values(), key=lambda r: r["cell"]["index"])
@@ -184,7 +225,7 @@ class RunDir:
         w.writeheader()
         n = 0
         for rec in records:
-            for row in rec["rows"]:
+            for row in self.rows_of(rec):
                 w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in RESULTS_COLUMNS})
                 n += 1
         atomic_write(self.path / RESULTS, buf.getvalue())

@@ -7,6 +7,7 @@ idea). Every exit path stops the server; a failure fails this cell only.
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,13 +15,15 @@ from pathlib import Path
 
 from collectors.errors import CollectorError
 from collectors.host import cell_host_state
-from collectors.session import FIGURE_KEYS, Collectors
-from rundir.format import RESULTS_COLUMNS, SAMPLE_COLUMNS
+from collectors.session import Collectors
+from rundir.derive.levels import derive_cell
+from rundir.derive.window import Interval
+from rundir.errors import RunDirError
+from rundir.format import RAW_VERSION, SAMPLE_COLUMNS
 from rundir.write import RunDir, now_iso
 from servers.errors import ServerError
 from suites.errors import SuiteError
 from suites.plan import CellPlan
-from suites.window import Interval, Window, connected_in_window, measured_window, window_rates
 from suites.workload import ClientTarget, LevelResult
 
 
@@ -44,56 +47,6 @@ class CellContext:
     on_progress: Callable[[str, float], None] | None = None  # (phase label, seconds expected)
     on_interval: Callable[[float, float, float], None] | None = None
     on_note: Callable[[str], None] | None = None  # one line for the user, e.g. a server warning
-
-
-def _level_row(
-    ctx: CellContext,
-    server_info: dict,
-    res: LevelResult,
-    fig: dict,
-    win: dict | None,
-    window: Window | None,
-    ctxsw_source: str | None,
-) -> dict:
-    """One results.csv row. Which window each figure covers:
-
-    - memory (rss_*, vsz_*, anon_huge_kb), server status deltas (threads_created, bp_*), THP
-      counters: the whole level phase (boundary to boundary, clients' start and end included);
-    - threads_connected: read from the first window mark on (all clients connected), kept only
-      when the server answered before the window closed;
-    - cpu_user_s, cpu_sys_s, ctxsw_voluntary, ctxsw_involuntary, and every per-op figure
-      (cpu_us_per_op, ctxsw_per_op, cpu_s_per_1m_ops, ctxsw_per_1m_ops, cpu_overhead): the
-      measured window only (window_s, window_ops), so that numerator and operation count cover
-      the same time. Full-phase CPU and context switches stay in the manifest (collectors.phases),
-      where their sum over the phases is reconciled with wait4.
-    """
-    alloc = ctx.allocator
-    row = {
-        "cell": ctx.plan.id,
-        "server": server_info["label"],
-        "server_flavor": server_info["flavor"],
-        "server_version": server_info["version"],
-        "allocator": alloc.name,
-        "allocator_version": alloc.version or "",
-        "thp": ctx.plan.thp,
-        "repeat": ctx.plan.round,
-        "status": res.status,
-        "error": res.error or "",
-    }
-    row.update(res.row())
-    for k in FIGURE_KEYS:  # the collectors' per-phase figures that are results columns
-        if k in RESULTS_COLUMNS:
-            row[k] = fig.get(k)
-    row["ctxsw_source"] = ctxsw_source or ""
-    row["threads_connected"] = connected_in_window(fig, window)
-    for k in ("cpu_user_s", "cpu_sys_s", "ctxsw_voluntary", "ctxsw_involuntary"):
-        row[k] = win.get(k) if win else None
-    row.update(window_rates(win, window, ctxsw_source))
-    return row
-
-
-def _sum_or_none(a, b):
-    return None if a is None or b is None else round(a + b, 3)
 
 
 class CellRunner:
@@ -244,29 +197,7 @@ class CellRunner:
             exit_info = self._stop_everything(exit_info)
             self.record["finished_at"] = now_iso()
         if self.collectors is not None:
-            duration, interval, last_ends_load = self.level_clock()
-            for n, (phase, res) in enumerate(self.levels):
-                try:
-                    fig = self.collectors.phase_figures(phase)
-                except KeyError:
-                    fig = {}
-                window = measured_window(
-                    self.intervals.get(phase, []),
-                    self.collectors.mark_times(phase) if fig else [],
-                    duration,
-                    interval,
-                    last_ends_load,
-                )
-                win = None
-                if window is not None and fig:
-                    win = self.collectors.window_figures(phase, window.first_mark, window.last_mark)
-                row = _level_row(
-                    ctx, self.server_info(), res, fig, win, window, self.collectors.ctxsw_source
-                )
-                rows.append(row)
-                self.record["levels"][n]["window"] = self._window_record(
-                    phase, fig, win, window, row
-                )
+            rows = self._derive(self._record_raw())
             if self.record["status"] == "ok":
                 self._check_reconciliation()
         if self.record["status"] == "ok" and any(r.status != "ok" for _, r in self.levels):
@@ -274,41 +205,80 @@ class CellRunner:
             self.record["level_failures"] = failed
         return CellOutcome(self.record, rows)
 
-    def _window_record(self, phase, fig: dict, win, window: Window | None, row: dict) -> dict:
-        """What the manifest says about a level's measured window (and why there is none).
-
-        `reports` pairs each interval report's time in the workload's clock with the time our
-        mark was taken (seconds since the collectors started; None: no mark): their difference
-        moving from report to report shows how late a mark came after its report (see
-        measured_window).
-        """
-        ivs = self.intervals.get(phase, [])
-        reports = [
-            [round(iv.t_s, 3), None if iv.mark_t is None else round(iv.mark_t, 3)] for iv in ivs
-        ]
-        if window is None or win is None:
-            return {
-                "measured": False,
-                "reason": (
-                    f"{len(ivs)} interval report(s): no two marks inside the load "
-                    "(too short a level, or marks too late)"
-                ),
-                "reports": reports,
-            }
-        return {
-            "measured": True,
-            "workload_first_t_s": round(window.first_t_s, 3),
-            "workload_last_t_s": round(window.last_t_s, 3),
-            "marks": len(self.collectors.mark_times(phase)),
-            "workload_s": round(window.workload_s, 3),
-            "workload_ops": round(window.ops, 1),
-            "window_s": row["window_s"],
-            "window_ops": row["window_ops"],
-            "phase_wall_s": fig.get("wall_s"),
-            "phase_cpu_s": _sum_or_none(fig.get("cpu_user_s"), fig.get("cpu_sys_s")),
-            "window_cpu_s": _sum_or_none(win.get("cpu_user_s"), win.get("cpu_sys_s")),
-            "reports": reports,
+    def _record_raw(self) -> dict:
+        """raw/<cell>.json: what this cell observed, written once; returns it as written (read
+        back from its text, so the rows below come from exactly what a --rederive will read)."""
+        duration, interval, last_ends_load = self.level_clock()
+        server = self.server_info()
+        alloc = self.ctx.allocator
+        raw = {
+            "raw_version": RAW_VERSION,
+            "cell": self.plan.id,
+            "identity": {
+                "cell": self.plan.id,
+                "server": server["label"],
+                "server_flavor": server["flavor"],
+                "server_version": server["version"],
+                "allocator": alloc.name,
+                "allocator_version": alloc.version or "",
+                "thp": self.plan.thp,
+                "repeat": self.plan.round,
+            },
+            "clock": {
+                "duration_s": duration,
+                "interval_s": interval,
+                "last_ends_load": last_ends_load,
+            },
+            "ctxsw_source": self.collectors.ctxsw_source,
+            "phases": self.collectors.raw_phases(),
+            "levels": [
+                {
+                    "phase": phase,
+                    "workload": res.workload,
+                    "threads": res.threads,
+                    "status": res.status,
+                    "error": res.error,
+                    "report": res.row(),
+                    "intervals": [
+                        [iv.t_s, iv.ops_per_s, iv.mark_t] for iv in self.intervals.get(phase, [])
+                    ],
+                    # JSON-safe (a Path in a workload's extra becomes its text)
+                    "extra": json.loads(json.dumps(res.extra, default=str)),
+                }
+                for phase, res in self.levels
+            ],
+            "exit": self.record.get("exit"),
         }
+        try:
+            text = self.run_dir.write_raw(raw)
+        except (OSError, RunDirError) as e:
+            # Figures can still be derived for this record; a run that cannot keep what it saw
+            # cannot be re-derived, so the cell does not count as done.
+            if self.record["status"] == "ok":
+                self.record["status"] = "failed"
+                self.record["error"] = f"raw record not written: {e}"
+            text = json.dumps(raw)
+        return json.loads(text)
+
+    def _derive(self, raw: dict) -> list[dict]:
+        """The cell's rows from its raw record (rundir.derive). A derivation that fails fails this
+        cell's figures, with the reason in the record; the matrix goes on."""
+        try:
+            derived = derive_cell(raw)
+        except Exception as e:  # noqa: BLE001 - a bug in a derivation must not end the matrix
+            first = str(e).splitlines()[0] if str(e) else ""
+            why = f"{type(e).__name__}: {first}"[:300]
+            self.record["derive_error"] = why
+            if self.record["status"] == "ok":
+                self.record["status"] = "failed"
+                self.record["error"] = (
+                    f"figures could not be derived ({why}); raw/{self.plan.id}.json keeps what "
+                    "was observed: `mallocsweep report RUN --rederive` after a fix"
+                )
+            return []
+        for level, window in zip(self.record["levels"], derived.windows, strict=True):
+            level["window"] = window
+        return derived.rows
 
     def on_interval(self, t: float, tps: float, qps: float) -> None:
         """The workload's interval report: timeline throughput and a measured-window mark."""

@@ -39,6 +39,7 @@ typical use:
   mallocsweep run configs/suites/quick.toml       the quick sweep (about 10 minutes)
   mallocsweep run configs/suites/quick.toml --allocators glibc,jemalloc --threads 8,64 --duration 10
   mallocsweep report runs/<run>                   (re)write report.html and summary.md
+  mallocsweep report runs/<run> --rederive        derive the figures again from the raw records
   mallocsweep compare runs/<old> runs/<new>       exit 1 on a significant regression
 """
 

@@ -411,7 +411,7 @@ class SysbenchSection(_Section):
     def _interval(self):
         # The per-op columns (CPU and context switches per query) come from the measured window:
         # from the first interval report (every client connected) to half an interval before the
-        # planned end (suites.window.measured_window). It lasts duration - 1.5 x interval, and below
+        # planned end (rundir.derive.window.measured_window). It lasts duration - 1.5 x interval, and below
         # 3 intervals no report mark is left to close it.
         if self.duration_s < MIN_INTERVALS_PER_LEVEL * self.report_interval_s:
             raise FieldError(

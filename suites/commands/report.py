@@ -1,4 +1,5 @@
-"""`mallocsweep report RUN_DIR`: (re)write report.html and summary.md from the run's files."""
+"""`mallocsweep report RUN_DIR [--rederive]`: (re)write report.html and summary.md from the run's
+files; with --rederive, derive every cell's figures again from its raw record first."""
 
 from __future__ import annotations
 
@@ -20,6 +21,13 @@ def add_parser(sub) -> None:
         metavar="NAME",
         help="allocator the verdicts compare with (default: the run's, glibc)",
     )
+    p.add_argument(
+        "--rederive",
+        action="store_true",
+        help="derive every cell's per-level figures again from its raw record (raw/<cell>.json, "
+        "format 3) with this mallocsweep, and rewrite results.csv from them before rendering; "
+        "raw records and cells/ are never touched; cells of older runs keep their figures",
+    )
     p.set_defaults(func=run)
 
 
@@ -29,6 +37,11 @@ def run(args) -> int:
     from analysis.report import write_report
     from rundir.read import load_run
 
+    if args.rederive:
+        from rundir.rederive import rederive_run
+
+        for outcome in rederive_run(args.run_dir):
+            print(f"rederive: {outcome.line()}")
     if args.baseline is not None and args.baseline not in load_run(args.run_dir).allocators:
         raise AnalysisError(
             f"--baseline {args.baseline}: not an allocator of {args.run_dir} "

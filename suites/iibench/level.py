@@ -18,7 +18,7 @@ What the level's figures mean (LevelResult, and so results.csv for workload=iibe
   CPU seconds per 1M rows (cpu_s_per_1m_ops, numerically cpu_us_per_op) and context switches per
   1M rows (ctxsw_per_1m_ops). They are not divided by `events`: the runner takes the server's CPU
   and context switches over the collectors' measured window between two interval reports, and
-  the rows inserted in that same window from the interval rates (suites.window.window_rates).
+  the rows inserted in that same window from the interval rates (rundir.derive.window.window_rates).
 Query clients (optional) run only while the inserts do; their rate is over their own run time.
 
 The interval reports (on_interval) bracket exactly the insert load, so that the runner's measured

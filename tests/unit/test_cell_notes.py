@@ -9,6 +9,7 @@ from types import SimpleNamespace as NS
 
 from rich.console import Console
 
+from rundir.write import RunDir
 from suites.cell import CellContext, CellRunner
 from suites.display import Display
 from suites.plan import CellPlan
@@ -73,13 +74,7 @@ def test_server_warnings_are_noted_right_after_the_server_starts(tmp_path):
         display.note(text)
 
     plan = CellPlan(index=0, round=1, server_label="mongod", allocator="builtin", thp="system")
-    run_dir = NS(
-        logs_dir=lambda cid: (
-            (tmp_path / "logs" / cid).mkdir(parents=True, exist_ok=True) or tmp_path / "logs" / cid
-        ),
-        work_dir=lambda cid: tmp_path / "work" / cid,
-        samples_path=lambda cid: tmp_path / f"{cid}.csv",
-    )
+    run_dir = RunDir.create(tmp_path, "run")
     applied = NS(thp_disable=False, to_manifest=lambda: {"requested": "system"})
     suite = NS(
         collect=NS(sample_interval_s=0.2, smaps_interval_s=0, perf=False),
@@ -90,7 +85,7 @@ def test_server_warnings_are_noted_right_after_the_server_starts(tmp_path):
         plan=plan,
         run_dir=run_dir,
         server_binary=NS(flavor="mongodb", version="7.0.2"),
-        allocator=NS(to_manifest=lambda: {"name": "builtin"}),
+        allocator=NS(name="builtin", version=None, to_manifest=lambda: {"name": "builtin"}),
         thp=NS(apply=lambda mode: applied),
         dataset=None,
         on_note=note,

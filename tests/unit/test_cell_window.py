@@ -1,11 +1,17 @@
-"""The measured window of a level (suites.window): which marks bound it, where they fall in the
+"""The measured window of a level (rundir.derive.window): which marks bound it, where they fall in the
 workload's clock, how many operations it holds, and the per-op rates over exactly that window."""
 
 from __future__ import annotations
 
 import pytest
 
-from suites.window import Interval, Window, connected_in_window, measured_window, window_rates
+from rundir.derive.window import (
+    Interval,
+    Window,
+    connected_in_window,
+    measured_window,
+    window_rates,
+)
 
 
 def reports(ts, rate=1000.0, lag=0.05, start=100.0):

@@ -11,7 +11,8 @@ import pytest
 
 from collectors.errors import CollectorError
 from collectors.procfs import CLK_TCK
-from collectors.session import FIGURE_KEYS, Collectors
+from collectors.session import Collectors
+from rundir.derive.phases import FIGURE_KEYS
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "procfs"
 COLUMNS = [

@@ -481,7 +481,7 @@ def test_relative_basedir_and_library(tmp_path, allocator_library):
 
 
 def test_a_level_too_short_for_a_measured_window_is_refused():
-    # 3 report intervals is the least that leaves a window (suites.window.measured_window)
+    # 3 report intervals is the least that leaves a window (rundir.derive.window.measured_window)
     assert parse_suite("[sysbench]\nduration_s = 3\n").sysbench.duration_s == 3
     with pytest.raises(SuiteError) as e:
         parse_suite("[sysbench]\nduration_s = 2\n", "x.toml")

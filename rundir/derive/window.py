@@ -3,7 +3,7 @@ runs, bounded by two of the collectors' window marks, and the per-operation rate
 
 Numerator (CPU, context switches, timed by the collectors) and operation count (timed by the
 workload) must cover the same time; clients connecting and disconnecting fall outside. Used by
-suites/cell.py to fill the per-op columns of results.csv.
+rundir.derive.levels to fill the per-op columns of results.csv (pure: no I/O).
 """
 
 from __future__ import annotations

@@ -1,0 +1,152 @@
+"""A cell's results rows and measured-window records, derived from its raw record alone.
+
+The one derivation of per-level figures: the runner calls `derive_cell` at the end of each cell on
+the raw record it has just written (raw/<cell>.json), and `mallocsweep report --rederive` calls it
+again on any run directory, so a fix here reaches runs already on disk. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rundir.derive.phases import FIGURE_KEYS, mark_times, phase_figures, window_figures
+from rundir.derive.window import (
+    Interval,
+    Window,
+    connected_in_window,
+    measured_window,
+    window_rates,
+)
+from rundir.format import RESULTS_COLUMNS
+
+# The row's identity, from the raw record's `identity` (the cell's plan and resolved server).
+IDENTITY_FIELDS = (
+    "cell",
+    "server",
+    "server_flavor",
+    "server_version",
+    "allocator",
+    "allocator_version",
+    "thp",
+    "repeat",
+)
+
+
+@dataclass
+class DerivedCell:
+    """One results.csv row and one window record per recorded level, in level order."""
+
+    rows: list[dict] = field(default_factory=list)
+    windows: list[dict] = field(default_factory=list)
+
+
+def _sum_or_none(a, b):
+    return None if a is None or b is None else round(a + b, 3)
+
+
+def level_row(
+    identity: dict,
+    level: dict,
+    fig: dict,
+    win: dict | None,
+    window: Window | None,
+    ctxsw_source: str | None,
+) -> dict:
+    """One results.csv row. Which window each figure covers:
+
+    - the workload's own figures (duration, events, tps, qps, latencies, errors): its report;
+    - memory (rss_*, vsz_*, anon_huge_kb), server status deltas (threads_created, bp_*), THP
+      counters: the whole level phase (boundary to boundary, clients' start and end included);
+    - threads_connected: read from the first window mark on (all clients connected), kept only
+      when the server answered before the window closed;
+    - cpu_user_s, cpu_sys_s, ctxsw_voluntary, ctxsw_involuntary, and every per-op figure
+      (cpu_us_per_op, ctxsw_per_op, cpu_s_per_1m_ops, ctxsw_per_1m_ops, cpu_overhead): the
+      measured window only (window_s, window_ops), so that numerator and operation count cover
+      the same time. Full-phase CPU and context switches stay in the manifest (collectors.phases),
+      where their sum over the phases is reconciled with wait4.
+    """
+    row = {k: identity.get(k) for k in IDENTITY_FIELDS}
+    row["allocator_version"] = row["allocator_version"] or ""
+    row["status"] = level["status"]
+    row["error"] = level.get("error") or ""
+    row.update(level["report"])
+    for k in FIGURE_KEYS:  # the phase figures that are results columns
+        if k in RESULTS_COLUMNS:
+            row[k] = fig.get(k)
+    row["ctxsw_source"] = ctxsw_source or ""
+    row["threads_connected"] = connected_in_window(fig, window)
+    for k in ("cpu_user_s", "cpu_sys_s", "ctxsw_voluntary", "ctxsw_involuntary"):
+        row[k] = win.get(k) if win else None
+    row.update(window_rates(win, window, ctxsw_source))
+    return row
+
+
+def window_record(
+    intervals: list[Interval], marks: int, fig: dict, win, window: Window | None, row: dict
+) -> dict:
+    """What the cell record says about a level's measured window (and why there is none).
+
+    `reports` pairs each interval report's time in the workload's clock with the time our mark
+    was taken (seconds since the collectors started; None: no mark): their difference moving from
+    report to report shows how late a mark came after its report (see window.measured_window).
+    """
+    reports = [
+        [round(iv.t_s, 3), None if iv.mark_t is None else round(iv.mark_t, 3)] for iv in intervals
+    ]
+    if window is None or win is None:
+        return {
+            "measured": False,
+            "reason": (
+                f"{len(intervals)} interval report(s): no two marks inside the load "
+                "(too short a level, or marks too late)"
+            ),
+            "reports": reports,
+        }
+    return {
+        "measured": True,
+        "workload_first_t_s": round(window.first_t_s, 3),
+        "workload_last_t_s": round(window.last_t_s, 3),
+        "marks": marks,
+        "workload_s": round(window.workload_s, 3),
+        "workload_ops": round(window.ops, 1),
+        "window_s": row["window_s"],
+        "window_ops": row["window_ops"],
+        "phase_wall_s": fig.get("wall_s"),
+        "phase_cpu_s": _sum_or_none(fig.get("cpu_user_s"), fig.get("cpu_sys_s")),
+        "window_cpu_s": _sum_or_none(win.get("cpu_user_s"), win.get("cpu_sys_s")),
+        "reports": reports,
+    }
+
+
+def derive_level(raw: dict, level: dict) -> tuple[dict, dict]:
+    """One level's row and window record from the cell's raw record (rundir.records.CellRaw)."""
+    clock = raw.get("clock") or {}
+    source = raw.get("ctxsw_source")
+    ph = (raw.get("phases") or {}).get(level["phase"])
+    # A phase that never closed (the cell failed inside it) has no figures.
+    fig = phase_figures(ph) if ph is not None and ph.get("end") is not None else {}
+    times = mark_times(ph) if fig else []
+    intervals = [Interval(float(t), float(r), m) for t, r, m in level.get("intervals") or ()]
+    window = measured_window(
+        intervals,
+        times,
+        clock.get("duration_s"),
+        clock.get("interval_s"),
+        bool(clock.get("last_ends_load")),
+    )
+    win = None
+    if window is not None and fig:
+        win = window_figures(ph, window.first_mark, window.last_mark, source)
+    row = level_row(raw["identity"], level, fig, win, window, source)
+    return row, window_record(intervals, len(times), fig, win, window, row)
+
+
+def derive_cell(raw: dict) -> DerivedCell:
+    """Every level's row and window record. Raises on a record it cannot derive from; the caller
+    records the error against this cell only."""
+    out = DerivedCell()
+    for level in raw.get("levels") or ():
+        row, win = derive_level(raw, level)
+        out.rows.append(row)
+        out.windows.append(win)
+    return out
