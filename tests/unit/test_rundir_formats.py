@@ -22,7 +22,7 @@ from analysis.report import render
 from rundir.atomic import atomic_write
 from rundir.errors import RunDirError
 from rundir.format import FORMAT_VERSION, HISTORY, RESULTS_COLUMNS, SPAN_LEVEL, SPAN_WINDOW
-from rundir.migrations import MIGRATIONS, RawRun, update_to_2
+from rundir.migrations import MIGRATIONS, RawRun, update_to_2, update_to_3
 from rundir.read import load_run
 from rundir.write import RunDir
 from suites.cli import main
@@ -44,7 +44,7 @@ def test_every_format_has_a_migration_and_a_history_line():
 
 def test_recorded_fixtures_cover_both_formats_and_both_format_1_eras():
     formats = {p.name: _on_disk(p) for p in RECORDED}
-    assert {v for v, _ in formats.values()} == {1, 2}
+    assert {v for v, _ in formats.values()} == {1, 2, 3}
     fmt1 = [cols for v, cols in formats.values() if v == 1]
     assert any("window_s" in c for c in fmt1) and any("window_s" not in c for c in fmt1)
 
@@ -83,6 +83,41 @@ def test_recorded_run_reports(path, tmp_path, capsys):
     assert (f"{version}, read as {FORMAT_VERSION}" in page) == (version < FORMAT_VERSION)
     html, _ = render(load_run(path))
     assert "predates measured windows" in html or load_run(path).has_windows
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.name)
+def test_rederive_keeps_older_runs_figures_and_gives_format_3_back_byte_for_byte(
+    path, tmp_path, capsys
+):
+    copy = shutil.copytree(path, tmp_path / path.name)
+    results = (copy / "results.csv").read_bytes()
+    kept = {p.relative_to(copy): p.read_bytes() for p in copy.rglob("*") if p.is_file()}
+    assert main(["report", str(copy), "--rederive"]) == 0
+    said = capsys.readouterr().out.splitlines()
+    lines = [line for line in said if line.startswith("rederive: ")]
+    assert (copy / "results.csv").read_bytes() == results
+    # Nothing that was recorded is rewritten (results.csv is derived and came back identical).
+    assert all((copy / rel).read_bytes() == data for rel, data in kept.items())
+    version, _ = _on_disk(path)
+    if version < 3:
+        # Cells of older runs keep their figures, each saying why (or none were kept as files).
+        assert all(f"format-{version} run records no raw data" in line for line in lines)
+        assert not (copy / "derived").exists()
+    else:
+        assert lines and all(line.endswith(" row(s), 0 changed") for line in lines)
+        assert sorted(p.name for p in (copy / "derived").iterdir()) == sorted(
+            p.name for p in (copy / "cells").iterdir()
+        )
+
+
+def test_update_to_3_says_older_runs_have_no_raw_records():
+    raw = RawRun(manifest={"format_version": 2, "figures": {"cpu_ctxsw_span": "window"},
+                           "cells": [{"id": "c", "index": 0, "status": "ok"}]})  # fmt: skip
+    up = update_to_3(raw)
+    assert up.manifest["figures"] == {"cpu_ctxsw_span": "window", "raw_records": False}
+    assert up.manifest["cells"][0]["derive_error"] is None
+    assert load_run(RUNS / "real-smoke-format3").manifest["figures"]["raw_records"] is True
+    assert load_run(RUNS / "real-smoke-format2").manifest["figures"]["raw_records"] is False
 
 
 def test_format_1_run_compares_with_a_format_2_run():
