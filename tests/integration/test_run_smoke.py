@@ -204,3 +204,18 @@ def test_report_written_and_nothing_left_running(smoke_run):
     assert (run_dir / "summary.md").exists()
     assert processes_mentioning(str(run_dir)) == []
     assert not any((run_dir / "work").glob("*/datadir")), "cell datadirs must be removed"
+
+
+def test_rederive_gives_back_the_runs_results_rows(smoke_run, tmp_path, capsys):
+    # The runner derived each cell's rows from the raw record it wrote; `report --rederive` runs
+    # the same derivation on that record again and must give the same rows, byte for byte.
+    _, run_dir = smoke_run
+    copy = shutil.copytree(run_dir, tmp_path / "run", ignore=shutil.ignore_patterns("work"))
+    before = (copy / "results.csv").read_bytes()
+    raw = {p.name: p.read_bytes() for p in (copy / "raw").iterdir()}
+    assert len(raw) == 2
+    assert main(["report", str(copy), "--rederive", "--baseline", "glibc"]) == 0
+    said = [x for x in capsys.readouterr().out.splitlines() if x.startswith("rederive: ")]
+    assert len(said) == 2 and all(x.endswith(": derived: 4 row(s), 0 changed") for x in said)
+    assert (copy / "results.csv").read_bytes() == before
+    assert {p.name: p.read_bytes() for p in (copy / "raw").iterdir()} == raw
