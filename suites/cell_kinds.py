@@ -1,11 +1,13 @@
-"""The leaves: a cell on a MySQL-family server (sysbench sweep or iibench) and on MongoDB (iibench).
+"""The leaves: a cell on a MySQL-family server and on MongoDB.
 
-Each overrides only what differs — how the server is made, where its data comes from, what the
-clients connect to, and which levels run (sysbench's oltp_common.lua + thin leaves, in Python).
+Each overrides only what its server family does differently — how the server is made, where its
+data comes from, what the clients connect to, where its status is read. What runs on it (levels,
+clock, warmup) is the suite's workload plugin (suites/workloads/), the same for every family.
 """
 
 from __future__ import annotations
 
+from suites import workloads
 from suites.cell import CellRunner
 from suites.workload import ClientTarget
 
@@ -16,75 +18,27 @@ def mysql_settings(suite, max_threads: int | None = None):
     return MySQLSettings(
         buffer_pool_mb=suite.server.buffer_pool_mb,
         max_threads=max_threads or suite.max_threads,
-        prepared_statements=prepared_statements(suite),
+        # What the largest level's clients hold at once, so max_prepared_stmt_count never caps it.
+        prepared_statements=workloads.of(suite).prepared_statements(suite),
         extra={k: str(v) for k, v in suite.server.settings.items()},
     )
 
 
-def prepared_statements(suite) -> int:
-    """What the largest level's clients hold at once, so max_prepared_stmt_count never caps a level."""
-    if suite.suite.kind != "sysbench":
-        return 0
-    from suites.sysbench import prepared_statements_needed
+class WorkloadCell(CellRunner):
+    """A cell whose levels, clock and warmup are its suite's workload plugin's."""
 
-    s = suite.sysbench
-    return max(
-        prepared_statements_needed(w, max(s.threads), suite.dataset.tables, s.ps_mode)
-        for w in s.workloads
-    )
+    @property
+    def workload(self) -> workloads.Workload:
+        return workloads.of(self.ctx.suite)
 
-
-class _Levels:
-    """Shared level loops; `self` is a CellRunner with target() and ctx."""
-
-    def sysbench_levels(self):
-        from suites import sysbench
-
-        s = self.ctx.suite.sysbench
-        opts = sysbench_options(self.ctx.suite)
-        target = self.target()
-        for workload in s.workloads:
-            for threads in s.threads:
-                phase = f"{workload}@{threads}"
-                log = self.logs / f"{phase}.log"
-
-                def run(workload=workload, threads=threads, log=log, phase=phase):
-                    self._progress(phase, s.duration_s)
-                    return sysbench.run_level(
-                        target,
-                        workload,
-                        threads,
-                        s.duration_s,
-                        opts,
-                        log,
-                        on_interval=self.on_interval,
-                        timeout_s=None,
-                    )
-
-                yield phase, run
-
-    def iibench_levels(self):
-        from suites import iibench
-
-        spec = iibench_spec(self.ctx.suite)
-        target = self.target()
-        phase = f"iibench@{spec.clients}"
-
-        def run():
-            self._progress(phase, spec.max_seconds or 60)
-            return iibench.run_level(
-                target, spec, self.logs / f"{phase}.log", on_interval=self.on_interval
-            )
-
-        yield phase, run
+    def workload_phases(self):
+        return self.workload.phases(self)
 
     def level_clock(self) -> tuple[float | None, float | None, bool]:
-        suite = self.ctx.suite
-        if suite.suite.kind == "sysbench":
-            return float(suite.sysbench.duration_s), float(suite.sysbench.report_interval_s), False
-        # iibench brackets its load with reports: t=0 when its clock starts, and a final one when
-        # the last insert has returned, before any client disconnects (suites.iibench.level).
-        return None, float(iibench_spec(suite).report_interval_s), True
+        return self.workload.clock(self.ctx.suite)
+
+    def warmup(self) -> dict | None:
+        return self.workload.warmup(self)
 
     def warmup_throughput(self, t: float, tps: float, qps: float) -> None:
         """Warmup intervals go to the timeline only (no measured window: nothing is per-op)."""
@@ -92,25 +46,7 @@ class _Levels:
             self.collectors.set_throughput(tps, qps)
 
 
-def sysbench_options(suite):
-    from suites.sysbench import SysbenchOptions
-
-    s = suite.sysbench
-    return SysbenchOptions(
-        tables=suite.dataset.tables,
-        table_size=suite.dataset.table_size,
-        report_interval_s=s.report_interval_s,
-        rate=s.rate,
-        ps_mode=s.ps_mode,
-    )
-
-
-def iibench_spec(suite):
-    """The suite's iibench level, built by the one constructor config validation uses."""
-    return suite.iibench.to_spec()
-
-
-class MySQLCell(_Levels, CellRunner):
+class MySQLCell(WorkloadCell):
     def prepare_datadir(self) -> dict:
         ds = self.ctx.dataset
         return ds.cache.restore(ds.key, self.work / "datadir")
@@ -137,9 +73,7 @@ class MySQLCell(_Levels, CellRunner):
         )
 
     def target(self) -> ClientTarget:
-        info = self.server.client_target()
-        db = "iibench" if self.ctx.suite.suite.kind == "iibench" else "sbtest"
-        return ClientTarget.mysql(info, db)
+        return ClientTarget.mysql(self.server.client_target(), self.workload.database)
 
     def status_source(self):
         return self.server.global_status
@@ -147,38 +81,8 @@ class MySQLCell(_Levels, CellRunner):
     def live_status_source(self):
         return self.server.connection_status
 
-    def warmup(self) -> dict | None:
-        suite = self.ctx.suite
-        if suite.suite.kind == "iibench":
-            from suites import iibench
 
-            iibench.prepare(self.target(), iibench_spec(suite))
-            return {"kind": "iibench", "note": "insert load starts from an empty table; no warmup"}
-        from suites.warmup import warm_up
-
-        w = suite.warmup
-        self._progress("warmup", w.cap_s)
-        return warm_up(
-            self.server.connect,
-            self.target(),
-            suite.dataset.tables,
-            sysbench_options(suite),
-            cap_s=w.cap_s,
-            min_s=w.min_s,
-            log_dir=self.logs,
-            status_fn=self.server.global_status,
-            scan=w.scan,
-            threads=w.threads,
-            on_interval=self.warmup_throughput,
-        )
-
-    def workload_phases(self):
-        if self.ctx.suite.suite.kind == "iibench":
-            return self.iibench_levels()
-        return self.sysbench_levels()
-
-
-class MongoCell(_Levels, CellRunner):
+class MongoCell(WorkloadCell):
     def prepare_datadir(self) -> dict:
         return {"method": "empty", "seconds": 0.0}
 
@@ -201,12 +105,3 @@ class MongoCell(_Levels, CellRunner):
 
     def status_source(self):
         return self.server.server_status
-
-    def warmup(self) -> dict | None:
-        from suites import iibench
-
-        iibench.prepare(self.target(), iibench_spec(self.ctx.suite))
-        return {"kind": "iibench", "note": "insert load starts from an empty collection; no warmup"}
-
-    def workload_phases(self):
-        return self.iibench_levels()

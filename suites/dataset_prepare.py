@@ -44,13 +44,10 @@ class Prepared:
 
 
 def dataset_spec(suite) -> dict:
-    if suite.suite.kind == "sysbench":
-        return {
-            "kind": "sysbench",
-            "tables": suite.dataset.tables,
-            "table_size": suite.dataset.table_size,
-        }
-    return {"kind": "empty"}
+    """What the workload's pristine datadir holds (its plugin says)."""
+    from suites import workloads
+
+    return workloads.of(suite).dataset_spec(suite)
 
 
 def binary_identity(path: str | os.PathLike) -> dict:
@@ -112,8 +109,8 @@ def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:
     """The cached pristine datadir for this suite and server, preparing it if missing."""
     from servers.allocators import resolve
     from servers.mysql import MySQLServer
-    from suites import sysbench
-    from suites.cell_kinds import mysql_settings, sysbench_options
+    from suites import workloads
+    from suites.cell_kinds import mysql_settings
     from suites.workload import ClientTarget
 
     cache = DatasetCache(Path(cache_root))
@@ -138,11 +135,9 @@ def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:
             cur.execute("CREATE DATABASE IF NOT EXISTS iibench")
         finally:
             conn.close()
-        prepare_s = 0.0
-        if spec["kind"] == "sysbench":
-            info = server.client_target()
-            target = ClientTarget.mysql(info, "sbtest")
-            prepare_s = sysbench.prepare(target, sysbench_options(suite), logs / "prepare.log")
+        wl = workloads.of(suite)
+        target = ClientTarget.mysql(server.client_target(), wl.database)
+        prepare_s = wl.prepare_dataset(suite, target, logs)
         server.stop()
         meta = {
             "spec": spec,

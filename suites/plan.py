@@ -56,14 +56,9 @@ def plan_round(
 
 
 def estimate_cell_seconds(suite) -> float:
-    """Expected wall time of one cell, for the ETA: startup, warmup, levels, shutdown."""
+    """Expected wall time of one cell, for the ETA: startup and shutdown, and the workload's
+    warmup and levels (its plugin's estimate)."""
+    from suites import workloads
+
     startup_shutdown = 15.0
-    if suite.suite.kind == "iibench":
-        spec = suite.iibench
-        work = spec.max_seconds if spec.max_seconds else 60.0
-        return startup_shutdown + work
-    warm = suite.warmup.cap_s if suite.warmup.cap_s else 5.0
-    levels = len(suite.sysbench.workloads) * len(suite.sysbench.threads)
-    # Each level also spends time starting its client threads (up to ~1 s per 100 threads here).
-    init = sum(1 + t / 100 for t in suite.sysbench.threads) * len(suite.sysbench.workloads)
-    return startup_shutdown + warm + levels * suite.sysbench.duration_s + init
+    return startup_shutdown + workloads.of(suite).estimate_cell_seconds(suite)

@@ -23,8 +23,6 @@ from suites.errors import SuiteError
 # Per-connection memory of a MySQL-family server thread at rest (thread stack + net buffers +
 # sort/join buffers touched by OLTP_RO); deliberately generous.
 PER_CONNECTION_KB = 1024
-# On-disk size of a sysbench row with InnoDB overhead (page fill, secondary index on k).
-SYSBENCH_ROW_BYTES = 230
 # A fresh MariaDB datadir besides its redo log: ibdata1 (12 MiB), Aria logs, the mysql schema.
 SYSTEM_FILES_KB = 32 * 1024
 # Redo, undo and temporary growth of a cell's datadir copy while its workload runs.
@@ -77,10 +75,10 @@ def estimate_dataset_kb(kind: str, tables: int, table_size: int, redo_mb: int = 
     """A prepared datadir: the redo log (preallocated to its full size), the system files, and
     for sysbench ~230 bytes per row. Measured: a fresh MariaDB 10.11 datadir with a 256 MiB redo
     log takes 273 MiB."""
+    from suites import workloads
+
     base = redo_mb * 1024 + SYSTEM_FILES_KB
-    if kind == "sysbench":
-        return base + tables * table_size * SYSBENCH_ROW_BYTES // 1024
-    return base
+    return base + workloads.workload(kind).dataset_kb(tables, table_size)
 
 
 def existing_ancestor(path: Path) -> Path:
@@ -135,10 +133,9 @@ def checks(
     max_threads = suite.max_threads
     needs = disk_needs(out_root, cache_root, dataset_kb, cached)
     # Memory: the buffer pool (or WiredTiger cache) plus per-connection memory at the top level.
-    if suite.server.flavor == "mongodb":
-        pool_kb = int(suite.server.cache_gb * 1024 * 1024)
-    else:
-        pool_kb = suite.server.buffer_pool_mb * 1024
+    from suites.families import family_of
+
+    pool_kb = family_of(suite).cache_kb(suite)
     needs.append(
         Need(
             "available memory for the server",

@@ -27,10 +27,10 @@ from servers.errors import ServerError
 from suites import dataset_prepare, leftovers, preflight
 from suites.budget import Budget, plan_design
 from suites.cell import CellContext
-from suites.cell_kinds import MongoCell, MySQLCell
 from suites.config import MAX_REPEAT, LoadedSuite, Suite
 from suites.display import Display
 from suites.errors import Interrupted, SuiteError
+from suites.families import family_of
 from suites.plan import CellPlan, estimate_cell_seconds, plan_cells, plan_round
 from suites.resume import check_allocators, check_resumable, clear_stale_work, plan_from_manifest
 from suites.thp import ThpController
@@ -74,33 +74,10 @@ class Matrix:
 
     # -- resolution ------------------------------------------------------------------------------
     def resolve_server(self):
-        s = self.suite.server
-        if s.flavor == "mongodb":
-            from servers.mongodb import find_mongod
-            from servers.mysql_flavor import which_server
-
-            # NAME or PATH, as for MySQL-family servers (`--server mongod`).
-            b = find_mongod(str(which_server(s.binary)) if s.binary else None)
-            return b, f"mongodb-{b.version}"
-        from servers.mysql import find_mysql
-
-        if s.fetched:
-            from servers.fetch import lookup
-
-            # A fetched server is a basedir on the host's libraries or a root of another release.
-            f = lookup(s.fetched)
-            if f.kind == "basedir":
-                b = find_mysql(None, f.path)
-            else:
-                b = find_mysql(f.binary, None, root=f.path)
-        else:
-            b = find_mysql(s.binary or None, s.basedir or None, root=s.root or None)
-        if s.flavor != "mariadb" and b.flavor != s.flavor:
-            raise SuiteError(
-                f"server.flavor is {s.flavor!r} but {b.path} is {b.flavor} {b.version}"
-            )
-        self.root = b.root  # a server root's allocators are its own (server.root or fetched)
-        return b, f"{b.flavor}-{b.version}"
+        b, label = family_of(self.suite).resolve(self.suite.server)
+        # A server root's allocators are its own (server.root or fetched); None for mongod.
+        self.root = getattr(b, "root", None)
+        return b, label
 
     def _server_root(self):
         """The server's root (servers.root.ServerRoot: server.root, or a fetched root), or None
@@ -115,7 +92,7 @@ class Matrix:
 
         custom = [c.model_dump() for c in self.suite.allocators.custom]
         use = list(self.suite.allocators.use)
-        if "all" in use and binary is not None and self.suite.server.flavor != "mongodb":
+        if "all" in use and binary is not None and family_of(self.suite).links_allocators:
             from servers.verify import linked_allocators
 
             linked = linked_allocators(Path(binary.host_path))
@@ -167,7 +144,8 @@ class Matrix:
         cached = True
         server_files = 0
         redo_mb = 256
-        if s.server.flavor != "mongodb":
+        restores = family_of(s).restores_dataset
+        if restores:
             from suites.cell_kinds import mysql_settings
 
             settings = mysql_settings(s)
@@ -182,7 +160,7 @@ class Matrix:
             s,
             out_root,
             ds_kb,
-            cache_root=self.cache_root if s.server.flavor != "mongodb" else None,
+            cache_root=self.cache_root if restores else None,
             cached=cached,
             server_open_files=server_files,
         )
@@ -212,19 +190,7 @@ class Matrix:
                     self.suite, estimate_cell_seconds(self.suite) * per_round, MAX_REPEAT
                 )
             by_name = {a.name: a for a in allocators}
-            if self.suite.server.flavor == "mongodb":
-                # A mongod with its own allocator refuses every preload: say so once, up front,
-                # not once per cell after THP was already changed.
-                from servers.mongodb import check_allocators
-
-                check_allocators(binary, allocators)
-            else:
-                # The same for a MySQL-family binary: one that links an allocator itself (Debian's
-                # MySQL 9.7 links tcmalloc) has no glibc arm; say so once, before anything runs.
-                from servers.verify import refuse_self_allocating
-
-                for a in allocators:
-                    refuse_self_allocating(Path(binary.host_path), a)
+            family_of(self.suite).check_allocators(binary, allocators)
             # Refuse before writing anything: THP modes this machine cannot set, and shortfalls.
             ThpController(None).check(list(self.suite.thp.modes))
             checks = self._preflight(binary, self.resume or Path(self.suite.run.out))
@@ -238,7 +204,7 @@ class Matrix:
             todo = [c for c in cells if self.manifest_cell(c.id).get("status") != "ok"]
             self.display.start_matrix(len(todo), estimate_cell_seconds(self.suite) * len(todo))
             dataset = None
-            if self.suite.server.flavor != "mongodb" and todo:
+            if family_of(self.suite).restores_dataset and todo:
                 self.display.note("preparing the dataset (once; cached for later runs)")
                 dataset = dataset_prepare.ensure(self.suite, binary, self.cache_root, self.run_dir)
                 self.manifest["dataset"] = dataset.to_manifest()
@@ -343,8 +309,7 @@ class Matrix:
             on_interval=self.display.interval,
             on_note=self.display.note,
         )
-        runner_cls = MongoCell if self.suite.server.flavor == "mongodb" else MySQLCell
-        cell = runner_cls(ctx)
+        cell = family_of(self.suite).cell(ctx)
         try:
             outcome = cell.run()
         except Interrupted:

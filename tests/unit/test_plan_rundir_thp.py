@@ -91,7 +91,8 @@ def test_manifest_write_is_atomic_and_versioned(tmp_path):
     rd.write_manifest({"cells": []})
     m = json.loads((rd.path / "manifest.json").read_text())
     assert m["format_version"] == FORMAT_VERSION
-    assert m["figures"] == {"cpu_ctxsw_span": "window"}  # recorded, never left to guess
+    # recorded, never left to guess (format 3: its rows are derived from raw records)
+    assert m["figures"] == {"cpu_ctxsw_span": "window", "raw_records": True}
     assert not [p for p in rd.path.iterdir() if p.name.startswith(".manifest")]
 
 

@@ -1,0 +1,57 @@
+"""What a workload plugin declares, and what a cell asks of it.
+
+A workload (a suite's `[suite] kind`) is one module in suites/workloads/ with one subclass of
+Workload, registered by its kind in suites/workloads/__init__.py. A cell of any server family
+(suites/cell_kinds.py) asks it for its levels, its clock, its warmup and its database; the
+planner, the dataset cache and the preflight ask it for estimates. Its settings are the suite
+section of the same name (suites/config.py validates them); its results are a
+suites.workload.LevelResult per level, from which rundir.derive derives the rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from suites.workload import LevelResult
+
+Phase = tuple[str, Callable[[], LevelResult]]  # (phase name, runs the level)
+
+
+class Workload:
+    kind: str = ""
+    database: str = "sbtest"  # what its clients use on a MySQL-family server
+
+    def phases(self, cell) -> Iterator[Phase]:
+        """(phase name, callable returning the level's LevelResult) per level, in order. `cell`
+        is the running suites.cell.CellRunner: its target(), logs, on_interval and _progress."""
+        raise NotImplementedError
+
+    def clock(self, suite) -> tuple[float | None, float | None, bool]:
+        """(planned seconds of a level, report interval, whether the last report marks the end of
+        the load): how rundir.derive.window.measured_window places each level's window end."""
+        raise NotImplementedError
+
+    def warmup(self, cell) -> dict | None:
+        """Run before the first level, once the server answers; the manifest's cells[].warmup."""
+        return None
+
+    def prepared_statements(self, suite) -> int:
+        """What its largest level's clients hold at once (max_prepared_stmt_count)."""
+        return 0
+
+    def estimate_cell_seconds(self, suite) -> float:
+        """Its share of one cell's wall time (warmup and levels), for the ETA and budgets."""
+        raise NotImplementedError
+
+    def dataset_spec(self, suite) -> dict:
+        """What its pristine datadir holds (the dataset cache's key); {"kind": "empty"}: none."""
+        return {"kind": "empty"}
+
+    def prepare_dataset(self, suite, target, logs) -> float:
+        """Fill a fresh MySQL-family datadir's database (`target`) with its dataset_spec; the
+        seconds it took. Called once per dataset spec and server version (the cache's key)."""
+        return 0.0
+
+    def dataset_kb(self, tables: int, table_size: int) -> int:
+        """Disk its dataset takes beyond a fresh datadir (preflight)."""
+        return 0
