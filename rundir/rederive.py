@@ -43,8 +43,19 @@ def _differs(a: dict, b: dict) -> bool:
 
 
 def rederive_run(path: Path) -> list[Rederived]:
-    """Derive every finished cell of the run at `path` again; one Rederived per cell, in order."""
-    path = Path(path)
+    """Derive every finished cell of the run at `path` again; one Rederived per cell, in order.
+    RunDirError (one line, naming the file) when the run cannot be read or written."""
+    try:
+        return _rederive(Path(path))
+    except OSError as e:
+        where = e.filename or path
+        raise RunDirError(
+            f"{where}: cannot write the re-derived figures: {e.strerror or e}; nothing recorded "
+            "was changed"
+        ) from None
+
+
+def _rederive(path: Path) -> list[Rederived]:
     rd = RunDir(path)
     version = check_version(rd.read_manifest(), str(path / MANIFEST))
     out: list[Rederived] = []

@@ -153,3 +153,16 @@ def test_a_damaged_raw_record_keeps_the_recorded_figures(tmp_path, damage):
     assert not rd.derived_file(plan.id).exists()
     after = (rd.path / "results.csv").read_bytes() if (rd.path / "results.csv").exists() else None
     assert after == before
+
+
+def test_rederive_that_cannot_write_is_a_one_line_error(tmp_path, capsys):
+    from suites.cli import main
+
+    rd, plan, _ = _run_cell(tmp_path)
+    raw = rd.raw_file(plan.id).read_bytes()
+    (rd.path / "derived").write_text("a file where the derived/ directory goes\n")
+    assert main(["report", str(rd.path), "--rederive"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot write the re-derived figures" in err[0], err
+    assert "derived" in err[0] and "Traceback" not in err[0]
+    assert rd.raw_file(plan.id).read_bytes() == raw
