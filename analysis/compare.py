@@ -561,7 +561,7 @@ def compare_runs(
     cmp = Comparison(
         brun.path, nrun.path, brun.run_id, nrun.run_id, mode, threshold_pct, allow_weak
     )
-    cmp.warnings = _differences(brun, nrun, mode) + server_warnings
+    cmp.warnings = [*brun.notices, *nrun.notices, *_differences(brun, nrun, mode), *server_warnings]
     base_only, new_only, failed_base = [], [], []
     for bserver, nserver in pairs:
         for workload in _unique(brun.workloads + nrun.workloads):

@@ -176,16 +176,21 @@ class RunDir:
 
     def rebuild_results(self) -> int:
         """results.csv from every cell record, in cell order; returns the row count."""
-        records = sorted(self.finished_cells().values(), key=lambda r: r["cell"]["index"])
-        buf = io.StringIO()
-        w = csv.DictWriter(
-            buf, fieldnames=RESULTS_COLUMNS, extrasaction="ignore", lineterminator="\n"
-        )
-        w.writeheader()
-        n = 0
-        for rec in records:
-            for row in rec["rows"]:
-                w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in RESULTS_COLUMNS})
-                n += 1
-        atomic_write(self.path / RESULTS, buf.getvalue())
+        records = list(self.finished_cells().values())
+        text, n = results_text(records)
+        atomic_write(self.path / RESULTS, text)
         return n
+
+
+def results_text(records: list[dict], columns: list[str] = RESULTS_COLUMNS) -> tuple[str, int]:
+    """The results.csv text of these cell records (in cell order) and its row count. The reader
+    (rundir/read.py) renders the same text from cells/*.json to check or rebuild a results.csv."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    n = 0
+    for rec in sorted(records, key=lambda r: r["cell"].get("index", 0)):
+        for row in rec["rows"]:
+            w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in columns})
+            n += 1
+    return buf.getvalue(), n

@@ -137,7 +137,7 @@ def extra_lines(extra: dict[str, str]) -> list[str]:
         v = str(value)
         v = {"true": "ON", "false": "OFF"}.get(v.lower(), v)
         # A '#' or a backslash in a user's value is written so the server reads it unchanged.
-        lines.append(k if v == "" else f"{k} = {option_value(v, f'server.settings.{k}')}")
+        lines.append(k if v == "" else f"{k} = {option_value(v, f'the value of {k}')}")
     return lines
 
 

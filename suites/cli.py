@@ -18,6 +18,7 @@ from analysis.errors import AnalysisError
 from collectors.errors import CollectorError
 from rundir.errors import RunDirError
 from servers.errors import ServerError
+from suites import stdout_guard
 from suites.commands import allocators, compare, doctor, report, run, servers
 from suites.errors import Interrupted, SuiteError
 
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stdout_guard.install()  # `run ... | head -1` must not change the exit code or skip the report
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -104,7 +104,7 @@ def test_plain_values_stay_unquoted():
     assert option_value("/var/lib/mysql", "datadir") == "/var/lib/mysql"
     assert option_value(Path("/a b/c"), "datadir") == "/a b/c"  # inner blanks are kept as such
     assert option_value("/a#b", "datadir") == '"/a#b"'
-    assert option_value("C:\\x\"", "v") == '"C:\\\\x\\""'
+    assert option_value('C:\\x"', "v") == '"C:\\\\x\\""'
 
 
 @pytest.mark.parametrize("bad", ["/tmp/a\nb", "/tmp/a\rb", "/tmp/a\0b"])
