@@ -44,8 +44,17 @@ typical use:
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's errors as every other user error: one line, exit code 2 (its own form is the
+    whole usage text and then the error)."""
+
+    def error(self, message: str):
+        print(f"mallocsweep: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="mallocsweep",
         description=DESCRIPTION,
         epilog=EPILOG,

@@ -28,9 +28,11 @@ restored, and `--resume RUN_DIR` later runs only the cells that did not finish.
 
 def _csv_list(kind):
     def parse(text: str):
-        items = [x.strip() for x in text.split(",") if x.strip()]
-        if not items:
+        items = [x.strip() for x in text.split(",")]
+        if not any(items):
             raise argparse.ArgumentTypeError("expected a comma-separated list")
+        if not all(items):  # "glibc,,jemalloc": a name was lost; never guess which
+            raise argparse.ArgumentTypeError(f"{text!r} has an empty item; remove the extra comma")
         if kind is int:
             try:
                 return [int(x) for x in items]
