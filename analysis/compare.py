@@ -673,7 +673,7 @@ def render_text(cmp: Comparison) -> str:
 
 
 def write_outputs(cmp: Comparison, out_dir: Path) -> list[Path]:
-    """compare.md and compare.html into out_dir; returns their paths."""
+    """compare-<base>-vs-<new>.md/.html into out_dir, never overwriting; returns their paths."""
     from analysis.compare_output import write_outputs as _write
 
     return _write(cmp, Path(out_dir))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -312,6 +313,27 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
 
 
 def _finish(args, code: int, run_dir: Path) -> int:
+    """Tables, report and verdicts of a run whose data is already written. A failure to render
+    them (a bug, a damaged file, a full disk) never changes the run's exit code or its data: one
+    line says how to render them again."""
+    try:
+        _render(args, run_dir)
+    except Exception as e:  # noqa: BLE001 - the run's outcome is decided; this is its view
+        if os.environ.get("MALLOCSWEEP_DEBUG"):
+            raise
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(
+            f"mallocsweep: the report could not be rendered ({first}); the run's data is intact:"
+            f" render it again with `mallocsweep report {run_dir}`",
+            file=sys.stderr,
+        )
+    print(f"run directory: {run_dir}")
+    if code == 3:
+        print("some cells or levels failed; see the report's 'Failures' section", file=sys.stderr)
+    return code
+
+
+def _render(args, run_dir: Path) -> None:
     from suites.display import stdout_console
 
     out = stdout_console()  # logs and CI read this table too
@@ -332,7 +354,3 @@ def _finish(args, code: int, run_dir: Path) -> int:
 
         write_verdicts(load_run(run_dir))
     print(f"verdicts: {run_dir / 'verdicts.csv'}")
-    print(f"run directory: {run_dir}")
-    if code == 3:
-        print("some cells or levels failed; see the report's 'Failures' section", file=sys.stderr)
-    return code
