@@ -187,6 +187,8 @@ def run(args) -> int:
     if args.repeat is not None and args.repeat <= 0:
         raise SuiteError(f"--repeat {args.repeat}: expected a positive number of rounds")
     budget = duration_arg(args.budget)
+    if args.resume is not None and _complete(args.resume):
+        return 0
     loaded = load_suite(args.suite)
     overrides = (
         args.allocators,
@@ -223,6 +225,27 @@ def run(args) -> int:
     display = Display(enabled=not args.quiet)
     code, run_dir = run_suite(loaded, suite, args.resume, display)
     return _finish(args, code, run_dir)
+
+
+def _complete(run_dir: Path) -> bool:
+    """A run that finished with every cell ok has nothing to resume: say so and touch nothing
+    (its finished_at, preflight record and report stay as they were)."""
+    import json
+
+    try:
+        m = json.loads((Path(run_dir) / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return False  # the resume path names the problem
+    cells = m.get("cells") if isinstance(m, dict) else None
+    if m.get("status") != "finished" or not isinstance(cells, list) or not cells:
+        return False
+    if any(not isinstance(c, dict) or c.get("status") != "ok" for c in cells):
+        return False  # --resume runs the cells that are not ok
+    print(
+        f"{run_dir}: the run is complete ({len(cells)} cells ok, finished {m.get('finished_at')});"
+        " nothing to resume, nothing changed"
+    )
+    return True
 
 
 def resumed_suite(loaded, run_dir: Path):

@@ -116,3 +116,13 @@ def test_a_closed_or_full_stdout_keeps_the_exit_code_and_the_files(
     assert code == ref, err
     assert "Traceback" not in err and "internal error" not in err
     assert sorted(p.suffix for p in (tmp_path / "out").iterdir()) == [".html", ".md"]
+
+
+def test_resume_of_a_complete_run_changes_nothing(tmp_path, capsys):
+    run_dir = make_run(tmp_path, "synthetic-complete", seed=4, allocators=("glibc", "jemalloc"))
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in run_dir.rglob("*") if p.is_file()}
+    assert main(["run", SMOKE, "--resume", str(run_dir), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "the run is complete (2 cells ok" in out and "nothing changed" in out
+    after = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in run_dir.rglob("*") if p.is_file()}
+    assert after == before
