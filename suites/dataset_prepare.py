@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rundir.write import make_owned_dir
 from suites.datadir_cache import DatasetCache
 from suites.errors import SuiteError
+from suites.stale_prepare import remove_stale
 
 
 def default_cache_root() -> Path:
@@ -32,6 +33,8 @@ class Prepared:
     spec: dict
     prepared_now: bool
     prepare_s: float | None
+    # work directories of killed runs removed from the cache first (suites/stale_prepare.py)
+    stale_removed: list[str] = field(default_factory=list)
 
     def to_manifest(self) -> dict:
         return {
@@ -40,6 +43,7 @@ class Prepared:
             "prepared_now": self.prepared_now,
             "prepare_s": self.prepare_s,
             "cache": str(self.cache.root) if hasattr(self.cache, "root") else None,
+            "stale_removed": list(self.stale_removed),
         }
 
 
@@ -118,8 +122,9 @@ def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:
 
     cache = DatasetCache(Path(cache_root))
     key, spec = cache_key(suite, binary, cache)
+    stale = remove_stale(Path(cache_root))  # what a SIGKILL during an earlier prepare left
     if cache.has(key):
-        return Prepared(cache, key, spec, False, None)
+        return Prepared(cache, key, spec, False, None, stale)
     Path(cache_root).mkdir(parents=True, exist_ok=True)
     work = make_owned_dir(Path(cache_root) / f".prepare-{key}-{os.getpid()}")
     logs = run_dir.path / "logs" / "dataset"
@@ -151,7 +156,7 @@ def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:
             "total_s": round(time.monotonic() - t0, 3),
         }
         cache.store(key, work / "datadir", meta)
-        return Prepared(cache, key, spec, True, round(prepare_s, 3))
+        return Prepared(cache, key, spec, True, round(prepare_s, 3), stale)
     finally:
         if server.alive:
             server.stop()
