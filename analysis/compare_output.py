@@ -33,7 +33,6 @@ from analysis.report import TEMPLATES
 from analysis.table_model import Cell, Table, fmt, text
 from rundir.atomic import atomic_write
 
-
 HOW_TO_READ = (
     "Each row is one point measured in both runs. base and new are geometric means over each run's"
     " repeats (the plain figure with one run per side); NEW/BASE is their ratio (1.00× = equal,"

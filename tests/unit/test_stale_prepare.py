@@ -4,6 +4,7 @@ removes the ones that are ours and whose owner is gone; doctor lists them."""
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -40,11 +41,13 @@ def test_only_our_dirs_of_dead_owners_are_removed(tmp_path, monkeypatch):
     ]
     in_use = _work_dir(root, f".prepare-10.11.19-def456-{dead}")
     # a server that outlived its runner still runs in it: named on its command line
-    holder = subprocess.Popen(["sleep", "60", f"--datadir={in_use}/datadir"])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", f"--datadir={in_use}/datadir"]
+    )
     try:
         cmdline = Path(f"/proc/{holder.pid}/cmdline")
         deadline = time.monotonic() + 10
-        while b"sleep" not in cmdline.read_bytes() and time.monotonic() < deadline:
+        while b"--datadir" not in cmdline.read_bytes() and time.monotonic() < deadline:
             time.sleep(0.01)  # until it has exec'd: before, it shows our own command line
         assert stale_dirs(root) == [stale, stale_store]
         listed = doctor._stale_prepare()
