@@ -18,6 +18,7 @@ from collectors.session import FIGURE_KEYS, Collectors
 from rundir.format import RESULTS_COLUMNS, SAMPLE_COLUMNS
 from rundir.write import RunDir, now_iso
 from servers.errors import ServerError
+from suites import disk_full
 from suites.errors import SuiteError
 from suites.plan import CellPlan
 from suites.window import Interval, Window, connected_in_window, measured_window, window_rates
@@ -220,7 +221,7 @@ class CellRunner:
                     "workload": res.workload,
                     "threads": res.threads,
                     "status": res.status,
-                    "error": res.error,
+                    "error": disk_full.note_if_full(res.error, self.run_dir.path),
                     "phase": phase,
                 }
                 if res.extra.get("priority"):
@@ -234,7 +235,7 @@ class CellRunner:
             exit_info = self.server.stop()
             self.record["status"] = "ok"
         except (ServerError, SuiteError, CollectorError, OSError) as e:
-            self.record["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
+            self.record["error"] = disk_full.describe(e, self.run_dir.path)
         except Exception as e:  # noqa: BLE001 - a driver error or a bug fails this cell only
             # The matrix goes on (a cell fails alone); the type says where to look. Interrupted is
             # a BaseException and passes through to the runner.

@@ -9,6 +9,7 @@ option, path, missing component) printed as one line; 3 `run` finished but some 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import traceback
@@ -24,6 +25,14 @@ from suites.errors import Interrupted, SuiteError
 
 COMMANDS = [allocators, doctor, servers, run, report, compare]
 USER_ERRORS = (SuiteError, ServerError, CollectorError, AnalysisError, RunDirError)
+USER_OS_ERRORS = {
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.EROFS,
+    errno.ENAMETOOLONG,
+    errno.EACCES,
+    errno.ENOTDIR,
+}
 
 DESCRIPTION = """\
 Which memory allocator should this database server run with, on this machine, for this workload?
@@ -82,17 +91,29 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mallocsweep: interrupted", file=sys.stderr)
         return 130
+    except OSError as e:
+        # What the user's machine refuses (a full disk, a read-only or unreachable place, a name
+        # too long) is theirs to fix, not a bug of ours: one line naming the file, exit 2.
+        if e.errno not in USER_OS_ERRORS:
+            return _internal_error(e)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"mallocsweep: error: {where}{e.strerror}", file=sys.stderr)
+        return 2
     except Exception as e:  # noqa: BLE001 - a bug of ours: one line, the detail on request
-        if os.environ.get("MALLOCSWEEP_DEBUG"):
-            raise
-        where = traceback.extract_tb(e.__traceback__)[-1]
-        print(
-            f"mallocsweep: internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
-            f"(at {Path(where.filename).name}:{where.lineno}; rerun with MALLOCSWEEP_DEBUG=1 for the "
-            "traceback and report it)",
-            file=sys.stderr,
-        )
-        return 4
+        return _internal_error(e)
+
+
+def _internal_error(e: Exception) -> int:
+    if os.environ.get("MALLOCSWEEP_DEBUG"):
+        raise e
+    where = traceback.extract_tb(e.__traceback__)[-1]
+    print(
+        f"mallocsweep: internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+        f"(at {Path(where.filename).name}:{where.lineno}; rerun with MALLOCSWEEP_DEBUG=1 for the "
+        "traceback and report it)",
+        file=sys.stderr,
+    )
+    return 4
 
 
 if __name__ == "__main__":
