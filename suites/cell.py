@@ -235,7 +235,7 @@ class CellRunner:
             exit_info = self.server.stop()
             self.record["status"] = "ok"
         except (ServerError, SuiteError, CollectorError, OSError) as e:
-            self.record["error"] = disk_full.describe(e, self.run_dir.path)
+            self.record["error"] = self._kept_log_named(disk_full.describe(e, self.run_dir.path))
         except Exception as e:  # noqa: BLE001 - a driver error or a bug fails this cell only
             # The matrix goes on (a cell fails alone); the type says where to look. Interrupted is
             # a BaseException and passes through to the runner.
@@ -380,6 +380,14 @@ class CellRunner:
                 self.record["thp"]["vmstat_delta"] = section.get("thp_vmstat_delta")
         self._remove_work()
         return exit_info
+
+    def _kept_log_named(self, message: str) -> str:
+        """The server's error log lives in work/<cell>/, removed when the cell ends: a message
+        names the copy _keep_logs makes under logs/<cell>/ instead, which stays."""
+        log = getattr(self.server, "error_log", None)
+        if not log:
+            return message
+        return message.replace(str(log), str(self.logs / Path(log).name))
 
     def _keep_logs(self) -> None:
         log = getattr(self.server, "error_log", None)

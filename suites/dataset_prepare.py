@@ -115,6 +115,7 @@ def _loading_allocator(binary) -> str:
 def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:
     """The cached pristine datadir for this suite and server, preparing it if missing."""
     from servers.allocators import resolve
+    from servers.errors import ServerError
     from servers.mysql import MySQLServer
     from suites import sysbench
     from suites.cell_kinds import mysql_settings, sysbench_options
@@ -157,6 +158,18 @@ def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:
         }
         cache.store(key, work / "datadir", meta)
         return Prepared(cache, key, spec, True, round(prepare_s, 3), stale)
+    except ServerError as e:
+        # The work directory goes below: keep the server's error log in the run's logs and name
+        # that copy, not a file that will not exist when the user reads the message.
+        message = str(e)
+        for log in sorted(work.glob("*.log")):
+            kept = logs / f"server-{log.name}"
+            try:
+                shutil.copy2(log, kept)
+            except OSError:
+                continue
+            message = message.replace(str(log), str(kept))
+        raise ServerError(message) from None
     finally:
         if server.alive:
             server.stop()

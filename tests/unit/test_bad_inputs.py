@@ -126,3 +126,17 @@ def test_resume_of_a_complete_run_changes_nothing(tmp_path, capsys):
     assert "the run is complete (2 cells ok" in out and "nothing changed" in out
     after = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in run_dir.rglob("*") if p.is_file()}
     assert after == before
+
+
+@pytest.mark.parametrize("err, code", [(28, 2), (30, 2), (36, 2), (5, 4)])
+def test_os_errors_of_the_users_machine_are_exit_2_naming_the_file(monkeypatch, capsys, err, code):
+    import suites.commands.report as report_command
+
+    def fails(args):
+        raise OSError(err, os.strerror(err), "/runs/r1/report.html")
+
+    monkeypatch.setattr(report_command, "run", fails)
+    monkeypatch.delenv("MALLOCSWEEP_DEBUG", raising=False)
+    assert main(["report", "/runs/r1"]) == code
+    line = capsys.readouterr().err.strip()
+    assert line.splitlines() == [line] and "/runs/r1/report.html" in line or code == 4
