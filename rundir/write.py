@@ -51,7 +51,7 @@ def make_owned_dir(path: Path) -> Path:
         ) from None
     except OSError as e:
         raise RunDirError(f"{path}: cannot create: {e.strerror}") from None
-    (path / OWNER_MARKER).write_text("created by mallocsweep; safe for mallocsweep to delete\n")
+    atomic_write(path / OWNER_MARKER, "created by mallocsweep; safe for mallocsweep to delete\n")
     return path
 
 
@@ -78,7 +78,7 @@ class RunDir:
         make_owned_dir(path)
         for sub in (CELLS_DIR, SAMPLES_DIR, LOGS_DIR, WORK_DIR):
             (path / sub).mkdir()
-        (path / WORK_DIR / OWNER_MARKER).write_text("work area of mallocsweep\n")
+        atomic_write(path / WORK_DIR / OWNER_MARKER, "work area of mallocsweep\n")
         return cls(path)
 
     @classmethod
@@ -93,7 +93,7 @@ class RunDir:
         for sub in (CELLS_DIR, SAMPLES_DIR, LOGS_DIR, WORK_DIR):
             (path / sub).mkdir(exist_ok=True)
         if not owned(path / WORK_DIR):
-            (path / WORK_DIR / OWNER_MARKER).write_text("work area of mallocsweep\n")
+            atomic_write(path / WORK_DIR / OWNER_MARKER, "work area of mallocsweep\n")
         return cls(path)
 
     # -- paths --------------------------------------------------------------------------------

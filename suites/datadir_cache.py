@@ -32,6 +32,7 @@ import stat
 import time
 from pathlib import Path
 
+from rundir.atomic import atomic_write
 from rundir.format import OWNER_MARKER
 from suites.errors import SuiteError
 
@@ -114,7 +115,7 @@ class DatasetCache:
                 store_files=counts,
                 fingerprint=fingerprint(tmp / PRISTINE),
             )
-            (tmp / META).write_text(json.dumps(full, indent=2, sort_keys=True) + "\n")
+            atomic_write(tmp / META, json.dumps(full, indent=2, sort_keys=True) + "\n")
             os.rename(tmp, final)  # atomic: a half-stored dataset is never seen as cached
         except BaseException:
             _remove_tree(tmp)
