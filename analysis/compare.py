@@ -561,7 +561,7 @@ def compare_runs(
     cmp = Comparison(
         brun.path, nrun.path, brun.run_id, nrun.run_id, mode, threshold_pct, allow_weak
     )
-    cmp.warnings = _differences(brun, nrun, mode) + server_warnings
+    cmp.warnings = [*brun.notices, *nrun.notices, *_differences(brun, nrun, mode), *server_warnings]
     base_only, new_only, failed_base = [], [], []
     for bserver, nserver in pairs:
         for workload in _unique(brun.workloads + nrun.workloads):
@@ -673,7 +673,7 @@ def render_text(cmp: Comparison) -> str:
 
 
 def write_outputs(cmp: Comparison, out_dir: Path) -> list[Path]:
-    """compare.md and compare.html into out_dir; returns their paths."""
+    """compare-<base>-vs-<new>.md/.html into out_dir, never overwriting; returns their paths."""
     from analysis.compare_output import write_outputs as _write
 
     return _write(cmp, Path(out_dir))

@@ -33,9 +33,6 @@ from analysis.report import TEMPLATES
 from analysis.table_model import Cell, Table, fmt, text
 from rundir.atomic import atomic_write
 
-COMPARE_MD = "compare.md"
-COMPARE_HTML = "compare.html"
-
 HOW_TO_READ = (
     "Each row is one point measured in both runs. base and new are geometric means over each run's"
     " repeats (the plain figure with one run per side); NEW/BASE is their ratio (1.00× = equal,"
@@ -308,19 +305,44 @@ def render_html(cmp: Comparison) -> str:
     )
 
 
+def output_stem(cmp: Comparison) -> str:
+    """compare-<base>-vs-<new>: named by both runs, so comparing NEW with another BASE never
+    replaces an earlier comparison. Each id is cut to keep the name under NAME_MAX (255 bytes)."""
+
+    def part(run_id: str) -> str:
+        return run_id.replace("/", "_")[:100]
+
+    return f"compare-{part(cmp.base_id)}-vs-{part(cmp.new_id)}"
+
+
 def write_outputs(cmp: Comparison, out_dir: Path) -> list[Path]:
+    """The .md and .html of this comparison in out_dir, never overwriting a file: when the pair
+    was compared there before, the new files get the next free suffix (.2, .3, ...)."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise AnalysisError(
             f"{out_dir}: cannot create the output directory: {e.strerror}"
         ) from None
-    written = []
-    for name, data in ((COMPARE_MD, render_markdown(cmp)), (COMPARE_HTML, render_html(cmp))):
-        path = out_dir / name
+    stem = output_stem(cmp)
+    views = ((".md", render_markdown(cmp)), (".html", render_html(cmp)))
+    n = 1
+    while True:
+        name = stem if n == 1 else f"{stem}.{n}"
+        paths = [out_dir / f"{name}{ext}" for ext, _ in views]
+        if any(p.exists() for p in paths):
+            n += 1
+            continue
+        written = []
         try:
-            atomic_write(path, data)
+            for path, (_, data) in zip(paths, views, strict=True):
+                atomic_write(path, data, exclusive=True)
+                written.append(path)
+        except FileExistsError:  # another compare took this name meanwhile: next suffix
+            for path in written:
+                path.unlink(missing_ok=True)
+            n += 1
+            continue
         except OSError as e:
             raise AnalysisError(f"{path}: cannot write: {e.strerror}") from None
-        written.append(path)
-    return written
+        return written

@@ -49,7 +49,7 @@ def thp_advice(run: Run) -> list[str]:
 
 def run_problems(run: Run) -> list[str]:
     m = run.manifest
-    out = []
+    out = list(run.notices)  # what reading the run directory found damaged and rebuilt
     if m.get("thp_restore_error"):
         out.append(
             f"THP was left changed after this run — {str(m['thp_restore_error']).rstrip('.')}."

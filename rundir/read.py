@@ -9,6 +9,7 @@ rundir/migrations.py, never rewritten on disk.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from dataclasses import dataclass, field
@@ -17,16 +18,24 @@ from pathlib import Path
 
 from rundir.errors import RunDirError
 from rundir.format import (
+    CELLS_DIR,
+    DERIVED_DIR,
+    FORMAT_VERSION,
     INT_COLUMNS,
     MANIFEST,
     REQUIRED_RESULT_COLUMNS,
     RESULTS,
+    RESULTS_COLUMNS,
     SAMPLES_DIR,
     SPAN_WINDOW,
     TEXT_COLUMNS,
 )
 from rundir.migrations import RawRun, check_version, migrate
 from rundir.records import check_manifest
+from rundir.write import results_text
+
+# What a timeline needs to be read at all (plots and intervals select on these).
+REQUIRED_SAMPLE_COLUMNS = ("t_s", "phase")
 
 # Host keys as the brief names them -> the spelling collectors/ may write instead.
 HOST_ALIASES = {"cores": "cpu_count", "glibc": "glibc_version", "governor": "cpu_governor"}
@@ -61,16 +70,37 @@ def _typed_row(raw: dict[str, str], where: str) -> dict:
     return row
 
 
+def _parse_csv(text: str, where: str) -> tuple[list[str], list[dict]]:
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        rows = [_typed_row(r, where) for r in reader]
+        return list(reader.fieldnames or []), rows
+    except csv.Error as e:
+        raise RunDirError(f"{where}: not a valid CSV file ({e})") from None
+
+
 def _read_csv(path: Path) -> tuple[list[str], list[dict]]:
     try:
-        with path.open(newline="") as f:
-            reader = csv.DictReader(f)
-            rows = [_typed_row(r, str(path)) for r in reader]
-            return list(reader.fieldnames or []), rows
+        text = path.read_bytes().decode("utf-8")
     except OSError as e:
         raise RunDirError(f"{path}: cannot read: {e.strerror}") from None
-    except csv.Error as e:
-        raise RunDirError(f"{path}: not a valid CSV file ({e})") from None
+    except UnicodeDecodeError as e:
+        raise RunDirError(f"{path}: not UTF-8 text (byte {e.start}); the file is damaged") from None
+    return _parse_csv(text, str(path))
+
+
+def _read_samples(path: Path) -> list[dict]:
+    """A cell's timeline; RunDirError naming the file when it is not one (a garbage file must
+    not surface later as a Python exception in a plot)."""
+    columns, rows = _read_csv(path)
+    missing = [c for c in REQUIRED_SAMPLE_COLUMNS if c not in columns]
+    if missing:
+        raise RunDirError(
+            f"{path}: not a timeline (no {', '.join(missing)} column); the file is damaged"
+        )
+    if any(r.get("t_s") is None for r in rows):
+        raise RunDirError(f"{path}: a sample has no number in t_s; the file is damaged")
+    return rows
 
 
 @dataclass
@@ -81,6 +111,9 @@ class Run:
     manifest: dict
     rows: list[dict]
     columns: list[str] = field(default_factory=list)  # results.csv header, as written
+    # What reading found and repaired in memory (e.g. a damaged results.csv rebuilt from
+    # cells/*.json): shown by `report` and `compare`, and at the top of the report.
+    notices: list[str] = field(default_factory=list)
     _samples: dict[str, list[dict]] = field(default_factory=dict, repr=False)
 
     # -- identity and metadata -----------------------------------------------------------------
@@ -185,7 +218,7 @@ class Run:
         if cell_id not in self._samples:
             rel = self.cell(cell_id).get("samples_file") or f"{SAMPLES_DIR}/{cell_id}.csv"
             path = self.path / rel
-            self._samples[cell_id] = _read_csv(path)[1] if path.is_file() else []
+            self._samples[cell_id] = _read_samples(path) if path.is_file() else []
         return self._samples[cell_id]
 
     def interval_rates(self, cell_id: str, workload: str, threads: int) -> list[float]:
@@ -230,27 +263,121 @@ def _read_manifest(path: Path) -> dict:
     return manifest
 
 
+def _cell_records(path: Path) -> list[dict] | None:
+    """cells/*.json (the source of truth for results.csv), or None for a run without them (runs
+    recorded before cell records existed, and test fixtures). RunDirError naming a damaged one."""
+    folder = path / CELLS_DIR
+    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    if not files:
+        return None
+    records = []
+    for f in files:
+        try:
+            rec = json.loads(f.read_bytes().decode("utf-8"))
+        except OSError as e:
+            raise RunDirError(f"{f}: cannot read: {e.strerror}") from None
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise RunDirError(f"{f}: not a valid cell record (damaged JSON)") from None
+        ok = (
+            isinstance(rec, dict)
+            and isinstance(rec.get("cell"), dict)
+            and isinstance(rec.get("rows"), list)
+            and all(isinstance(r, dict) for r in rec["rows"])
+        )
+        if not ok:
+            raise RunDirError(f"{f}: not a cell record (expected {{'cell': ..., 'rows': [...]}})")
+        # Rows that `report --rederive` derived again replace the recorded ones (the cell record
+        # itself is never rewritten); results.csv is then checked against those.
+        derived = path / DERIVED_DIR / f.name
+        if derived.is_file():
+            try:
+                rec = dict(rec, rows=json.loads(derived.read_text())["rows"])
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+                raise RunDirError(
+                    f"{derived}: unreadable; run `mallocsweep report --rederive` again"
+                ) from None
+        records.append(rec)
+    return records
+
+
+def _check_rows(columns: list[str], rows: list[dict], where: Path) -> None:
+    missing = [c for c in REQUIRED_RESULT_COLUMNS if c not in columns]
+    if missing:
+        raise RunDirError(f"{where}: missing column(s) {', '.join(missing)}; the file is damaged")
+    bad = next((r for r in rows if r["threads"] is None or not r["workload"]), None)
+    if bad is not None:
+        raise RunDirError(f"{where}: row of cell {bad['cell']!r} has no workload or threads")
+
+
+def _results(path: Path, manifest: dict) -> tuple[list[str], list[dict], list[str]]:
+    """(columns, rows, notices): results.csv checked against cells/*.json when the run has them.
+    A missing, damaged or different results.csv is rebuilt in memory from the cell records with a
+    notice (the file on disk is left as it is: it is the user's evidence); rows of a cell that has
+    no record cannot be checked and are an error, never silently dropped."""
+    results = path / RESULTS
+    records = _cell_records(path)
+    if records is None:
+        if not results.is_file():
+            return [], [], []
+        columns, rows = _read_csv(results)
+        _check_rows(columns, rows, results)
+        return columns, rows, []
+    current = manifest.get("format_version") == FORMAT_VERSION
+    # An older writer wrote the columns it knew: rebuild with those, so migrations see the run
+    # exactly as that writer's results.csv would have shown it.
+    cols = RESULTS_COLUMNS
+    if not current:
+        present = {k for rec in records for r in rec["rows"] for k in r}
+        cols = [c for c in RESULTS_COLUMNS if c in present]
+    text, _ = results_text(records, cols)
+    want_cols, want = _parse_csv(text, f"{path / CELLS_DIR}/*.json")
+    problem = None
+    if not results.is_file():
+        problem = "is missing"
+    else:
+        try:
+            columns, rows = _read_csv(results)
+            _check_rows(columns, rows, results)
+        except RunDirError as e:
+            problem = f"is damaged ({str(e).removeprefix(f'{results}: ')})"
+        else:
+            recorded = {str(rec["cell"].get("id")) for rec in records}
+            orphans = sorted({str(r["cell"]) for r in rows} - recorded)
+            if orphans:
+                raise RunDirError(
+                    f"{results}: holds rows of cell(s) with no record in {CELLS_DIR}/ "
+                    f"({', '.join(orphans[:3])}{', ...' if len(orphans) > 3 else ''}); the run "
+                    "directory is damaged (a cell record was removed?)"
+                )
+            shared = [c for c in columns if c in want_cols]
+            mine = [tuple(r.get(c) for c in shared) for r in rows]
+            theirs = [tuple(r.get(c) for c in shared) for r in want]
+            if mine != theirs:
+                problem = (
+                    f"differs from {CELLS_DIR}/*.json ({len(rows)} rows there, "
+                    f"{len(want)} in the cell records)"
+                )
+            else:
+                return columns, rows, []
+    notice = (
+        f"{results} {problem}: the results were rebuilt from {CELLS_DIR}/*.json (the source of "
+        f"truth, {len(want)} rows); the file on disk was left as it is"
+    )
+    _check_rows(want_cols, want, path / CELLS_DIR)
+    return want_cols, want, [notice]
+
+
 def load_run(path: Path) -> Run:
     """Read a run directory, upgraded to the current format. RunDirError (one line) for anything
     that is not a readable run."""
     path = Path(path)
     manifest = _read_manifest(path)
     check_version(manifest, str(path / MANIFEST))  # a newer format's files may mean anything
-    results = path / RESULTS
-    rows: list[dict] = []
-    columns: list[str] = []
-    if results.is_file():
-        columns, rows = _read_csv(results)
-        missing = [c for c in REQUIRED_RESULT_COLUMNS if c not in columns]
-        if missing:
-            raise RunDirError(
-                f"{results}: missing column(s) {', '.join(missing)}; the file is damaged"
-            )
-        bad = next((r for r in rows if r["threads"] is None or not r["workload"]), None)
-        if bad is not None:
-            raise RunDirError(f"{results}: row of cell {bad['cell']!r} has no workload or threads")
-        for r in rows:
-            r["repeat"] = r["repeat"] or 1
+    columns, rows, notices = _results(path, manifest)
+    for r in rows:
+        r["repeat"] = r["repeat"] or 1
     raw = migrate(RawRun(manifest=manifest, columns=columns, rows=rows), str(path / MANIFEST))
     check_manifest(raw.manifest, str(path / MANIFEST))
-    return Run(path=path, manifest=raw.manifest, rows=raw.rows, columns=raw.columns)
+    return Run(
+        path=path, manifest=raw.manifest, rows=raw.rows, columns=raw.columns, notices=notices
+    )

@@ -53,7 +53,7 @@ def make_owned_dir(path: Path) -> Path:
         ) from None
     except OSError as e:
         raise RunDirError(f"{path}: cannot create: {e.strerror}") from None
-    (path / OWNER_MARKER).write_text("created by mallocsweep; safe for mallocsweep to delete\n")
+    atomic_write(path / OWNER_MARKER, "created by mallocsweep; safe for mallocsweep to delete\n")
     return path
 
 
@@ -80,7 +80,7 @@ class RunDir:
         make_owned_dir(path)
         for sub in (CELLS_DIR, RAW_DIR, SAMPLES_DIR, LOGS_DIR, WORK_DIR):
             (path / sub).mkdir()
-        (path / WORK_DIR / OWNER_MARKER).write_text("work area of mallocsweep\n")
+        atomic_write(path / WORK_DIR / OWNER_MARKER, "work area of mallocsweep\n")
         return cls(path)
 
     @classmethod
@@ -95,7 +95,7 @@ class RunDir:
         for sub in (CELLS_DIR, RAW_DIR, SAMPLES_DIR, LOGS_DIR, WORK_DIR):
             (path / sub).mkdir(exist_ok=True)
         if not owned(path / WORK_DIR):
-            (path / WORK_DIR / OWNER_MARKER).write_text("work area of mallocsweep\n")
+            atomic_write(path / WORK_DIR / OWNER_MARKER, "work area of mallocsweep\n")
         return cls(path)
 
     # -- paths --------------------------------------------------------------------------------
@@ -217,16 +217,21 @@ class RunDir:
 
     def rebuild_results(self) -> int:
         """results.csv from every cell record, in cell order; returns the row count."""
-        records = sorted(self.finished_cells().values(), key=lambda r: r["cell"]["index"])
-        buf = io.StringIO()
-        w = csv.DictWriter(
-            buf, fieldnames=RESULTS_COLUMNS, extrasaction="ignore", lineterminator="\n"
-        )
-        w.writeheader()
-        n = 0
-        for rec in records:
-            for row in self.rows_of(rec):
-                w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in RESULTS_COLUMNS})
-                n += 1
-        atomic_write(self.path / RESULTS, buf.getvalue())
+        records = [dict(rec, rows=self.rows_of(rec)) for rec in self.finished_cells().values()]
+        text, n = results_text(records)
+        atomic_write(self.path / RESULTS, text)
         return n
+
+
+def results_text(records: list[dict], columns: list[str] = RESULTS_COLUMNS) -> tuple[str, int]:
+    """The results.csv text of these cell records (in cell order) and its row count. The reader
+    (rundir/read.py) renders the same text from cells/*.json to check or rebuild a results.csv."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    n = 0
+    for rec in sorted(records, key=lambda r: r["cell"].get("index", 0)):
+        for row in rec["rows"]:
+            w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in columns})
+            n += 1
+    return buf.getvalue(), n

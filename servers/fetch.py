@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from rundir.atomic import atomic_write
 from servers import archive
 from servers.archive import Located, Package, ReleaseIndex, Spec
 from servers.errors import ServerError
@@ -425,8 +426,7 @@ def _fetch_locked(
         meta.size_bytes = dir_size(tmp)
         meta.created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         body = json.dumps(meta.to_json(), indent=2) + "\n"
-        (tmp / (META + ".tmp")).write_text(body)
-        os.replace(tmp / (META + ".tmp"), tmp / META)
+        atomic_write(tmp / META, body)
         os.rename(tmp, final)
     except ServerError as e:
         # The build directory goes; its log stays beside the servers for the user to read.

@@ -37,11 +37,22 @@ _MARKER_TEXT = "created by mallocsweep; safe for mallocsweep to delete\n"
 _BASE_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C", "TZ": "UTC"}
 
 
+def _error_lines(path: Path, n: int = 3) -> str:
+    """The log's last [ERROR] lines as one line ('' when it has none)."""
+    lines = tail(path, 200, missing="").splitlines()
+    errors = [
+        ln
+        for ln in lines
+        if ("[ERROR]" in ln or "ERROR:" in ln or "unknown variable" in ln or "unknown option" in ln)
+        and not ln.rstrip().endswith("Aborting")  # says nothing about why
+    ]
+    return " | ".join(errors[-n:])
+
+
 def _log_summary(path: Path, n: int = 3) -> str:
     """The error log's last [ERROR] lines (else its last lines) as one line, for an error message."""
     lines = tail(path, 200, missing="(no error log)").splitlines()
-    errors = [ln for ln in lines if "[ERROR]" in ln or "ERROR:" in ln]
-    return " | ".join((errors or lines)[-n:])
+    return _error_lines(path, n) or " | ".join(lines[-n:])
 
 
 class MySQLServer(ServerLife):
@@ -169,8 +180,14 @@ class MySQLServer(ServerLife):
             self._remove_mount_points()
         if done.returncode != 0:
             raise ServerError(
-                f"{Path(tool).name} failed with status {done.returncode} for {self.datadir}: "
-                f"{_log_summary(log)}"
+                f"{Path(tool).name} failed with status {done.returncode}: "
+                # the bootstrap server writes its reasons to the error log (log-error), the
+                # script only says where to look
+                + (
+                    f"{self.error_log}: {errors}"
+                    if (errors := _error_lines(self.error_log))
+                    else f"{log}: {_log_summary(log)}"
+                )
             )
 
     def _write_config(self, port: int) -> None:

@@ -14,6 +14,7 @@ from string import Template
 
 from servers.errors import ServerError
 from servers.mysql_flavor import ServerBinary
+from servers.option_file import option_value
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "configs" / "mysql" / "my.cnf.template"
 
@@ -134,10 +135,9 @@ def extra_lines(extra: dict[str, str]) -> list[str]:
                 f"server.settings: {k} is set by mallocsweep (private port, socket, dirs); remove it"
             )
         v = str(value)
-        if "\n" in v or "\r" in v:
-            raise ServerError(f"server.settings: the value of {k} contains a line break")
         v = {"true": "ON", "false": "OFF"}.get(v.lower(), v)
-        lines.append(k if v == "" else f"{k} = {v}")
+        # A '#' or a backslash in a user's value is written so the server reads it unchanged.
+        lines.append(k if v == "" else f"{k} = {option_value(v, f'the value of {k}')}")
     return lines
 
 
@@ -150,7 +150,9 @@ def flavor_lines(binary: ServerBinary, paths: ServerPaths | None = None) -> list
     if paths is not None and paths.secure_file_priv is not None:
         # MySQL 9.7 refuses to start unless this names an existing directory (its default,
         # /var/lib/mysql-files, does not exist in a bare root or a tarball install).
-        lines.append(f"secure-file-priv = {paths.secure_file_priv}")
+        lines.append(
+            f"secure-file-priv = {option_value(paths.secure_file_priv, 'secure-file-priv')}"
+        )
     return lines
 
 
@@ -169,7 +171,8 @@ def render_my_cnf(
     template: Path = TEMPLATE,
     euid: int | None = None,
 ) -> str:
-    """The full my.cnf text for one server life."""
+    """The full my.cnf text for one server life. Every path and value goes through option_value:
+    a '#' in a path (an --out of the user's) must not cut it short in the server's eyes."""
     euid = os.geteuid() if euid is None else euid
     try:
         text = template.read_text()
@@ -178,12 +181,12 @@ def render_my_cnf(
     values = {
         # mysqld refuses to run as root unless told to; as another user it runs as that user.
         "user_line": "user = root" if euid == 0 else "",
-        "basedir": binary.basedir,
-        "datadir": paths.datadir,
-        "tmpdir": paths.tmpdir,
-        "socket": paths.socket,
-        "pid_file": paths.pid_file,
-        "error_log": paths.error_log,
+        "basedir": option_value(binary.basedir, "basedir"),
+        "datadir": option_value(paths.datadir, "datadir"),
+        "tmpdir": option_value(paths.tmpdir, "tmpdir"),
+        "socket": option_value(paths.socket, "socket"),
+        "pid_file": option_value(paths.pid_file, "pid_file"),
+        "error_log": option_value(paths.error_log, "error_log"),
         "port": port,
         "max_threads": settings.max_threads,
         "max_connections": settings.max_connections,

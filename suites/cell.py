@@ -22,6 +22,7 @@ from rundir.errors import RunDirError
 from rundir.format import RAW_VERSION, SAMPLE_COLUMNS
 from rundir.write import RunDir, now_iso
 from servers.errors import ServerError
+from suites import disk_full
 from suites.errors import SuiteError
 from suites.plan import CellPlan
 from suites.workload import ClientTarget, LevelResult
@@ -173,7 +174,7 @@ class CellRunner:
                     "workload": res.workload,
                     "threads": res.threads,
                     "status": res.status,
-                    "error": res.error,
+                    "error": disk_full.note_if_full(res.error, self.run_dir.path),
                     "phase": phase,
                 }
                 if res.extra.get("priority"):
@@ -187,7 +188,7 @@ class CellRunner:
             exit_info = self.server.stop()
             self.record["status"] = "ok"
         except (ServerError, SuiteError, CollectorError, OSError) as e:
-            self.record["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
+            self.record["error"] = self._kept_log_named(disk_full.describe(e, self.run_dir.path))
         except Exception as e:  # noqa: BLE001 - a driver error or a bug fails this cell only
             # The matrix goes on (a cell fails alone); the type says where to look. Interrupted is
             # a BaseException and passes through to the runner.
@@ -349,6 +350,14 @@ class CellRunner:
                 self.record["thp"]["vmstat_delta"] = section.get("thp_vmstat_delta")
         self._remove_work()
         return exit_info
+
+    def _kept_log_named(self, message: str) -> str:
+        """The server's error log lives in work/<cell>/, removed when the cell ends: a message
+        names the copy _keep_logs makes under logs/<cell>/ instead, which stays."""
+        log = getattr(self.server, "error_log", None)
+        if not log:
+            return message
+        return message.replace(str(log), str(self.logs / Path(log).name))
 
     def _keep_logs(self) -> None:
         log = getattr(self.server, "error_log", None)

@@ -9,6 +9,7 @@ option, path, missing component) printed as one line; 3 `run` finished but some 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import traceback
@@ -18,11 +19,20 @@ from analysis.errors import AnalysisError
 from collectors.errors import CollectorError
 from rundir.errors import RunDirError
 from servers.errors import ServerError
+from suites import stdout_guard
 from suites.commands import allocators, compare, doctor, report, run, servers
 from suites.errors import Interrupted, SuiteError
 
 COMMANDS = [allocators, doctor, servers, run, report, compare]
 USER_ERRORS = (SuiteError, ServerError, CollectorError, AnalysisError, RunDirError)
+USER_OS_ERRORS = {
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.EROFS,
+    errno.ENAMETOOLONG,
+    errno.EACCES,
+    errno.ENOTDIR,
+}
 
 DESCRIPTION = """\
 Which memory allocator should this database server run with, on this machine, for this workload?
@@ -44,8 +54,17 @@ typical use:
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's errors as every other user error: one line, exit code 2 (its own form is the
+    whole usage text and then the error)."""
+
+    def error(self, message: str):
+        print(f"mallocsweep: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="mallocsweep",
         description=DESCRIPTION,
         epilog=EPILOG,
@@ -58,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stdout_guard.install()  # `run ... | head -1` must not change the exit code or skip the report
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -72,17 +92,29 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mallocsweep: interrupted", file=sys.stderr)
         return 130
+    except OSError as e:
+        # What the user's machine refuses (a full disk, a read-only or unreachable place, a name
+        # too long) is theirs to fix, not a bug of ours: one line naming the file, exit 2.
+        if e.errno not in USER_OS_ERRORS:
+            return _internal_error(e)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"mallocsweep: error: {where}{e.strerror}", file=sys.stderr)
+        return 2
     except Exception as e:  # noqa: BLE001 - a bug of ours: one line, the detail on request
-        if os.environ.get("MALLOCSWEEP_DEBUG"):
-            raise
-        where = traceback.extract_tb(e.__traceback__)[-1]
-        print(
-            f"mallocsweep: internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
-            f"(at {Path(where.filename).name}:{where.lineno}; rerun with MALLOCSWEEP_DEBUG=1 for the "
-            "traceback and report it)",
-            file=sys.stderr,
-        )
-        return 4
+        return _internal_error(e)
+
+
+def _internal_error(e: Exception) -> int:
+    if os.environ.get("MALLOCSWEEP_DEBUG"):
+        raise e
+    where = traceback.extract_tb(e.__traceback__)[-1]
+    print(
+        f"mallocsweep: internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+        f"(at {Path(where.filename).name}:{where.lineno}; rerun with MALLOCSWEEP_DEBUG=1 for the "
+        "traceback and report it)",
+        file=sys.stderr,
+    )
+    return 4
 
 
 if __name__ == "__main__":

@@ -300,6 +300,8 @@ class AllocatorsSection(_Section):
     def _use(cls, v: list[str]) -> list[str]:
         if not v:
             raise ValueError("expected at least one allocator name")
+        if not all(str(x).strip() for x in v):
+            raise ValueError(f"an empty allocator name in {v}")
         if len(set(v)) != len(v):
             raise ValueError(f"duplicate allocator names in {v}")
         return v
@@ -714,9 +716,27 @@ def load_suite(path: str | Path) -> LoadedSuite:
         raise SuiteError(one_line(f"{p}: not UTF-8 text")) from None
     except OSError as e:
         raise SuiteError(one_line(f"{p}: cannot read: {e.strerror}")) from None
-    return LoadedSuite(
-        path=str(p), sha256=hashlib.sha256(raw).hexdigest(), suite=parse_suite(text, str(p))
-    )
+    suite = parse_suite(text, str(p))
+    require_workload(tomllib.loads(text), str(p))
+    return LoadedSuite(path=str(p), sha256=hashlib.sha256(raw).hexdigest(), suite=suite)
+
+
+def require_workload(data: dict, path: str) -> None:
+    """A suite FILE must say what to run: an empty file, or one without the section of its kind
+    ([sysbench] or [iibench]), would otherwise run the default matrix (seven 30 s levels per
+    allocator: hours) that nobody asked for."""
+    if not data:
+        raise SuiteError(
+            f"{path}: empty suite file; copy one from configs/suites/ (template.toml lists every "
+            "setting)"
+        )
+    info = data.get("suite")
+    kind = info.get("kind", "sysbench") if isinstance(info, dict) else "sysbench"
+    if not isinstance(data.get(kind), dict):
+        raise SuiteError(
+            f"{path}: no [{kind}] section: the suite names no workload to run; add one "
+            "(configs/suites/template.toml shows its settings)"
+        )
 
 
 def apply_overrides(suite: Suite, **opts) -> Suite:
@@ -781,6 +801,8 @@ def apply_overrides(suite: Suite, **opts) -> Suite:
         field = format_loc(loc)
         for flag, (shown, fields) in given.items():
             if any(tuple(loc[:2]) == f for f in fields):
+                if len(fields) > 1:  # e.g. --warmup sets cap_s and min_s: name what was given
+                    return f"{flag} {shown}: {msg}"
                 return f"{flag} {shown}: {field}: {msg}"
         return f"with {' '.join(f'{k} {v}' for k, (v, _) in given.items())}: {field}: {msg}"
 

@@ -32,6 +32,7 @@ import stat
 import time
 from pathlib import Path
 
+from rundir.atomic import atomic_write
 from rundir.format import OWNER_MARKER
 from suites.errors import SuiteError
 
@@ -114,7 +115,7 @@ class DatasetCache:
                 store_files=counts,
                 fingerprint=fingerprint(tmp / PRISTINE),
             )
-            (tmp / META).write_text(json.dumps(full, indent=2, sort_keys=True) + "\n")
+            atomic_write(tmp / META, json.dumps(full, indent=2, sort_keys=True) + "\n")
             os.rename(tmp, final)  # atomic: a half-stored dataset is never seen as cached
         except BaseException:
             _remove_tree(tmp)
@@ -248,15 +249,40 @@ def _copy_data_ranges(fi: int, fo: int, size: int) -> None:
                 break
             raise
         end = os.lseek(fi, start, os.SEEK_HOLE)
-        off_in, off_out = start, start
-        while off_in < end:
-            n = os.copy_file_range(fi, fo, end - off_in, off_in, off_out)
-            if n == 0:
-                break
-            off_in += n
-            off_out += n
+        _copy_range(fi, fo, start, end - start)
         pos = end
     os.ftruncate(fo, size)
+
+
+# copy_file_range refuses across filesystems of different types (EXDEV since Linux 5.19: e.g. a
+# cache on ext4 and --out on tmpfs or another disk, the usual layout) and on some filesystems
+# (ENOSYS, EOPNOTSUPP, EINVAL): then the bytes go through our own buffer.
+_NO_COPY_RANGE = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL}
+_CHUNK = 1 << 20
+
+
+def _copy_range(fi: int, fo: int, offset: int, length: int) -> None:
+    """Copy `length` bytes at `offset` from fi to the same offset of fo."""
+    done = 0
+    while done < length:
+        try:
+            n = os.copy_file_range(fi, fo, length - done, offset + done, offset + done)
+        except OSError as e:
+            if e.errno not in _NO_COPY_RANGE:
+                raise
+            break
+        if n == 0:  # the source ended early (it shrank): what is there has been copied
+            return
+        done += n
+    while done < length:
+        data = os.pread(fi, min(_CHUNK, length - done), offset + done)
+        if not data:
+            return
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(fo, view, offset + done)
+            view = view[written:]
+            done += written
 
 
 def _make_read_only(root: Path) -> None:

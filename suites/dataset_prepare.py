@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rundir.write import make_owned_dir
 from suites.datadir_cache import DatasetCache
 from suites.errors import SuiteError
+from suites.stale_prepare import remove_stale
 
 
 def default_cache_root() -> Path:
@@ -32,6 +33,8 @@ class Prepared:
     spec: dict
     prepared_now: bool
     prepare_s: float | None
+    # work directories of killed runs removed from the cache first (suites/stale_prepare.py)
+    stale_removed: list[str] = field(default_factory=list)
 
     def to_manifest(self) -> dict:
         return {
@@ -40,6 +43,7 @@ class Prepared:
             "prepared_now": self.prepared_now,
             "prepare_s": self.prepare_s,
             "cache": str(self.cache.root) if hasattr(self.cache, "root") else None,
+            "stale_removed": list(self.stale_removed),
         }
 
 
@@ -108,6 +112,7 @@ def _loading_allocator(binary) -> str:
 def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:
     """The cached pristine datadir for this suite and server, preparing it if missing."""
     from servers.allocators import resolve
+    from servers.errors import ServerError
     from servers.mysql import MySQLServer
     from suites import workloads
     from suites.cell_kinds import mysql_settings
@@ -115,8 +120,9 @@ def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:
 
     cache = DatasetCache(Path(cache_root))
     key, spec = cache_key(suite, binary, cache)
+    stale = remove_stale(Path(cache_root))  # what a SIGKILL during an earlier prepare left
     if cache.has(key):
-        return Prepared(cache, key, spec, False, None)
+        return Prepared(cache, key, spec, False, None, stale)
     Path(cache_root).mkdir(parents=True, exist_ok=True)
     work = make_owned_dir(Path(cache_root) / f".prepare-{key}-{os.getpid()}")
     logs = run_dir.path / "logs" / "dataset"
@@ -146,7 +152,19 @@ def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:
             "total_s": round(time.monotonic() - t0, 3),
         }
         cache.store(key, work / "datadir", meta)
-        return Prepared(cache, key, spec, True, round(prepare_s, 3))
+        return Prepared(cache, key, spec, True, round(prepare_s, 3), stale)
+    except ServerError as e:
+        # The work directory goes below: keep the server's error log in the run's logs and name
+        # that copy, not a file that will not exist when the user reads the message.
+        message = str(e)
+        for log in sorted(work.glob("*.log")):
+            kept = logs / f"server-{log.name}"
+            try:
+                shutil.copy2(log, kept)
+            except OSError:
+                continue
+            message = message.replace(str(log), str(kept))
+        raise ServerError(message) from None
     finally:
         if server.alive:
             server.stop()

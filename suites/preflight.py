@@ -162,6 +162,18 @@ def checks(
     return needs
 
 
+def usable_cache(path: Path) -> None:
+    """The dataset cache must be a directory we can write, before the run directory is made: a
+    file in its path or a read-only place otherwise fails as an internal error mid-run."""
+    hint = "; set MALLOCSWEEP_CACHE to a writable directory"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise SuiteError(f"dataset cache {path}: cannot create: {e.strerror}{hint}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise SuiteError(f"dataset cache {path}: not writable{hint}")
+
+
 def preflight(
     suite,
     out_root: Path,
@@ -171,6 +183,8 @@ def preflight(
     server_open_files: int | None = None,
 ) -> list[dict]:
     """Run the checks; SuiteError naming the first shortfall. Returns the checks for the manifest."""
+    if cache_root is not None:
+        usable_cache(Path(cache_root))
     results = checks(suite, Path(out_root), dataset_kb, cache_root, cached, server_open_files)
     for n in results:
         if not n.ok:

@@ -217,6 +217,10 @@ class Matrix:
                 self.display.note("--resume: the budget adds no rounds to a resumed run")
             self.manifest["status"] = "finished"
             self.manifest.pop("error", None)
+            if not any(c.get("status") == "ok" for c in self.manifest["cells"]):
+                # Nothing was measured: not a finished run (the exit code is 3, see run_suite).
+                self.manifest["status"] = "failed"
+                self.manifest["error"] = "every cell failed; see each cell's error"
             return 0
         except Interrupted as e:
             if self.run_dir is not None:

@@ -45,6 +45,7 @@ from rich.console import Console
 from rich.table import Table
 
 from collectors.session import Collectors
+from rundir.atomic import atomic_write
 from rundir.format import SAMPLE_COLUMNS
 from rundir.write import make_owned_dir
 from servers.allocators import resolve
@@ -640,7 +641,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="ms-bench-", dir="/tmp"))
-    (work / ".mallocsweep-owned").write_text("bench scratch\n")
+    atomic_write(work / ".mallocsweep-owned", "bench scratch\n")
     bench = Bench(work, args.quick)
     figures: dict = {"machine": {}}
     try:
@@ -703,7 +704,7 @@ def main(argv: list[str] | None = None) -> int:
     (Console() if sys.stdout.isatty() else Console(width=200)).print(shown)
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / f"bench-{time.strftime('%Y%m%dT%H%M%S')}.json"
-    out.write_text(json.dumps(figures, indent=2, default=str) + "\n")
+    atomic_write(out, json.dumps(figures, indent=2, default=str) + "\n", exclusive=True)
     print(f"figures: {out}")
     return 0  # the bench reports figures; the "met" column says which goals this machine met
 

@@ -27,8 +27,8 @@ def add_parser(sub) -> None:
         "ratio with a confidence interval and a verdict. A point is 'slower' only when the change "
         "is both statistically significant and larger than --threshold; a point BASE measured that "
         f"failed in NEW is a regression too. {MIN_REPEATS_HELP} Exit codes: 0 no significant "
-        "regression, 1 regression, 2 error or nothing could be judged. Writes compare.md and "
-        "compare.html into NEW.",
+        "regression, 1 regression, 2 error or nothing could be judged. Writes "
+        "compare-BASE-vs-NEW.md and .html into NEW (or --out), never replacing an earlier one.",
     )
     p.add_argument("base", metavar="BASE_RUN", type=Path)
     p.add_argument("new", metavar="NEW_RUN", type=Path)
@@ -50,7 +50,7 @@ def add_parser(sub) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="where compare.md/compare.html go (default: NEW_RUN)",
+        help="where compare-BASE-vs-NEW.md/.html go (default: NEW_RUN)",
     )
     p.set_defaults(func=run)
 
@@ -95,7 +95,7 @@ def _run(args) -> int:
             raise
         what = str(e) if isinstance(e, AnalysisError) else f"{type(e).__name__}: {e}"
         print(
-            f"mallocsweep compare: WARNING: compare.md/compare.html not written: {what}"
+            f"mallocsweep compare: WARNING: compare .md/.html not written: {what}"
             f" (the verdict above stands, exit code {code})",
             file=sys.stderr,
         )

@@ -258,6 +258,23 @@ def _leftover_servers(extra_roots: list[Path]) -> list[Check]:
     return out
 
 
+def _stale_prepare() -> list[Check]:
+    """Dataset work directories a killed run left in the cache (the next run removes them)."""
+    from suites.dataset_prepare import default_cache_root
+    from suites.stale_prepare import size_of, stale_dirs
+
+    root = default_cache_root()
+    return [
+        Check(
+            "stale dataset work directory",
+            False,
+            f"{p} ({size_of(p) / 1e6:.0f} MB), left by a killed run (pid gone)",
+            f"the next `mallocsweep run` removes it, or: rm -r '{p}'",
+        )
+        for p in stale_dirs(root)
+    ]
+
+
 def checks(runs: Path) -> list[Check]:
     from servers import checks as server_checks
 
@@ -275,6 +292,7 @@ def checks(runs: Path) -> list[Check]:
     out.append(_mongod())
     out.extend(_thp_checks())
     out.extend(_leftover_servers([runs]))
+    out.extend(_stale_prepare())
     return out
 
 

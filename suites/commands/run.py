@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -28,9 +29,11 @@ restored, and `--resume RUN_DIR` later runs only the cells that did not finish.
 
 def _csv_list(kind):
     def parse(text: str):
-        items = [x.strip() for x in text.split(",") if x.strip()]
-        if not items:
+        items = [x.strip() for x in text.split(",")]
+        if not any(items):
             raise argparse.ArgumentTypeError("expected a comma-separated list")
+        if not all(items):  # "glibc,,jemalloc": a name was lost; never guess which
+            raise argparse.ArgumentTypeError(f"{text!r} has an empty item; remove the extra comma")
         if kind is int:
             try:
                 return [int(x) for x in items]
@@ -184,6 +187,8 @@ def run(args) -> int:
     if args.repeat is not None and args.repeat <= 0:
         raise SuiteError(f"--repeat {args.repeat}: expected a positive number of rounds")
     budget = duration_arg(args.budget)
+    if args.resume is not None and _complete(args.resume):
+        return 0
     loaded = load_suite(args.suite)
     overrides = (
         args.allocators,
@@ -220,6 +225,27 @@ def run(args) -> int:
     display = Display(enabled=not args.quiet)
     code, run_dir = run_suite(loaded, suite, args.resume, display)
     return _finish(args, code, run_dir)
+
+
+def _complete(run_dir: Path) -> bool:
+    """A run that finished with every cell ok has nothing to resume: say so and touch nothing
+    (its finished_at, preflight record and report stay as they were)."""
+    import json
+
+    try:
+        m = json.loads((Path(run_dir) / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return False  # the resume path names the problem
+    cells = m.get("cells") if isinstance(m, dict) else None
+    if m.get("status") != "finished" or not isinstance(cells, list) or not cells:
+        return False
+    if any(not isinstance(c, dict) or c.get("status") != "ok" for c in cells):
+        return False  # --resume runs the cells that are not ok
+    print(
+        f"{run_dir}: the run is complete ({len(cells)} cells ok, finished {m.get('finished_at')});"
+        " nothing to resume, nothing changed"
+    )
+    return True
 
 
 def resumed_suite(loaded, run_dir: Path):
@@ -310,6 +336,27 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
 
 
 def _finish(args, code: int, run_dir: Path) -> int:
+    """Tables, report and verdicts of a run whose data is already written. A failure to render
+    them (a bug, a damaged file, a full disk) never changes the run's exit code or its data: one
+    line says how to render them again."""
+    try:
+        _render(args, run_dir)
+    except Exception as e:  # noqa: BLE001 - the run's outcome is decided; this is its view
+        if os.environ.get("MALLOCSWEEP_DEBUG"):
+            raise
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(
+            f"mallocsweep: the report could not be rendered ({first}); the run's data is intact:"
+            f" render it again with `mallocsweep report {run_dir}`",
+            file=sys.stderr,
+        )
+    print(f"run directory: {run_dir}")
+    if code == 3:
+        print("some cells or levels failed; see the report's 'Failures' section", file=sys.stderr)
+    return code
+
+
+def _render(args, run_dir: Path) -> None:
     from suites.display import stdout_console
 
     out = stdout_console()  # logs and CI read this table too
@@ -330,7 +377,3 @@ def _finish(args, code: int, run_dir: Path) -> int:
 
         write_verdicts(load_run(run_dir))
     print(f"verdicts: {run_dir / 'verdicts.csv'}")
-    print(f"run directory: {run_dir}")
-    if code == 3:
-        print("some cells or levels failed; see the report's 'Failures' section", file=sys.stderr)
-    return code

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -34,6 +35,9 @@ DESIGN_SAMPLES = """t_s, phase, rss_kb, vsz_kb, hwm_kb,
 THROUGHPUT = ("workload_tps", "workload_qps")  # "plus workload throughput per interval"
 
 
+RUNS = "runs #1 a\\b"
+
+
 def _names(text: str) -> list[str]:
     return [n.strip() for n in text.replace("\n", " ").split(",") if n.strip()]
 
@@ -46,9 +50,12 @@ def smoke_run():
     mp.setenv("MALLOCSWEEP_CACHE", str(cache))
     try:
         mp.chdir(out)  # a relative --out, as `make run` gives it
-        code = main(["run", str(REPO / "configs/suites/smoke.toml"), "--out", "runs", "--quiet"])
-        run_dir = next((out / "runs").iterdir())
+        # with what option files treat specially (comment, escape, blank): a '#' once cut the
+        # server's datadir short, and it ran in a directory of the user's
+        code = main(["run", str(REPO / "configs/suites/smoke.toml"), "--out", RUNS, "--quiet"])
+        run_dir = next((out / RUNS).iterdir())
         yield code, run_dir
+        assert sorted(os.listdir(out)) == sorted(["cache", RUNS]), "a server wrote outside --out"
     finally:
         mp.undo()
         shutil.rmtree(out, ignore_errors=True)

@@ -283,7 +283,12 @@ def test_text_and_files(runs, tmp_path):
     assert "REGRESSION: 24 point(s) significantly slower by more than 5%" in text
     assert "\x1b[" not in text  # no colour codes for logs and CI
     files = write_outputs(cmp, tmp_path / "out")
-    assert [f.name for f in files] == ["compare.md", "compare.html"]
+    stem = "compare-synthetic-rep-a-vs-synthetic-rep-slow10"
+    assert [f.name for f in files] == [f"{stem}.md", f"{stem}.html"]
+    # the same pair again never replaces the first comparison: the next free suffix
+    again = write_outputs(cmp, tmp_path / "out")
+    assert [f.name for f in again] == [f"{stem}.2.md", f"{stem}.2.html"]
+    assert files[0].read_text() == again[0].read_text()
     md = files[0].read_text()
     assert "REGRESSION" in md and "| workload |" in md
     html = files[1].read_text()
@@ -431,7 +436,7 @@ def test_cli_prints_the_verdict_even_when_files_cannot_be_written(runs, tmp_path
     out, err = capsys.readouterr()
     assert code == 1  # the verdict, not an error
     assert "REGRESSION" in out
-    assert "compare.md/compare.html not written" in err and "verdict above stands" in err
+    assert "compare .md/.html not written" in err and "verdict above stands" in err
 
 
 def test_cli_json_warnings_also_go_to_stderr(runs, tmp_path, capsys):

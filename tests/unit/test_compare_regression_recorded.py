@@ -73,4 +73,5 @@ def test_cli_exit_codes(tmp_path, new, code):
     )
     assert r.returncode == code, r.stderr
     verdicts = json.loads(r.stdout)
-    assert verdicts and (tmp_path / "compare.md").exists() and (tmp_path / "compare.html").exists()
+    assert verdicts and len(list(tmp_path.glob("compare-*-vs-*.md"))) == 1
+    assert len(list(tmp_path.glob("compare-*-vs-*.html"))) == 1

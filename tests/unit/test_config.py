@@ -433,11 +433,14 @@ def allocator_library() -> str:
     pytest.skip("no preloadable allocator installed (`make setup` installs libjemalloc2)")
 
 
+WORKLOAD = "\n[sysbench]\nthreads = [8]\n"  # a suite file must name its workload
+
+
 def _suite_in(tmp_path: Path, body: str) -> Path:
     d = tmp_path / "suites" / "mine"
     d.mkdir(parents=True)
     p = d / "s.toml"
-    p.write_text(body)
+    p.write_text(body + WORKLOAD)  # after the body: line numbers in messages stay the same
     return p
 
 
@@ -506,7 +509,7 @@ def test_custom_companions_are_taken_from_the_suite_files_directory(tmp_path, al
     p = lib.parent / "s.toml"
     p.write_text(
         "[[allocators.custom]]\nname = 'x'\nlibrary = 'lib/libproxy.so'\n"
-        "companions = ['lib/libinner.so']\n"
+        "companions = ['lib/libinner.so']\n" + WORKLOAD
     )
     s = load_suite(p).suite
     assert s.allocators.custom[0].companions == [str(lib / "libinner.so")]
@@ -654,7 +657,7 @@ def test_override_keeps_the_files_resolved_paths(tmp_path, monkeypatch, allocato
     (tmp_path / "suites" / "mine" / "lib").mkdir(parents=True)
     (tmp_path / "suites" / "mine" / "lib" / "libx.so").symlink_to(allocator_library)
     p = tmp_path / "suites" / "mine" / "s.toml"
-    p.write_text("[[allocators.custom]]\nname = 'x'\nlibrary = 'lib/libx.so'\n")
+    p.write_text("[[allocators.custom]]\nname = 'x'\nlibrary = 'lib/libx.so'\n" + WORKLOAD)
     s = load_suite(p).suite
     monkeypatch.chdir("/")
     again = apply_overrides(s, threads=[8])

@@ -227,3 +227,26 @@ def test_cache_key_of_a_missing_binary_is_a_one_line_error(tmp_path):
 
     with pytest.raises(SuiteError, match="server binary .*nope.*cannot stat"):
         cache_key(_suite(), _binary(tmp_path / "nope"), DatasetCache(tmp_path / "c"))
+
+
+def test_restore_to_another_filesystem(cached):
+    """--out on another filesystem than the cache (the usual separate data disk): the kernel
+    refuses copy_file_range across filesystem types with EXDEV; the restore must still copy every
+    byte and keep holes. /dev/shm is a tmpfs; the cache is under pytest's tmp (not tmpfs here)."""
+    cache, key, _ = cached
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or os.stat(shm).st_dev == os.stat(cache.root).st_dev:
+        pytest.skip("needs /dev/shm on another filesystem than the test's tmp directory")
+    dest_root = Path(os.path.realpath(shm)) / f"mallocsweep-test-{os.getpid()}"
+    try:
+        dest = dest_root / "datadir"
+        got = cache.restore(key, dest)
+        pristine = cache.path(key) / "datadir"
+        assert got["method"] == "copy"
+        assert digest(dest) == digest(pristine) | {OWNER_MARKER: digest(dest)[OWNER_MARKER]}
+        log = dest / "ib_logfile0"
+        assert log.stat().st_size == 8 << 20 and log.stat().st_blocks * 512 < 1 << 20
+    finally:
+        import shutil
+
+        shutil.rmtree(dest_root, ignore_errors=True)

@@ -1,0 +1,85 @@
+"""Work directories a killed run left in the dataset cache.
+
+Preparing a dataset works in `<cache>/.prepare-<key>-<pid>/` and stores through
+`<cache>/.store-<key>-<pid>/`; both are removed when the preparation ends, but a SIGKILL (or a
+power cut) leaves them behind: a few hundred MB each, forever. They are stale when
+
+- the name is ours (.prepare-/.store- followed by a dataset key and a pid),
+- the directory carries our owner marker (we never delete a directory we did not create),
+- the pid in the name is gone (a live pid, even a reused one, is left alone: never guess), and
+- no live process names the directory on its command line (a server started in it that outlived
+  its runner keeps it until `mallocsweep doctor` has it stopped).
+
+The next run removes them before it prepares anything; `mallocsweep doctor` lists them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+from rundir.format import OWNER_MARKER
+
+_NAME = re.compile(r"^\.(?:prepare|store)-[A-Za-z0-9.-]+-(\d+)$")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, someone else's
+        return True
+    return True
+
+
+def _mentioned_by_a_process(path: Path, proc: Path = Path("/proc")) -> bool:
+    needle = str(path).encode()
+    for entry in proc.iterdir() if proc.is_dir() else []:
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def stale_dirs(cache_root: Path) -> list[Path]:
+    root = Path(cache_root)
+    if not root.is_dir():
+        return []
+    out = []
+    for p in sorted(root.iterdir()):
+        m = _NAME.match(p.name)
+        if not m or p.is_symlink() or not p.is_dir() or not (p / OWNER_MARKER).is_file():
+            continue
+        if _pid_alive(int(m.group(1))) or _mentioned_by_a_process(p):
+            continue
+        out.append(p)
+    return out
+
+
+def size_of(path: Path) -> int:
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, f)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+def remove_stale(cache_root: Path) -> list[str]:
+    """Remove the stale work directories; their names (with the space freed) for the record."""
+    removed = []
+    for p in stale_dirs(cache_root):
+        size = size_of(p)
+        shutil.rmtree(p, ignore_errors=True)
+        if not p.exists():
+            removed.append(f"{p} ({size / 1e6:.0f} MB)")
+    return removed

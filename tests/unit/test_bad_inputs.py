@@ -1,0 +1,142 @@
+"""Bad values from the bad-input trial: refused in one line naming what the user gave, exit 2,
+nothing written; and a closed stdout never changes an exit code."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from suites.cli import main
+from tests.fixtures.make_runs import make_run
+
+REPO = Path(__file__).resolve().parents[2]
+SMOKE = str(REPO / "configs/suites/smoke.toml")
+
+
+def _one_line_error(capsys, argv, tmp_path) -> str:
+    out = tmp_path / "runs"
+    try:
+        code = main([*argv, "--out", str(out)])
+    except SystemExit as e:  # argparse's own errors
+        code = e.code
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert err.startswith("mallocsweep: error: ") and "\n" not in err and "Traceback" not in err
+    assert not out.exists(), "a refused run wrote something"
+    return err
+
+
+@pytest.mark.parametrize(
+    "option, value",
+    [("--allocators", "glibc,,jemalloc"), ("--threads", "8,,64"), ("--thp", "never,")],
+)
+def test_empty_list_items_are_refused_naming_the_value(capsys, tmp_path, option, value):
+    err = _one_line_error(capsys, ["run", SMOKE, option, value], tmp_path)
+    assert option in err and repr(value) in err and "empty item" in err
+
+
+def test_empty_allocator_name_in_the_suite_file_is_refused(capsys, tmp_path):
+    suite = tmp_path / "s.toml"
+    suite.write_text(Path(SMOKE).read_text().replace("use = [", 'use = ["", ', 1))
+    assert 'use = ["", ' in suite.read_text()
+    err = _one_line_error(capsys, ["run", str(suite)], tmp_path)
+    assert "s.toml" in err and "empty allocator name" in err
+
+
+@pytest.mark.parametrize(
+    "body, said",
+    [
+        ("", "empty suite file"),
+        ("# nothing but a comment\n\n", "empty suite file"),
+        ('[suite]\nname = "x"\n', "no [sysbench] section"),
+        ('[suite]\nname = "x"\nkind = "iibench"\n[sysbench]\nthreads = [8]\n', "no [iibench]"),
+    ],
+)
+def test_a_suite_without_workload_is_refused_not_run_with_defaults(capsys, tmp_path, body, said):
+    suite = tmp_path / "s.toml"
+    suite.write_text(body)
+    err = _one_line_error(capsys, ["run", str(suite)], tmp_path)
+    assert str(suite) in err and said in err
+
+
+def test_warmup_error_names_the_option_not_an_internal_field(capsys, tmp_path):
+    err = _one_line_error(capsys, ["run", SMOKE, "--warmup", "-1"], tmp_path)
+    assert "--warmup -1" in err and "min_s" not in err and "cap_s" not in err
+
+
+def test_argparse_errors_are_one_line_too(capsys, tmp_path):
+    err = _one_line_error(capsys, ["run", SMOKE, "--repeat", "two"], tmp_path)
+    assert "--repeat" in err and "usage:" not in err
+
+
+# -- stdout that goes away ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def slow_pair(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pipes")
+    base = make_run(root, "synthetic-pipe-a", seed=21, repeats=3)
+    new = make_run(root, "synthetic-pipe-b", seed=23, repeats=3, speed=0.85)
+    ref, _ = _compare_through(">/dev/null", base, new, root / "ref")
+    assert ref == 1  # a 15% slowdown over 3 repeats: the regression code CI reads
+    return base, new, ref
+
+
+def _compare_through(stdout_spec: str, base: Path, new: Path, out: Path) -> tuple[int, str]:
+    """compare, with its stdout given to the shell redirection `stdout_spec`; (exit code, stderr)."""
+    cmd = (
+        f"{sys.executable} -m suites.cli compare '{base}' '{new}' --out '{out}' {stdout_spec}; "
+        "echo $? >&2"
+    )
+    done = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {cmd}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, MALLOCSWEEP_DEBUG=""),
+    )
+    *err, code = done.stderr.strip().splitlines()
+    return int(code.strip()), "\n".join(err)
+
+
+@pytest.mark.parametrize("stdout_spec", ["| head -c 1 >/dev/null", ">&-", ">/dev/full"])
+def test_a_closed_or_full_stdout_keeps_the_exit_code_and_the_files(
+    slow_pair, tmp_path, stdout_spec
+):
+    base, new, ref = slow_pair
+    # `head` exits after one byte: the pipe closes while compare still prints; pipefail makes the
+    # pipeline's status compare's own
+    spec = stdout_spec.replace("| head", "| (head") + (")" if "head" in stdout_spec else "")
+    code, err = _compare_through(spec, base, new, tmp_path / "out")
+    assert code == ref, err
+    assert "Traceback" not in err and "internal error" not in err
+    assert sorted(p.suffix for p in (tmp_path / "out").iterdir()) == [".html", ".md"]
+
+
+def test_resume_of_a_complete_run_changes_nothing(tmp_path, capsys):
+    run_dir = make_run(tmp_path, "synthetic-complete", seed=4, allocators=("glibc", "jemalloc"))
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in run_dir.rglob("*") if p.is_file()}
+    assert main(["run", SMOKE, "--resume", str(run_dir), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "the run is complete (2 cells ok" in out and "nothing changed" in out
+    after = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in run_dir.rglob("*") if p.is_file()}
+    assert after == before
+
+
+@pytest.mark.parametrize("err, code", [(28, 2), (30, 2), (36, 2), (5, 4)])
+def test_os_errors_of_the_users_machine_are_exit_2_naming_the_file(monkeypatch, capsys, err, code):
+    import suites.commands.report as report_command
+
+    def fails(args):
+        raise OSError(err, os.strerror(err), "/runs/r1/report.html")
+
+    monkeypatch.setattr(report_command, "run", fails)
+    monkeypatch.delenv("MALLOCSWEEP_DEBUG", raising=False)
+    assert main(["report", "/runs/r1"]) == code
+    line = capsys.readouterr().err.strip()
+    assert line.splitlines() == [line] and "/runs/r1/report.html" in line or code == 4

@@ -1,0 +1,62 @@
+"""A SIGKILL during dataset preparation leaves .prepare-*/.store-* in the cache: the next run
+removes the ones that are ours and whose owner is gone; doctor lists them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rundir.format import OWNER_MARKER
+from suites.commands import doctor
+from suites.stale_prepare import remove_stale, stale_dirs
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def _work_dir(root, name, marker=True):
+    d = root / name
+    (d / "datadir").mkdir(parents=True)
+    (d / "datadir" / "ibdata1").write_bytes(b"x" * 4096)
+    if marker:
+        (d / OWNER_MARKER).write_text("created by mallocsweep\n")
+    return d
+
+
+def test_only_our_dirs_of_dead_owners_are_removed(tmp_path, monkeypatch):
+    monkeypatch.setenv("MALLOCSWEEP_CACHE", str(tmp_path))
+    root = tmp_path / "datasets"
+    dead = _dead_pid()
+    stale = _work_dir(root, f".prepare-10.11.19-abc123-{dead}")
+    stale_store = _work_dir(root, f".store-10.11.19-abc123-{dead}")
+    kept = [
+        _work_dir(root, f".prepare-10.11.19-abc123-{__import__('os').getpid()}"),  # owner alive
+        _work_dir(root, f".prepare-10.11.19-abc123-{dead + 1000000}", marker=False),  # not ours
+        _work_dir(root, "10.11.19-abc123"),  # a cached dataset, not a work directory
+    ]
+    in_use = _work_dir(root, f".prepare-10.11.19-def456-{dead}")
+    # a server that outlived its runner still runs in it: named on its command line
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", f"--datadir={in_use}/datadir"]
+    )
+    try:
+        cmdline = Path(f"/proc/{holder.pid}/cmdline")
+        deadline = time.monotonic() + 10
+        while b"--datadir" not in cmdline.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.01)  # until it has exec'd: before, it shows our own command line
+        assert stale_dirs(root) == [stale, stale_store]
+        listed = doctor._stale_prepare()
+        assert [c.ok for c in listed] == [False, False] and str(stale) in listed[0].detail
+        removed = remove_stale(root)
+        assert len(removed) == 2 and str(stale) in removed[0]
+        assert not stale.exists() and not stale_store.exists()
+        assert all(p.exists() for p in [*kept, in_use])
+        assert doctor._stale_prepare() == []
+    finally:
+        holder.kill()
+        holder.wait()
