@@ -140,3 +140,28 @@ def test_os_errors_of_the_users_machine_are_exit_2_naming_the_file(monkeypatch, 
     assert main(["report", "/runs/r1"]) == code
     line = capsys.readouterr().err.strip()
     assert line.splitlines() == [line] and "/runs/r1/report.html" in line or code == 4
+
+
+needs_server = pytest.mark.skipif(
+    not Path("/usr/sbin/mariadbd").exists(),
+    reason="these reach the preflight, which needs Debian's MariaDB (mariadb-server)",
+)
+
+
+@needs_server
+def test_an_out_component_over_255_bytes_is_exit_2_naming_it(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("MALLOCSWEEP_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / ("a" * 300)
+    assert main(["run", SMOKE, "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [err] and "a" * 300 in err and "too long" in err
+
+
+@needs_server
+def test_an_unusable_cache_is_exit_2_before_anything_is_written(capsys, tmp_path, monkeypatch):
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("MALLOCSWEEP_CACHE", str(tmp_path / "a-file" / "cache"))
+    assert main(["run", SMOKE, "--out", str(tmp_path / "runs"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [err] and f"dataset cache {tmp_path / 'a-file'}" in err
+    assert not (tmp_path / "runs").exists()
