@@ -114,13 +114,12 @@ def default_timeout(threads: int, duration_s: float) -> float:
 
 
 def ensure_nofile(needed: int) -> dict:
-    """Raise our soft RLIMIT_NOFILE (inherited by sysbench) to cover one socket per thread."""
+    """The soft RLIMIT_NOFILE sysbench gets (set in the child by the exec helper, ours untouched):
+    one socket per thread, up to the hard limit."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     out = {"soft_before": soft, "hard": hard, "needed": needed}
     if soft != resource.RLIM_INFINITY and soft < needed:
-        new = needed if hard == resource.RLIM_INFINITY else min(hard, needed)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
-        soft = new
+        soft = needed if hard == resource.RLIM_INFINITY else min(hard, needed)
     out["soft"] = soft
     return out
 
@@ -170,12 +169,20 @@ class _RecordFollower:
         return [r for r in (parse_line(ln.decode(errors="replace")) for ln in lines) if r]
 
 
-def _spawn(argv: list[str], env: dict, log_path: Path, cwd: Path) -> Child:
+def _spawn(
+    argv: list[str], env: dict, log_path: Path, cwd: Path, nofile: int | None = None
+) -> Child:
     with open(log_path, "ab") as log:
         log.write(("# mallocsweep: " + " ".join(argv) + "\n").encode())
     # SIGKILL on our death: a client left running would load the next cell's server.
     return spawn(
-        argv, env=env, cwd=cwd, stdout=log_path, stderr=log_path, death_signal=signal.SIGKILL
+        argv,
+        env=env,
+        cwd=cwd,
+        stdout=log_path,
+        stderr=log_path,
+        death_signal=signal.SIGKILL,
+        rlimits={"nofile": nofile} if nofile and nofile != resource.RLIM_INFINITY else None,
     )
 
 
@@ -231,7 +238,7 @@ def run_level(
     started = time.monotonic()
     try:
         try:
-            child = _spawn(argv, env, log_path, scratch)
+            child = _spawn(argv, env, log_path, scratch, nofile["soft"])
         except OSError as e:
             res = LevelResult(
                 workload=workload,
