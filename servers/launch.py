@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from servers import interrupts
 from servers.exec_helper import PRELOAD_VAR, helper_argv
 
 if TYPE_CHECKING:
@@ -107,12 +108,17 @@ class Child:
     def alive(self) -> bool:
         return self.poll() is None
 
-    def wait(self, timeout: float | None = None) -> ExitInfo | None:
-        """Wait up to `timeout` seconds (forever when None); the exit, or None if still running."""
+    def wait(
+        self, timeout: float | None = None, cut_short: Callable[[], bool] | None = None
+    ) -> ExitInfo | None:
+        """Wait up to `timeout` seconds (forever when None), or until `cut_short()` says so; the
+        exit, or None if still running."""
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = 0.01
         while self.poll() is None:
             if deadline is not None and time.monotonic() >= deadline:
+                return None
+            if cut_short is not None and cut_short():
                 return None
             time.sleep(delay)
             delay = min(delay * 1.5, 0.2)
@@ -128,11 +134,13 @@ class Child:
             pass
 
     def terminate(self, term_timeout: float = 30.0, kill_timeout: float = 10.0) -> ExitInfo:
-        """SIGTERM the group, then SIGKILL after `term_timeout`; always returns the reaped exit."""
+        """SIGTERM the group, then SIGKILL after `term_timeout` (at once when the user insists:
+        a third Ctrl-C, servers.interrupts); always returns the reaped exit."""
         if self.poll() is not None:
             return self.exit
-        self.signal_group(signal.SIGTERM)
-        if self.wait(term_timeout) is None:
+        if not interrupts.hurrying():
+            self.signal_group(signal.SIGTERM)
+        if interrupts.hurrying() or self.wait(term_timeout, interrupts.hurrying) is None:
             self.signal_group(signal.SIGKILL)
             if self.wait(kill_timeout) is None:  # pragma: no cover - uninterruptible sleep
                 raise OSError(f"process {self.pid} survived SIGKILL for {kill_timeout}s")

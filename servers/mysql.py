@@ -18,6 +18,7 @@ from pathlib import Path
 import mysql.connector
 
 from rundir.format import OWNER_MARKER
+from servers import interrupts
 from servers.allocators import Allocator
 from servers.errors import AllocatorError, ServerError
 from servers.launch import Child, ExitInfo, spawn
@@ -149,7 +150,7 @@ class MySQLServer(ServerLife):
         root = self._in_root() if self.binary.root is not None else None
         try:
             child = spawn(argv, env=env, cwd=self.workdir, stdout=log, stderr=log, root=root)
-            done = child.wait(timeout_s)
+            done = _wait_interruptibly(child, timeout_s)
             if done is None:
                 child.terminate(term_timeout=10)
                 raise ServerError(f"{tool} did not finish in {timeout_s:.0f}s; see {log}")
@@ -272,6 +273,7 @@ class MySQLServer(ServerLife):
         delay = 0.05
         last_error = ""
         while True:
+            interrupts.check()  # a safe point: start() stops the server on the way out
             ended = self.child.poll()
             if ended is not None:
                 raise ServerError(
@@ -443,6 +445,22 @@ class MySQLServer(ServerLife):
             "evidence": self.evidence,
             "exit": self.exit.to_manifest() if self.exit else None,
         }
+
+
+def _wait_interruptibly(child: Child, timeout_s: float):
+    """child.wait(timeout_s) with safe points: on a signal the child is stopped, then
+    Interrupted is raised."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        done = child.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+        if done is not None or time.monotonic() >= deadline:
+            return done
+        try:
+            interrupts.check()
+        except interrupts.Interrupted:
+            with interrupts.held():
+                child.terminate(term_timeout=10)
+            raise
 
 
 def _text(v) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rundir.write import make_owned_dir
+from servers import interrupts
 from suites.datadir_cache import DatasetCache
 from suites.errors import SuiteError
 
@@ -153,6 +154,8 @@ def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:
         cache.store(key, work / "datadir", meta)
         return Prepared(cache, key, spec, True, round(prepare_s, 3))
     finally:
-        if server.alive:
-            server.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        # Held: a signal never leaves a server running or a .prepare-* directory in the cache.
+        with interrupts.held(), interrupts.doing("the dataset's server to stop"):
+            if server.alive:
+                server.stop()
+            shutil.rmtree(work, ignore_errors=True)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from collectors.priority import IdleBoost, boost, unboost
+from servers import interrupts
 from servers.launch import Child, spawn
 from suites.errors import SuiteError
 from suites.sysbench.options import (
@@ -277,6 +278,8 @@ def run_level(
                 report.check()
             if ended is not None:
                 break
+            # A safe point: on a signal, the finally below kills and reaps sysbench.
+            interrupts.check()
             now = time.monotonic()
             if now >= deadline:
                 timed_out = True
@@ -285,15 +288,16 @@ def run_level(
                 break
             watch.wait(min(deadline - now, WAKE_MAX_S))
     finally:
-        unboost()
-        if watch is not None:
-            watch.close()
-        if isinstance(report, IdleBoost):
-            report.stop()
-        if child is not None and child.poll() is None:  # interrupted: never leave clients behind
-            child.signal_group(signal.SIGKILL)
-            child.wait(10)
-        shutil.rmtree(scratch, ignore_errors=True)
+        with interrupts.held(), interrupts.doing("sysbench to be killed and reaped"):
+            unboost()
+            if watch is not None:
+                watch.close()
+            if isinstance(report, IdleBoost):
+                report.stop()
+            if child is not None and child.poll() is None:  # interrupted: no clients left behind
+                child.signal_group(signal.SIGKILL)
+                child.wait(10)
+            shutil.rmtree(scratch, ignore_errors=True)
 
     if isinstance(report, IdleBoost):
         priority["report_thread"] = report.to_record()
@@ -354,7 +358,14 @@ def prepare(
             child = _spawn(argv, _ENV | {"HOME": str(scratch)}, log_path, scratch)
         except OSError as e:
             raise SuiteError(f"cannot run {opts.sysbench}: {e.strerror}") from None
-        ended = child.wait(timeout_s)
+        deadline = None if timeout_s is None else started + timeout_s
+        while True:
+            # Safe points every half second: a signal kills sysbench in the finally below.
+            step = 0.5 if deadline is None else min(0.5, max(0.0, deadline - time.monotonic()))
+            ended = child.wait(step)
+            if ended is not None or (deadline is not None and time.monotonic() >= deadline):
+                break
+            interrupts.check()
         if ended is None:
             child.signal_group(signal.SIGKILL)
             child.wait(10)
@@ -362,10 +373,11 @@ def prepare(
                 f"sysbench prepare did not finish within {timeout_s:.0f}s; see {log_path}"
             )
     finally:
-        if child is not None and child.poll() is None:
-            child.signal_group(signal.SIGKILL)
-            child.wait(10)
-        shutil.rmtree(scratch, ignore_errors=True)
+        with interrupts.held():
+            if child is not None and child.poll() is None:
+                child.signal_group(signal.SIGKILL)
+                child.wait(10)
+            shutil.rmtree(scratch, ignore_errors=True)
     seconds = time.monotonic() - started
     if ended.returncode != 0:
         reason = _failure_reason(log_path, f"sysbench prepare {ended.describe}")
