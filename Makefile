@@ -20,11 +20,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SUITE ?= configs/suites/quick.toml
 OUT   ?= runs
 
-.PHONY: help setup deps venv helper standin run test test-unit test-integration bench lint clean
+.PHONY: help setup deps venv helper standin run test test-unit test-integration stress bench lint clean
 
 help:
 	@echo "make run     install what is missing, then run the quick suite on MariaDB with every allocator found"
 	@echo "make test    install what is missing, then run unit and integration tests (real servers)"
+	@echo "make stress  the long fault campaign (signals, kills, bad settings; ~50 faults)"
 	@echo "make bench   performance figures of the tool itself, as side-by-side ratios"
 	@echo "make lint    ruff"
 	@echo "make setup   only the installation (idempotent)"
@@ -78,6 +79,10 @@ test-unit: venv helper
 
 test-integration: setup
 	$(PY) -m pytest -q -ra tests/integration
+
+# The long fault campaign (~50 faults; MALLOCSWEEP_STRESS_SEED repeats one, it is printed).
+stress: setup
+	MALLOCSWEEP_STRESS_FAULTS=$${MALLOCSWEEP_STRESS_FAULTS:-50} $(PY) -m tests.integration.fault_campaign
 
 bench: setup
 	$(PY) -m suites.selfbench

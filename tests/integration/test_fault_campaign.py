@@ -1,0 +1,35 @@
+"""The fault campaign in make test: a fixed seed, about a dozen faults, a few minutes
+(tests/integration/fault_campaign.py says what is injected and checked; `make stress` runs ~50)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.integration.fault_campaign import campaign
+
+pytestmark = pytest.mark.integration
+
+SEED = 17
+FAULTS = 12
+
+
+def test_fault_campaign_leaves_nothing_behind_and_resume_completes(capsys):
+    work = Path(tempfile.mkdtemp(prefix="ms-campaign-", dir="/tmp"))
+    try:
+        c = campaign(SEED, FAULTS, work, budget_s=240)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    with capsys.disabled():
+        print(f"\nfault campaign (seed {SEED}): {c.summary()}")
+        for line in c.log:
+            print("  ", line)
+    assert c.faults >= 10, c.log
+    assert (c.orphans, c.thp_changed, c.mounts_left, c.manifests_invalid) == (0, 0, 0, 0), (
+        c.problems
+    )
+    assert c.resumes_incomplete == 0, c.problems
+    assert c.problems == []
