@@ -251,7 +251,11 @@ def run_level(
             return res
         deadline = started + limit
         # Reports reach the collectors' window marks through this thread: wake it promptly
-        # (children it creates from now on start with the normal policy again).
+        # (children it creates from now on start with the normal policy again). It sleeps in
+        # select() between records (watch.py), so it does not take CPU from the server: measured
+        # on this 2-core machine (issue 17), one MariaDB life, 8 threads, 10 s levels, FIFO and
+        # normal policy interleaved over 6 rounds: QPS FIFO/normal median 1.04 (POINT_SELECT) and
+        # 1.13 (OLTP_RO), server CPU 0.72 vs 0.73 and 0.94 vs 0.88 cores.
         priority = {"runner": boost(), "report_thread": None}
         watch = LevelWatch(rec_path, child.pid, POLL_S)
         while True:

@@ -280,7 +280,7 @@ def campaign(seed: int, faults: int, work: Path, budget_s: float, say=print) -> 
         d.mkdir(parents=True, exist_ok=True)
     dirs = [cache, out, bad_out]
     thp_before = thp_state()
-    base = [SMOKE, "--threads", "4", "--duration", "1", "--repeat", "2"]
+    base = [SMOKE, "--threads", "4", "--duration", "3", "--repeat", "2"]
     started = time.monotonic()
     run_dir: Path | None = None
     # A dataset prepared for the first run; the first fault may land in its preparation.
@@ -299,7 +299,7 @@ def campaign(seed: int, faults: int, work: Path, budget_s: float, say=print) -> 
                 )
             )
             proc = start_run(
-                [str(bad), "--threads", "4", "--duration", "1", "--out", str(bad_out)], cache
+                [str(bad), "--threads", "4", "--duration", "3", "--out", str(bad_out)], cache
             )
             try:
                 proc.wait(300)
