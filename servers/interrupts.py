@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import stat
 from collections.abc import Callable, Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -51,12 +52,17 @@ def _say(text: str) -> None:
 
 
 class Interrupts:
-    def __init__(self, say: Callable[[str], None] = _say):
+    def __init__(
+        self,
+        say: Callable[[str], None] = _say,
+        detach: Callable[[], None] | None = None,
+    ):
         self.first: int | None = None  # the signal that interrupted the run
         self.count = 0
         self._held = 0
         self._doing: list[str] = []
         self._say = say
+        self._detach = detach or _detach_dead_terminal
         self._r, self._w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._old: dict[int, object] = {}
 
@@ -70,7 +76,7 @@ class Interrupts:
         except OSError:  # the pipe is full: whoever waits has enough to wake on
             pass
         if signum == signal.SIGHUP:
-            _detach_dead_terminal()
+            self._detach()
         if self.count == 2:
             what = self._doing[-1] if self._doing else "the current step to reach a safe point"
             self._say(
@@ -119,6 +125,8 @@ class Interrupts:
     def install(self) -> None:
         global _active
         for s in SIGNALS:
+            if s == signal.SIGHUP and signal.getsignal(s) is signal.SIG_IGN:
+                continue  # started under nohup: a hang-up is meant to be ignored
             self._old[s] = signal.signal(s, self.handle)
         _active = self
 
@@ -135,8 +143,9 @@ class Interrupts:
 
 
 def _detach_dead_terminal() -> None:
-    """After a hang-up the terminal is gone: writes to it fail (EIO) and would turn the clean-up's
-    progress lines into errors. Point the standard streams that were the terminal at /dev/null."""
+    """After a hang-up the terminal (or the SSH session's pipes) is gone: writes fail (EIO, EPIPE)
+    and would turn the clean-up's progress lines into errors. Point the standard streams that were
+    a terminal, pipe or socket at /dev/null; a regular file (a log) keeps receiving them."""
     try:
         null = os.open(os.devnull, os.O_RDWR)
     except OSError:
@@ -144,7 +153,8 @@ def _detach_dead_terminal() -> None:
     try:
         for fd in (0, 1, 2):
             try:
-                if os.isatty(fd):
+                mode = os.fstat(fd).st_mode
+                if os.isatty(fd) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
                     os.dup2(null, fd)
             except OSError:
                 pass

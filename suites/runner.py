@@ -235,7 +235,6 @@ class Matrix:
                 self.manifest["dataset"] = dataset.to_manifest()
                 self._save_manifest()
             for cell in todo:
-                gate.check()  # safe point: between cells
                 self._run_cell(cell, binary, by_name[cell.allocator], thp, dataset)
             if resumed is None and self.suite.run.budget_s:
                 self._more_rounds(cells, label, allocators, binary, thp, dataset)
@@ -324,6 +323,7 @@ class Matrix:
             last_round_s = time.monotonic() - t0
 
     def _run_cell(self, plan: CellPlan, binary, allocator, thp, dataset) -> None:
+        interrupts.check()  # safe point: between cells (and rounds)
         entry = self.manifest_cell(plan.id)
         attempt = self.run_dir.archive_attempt(plan.id)
         if attempt is not None:

@@ -20,8 +20,14 @@ def said():
 
 
 @pytest.fixture
-def gate(said):
-    g = Interrupts(say=said.append)
+def detached():
+    return []
+
+
+@pytest.fixture
+def gate(said, detached):
+    # detach: the real one would point pytest's own stdout at /dev/null on SIGHUP
+    g = Interrupts(say=said.append, detach=lambda: detached.append(True))
     g.install()
     yield g
     g.uninstall()
@@ -41,8 +47,9 @@ def test_a_signal_only_sets_the_flag_until_a_safe_point(gate):
     assert e.value.exit_code == 143 and e.value.signum == signal.SIGTERM
 
 
-def test_hangup_is_an_interruption_like_ctrl_c(gate):
+def test_hangup_is_an_interruption_like_ctrl_c(gate, detached):
     os.kill(os.getpid(), signal.SIGHUP)
+    assert detached == [True]  # the dead terminal's streams are let go
     with pytest.raises(Interrupted) as e:
         gate.check()
     assert e.value.exit_code == 129
@@ -76,7 +83,7 @@ def test_second_signal_says_what_is_awaited_third_hurries(gate, said):
 
 def test_uninstall_restores_handlers_and_deactivates(said):
     before = signal.getsignal(signal.SIGINT)
-    g = Interrupts(say=said.append)
+    g = Interrupts(say=said.append, detach=lambda: None)
     g.install()
     assert interrupts.active() is g
     g.uninstall()
@@ -129,3 +136,15 @@ def test_third_signal_skips_the_clean_shutdown_but_still_reaps(gate):
     assert life.stop(timeout_s=5) == "reaped"
     assert life.requested == 0
     assert life.child.calls == [("terminate", True)]
+
+
+def test_nohup_keeps_hangups_ignored(said):
+    old = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        g = Interrupts(say=said.append, detach=lambda: None)
+        g.install()
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGINT) == g.handle
+        g.uninstall()
+    finally:
+        signal.signal(signal.SIGHUP, old)
