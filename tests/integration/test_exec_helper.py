@@ -135,3 +135,24 @@ def test_no_python_runs_between_fork_and_exec():
             if re.search(r"preexec_fn\s*=", text) or re.search(r"start_new_session\s*=", text):
                 offenders.append(str(f.relative_to(REPO)))
     assert offenders == []
+
+
+def test_a_third_signal_skips_sigterm_but_still_kills_and_reaps():
+    """A child that ignores SIGTERM: normally terminate() waits out term_timeout; once the user
+    has insisted (third Ctrl-C) it is SIGKILLed at once, and reaped."""
+    from servers.interrupts import Interrupts
+
+    child = spawn(["/bin/sh", "-c", "trap '' TERM; sleep 60"], env={})
+    gate = Interrupts(say=lambda _: None, detach=lambda: None)
+    gate.install()
+    try:
+        for _ in range(3):
+            gate.handle(signal.SIGINT)
+        t0 = time.monotonic()
+        ended = child.terminate(term_timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        gate.uninstall()
+        child.terminate(term_timeout=1)
+    assert ended.signal == signal.SIGKILL and took < 5
+    assert _state(child.pid) in ("gone",) or _state(child.pid) != "Z"
