@@ -20,7 +20,7 @@ FAULTS = 12
 def test_fault_campaign_leaves_nothing_behind_and_resume_completes(capsys):
     work = Path(tempfile.mkdtemp(prefix="ms-campaign-", dir="/tmp"))
     try:
-        c = campaign(SEED, FAULTS, work, budget_s=240)
+        c = campaign(SEED, FAULTS, work, budget_s=200)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     with capsys.disabled():
