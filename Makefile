@@ -20,16 +20,17 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SUITE ?= configs/suites/quick.toml
 OUT   ?= runs
 
-.PHONY: help setup deps venv standin run test test-unit test-integration bench lint clean
+.PHONY: help setup deps venv helper standin run test test-unit test-integration stress bench lint clean
 
 help:
 	@echo "make run     install what is missing, then run the quick suite on MariaDB with every allocator found"
 	@echo "make test    install what is missing, then run unit and integration tests (real servers)"
+	@echo "make stress  the long fault campaign (signals, kills, bad settings; ~50 faults)"
 	@echo "make bench   performance figures of the tool itself, as side-by-side ratios"
 	@echo "make lint    ruff"
 	@echo "make setup   only the installation (idempotent)"
 
-setup: deps venv standin
+setup: deps venv helper standin
 
 # Installs only the Debian packages that are missing; a no-op when all are present.
 deps:
@@ -51,6 +52,14 @@ $(STAMPS)/venv: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	@touch $@
 
+# The exec helper every child starts through (servers/exec/msexec.c; found by servers/exec_helper.py).
+MSEXEC := $(VENV)/libexec/mallocsweep/msexec
+helper: $(MSEXEC)
+
+$(MSEXEC): servers/exec/msexec.c | $(STAMPS)/venv
+	@mkdir -p $(dir $@)
+	gcc -O2 -Wall -Wextra -Werror -o $@.tmp $< && mv $@.tmp $@
+
 # The MongoDB wire-protocol stand-in (no mongod is packaged for this machine); tests only.
 standin: $(if $(wildcard tests/standin/pom.xml),$(STAMPS)/standin)
 
@@ -65,11 +74,15 @@ run: setup
 test: setup
 	$(PY) -m pytest -q -ra tests
 
-test-unit: venv
+test-unit: venv helper
 	$(PY) -m pytest -q -ra tests/unit
 
 test-integration: setup
 	$(PY) -m pytest -q -ra tests/integration
+
+# The long fault campaign (~50 faults; MALLOCSWEEP_STRESS_SEED repeats one, it is printed).
+stress: setup
+	MALLOCSWEEP_STRESS_FAULTS=$${MALLOCSWEEP_STRESS_FAULTS:-50} $(PY) -m tests.integration.fault_campaign
 
 bench: setup
 	$(PY) -m suites.selfbench

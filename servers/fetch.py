@@ -29,6 +29,7 @@ from rundir.atomic import atomic_write
 from servers import archive
 from servers.archive import Located, Package, ReleaseIndex, Spec
 from servers.errors import ServerError
+from servers.exec_helper import helper_argv
 
 META = "fetched.json"
 META_VERSION = 1
@@ -226,18 +227,18 @@ def _run(
         out.write(f"\n$ {' '.join(argv)}\n".encode())
         out.flush()
         start = out.tell()
-        try:
-            p = subprocess.Popen(
-                argv,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=_ENV,
-                cwd=cwd,
-                start_new_session=True,
-            )
-        except FileNotFoundError:
-            raise ServerError(f"{argv[0]} not found (needed to {what})") from None
+        if shutil.which(argv[0], path=_ENV.get("PATH")) is None:
+            raise ServerError(f"{argv[0]} not found (needed to {what})")
+        # Through the exec helper: its own process group, and killed if we are (SIGKILL).
+        p = subprocess.Popen(
+            helper_argv(argv, parent=os.getpid(), death_signal=signal.SIGKILL, gate=False),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=_ENV,
+            cwd=cwd,
+            process_group=0,
+        )
         try:
             rc = _wait(p, time.monotonic() + timeout, log, start, watch)
         finally:

@@ -2,14 +2,20 @@
 
 Why not subprocess.Popen alone:
 - Collectors must attach before the server's first instruction (context-switch counters that
-  follow every thread ever created). Popen returns only after exec, so the child first runs a
-  tiny /bin/sh gate that waits on a pipe; `on_spawn(pid)` runs while it waits, then the gate
-  execs the real binary under the same pid.
+  follow every thread ever created). Popen returns only after exec, so the child first runs our
+  exec helper (servers/exec/msexec.c, located by servers.exec_helper), which waits on a pipe;
+  `on_spawn(pid)` runs while it waits, then the helper execs the real binary under the same pid.
+- No Python runs between fork and exec (the runner has sampler, marker and display threads; a
+  lock held by one of them at fork time would stay held in the child). subprocess forks and execs
+  the helper in C, and the helper does the child's set-up in C: parent-death signal (then
+  getppid() checked, in case we died first), resource limits, PR_SET_THP_DISABLE (the kernel keeps
+  it across exec), the chroot of a server root, then exec.
 - The server's environment is exactly ours: nothing is inherited but what we pass. LD_PRELOAD is
-  carried past the gate as MS_PRELOAD so the shell itself is not run under the allocator.
-- It gets its own process group (a terminal's Ctrl-C reaches only the runner, which stops it
-  cleanly), a parent-death signal (if the runner is SIGKILLed, the server dies too) and, when
-  asked, PR_SET_THP_DISABLE, which the kernel keeps across exec.
+  carried past the helper as MS_PRELOAD and set only at its exec, so the helper itself never runs
+  under the allocator.
+- It gets its own process group (subprocess's process_group=0, done in C before Popen returns, so
+  signal_group works from the first moment): a terminal's Ctrl-C reaches only the runner, which
+  stops it cleanly.
 - The exit is reaped with os.wait4, whose rusage is the kernel's exact whole-life total for every
   thread the process ever had. Just before that, `before_reap(pid)` runs once the process has
   exited but is still a zombie (seen with waitid(WEXITED | WNOWAIT)): every thread is gone, so
@@ -23,7 +29,6 @@ or from a thread that outlives the child.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
@@ -32,18 +37,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-PR_SET_PDEATHSIG = 1
-PR_SET_THP_DISABLE = 41
+from servers import interrupts
+from servers.exec_helper import PRELOAD_VAR, helper_argv
 
-_libc = ctypes.CDLL(None, use_errno=True)
-
-# stdin is the gate: one line means "go", EOF means the parent gave up (exit without exec).
-_GATE_SCRIPT = (
-    "read _ || exit 97; exec </dev/null; "
-    'if [ -n "${MS_PRELOAD-}" ]; then LD_PRELOAD="$MS_PRELOAD"; export LD_PRELOAD; fi; '
-    'unset MS_PRELOAD; exec "$@"'
-)
+if TYPE_CHECKING:
+    from servers.root import RootLaunch
 
 
 @dataclass
@@ -81,12 +81,6 @@ def _rusage_dict(ru) -> dict[str, float]:
     }
 
 
-def _prctl(option: int, arg: int) -> None:
-    if _libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-
-
 class Child:
     """A process we started: its pid, its process group, and its exact end."""
 
@@ -114,12 +108,17 @@ class Child:
     def alive(self) -> bool:
         return self.poll() is None
 
-    def wait(self, timeout: float | None = None) -> ExitInfo | None:
-        """Wait up to `timeout` seconds (forever when None); the exit, or None if still running."""
+    def wait(
+        self, timeout: float | None = None, cut_short: Callable[[], bool] | None = None
+    ) -> ExitInfo | None:
+        """Wait up to `timeout` seconds (forever when None), or until `cut_short()` says so; the
+        exit, or None if still running."""
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = 0.01
         while self.poll() is None:
             if deadline is not None and time.monotonic() >= deadline:
+                return None
+            if cut_short is not None and cut_short():
                 return None
             time.sleep(delay)
             delay = min(delay * 1.5, 0.2)
@@ -135,11 +134,13 @@ class Child:
             pass
 
     def terminate(self, term_timeout: float = 30.0, kill_timeout: float = 10.0) -> ExitInfo:
-        """SIGTERM the group, then SIGKILL after `term_timeout`; always returns the reaped exit."""
+        """SIGTERM the group, then SIGKILL after `term_timeout` (at once when the user insists:
+        a third Ctrl-C, servers.interrupts); always returns the reaped exit."""
         if self.poll() is not None:
             return self.exit
-        self.signal_group(signal.SIGTERM)
-        if self.wait(term_timeout) is None:
+        if not interrupts.hurrying():
+            self.signal_group(signal.SIGTERM)
+        if interrupts.hurrying() or self.wait(term_timeout, interrupts.hurrying) is None:
             self.signal_group(signal.SIGKILL)
             if self.wait(kill_timeout) is None:  # pragma: no cover - uninterruptible sleep
                 raise OSError(f"process {self.pid} survived SIGKILL for {kill_timeout}s")
@@ -207,39 +208,42 @@ def spawn(
     death_signal: int = signal.SIGTERM,
     on_spawn: Callable[[int], None] | None = None,
     before_reap: Callable[[int], None] | None = None,
+    rlimits: Mapping[str, int] | None = None,
+    root: RootLaunch | None = None,
 ) -> Child:
     """Start `argv` as our child with exactly `env` (LD_PRELOAD honoured only for argv[0]).
 
     `on_spawn(pid)` runs before the binary executes; if it raises, the child is stopped and the
     error propagates. `before_reap(pid)` runs once, after the child has exited and before it is
     reaped (see the module doc). stdout/stderr go to the given files (appended), else to
-    /dev/null.
+    /dev/null. `rlimits` ({"nofile": N}) are set in the child only. With `root`, argv[0] and
+    every path are as seen inside the root (servers.root), and cwd is entered inside it.
     """
     env = dict(env)
-    preload = env.pop("LD_PRELOAD", "")
-    env["MS_PRELOAD"] = preload
-    parent = os.getpid()
-
-    def _in_child() -> None:  # runs between fork and exec: async-signal-safe calls only
-        _prctl(PR_SET_PDEATHSIG, int(death_signal))
-        if os.getppid() != parent:  # parent died before the prctl took effect
-            os._exit(98)
-        if thp_disable:
-            _prctl(PR_SET_THP_DISABLE, 1)
-
+    env[PRELOAD_VAR] = env.pop("LD_PRELOAD", "")
+    full = helper_argv(
+        argv,
+        parent=os.getpid(),
+        death_signal=death_signal,
+        thp_disable=thp_disable,
+        rlimits=rlimits,
+        root=root.root if root is not None else None,
+        binds=root.binds if root is not None else (),
+        chdir=str(cwd) if (root is not None and cwd is not None) else None,
+    )
     gate_r, gate_w = os.pipe()
     out = open(stdout, "ab") if stdout else subprocess.DEVNULL
     err = open(stderr, "ab") if stderr else subprocess.DEVNULL
     try:
         popen = subprocess.Popen(
-            ["/bin/sh", "-c", _GATE_SCRIPT, "mallocsweep-gate", *argv],
+            full,
             env=env,
-            cwd=cwd,
+            # In a root, cwd is a path inside it: the helper enters it after the chroot.
+            cwd=cwd if root is None else None,
             stdin=gate_r,
             stdout=out,
             stderr=err,
             process_group=0,
-            preexec_fn=_in_child,
             close_fds=True,
         )
     except BaseException:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from servers import interrupts
 from servers.launch import Child, ExitInfo
 
 
@@ -51,18 +52,24 @@ class ServerLife:
 
     def stop(self, timeout_s: float = 120) -> ExitInfo | None:
         """The server's own shutdown, then SIGTERM, then SIGKILL; always reaped. Idempotent (None
-        if never started). Returns the exit with the kernel's whole-life rusage."""
-        if self.child is None:
+        if never started). Returns the exit with the kernel's whole-life rusage.
+
+        Runs with signals held (servers.interrupts): a Ctrl-C never cuts it short. A third one
+        skips the clean shutdown (and SIGTERM's wait): the server is killed, and still reaped."""
+        with interrupts.held():
+            if self.child is None:
+                self._release()
+                return None
+            if self.child.exit is None:
+                with interrupts.doing(f"the server (pid {self.child.pid}) to shut down"):
+                    if not interrupts.hurrying() and self._request_shutdown():
+                        self.child.wait(timeout_s, interrupts.hurrying)
+                    # Not answering, or not down in time: SIGTERM (a clean shutdown too), then
+                    # SIGKILL.
+                    self.child.terminate(term_timeout=min(60.0, timeout_s), kill_timeout=10)
+            self.exit = self.child.exit
             self._release()
-            return None
-        if self.child.exit is None:
-            if self._request_shutdown():
-                self.child.wait(timeout_s)
-            # Not answering, or not down in time: SIGTERM (a clean shutdown too), then SIGKILL.
-            self.child.terminate(term_timeout=min(60.0, timeout_s), kill_timeout=10)
-        self.exit = self.child.exit
-        self._release()
-        return self.exit
+            return self.exit
 
     def error_log_tail(self, n: int = 20) -> str:
         return tail(self.error_log, n)

@@ -38,6 +38,7 @@ from pymongo.errors import PyMongoError
 
 from collectors.thp_sysfs import SYSFS as THP_SYSFS
 from collectors.thp_sysfs import system_modes
+from servers import interrupts
 from servers.allocators import Allocator
 from servers.elfcheck import interposes_malloc, malloc_definitions
 from servers.errors import AllocatorError, ServerError
@@ -473,6 +474,7 @@ class MongoServer(ServerLife):
         )  # fmt: skip
         try:
             while True:
+                interrupts.check()  # a safe point: start() stops the server on the way out
                 ended = self.child.poll()
                 if ended is not None:
                     raise ServerError(

@@ -9,7 +9,6 @@ the pid file and (when the path is short enough) the unix socket.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 import mysql.connector
 
 from rundir.format import OWNER_MARKER
+from servers import interrupts
 from servers.allocators import Allocator
 from servers.errors import AllocatorError, ServerError
 from servers.launch import Child, ExitInfo, spawn
@@ -26,7 +26,7 @@ from servers.life import ServerLife, tail
 from servers.mysql_config import MySQLSettings, ServerPaths, render_my_cnf
 from servers.mysql_flavor import ServerBinary, find_mysql
 from servers.ports import free_port, port_in_use
-from servers.root import mount_points, remove_mount_points, rooted_argv, rooted_env
+from servers.root import RootLaunch, mount_points, remove_mount_points, rooted
 from servers.verify import refuse_self_allocating, verify_allocator
 
 __all__ = ["MySQLServer", "MySQLSettings", "ServerBinary", "find_mysql"]
@@ -158,21 +158,13 @@ class MySQLServer(ServerLife):
             argv = [self.binary.path, cnf, "--initialize-insecure", f"--datadir={self.datadir}"]
         env = dict(_BASE_ENV)
         tool = argv[0]  # as messages name it (inside the root, for a server in one)
-        if self.binary.root is not None:
-            argv, env = self._in_root(argv), rooted_env(env)
+        root = self._in_root() if self.binary.root is not None else None
         try:
-            with open(log, "ab") as out:
-                done = subprocess.run(
-                    argv,
-                    env=env,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    timeout=timeout_s,
-                    cwd=self.workdir,
-                )
-        except subprocess.TimeoutExpired:
-            raise ServerError(f"{tool} did not finish in {timeout_s:.0f}s; see {log}") from None
+            child = spawn(argv, env=env, cwd=self.workdir, stdout=log, stderr=log, root=root)
+            done = _wait_interruptibly(child, timeout_s)
+            if done is None:
+                child.terminate(term_timeout=10)
+                raise ServerError(f"{tool} did not finish in {timeout_s:.0f}s; see {log}")
         except OSError as e:
             raise ServerError(f"cannot run {argv[0]}: {e.strerror}") from None
         finally:
@@ -180,7 +172,7 @@ class MySQLServer(ServerLife):
             self._remove_mount_points()
         if done.returncode != 0:
             raise ServerError(
-                f"{Path(tool).name} failed with status {done.returncode}: "
+                f"{Path(tool).name} failed ({done.describe}) for {self.datadir}: "
                 # the bootstrap server writes its reasons to the error log (log-error), the
                 # script only says where to look
                 + (
@@ -203,12 +195,12 @@ class MySQLServer(ServerLife):
             binds.append(str(self._socket_dir))
         return binds
 
-    def _in_root(self, argv: list[str]) -> list[str]:
-        """`argv` (paths inside the root) as the host command that runs it in the root."""
+    def _in_root(self) -> RootLaunch:
+        """How a child runs in the server's root (paths inside it are the host's: bound)."""
         root = self.binary.root.path
         binds = self._binds()
         self._mount_points += mount_points(root, binds)
-        return rooted_argv(root, argv, binds)
+        return rooted(root, binds)
 
     def _remove_mount_points(self) -> None:
         if self.binary.root is not None and self._mount_points:
@@ -257,13 +249,12 @@ class MySQLServer(ServerLife):
         self.exit = None
         self.evidence = None
         argv = [self.binary.path, f"--defaults-file={self.my_cnf}"]
-        env = self.launch_env
-        if self.binary.root is not None:
-            # LD_PRELOAD (a path inside the root) is set by `env` at the last exec, inside it.
-            argv, env = self._in_root(argv), rooted_env(env)
+        # In a root, LD_PRELOAD (a path inside it) is set by the exec helper after the chroot.
+        root = self._in_root() if self.binary.root is not None else None
         self.child = spawn(
             argv,
-            env=env,
+            env=self.launch_env,
+            root=root,
             cwd=self.workdir,
             stdout=self.error_log,
             stderr=self.error_log,
@@ -299,6 +290,7 @@ class MySQLServer(ServerLife):
         delay = 0.05
         last_error = ""
         while True:
+            interrupts.check()  # a safe point: start() stops the server on the way out
             ended = self.child.poll()
             if ended is not None:
                 raise ServerError(
@@ -470,6 +462,22 @@ class MySQLServer(ServerLife):
             "evidence": self.evidence,
             "exit": self.exit.to_manifest() if self.exit else None,
         }
+
+
+def _wait_interruptibly(child: Child, timeout_s: float):
+    """child.wait(timeout_s) with safe points: on a signal the child is stopped, then
+    Interrupted is raised."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        done = child.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+        if done is not None or time.monotonic() >= deadline:
+            return done
+        try:
+            interrupts.check()
+        except interrupts.Interrupted:
+            with interrupts.held():
+                child.terminate(term_timeout=10)
+            raise
 
 
 def _text(v) -> str:

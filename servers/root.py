@@ -4,18 +4,16 @@ an exported container image), whose server binary runs there under chroot.
 Why a root: newer servers (MySQL 9.7 from Debian unstable, MariaDB 11.8 from Debian 13) need a
 newer glibc than the host's, so they run on their own release's libraries.
 
-How it runs (`rooted_argv`), keeping the server our direct child with one pid through every exec
-(collectors, wait4, the THP prctl and the launch gate rely on it):
-
-    gate (/bin/sh) -> unshare --mount --propagation private (execs, no fork)
-      -> /bin/sh: bind-mount the directories the server must see INTO the root at the same path,
-         mount /proc, then exec chroot ROOT /usr/bin/env [LD_PRELOAD=...] BINARY ARGS
+How it runs: our exec helper (servers/exec/msexec.c, `--root`), keeping the server our direct
+child with one pid through the one exec (collectors, wait4, the THP prctl and the launch gate rely
+on it). After the gate, in C: unshare(CLONE_NEWNS), / made private (nothing propagates back to the
+host), the directories the server must see bind-mounted INTO the root at the same path, /proc
+mounted, chroot ROOT, chdir, then LD_PRELOAD (a path inside the root) is set and the server is
+exec'ed. Nothing of the host (no shell, no unshare/chroot binaries) runs under the allocator.
 
 So every path (work dir, datadir, socket, my.cnf) is the same inside and outside: the host's
 sysbench reaches the unix socket by its usual path. The mounts live in a private mount namespace
-that dies with the server (measured: nothing in the host's /proc/mounts, even while it runs).
-LD_PRELOAD names the allocator by its path inside the root and is set by `env` at the last exec,
-so the host's unshare/sh/chroot never run under it; it is carried to there as MS_ROOT_PRELOAD.
+that dies with the server (nothing in the host's /proc/mounts, even while it runs).
 
 Seen from the host, /proc/PID/maps of the server names files by their host path (the root's
 directory + the path inside), and /proc/PID/root is the root's directory, so /proc/PID/root/<path
@@ -32,22 +30,8 @@ from pathlib import Path
 
 from servers.errors import ServerError
 
-# In the root: what the last exec needs. /usr/bin/env sets LD_PRELOAD for the server alone.
+# What open_root checks a root has: a shell's basic tools and a /proc to mount.
 ENV_IN_ROOT = "/usr/bin/env"
-PRELOAD_VAR = "MS_ROOT_PRELOAD"
-# Host tools that build the namespace (util-linux, coreutils).
-_UNSHARE = "unshare"
-_CHROOT = "chroot"
-# Runs in the new mount namespace, on the host's /bin/sh. $1 = root; then directories to bind up
-# to "--"; then the server's argv. Any failed mount ends it before the chroot (status 96).
-_NS_SCRIPT = (
-    'root=$1; shift; while [ "$1" != "--" ]; do '
-    'mount --bind "$1" "$root$1" || exit 96; shift; done; shift; '
-    'mount -t proc proc "$root/proc" || exit 96; '
-    f'if [ -n "${{{PRELOAD_VAR}-}}" ]; then '
-    f'exec {_CHROOT} "$root" {ENV_IN_ROOT} -u {PRELOAD_VAR} LD_PRELOAD="${PRELOAD_VAR}" "$@"; fi; '
-    f'exec {_CHROOT} "$root" {ENV_IN_ROOT} -u {PRELOAD_VAR} "$@"'
-)
 
 
 @dataclass(frozen=True)
@@ -237,33 +221,20 @@ def remove_mount_points(root: str, created: list[str]) -> None:
             pass
 
 
-def rooted_argv(root: str, argv: list[str], binds: list[str]) -> list[str]:
-    """The host argv that runs `argv` (paths as seen in the root) in `root`, with `binds` (host
-    directories) visible at the same paths. The preload goes in the environment as PRELOAD_VAR."""
+@dataclass(frozen=True)
+class RootLaunch:
+    """How a child runs in a root: the root's host path and the host directories bound into it at
+    the same paths (servers.launch.spawn hands both to the exec helper)."""
+
+    root: str
+    binds: tuple[str, ...]
+
+
+def rooted(root: str, binds: list[str]) -> RootLaunch:
+    """`root` with `binds` (host directories) visible at the same paths inside it."""
     for b in binds:
         if not os.path.isabs(b) or b == "/" or "\n" in b:
             raise ServerError(
                 f"cannot bind {b!r} into a server root: expected an absolute directory"
             )
-    return [
-        _UNSHARE,
-        "--mount",
-        "--propagation",
-        "private",
-        "--",
-        "/bin/sh",
-        "-c",
-        _NS_SCRIPT,
-        "mallocsweep-root",
-        root,
-        *binds,
-        "--",
-        *argv,
-    ]
-
-
-def rooted_env(env: dict[str, str]) -> dict[str, str]:
-    """`env` with LD_PRELOAD moved to PRELOAD_VAR: set by `env` inside the root at the last exec."""
-    out = dict(env)
-    out[PRELOAD_VAR] = out.pop("LD_PRELOAD", "")
-    return out
+    return RootLaunch(root, tuple(binds))

@@ -21,6 +21,7 @@ from rundir.derive.window import Interval
 from rundir.errors import RunDirError
 from rundir.format import RAW_VERSION, SAMPLE_COLUMNS
 from rundir.write import RunDir, now_iso
+from servers import interrupts
 from servers.errors import ServerError
 from suites import disk_full
 from suites.errors import SuiteError
@@ -155,6 +156,7 @@ class CellRunner:
             self._note_server_warnings()
             self.record["verification"] = self.server.evidence
             coll.set_status_source(self.status_source(), self.live_status_source())
+            interrupts.check()  # safe point: the server is up, nothing half-done
 
             # The server answers: its memory now is "at server start" (Percona's table).
             coll.begin_phase("warmup", mark="server_start")
@@ -163,6 +165,7 @@ class CellRunner:
             coll.check_sampling()
 
             for phase, run_level in self.workload_phases():
+                interrupts.check()  # safe point: between levels
                 coll.begin_phase(phase)
                 self._current = self.intervals.setdefault(phase, [])
                 try:
@@ -195,8 +198,10 @@ class CellRunner:
             first = str(e).splitlines()[0] if str(e) else ""
             self.record["error"] = f"{type(e).__name__}: {first}"
         finally:
-            exit_info = self._stop_everything(exit_info)
-            self.record["finished_at"] = now_iso()
+            # Signals are held: the clean-up completes in order whatever arrives meanwhile.
+            with interrupts.held():
+                exit_info = self._stop_everything(exit_info)
+                self.record["finished_at"] = now_iso()
         if self.collectors is not None:
             rows = self._derive(self._record_raw())
             if self.record["status"] == "ok":
@@ -324,9 +329,10 @@ class CellRunner:
             self._keep_logs()
         if self.collectors is not None:
             try:
-                self.record["collectors"] = self.collectors.stop(
-                    exit_info.rusage if exit_info else None
-                )
+                with interrupts.doing("the collectors to stop"):
+                    self.record["collectors"] = self.collectors.stop(
+                        exit_info.rusage if exit_info else None
+                    )
             except Exception as e:  # noqa: BLE001
                 self.record["collectors"] = {"error": str(e)}
             figs = (
@@ -348,7 +354,8 @@ class CellRunner:
                 self.record["memory"] = section.get("memory")
                 self.record["ctxsw_source"] = section.get("ctxsw_source")
                 self.record["thp"]["vmstat_delta"] = section.get("thp_vmstat_delta")
-        self._remove_work()
+        with interrupts.doing("the cell's datadir copy to be removed"):
+            self._remove_work()
         return exit_info
 
     def _kept_log_named(self, message: str) -> str:

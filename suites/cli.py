@@ -3,7 +3,7 @@
 Exit codes: 0 success; 1 `compare` found a significant regression; 2 a user error (bad suite file,
 option, path, missing component) printed as one line; 3 `run` finished but some cells failed;
 4 an internal error (a bug: rerun with MALLOCSWEEP_DEBUG=1 for the traceback);
-130/143 interrupted by SIGINT/SIGTERM (servers stopped, THP restored, run resumable).
+130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP (servers stopped, THP restored, run resumable).
 """
 
 from __future__ import annotations
@@ -83,7 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except Interrupted as e:
-        print(f"mallocsweep: {e}; servers stopped, system settings restored", file=sys.stderr)
+        try:
+            print(f"mallocsweep: {e}; servers stopped, system settings restored", file=sys.stderr)
+        except OSError:  # the terminal went away with the SIGHUP: the exit code still tells
+            pass
         return e.exit_code
     except USER_ERRORS as e:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rundir.write import make_owned_dir
+from servers import interrupts
 from suites.datadir_cache import DatasetCache
 from suites.errors import SuiteError
 from suites.stale_prepare import remove_stale
@@ -166,6 +167,8 @@ def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:
             message = message.replace(str(log), str(kept))
         raise ServerError(message) from None
     finally:
-        if server.alive:
-            server.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        # Held: a signal never leaves a server running or a .prepare-* directory in the cache.
+        with interrupts.held(), interrupts.doing("the dataset's server to stop"):
+            if server.alive:
+                server.stop()
+            shutil.rmtree(work, ignore_errors=True)

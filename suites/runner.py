@@ -3,9 +3,15 @@
 Order of a run (DESIGN.md "How a run flows"): validate -> plan (interleaved; on --resume, the
 run's own cells) -> preflight, before anything is written -> run directory -> dataset prepared once
 and cached pristine -> cells, each recorded atomically the moment it ends -> report. A run that
-stops on an error is marked "failed" with the error in its manifest. SIGINT/SIGTERM become an Interrupted exception in the main thread, so the same `finally`
-blocks that stop servers on a failure also stop them on Ctrl-C; the interrupted cell is marked, THP
-is restored, and the exit code is 130/143.
+stops on an error is marked "failed" with the error in its manifest.
+
+Signals (SIGINT, SIGTERM, SIGHUP: a closed terminal or SSH session) only set a flag
+(servers.interrupts); the run raises Interrupted itself at safe points (before each cell, between
+levels, in its waits), so the same `finally` blocks that stop servers on a failure also stop them
+on Ctrl-C, and they run with signals held: load generators, collectors and server stopped and
+reaped, the cell marked, THP restored, the manifest written, in that order, whatever else
+arrives. A second signal says what is still awaited, a third skips the server's clean shutdown
+(it is still killed and reaped). Exit code 128 + signal: 130, 143, 129.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from collectors.thp_probe import prctl_blocks_madvise
 from rundir.format import FORMAT_VERSION
 from rundir.records import Tool
 from rundir.write import RunDir, now_iso
+from servers import interrupts
 from servers.errors import ServerError
 from suites import dataset_prepare, leftovers, preflight
 from suites.budget import Budget, plan_design
@@ -34,22 +41,6 @@ from suites.families import family_of
 from suites.plan import CellPlan, estimate_cell_seconds, plan_cells, plan_round
 from suites.resume import check_allocators, check_resumable, clear_stale_work, plan_from_manifest
 from suites.thp import ThpController
-
-
-class _SignalGate:
-    """SIGINT/SIGTERM -> Interrupted, once. A second signal while servers are being stopped and THP
-    restored is noted, not raised: the clean-up that the first one started must finish (a stop cut
-    short would leave a server unreaped and THP changed)."""
-
-    def __init__(self):
-        self.first: int | None = None
-        self.closing = False  # set once the final clean-up starts: from then on, only note
-
-    def __call__(self, signum, _frame):
-        if self.first is None:
-            self.first = signum
-            if not self.closing:
-                raise Interrupted(signum)
 
 
 class Matrix:
@@ -168,9 +159,8 @@ class Matrix:
     # -- the run -----------------------------------------------------------------------------------
     def run(self) -> int:
         self.started = time.monotonic()
-        gate = _SignalGate()
-        old_int = signal.signal(signal.SIGINT, gate)
-        old_term = signal.signal(signal.SIGTERM, gate)
+        gate = interrupts.Interrupts()
+        gate.install()
         thp = None
         try:
             binary, label = self.resolve_server()
@@ -194,6 +184,7 @@ class Matrix:
             # Refuse before writing anything: THP modes this machine cannot set, and shortfalls.
             ThpController(None).check(list(self.suite.thp.modes))
             checks = self._preflight(binary, self.resume or Path(self.suite.run.out))
+            gate.check()  # safe point: nothing written yet
             if resumed is not None:
                 stale = clear_stale_work(resumed, cells)
                 self.run_dir = self._reopen(resumed, stale)
@@ -235,29 +226,37 @@ class Matrix:
                 self.manifest["error"] = f"{type(e).__name__}: {first}"
             raise
         finally:
-            # A signal from here on must not cut the restore or the manifest short: noted, then
-            # raised below once everything is written.
-            gate.closing = True
-            if thp is not None:
+            # Signals held from here on: THP restored and the manifest written whatever arrives;
+            # a signal that came meanwhile is raised below once everything is written.
+            raising = self.manifest.get("status") == "interrupted"  # Interrupted on its way out
+            with gate.held():
+                self._close(thp, gate)
+            gate.uninstall()
+            if gate.first is not None and not raising:
+                raise Interrupted(gate.first)
+
+    def _close(self, thp, gate) -> None:
+        """The run's last clean-up, in order: THP restored, the manifest written (as interrupted
+        if a signal came after the last safe point), the display stopped."""
+        if thp is not None:
+            with gate.doing("THP to be restored"):
                 restored = thp.restore()
-                if restored:
-                    self.manifest["thp_restored"] = restored
-                elif thp.restore_error:
-                    self.manifest["thp_restore_error"] = thp.restore_error
-            if self.run_dir is not None:
-                self.manifest["finished_at"] = now_iso()
+            if restored:
+                self.manifest["thp_restored"] = restored
+            elif thp.restore_error:
+                self.manifest["thp_restore_error"] = thp.restore_error
+        if self.run_dir is not None:
+            if gate.first is not None and self.manifest.get("status") != "interrupted":
+                self.manifest["status"] = "interrupted"
+                self.manifest["interrupted_by"] = signal.Signals(gate.first).name
+            self.manifest["finished_at"] = now_iso()
+            with gate.doing("the manifest to be written"):
                 self._save_manifest()
                 self.run_dir.rebuild_results()
+        try:
             self.display.stop()
-            signal.signal(signal.SIGINT, old_int)
-            signal.signal(signal.SIGTERM, old_term)
-            late = gate.first is not None and self.manifest.get("status") != "interrupted"
-            if late:
-                if self.run_dir is not None:
-                    self.manifest["status"] = "interrupted"
-                    self.manifest["interrupted_by"] = signal.Signals(gate.first).name
-                    self._save_manifest()
-                raise Interrupted(gate.first)
+        except OSError:  # a terminal gone with SIGHUP: nothing left to show
+            pass
 
     def _more_rounds(self, cells, label, allocators, binary, thp, dataset) -> None:
         """The budget's loop: after each round, stop if every point is decided, the planned
@@ -294,6 +293,7 @@ class Matrix:
             last_round_s = time.monotonic() - t0
 
     def _run_cell(self, plan: CellPlan, binary, allocator, thp, dataset) -> None:
+        interrupts.check()  # safe point: between cells (and rounds)
         entry = self.manifest_cell(plan.id)
         attempt = self.run_dir.archive_attempt(plan.id)
         if attempt is not None:

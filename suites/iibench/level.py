@@ -42,6 +42,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from servers import interrupts
 from suites.iibench.client import INSERT, QUERY, ClientArgs, Shared, client_main
 from suites.iibench.latency import merge, summary_ms
 from suites.iibench.spec import IIBenchSpec
@@ -173,6 +174,7 @@ class _Level:
                 break
             self._take(min(0.5, deadline - time.monotonic()))
             self._check_exits()
+            interrupts.check()  # safe point: finish() stops and reaps the clients
         return time.monotonic() - t
 
     def run(self, on_interval: IntervalCallback | None) -> None:
@@ -190,6 +192,7 @@ class _Level:
         while not all(k in self.done for k in inserters):
             self._take(min(next_tick, deadline + _STOP_GRACE_S) - time.monotonic())
             self._check_exits()
+            interrupts.check()  # safe point (at least once per report interval)
             now = time.monotonic()
             if self.failures and not shared.stop.is_set():
                 shared.stop.set()  # one failed client fails the level: stop the others now
@@ -302,7 +305,8 @@ def run_level(
         if not level.failures:
             level.run(on_interval)
     finally:
-        level.finish()
+        with interrupts.held(), interrupts.doing("the iibench clients to stop"):
+            level.finish()
         result = _result(level, spec, mode, startup_s, Path(log_path))
         log.write(
             "summary",

@@ -17,6 +17,8 @@ import select
 import time
 from pathlib import Path
 
+from servers import interrupts
+
 IN_MODIFY = 0x00000002
 IN_NONBLOCK = 0o4000
 IN_CLOEXEC = 0o2000000
@@ -46,10 +48,17 @@ class LevelWatch:
             self.mode = "polling"
 
     def wait(self, timeout_s: float) -> None:
+        """Also returns when a signal came (servers.interrupts' wake pipe): the runner acts on it
+        at once, not at the next record."""
+        wake = interrupts.wake_fd()
         if self.mode == "polling":
-            time.sleep(min(self.poll_s, max(0.0, timeout_s)))
+            if wake is None:
+                time.sleep(min(self.poll_s, max(0.0, timeout_s)))
+            else:
+                select.select([wake], [], [], min(self.poll_s, max(0.0, timeout_s)))
             return
-        ready, _, _ = select.select([self._ino, self._pidfd], [], [], max(0.0, timeout_s))
+        fds = [self._ino, self._pidfd] + ([wake] if wake is not None else [])
+        ready, _, _ = select.select(fds, [], [], max(0.0, timeout_s))
         if self._ino in ready:
             try:
                 while os.read(self._ino, 4096):  # drain the events; the file says what is new

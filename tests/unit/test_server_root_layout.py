@@ -12,14 +12,12 @@ import pytest
 from servers.allocators import load_registry, resolve
 from servers.errors import AllocatorError, ServerError
 from servers.root import (
-    PRELOAD_VAR,
     mount_points,
     open_root,
     package_of_in_root,
     remove_mount_points,
     resolve_in_root,
-    rooted_argv,
-    rooted_env,
+    rooted,
 )
 from servers.root_allocators import detect_in_root
 from suites.config import parse_suite
@@ -139,21 +137,12 @@ def test_custom_allocators_refused_in_a_root(fake_root):
         )
 
 
-def test_rooted_argv_and_env():
-    argv = rooted_argv("/r", ["/usr/sbin/mysqld", "--defaults-file=/w/my.cnf"], ["/w", "/tmp/s"])
-    assert argv[:5] == ["unshare", "--mount", "--propagation", "private", "--"]
-    assert argv[-6:] == [
-        "/r",
-        "/w",
-        "/tmp/s",
-        "--",
-        "/usr/sbin/mysqld",
-        "--defaults-file=/w/my.cnf",
-    ]
-    env = rooted_env({"LD_PRELOAD": "/usr/lib/x.so", "PATH": "/bin"})
-    assert env == {PRELOAD_VAR: "/usr/lib/x.so", "PATH": "/bin"}
-    with pytest.raises(ServerError):
-        rooted_argv("/r", ["/bin/true"], ["relative"])
+def test_rooted_launch_checks_binds():
+    launch = rooted("/r", ["/w", "/tmp/s"])
+    assert launch.root == "/r" and launch.binds == ("/w", "/tmp/s")
+    for bad in ("relative", "/", "/a\nb"):
+        with pytest.raises(ServerError):
+            rooted("/r", [bad])
 
 
 def test_mount_points_created_and_removed_exactly(fake_root):

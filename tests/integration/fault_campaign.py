@@ -1,0 +1,396 @@
+"""A randomized, seeded fault campaign against real `mallocsweep run` processes (issue 17).
+
+Each fault is one of: SIGINT, SIGTERM, SIGHUP or SIGKILL to the runner at a random moment (the
+phase it landed in is noted: prepare, server start, warmup, level, stop), kill -9 of the server or
+of sysbench in a level, or a server that cannot start (a bad setting). After each, from the system
+itself and not from the runner's bookkeeping:
+- no process of ours alive: /proc scanned for processes whose cmdline, cwd or environ point into
+  the campaign's directories;
+- THP as before (system enabled/defrag);
+- no mount left (/proc/mounts);
+- the manifest valid and truthful about each cell (a cell "ok" has its record and its rows);
+- for signals other than SIGKILL, no datadir copy left in work/ and the manifest not "running".
+Faults are chained on one run directory: after each, `--resume` goes on (and may be faulted
+again); a run that completes is checked for every cell exactly once, and the next fault starts
+a new run. At the end a clean `--resume` must complete whatever was left.
+
+`python -m tests.integration.fault_campaign` (make stress) runs MALLOCSWEEP_STRESS_FAULTS faults
+(default 50) with MALLOCSWEEP_STRESS_SEED (default: random, printed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.integration.runs_helpers import REPO, kill_quietly, manifest, results, start_run
+
+SMOKE = str(REPO / "configs/suites/smoke.toml")
+THP = Path("/sys/kernel/mm/transparent_hugepage")
+RUNNER_SIGNALS = {
+    "SIGINT": (signal.SIGINT, 130),
+    "SIGTERM": (signal.SIGTERM, 143),
+    "SIGHUP": (signal.SIGHUP, 129),
+    "SIGKILL": (signal.SIGKILL, -9),
+}
+KINDS = [*RUNNER_SIGNALS, "kill-server", "kill-sysbench"]
+
+
+@dataclass
+class Counts:
+    faults: int = 0
+    orphans: int = 0
+    thp_changed: int = 0
+    mounts_left: int = 0
+    manifests_invalid: int = 0
+    resumes_incomplete: int = 0
+    problems: list[str] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (
+            f"faults injected {self.faults}, orphans found {self.orphans}, THP left changed "
+            f"{self.thp_changed}, mounts left {self.mounts_left}, manifests invalid "
+            f"{self.manifests_invalid}, resumes not completed {self.resumes_incomplete}"
+        )
+
+
+def thp_state() -> tuple[str, str] | None:
+    try:
+        return ((THP / "enabled").read_text().strip(), (THP / "defrag").read_text().strip())
+    except OSError:
+        return None
+
+
+def ours(dirs: list[Path]) -> list[tuple[int, str]]:
+    """Live processes (not zombies) whose cmdline, cwd or environ point into `dirs`."""
+    keys = [str(d).encode() for d in dirs]
+    found = []
+    me = os.getpid()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == me:
+            continue
+        try:
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state == "Z":
+                continue
+            cmd = (d / "cmdline").read_bytes()
+            try:
+                cwd = os.readlink(d / "cwd").encode()
+            except OSError:
+                cwd = b""
+            try:
+                env = (d / "environ").read_bytes()
+            except OSError:
+                env = b""
+        except OSError:
+            continue
+        if any(k in blob for k in keys for blob in (cmd, cwd, env)):
+            found.append((int(d.name), cmd.replace(b"\0", b" ").decode(errors="replace")[:140]))
+    return found
+
+
+def mounts_under(dirs: list[Path]) -> list[str]:
+    text = Path("/proc/mounts").read_text()
+    return [ln for ln in text.splitlines() if any(str(d) in ln for d in dirs)]
+
+
+def run_dir_in(out: Path) -> Path | None:
+    dirs = (
+        sorted(d for d in out.iterdir() if (d / "manifest.json").exists()) if out.exists() else []
+    )
+    return dirs[-1] if dirs else None
+
+
+def phase_of(run_dir: Path | None, cache: Path) -> str:
+    """Where the run is right now, seen from outside."""
+    if any(cache.glob("datasets/.prepare-*")):
+        return "prepare"
+    if run_dir is None:
+        return "before the run directory"
+    try:
+        m = json.loads((run_dir / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return "unknown"
+    running = [c for c in m.get("cells", []) if c.get("status") == "running"]
+    if not running:
+        return "between cells"
+    cell = running[0]["id"]
+    if not any((run_dir / "work" / cell).glob("*.pid")):
+        return "server start/stop"
+    if any((run_dir / "logs" / cell).glob("*@*.log")):
+        return "level"
+    return "warmup"
+
+
+def sysbench_of(run_dir: Path) -> list[int]:
+    return [
+        pid for pid, cmd in ours([run_dir]) if cmd.startswith(("/usr/bin/sysbench", "sysbench"))
+    ]
+
+
+def server_of(run_dir: Path) -> int | None:
+    for pidfile in run_dir.glob("work/*/mysqld.pid"):
+        try:
+            pid = int(pidfile.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        if Path(f"/proc/{pid}").exists():
+            return pid
+    return None
+
+
+def _until(pred, timeout_s: float, step: float = 0.05):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return None
+
+
+def check_manifest(run_dir: Path, how: str, c: Counts, finished_expected: bool = False) -> dict:
+    """Valid, and truthful about each cell."""
+
+    def bad(why: str) -> None:
+        c.manifests_invalid += 1
+        c.problems.append(f"{run_dir.name} after {how}: {why}")
+
+    try:
+        m = json.loads((run_dir / "manifest.json").read_text())
+    except (OSError, ValueError) as e:
+        bad(f"manifest unreadable: {e}")
+        return {}
+    status = m.get("status")
+    allowed = {"finished", "interrupted", "failed"} | ({"running"} if how == "SIGKILL" else set())
+    if status not in allowed:
+        bad(f"run status {status!r}")
+    if finished_expected and status != "finished":
+        bad(f"run status {status!r}, expected finished")
+    rows = results(run_dir) if (run_dir / "results.csv").exists() else []
+    for cell in m.get("cells", []):
+        st = cell.get("status")
+        rec_path = run_dir / "cells" / f"{cell['id']}.json"
+        if st == "ok":
+            if not rec_path.exists():
+                bad(f"cell {cell['id']} ok without its record")
+            elif json.loads(rec_path.read_text())["cell"].get("status") != "ok":
+                bad(f"cell {cell['id']} ok in the manifest, not in its record")
+            if not [r for r in rows if r["cell"] == cell["id"]]:
+                bad(f"cell {cell['id']} ok without rows in results.csv")
+        elif st == "running" and how != "SIGKILL":
+            bad(f"cell {cell['id']} left 'running' after {how}")
+        elif st not in ("ok", "failed", "interrupted", "pending", "running", "skipped"):
+            bad(f"cell {cell['id']} status {st!r}")
+        if st in ("failed", "interrupted") and not cell.get("error"):
+            bad(f"cell {cell['id']} {st} without an error")
+    if how != "SIGKILL" and [p for p in (run_dir / "work").glob("*/") if p.is_dir()]:
+        bad(f"datadir copy left in work/ after {how}")
+    return m
+
+
+def check_once(run_dir: Path, m: dict, c: Counts) -> None:
+    """A finished run: every cell ok, exactly once in results.csv."""
+    rows = results(run_dir)
+    keys = [(r["cell"], r["workload"], r["threads"]) for r in rows]
+    ids = {cell["id"] for cell in m["cells"]}
+    if len(keys) != len(set(keys)) or {r["cell"] for r in rows} != ids:
+        c.resumes_incomplete += 1
+        c.problems.append(f"{run_dir.name}: cells not exactly once in results.csv")
+    if any(cell["status"] != "ok" for cell in m["cells"]):
+        c.resumes_incomplete += 1
+        c.problems.append(f"{run_dir.name}: finished with cells not ok")
+
+
+def settle(dirs: list[Path], c: Counts, how: str) -> None:
+    # A SIGKILLed runner's server gets SIGTERM from the kernel and shuts down cleanly: give it time.
+    left = _until(lambda: not ours(dirs), 60 if how == "SIGKILL" else 15)
+    if left is None:
+        procs = ours(dirs)
+        c.orphans += len(procs)
+        c.problems.append(f"after {how}: processes left: {procs}")
+        for pid, _ in procs:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    m = mounts_under(dirs)
+    if m:
+        c.mounts_left += len(m)
+        c.problems.append(f"after {how}: mounts left: {m}")
+
+
+def one_fault(
+    rng, kind, args, out, cache, c: Counts, max_delay_s: float
+) -> tuple[int, Path | None]:
+    """Start the run (or resume), inject `kind`, wait for the end; (exit code, run dir)."""
+    proc = start_run(args, cache)
+    landed = "never (the run ended first)"
+    try:
+        if kind in RUNNER_SIGNALS:
+            delay = rng.uniform(0.2, max_delay_s)
+            try:
+                proc.wait(delay)
+            except subprocess.TimeoutExpired:
+                landed = phase_of(run_dir_in(out), cache)
+                proc.send_signal(RUNNER_SIGNALS[kind][0])
+        else:
+
+            def target():
+                rd = run_dir_in(out)
+                if rd is None or phase_of(rd, cache) != "level":
+                    return None
+                pids = sysbench_of(rd) if kind == "kill-sysbench" else [server_of(rd)]
+                running = [x["id"] for x in manifest(rd)["cells"] if x["status"] == "running"]
+                pids = [p for p in pids if p]
+                return (rd, running[0], pids) if pids and running else None
+
+            time.sleep(rng.uniform(0.0, 1.0))
+            found = _until(lambda: proc.poll() is None and target(), 600)
+            if found:
+                rd, cell, pids = found
+                landed = "level"
+                for p in pids:
+                    os.kill(p, signal.SIGKILL)
+                # The killed cell is recorded; then end the run (a second fault, SIGTERM between
+                # cells or in the next one) rather than wait for the whole matrix.
+                record = rd / "cells" / f"{cell}.json"
+                _until(lambda: proc.poll() is not None or record.exists(), 120)
+                if proc.poll() is None:
+                    time.sleep(rng.uniform(0.0, 3.0))
+                    if proc.poll() is None:
+                        proc.send_signal(signal.SIGTERM)
+                        landed += f", then SIGTERM at {phase_of(rd, cache)}"
+                        c.faults += 1
+        proc.wait(300)
+    finally:
+        kill_quietly(proc)
+    err = proc.stderr.read()
+    if "Traceback" in err:
+        c.problems.append(f"{kind}: traceback: {err[-400:]}")
+    c.faults += 1
+    c.log.append(f"{kind} at {landed}: exit {proc.returncode}")
+    return proc.returncode, run_dir_in(out)
+
+
+def campaign(seed: int, faults: int, work: Path, budget_s: float, say=None) -> Counts:
+    say = say or (lambda line: print(line, flush=True))
+    rng = random.Random(seed)
+    c = Counts()
+    cache = work / "cache"
+    out = work / "runs"
+    bad_out = work / "bad"
+    for d in (cache, out, bad_out):
+        d.mkdir(parents=True, exist_ok=True)
+    dirs = [cache, out, bad_out]
+    thp_before = thp_state()
+    base = [SMOKE, "--threads", "4", "--duration", "3"]
+    started = time.monotonic()
+    run_dir: Path | None = None
+    # A dataset prepared for the first run; the first fault may land in its preparation.
+    bad_done = False
+    while c.faults < faults and time.monotonic() - started < budget_s:
+        if not bad_done and c.faults >= faults // 2:
+            bad_done = True
+            # A server that cannot start: an option mariadbd does not know.
+            bad = work / "bad.toml"
+            bad.write_text(
+                Path(SMOKE)
+                .read_text()
+                .replace(
+                    "buffer_pool_mb = 64",
+                    'buffer_pool_mb = 64\nsettings = { no_such_option = "1" }',
+                )
+            )
+            proc = start_run(
+                [str(bad), "--threads", "4", "--duration", "3", "--out", str(bad_out)], cache
+            )
+            try:
+                proc.wait(300)
+            finally:
+                kill_quietly(proc)
+            c.faults += 1
+            rd = run_dir_in(bad_out)
+            c.log.append(f"bad setting: exit {proc.returncode}")
+            if proc.returncode not in (2, 3):
+                c.problems.append(
+                    f"bad setting: exit {proc.returncode}: {proc.stderr.read()[-300:]}"
+                )
+            if rd is not None:
+                check_manifest(rd, "bad setting", c)
+            settle(dirs, c, "bad setting")
+            continue
+        kind = rng.choice(KINDS)
+        if run_dir is None:
+            args = [*base, "--out", str(out)]
+        else:
+            args = [SMOKE, "--resume", str(run_dir)]
+        code, rd = one_fault(rng, kind, args, out, cache, c, max_delay_s=8.0)
+        say(f"fault {c.faults}: {c.log[-1]}")
+        settle(dirs, c, kind)
+        if thp_state() != thp_before and kind != "SIGKILL":
+            c.thp_changed += 1
+            c.problems.append(f"after {kind}: THP {thp_state()} (was {thp_before})")
+        if rd is None:
+            continue
+        m = check_manifest(rd, kind, c)
+        all_ok = bool(m.get("cells")) and all(x.get("status") == "ok" for x in m["cells"])
+        if m.get("status") == "finished" and code in (0, 3) and all_ok:
+            # Complete (exit 3: a level failed under a killed sysbench; its cell is recorded once,
+            # with the failure, and --resume does not re-run it): the next fault starts a new run.
+            check_once(rd, m, c)
+            run_dir = None
+        else:
+            run_dir = rd  # interrupted, or failed cells (a killed server): --resume goes on
+    # The last run directory must complete with a clean resume.
+    if run_dir is not None:
+        proc = start_run([SMOKE, "--resume", str(run_dir)], cache)
+        try:
+            proc.wait(600)
+        finally:
+            kill_quietly(proc)
+        m = check_manifest(run_dir, "final resume", c, finished_expected=True)
+        if proc.returncode not in (0, 3) or not m:
+            c.resumes_incomplete += 1
+            c.problems.append(f"final resume exit {proc.returncode}: {proc.stderr.read()[-300:]}")
+        else:
+            check_once(run_dir, m, c)
+        settle(dirs, c, "final resume")
+    if thp_state() != thp_before:
+        c.thp_changed += 1
+        c.problems.append(f"at the end: THP {thp_state()} (was {thp_before})")
+    return c
+
+
+def main() -> int:
+    faults = int(os.environ.get("MALLOCSWEEP_STRESS_FAULTS", "50"))
+    seed = int(
+        os.environ.get("MALLOCSWEEP_STRESS_SEED") or random.SystemRandom().randrange(1 << 30)
+    )
+    budget = float(os.environ.get("MALLOCSWEEP_STRESS_BUDGET_S", "3600"))
+    print(
+        f"fault campaign: seed {seed}, {faults} faults (MALLOCSWEEP_STRESS_SEED={seed} repeats it)"
+    )
+    work = Path(tempfile.mkdtemp(prefix="ms-stress-", dir="/tmp"))
+    try:
+        c = campaign(seed, faults, work, budget)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(c.summary())
+    for p in c.problems:
+        print("problem:", p)
+    return 1 if c.problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
