@@ -18,10 +18,10 @@ from analysis.errors import AnalysisError
 from collectors.errors import CollectorError
 from rundir.errors import RunDirError
 from servers.errors import ServerError
-from suites.commands import allocators, compare, doctor, report, run, servers
+from suites.commands import allocators, compare, doctor, merge, report, run, servers
 from suites.errors import Interrupted, SuiteError
 
-COMMANDS = [allocators, doctor, servers, run, report, compare]
+COMMANDS = [allocators, doctor, servers, run, merge, report, compare]
 USER_ERRORS = (SuiteError, ServerError, CollectorError, AnalysisError, RunDirError)
 
 DESCRIPTION = """\
@@ -40,6 +40,7 @@ typical use:
   mallocsweep run configs/suites/quick.toml --allocators glibc,jemalloc --threads 8,64 --duration 10
   mallocsweep report runs/<run>                   (re)write report.html and summary.md
   mallocsweep compare runs/<old> runs/<new>       exit 1 on a significant regression
+  mallocsweep run SUITE --shard 1/2 ...; mallocsweep merge RUN1 RUN2 --out DIR   a fleet
 """
 
 

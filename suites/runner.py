@@ -60,8 +60,10 @@ class Matrix:
         resume: Path | None = None,
         display: Display | None = None,
         cache_root: Path | None = None,
+        shard=None,
     ):
         self.loaded = loaded
+        self.shard = shard  # suites.shard.Shard: run only this share of the rounds (a fleet)
         self.suite = suite
         self.resume = resume
         self.display = display or Display(enabled=False)
@@ -207,6 +209,9 @@ class Matrix:
                     list(self.suite.thp.modes),
                     self.suite.run.repeat,
                 )
+                if self.shard is not None:
+                    self.manifest_shard = self.shard.to_manifest(cells, self.suite.run.repeat)
+                    cells = self.shard.select(cells, self.suite.run.repeat)
                 per_round = len(allocators) * len(self.suite.thp.modes)
                 self.design = plan_design(
                     self.suite, estimate_cell_seconds(self.suite) * per_round, MAX_REPEAT
@@ -416,6 +421,8 @@ class Matrix:
             },
             "cells": [_pending(c) for c in cells],
         }
+        if self.shard is not None:
+            self.manifest["shard"] = self.manifest_shard
         self._save_manifest(rd)
         return rd
 
@@ -475,9 +482,10 @@ def run_suite(
     resume: Path | None,
     display: Display,
     cache_root: Path | None = None,
+    shard=None,
 ) -> tuple[int, Path | None]:
     """Run the matrix; (exit code, run dir). Raises Interrupted after recording the interruption."""
-    m = Matrix(loaded, suite, resume=resume, display=display, cache_root=cache_root)
+    m = Matrix(loaded, suite, resume=resume, display=display, cache_root=cache_root, shard=shard)
     try:
         code = m.run()
     except ServerError as e:

@@ -1,0 +1,71 @@
+"""`--shard K/N`: the K-th of N shares of a matrix, for a fleet of identical hosts.
+
+The split is by whole rounds: shard K runs rounds K, K+N, K+2N, ... (every cell of each). A round
+holds every (THP mode, allocator) once in its own rotated order (suites.plan), so each shard still
+interleaves every allocator within one host's rounds, and a host's own speed is a block effect
+shared by all allocators of its rounds. A round-robin of single cells would instead tie some
+allocators to some hosts more often than others: a host difference would read as an allocator
+difference. The cost: N shards need at least N rounds (run.repeat >= N).
+
+Cells keep the index and round they have in the whole plan, so `mallocsweep merge` puts the shards
+back in the plan's order without renumbering anything.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from suites.errors import SuiteError
+from suites.plan import CellPlan
+
+SPLIT = "whole-rounds"
+_SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int  # K, 1-based
+    count: int  # N
+
+    @property
+    def label(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def rounds(self, repeat: int) -> list[int]:
+        """The rounds (1-based) this shard runs out of `repeat`."""
+        return [r for r in range(1, repeat + 1) if (r - 1) % self.count == self.index - 1]
+
+    def select(self, cells: list[CellPlan], repeat: int) -> list[CellPlan]:
+        """This shard's cells of the whole plan, in plan order; a shard with no round is an error."""
+        mine = set(self.rounds(repeat))
+        if not mine:
+            raise SuiteError(
+                f"--shard {self.label}: the suite has {repeat} round(s) (run.repeat) and a shard "
+                f"runs whole rounds, so at most {repeat} shard(s); raise --repeat to {self.count}"
+            )
+        return [c for c in cells if c.round in mine]
+
+    def to_manifest(self, cells: list[CellPlan], repeat: int) -> dict:
+        return {
+            "index": self.index,
+            "count": self.count,
+            "split": SPLIT,
+            "rounds": self.rounds(repeat),
+            "planned_cells": len(cells),
+        }
+
+
+def parse_shard(text: str | None) -> Shard | None:
+    """'K/N' with 1 <= K <= N; a bad spec is a one-line user error naming it."""
+    if text is None:
+        return None
+    m = _SPEC.match(text)
+    if not m:
+        raise SuiteError(f"--shard {text}: expected K/N, e.g. 1/2 (the K-th of N shares)")
+    k, n = int(m.group(1)), int(m.group(2))
+    if n < 1:
+        raise SuiteError(f"--shard {text}: N must be at least 1")
+    if not 1 <= k <= n:
+        raise SuiteError(f"--shard {text}: K must be between 1 and {n} (shards are numbered 1..N)")
+    return Shard(k, n)
