@@ -168,6 +168,7 @@ def render_my_cnf(
     port: int,
     template: Path = TEMPLATE,
     euid: int | None = None,
+    bind_address: str = "127.0.0.1",
 ) -> str:
     """The full my.cnf text for one server life."""
     euid = os.geteuid() if euid is None else euid
@@ -185,6 +186,7 @@ def render_my_cnf(
         "pid_file": paths.pid_file,
         "error_log": paths.error_log,
         "port": port,
+        "bind_address": bind_address,
         "max_threads": settings.max_threads,
         "max_connections": settings.max_connections,
         "thread_cache_size": settings.thread_cache_size,

@@ -44,6 +44,8 @@ class CellContext:
     on_progress: Callable[[str, float], None] | None = None  # (phase label, seconds expected)
     on_interval: Callable[[float, float, float], None] | None = None
     on_note: Callable[[str], None] | None = None  # one line for the user, e.g. a server warning
+    # suites.remote.clients.RemoteClients: the levels' clients run on that host (None: here)
+    clients: object | None = None
 
 
 def _level_row(
@@ -81,6 +83,7 @@ def _level_row(
         "error": res.error or "",
     }
     row.update(res.row())
+    row.update(res.extra.get("client_load") or {})  # the client host's figures (suites.remote)
     for k in FIGURE_KEYS:  # the collectors' per-phase figures that are results columns
         if k in RESULTS_COLUMNS:
             row[k] = fig.get(k)

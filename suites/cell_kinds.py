@@ -42,7 +42,8 @@ class _Levels:
 
         s = self.ctx.suite.sysbench
         opts = sysbench_options(self.ctx.suite)
-        target = self.target()
+        remote = self.ctx.clients
+        target = self.remote_target() if remote is not None else self.target()
         for workload in s.workloads:
             for threads in s.threads:
                 phase = f"{workload}@{threads}"
@@ -50,7 +51,8 @@ class _Levels:
 
                 def run(workload=workload, threads=threads, log=log, phase=phase):
                     self._progress(phase, s.duration_s)
-                    return sysbench.run_level(
+                    before = remote.load() if remote is not None else None
+                    res = sysbench.run_level(
                         target,
                         workload,
                         threads,
@@ -59,7 +61,11 @@ class _Levels:
                         log,
                         on_interval=self.on_interval,
                         timeout_s=None,
+                        remote=remote,
                     )
+                    if remote is not None:
+                        res.extra["client_load"] = remote.level_load(before)
+                    return res
 
                 yield phase, run
 
@@ -127,6 +133,7 @@ class MySQLCell(_Levels, CellRunner):
                 "keep_server_thp: a preload shim ignored the server's prctl(PR_SET_THP_DISABLE), "
                 "so the system THP mode reached its heap; MariaDB's own behaviour was changed"
             )
+        clients = self.ctx.suite.clients
         return MySQLServer(
             self.ctx.server_binary,
             self.work,
@@ -134,12 +141,30 @@ class MySQLCell(_Levels, CellRunner):
             self.ctx.allocator,
             thp_disable=thp_disable,
             extra_preload=extra,
+            bind_address=clients.server_address if clients.hosts else "127.0.0.1",
         )
 
     def target(self) -> ClientTarget:
         info = self.server.client_target()
         db = "iibench" if self.ctx.suite.suite.kind == "iibench" else "sbtest"
         return ClientTarget.mysql(info, db)
+
+    def remote_target(self) -> ClientTarget:
+        """Where a client host connects: TCP to the bound address, as an account of this server
+        life only (a fresh random password per cell; root is local-only)."""
+        from suites.remote.account import client_account
+
+        user, password = client_account(self.server.connect, "sbtest")
+        info = self.server.client_target()
+        return ClientTarget(
+            kind="mysql",
+            host=info["host"],
+            port=info["port"],
+            socket=None,
+            user=user,
+            password=password,
+            database="sbtest",
+        )
 
     def status_source(self):
         return self.server.global_status

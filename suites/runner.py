@@ -64,6 +64,9 @@ class Matrix:
     ):
         self.loaded = loaded
         self.shard = shard  # suites.shard.Shard: run only this share of the rounds (a fleet)
+        self.clients = (
+            None  # suites.remote.clients.RemoteClients while a run with a client host runs
+        )
         self.suite = suite
         self.resume = resume
         self.display = display or Display(enabled=False)
@@ -196,6 +199,7 @@ class Matrix:
         old_int = signal.signal(signal.SIGINT, gate)
         old_term = signal.signal(signal.SIGTERM, gate)
         thp = None
+        self.clients = None
         try:
             binary, label = self.resolve_server()
             if self.resume is not None:
@@ -233,12 +237,18 @@ class Matrix:
             # Refuse before writing anything: THP modes this machine cannot set, and shortfalls.
             ThpController(None).check(list(self.suite.thp.modes))
             checks = self._preflight(binary, self.resume or Path(self.suite.run.out))
+            if self.suite.clients.hosts:
+                # The client host is checked before anything is written, like this machine.
+                self.display.note(f"checking client host {self.suite.clients.hosts[0]}")
+                self.clients = open_clients(self.suite)
             if resumed is not None:
                 stale = clear_stale_work(resumed, cells)
                 self.run_dir = self._reopen(resumed, stale)
             else:
                 self.run_dir = self._create_run_dir(label, cells, allocators)
             self.manifest["preflight"] = checks
+            if self.clients is not None:
+                self.manifest["clients"] = self.clients.to_manifest()
             thp = ThpController(self.run_dir.path, defrag=self.suite.thp.defrag)
             todo = [c for c in cells if self.manifest_cell(c.id).get("status") != "ok"]
             self.display.start_matrix(len(todo), estimate_cell_seconds(self.suite) * len(todo))
@@ -273,6 +283,10 @@ class Matrix:
             # A signal from here on must not cut the restore or the manifest short: noted, then
             # raised below once everything is written.
             gate.closing = True
+            if self.clients is not None:
+                self.clients.close()
+                if self.run_dir is not None:
+                    self.manifest["clients"] = self.clients.to_manifest()
             if thp is not None:
                 restored = thp.restore()
                 if restored:
@@ -347,6 +361,7 @@ class Matrix:
             on_progress=self.display.phase,
             on_interval=self.display.interval,
             on_note=self.display.note,
+            clients=self.clients,
         )
         runner_cls = MongoCell if self.suite.server.flavor == "mongodb" else MySQLCell
         cell = runner_cls(ctx)
@@ -441,6 +456,16 @@ class Matrix:
 
     def _save_manifest(self, rd: RunDir | None = None) -> None:
         (rd or self.run_dir).write_manifest(self.manifest)
+
+
+def open_clients(suite: Suite):
+    """The suite's client host, checked and prepared (suites.remote.clients)."""
+    from suites.remote.clients import RemoteClients
+    from suites.sysbench.runner import WRAPPER
+
+    clients = RemoteClients(suite.clients, suite.max_threads, WRAPPER)
+    clients.open()
+    return clients
 
 
 def _pending(c: CellPlan) -> dict:
