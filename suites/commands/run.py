@@ -109,8 +109,8 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--shard",
         metavar="K/N",
-        help="run only the K-th of N shares of the matrix (whole rounds: K, K+N, ...), for a "
-        "fleet of identical hosts; join the shards with `mallocsweep merge`",
+        help="run only the K-th of N shares of the matrix (whole rounds, dealt 1..N then N..1), "
+        "for a fleet of identical hosts; join the shards with `mallocsweep merge`",
     )
     p.add_argument(
         "--client-host",
