@@ -206,7 +206,7 @@ class RemoteClients:
         """Remove our directory on the host and end the connection; the clock offset at the end
         (drift over the run) when it could still be read."""
         end = None
-        if self.host.master is not None:
+        if self.host.master is not None and "clock_at_start" in self.facts:
             try:
                 end = clock.measure_offset(self.host)
                 self.facts["clock_at_end"] = end

@@ -8,12 +8,15 @@ minimum filter). Times the client host reports are put on our clock by subtracti
 
 from __future__ import annotations
 
+import select
 import subprocess
 import time
 
 from suites.errors import SuiteError
 
 ROUNDS = 8
+# A host that stops answering (or has no `date`) must not hang the run: each reply gets this long.
+REPLY_TIMEOUT_S = 10
 # Reads a line, answers with the wall clock in ns: no process is started between send and receipt.
 _SCRIPT = "while read -r _; do date +%s%N; done"
 
@@ -47,15 +50,24 @@ def measure_offset(host, rounds: int = ROUNDS) -> dict:
     try:
         for _ in range(rounds):
             t0 = time.time()
-            p.stdin.write(b"\n")
-            p.stdin.flush()
+            try:
+                p.stdin.write(b"\n")
+                p.stdin.flush()
+            except BrokenPipeError:
+                break
+            ready, _, _ = select.select([p.stdout], [], [], REPLY_TIMEOUT_S)
+            if not ready:
+                break
             line = p.stdout.readline()
             t1 = time.time()
             if not line.strip().isdigit():
                 break
             samples.append((t0, int(line) / 1e9, t1))
     finally:
-        p.stdin.close()
+        try:
+            p.stdin.close()
+        except BrokenPipeError:
+            pass
         try:
             p.wait(10)
         except subprocess.TimeoutExpired:
