@@ -206,16 +206,18 @@ class RemoteClients:
         """Remove our directory on the host and end the connection; the clock offset at the end
         (drift over the run) when it could still be read."""
         end = None
-        if self.host.master is not None and "clock_at_start" in self.facts:
-            try:
-                end = clock.measure_offset(self.host)
-                self.facts["clock_at_end"] = end
-            except SuiteError:
-                pass
-            if self.dir:
+        try:
+            if self.host.master is not None and "clock_at_start" in self.facts:
+                try:
+                    end = clock.measure_offset(self.host)
+                    self.facts["clock_at_end"] = end
+                except SuiteError:
+                    pass
+            if self.host.master is not None and self.dir:
                 try:
                     self.host.run(f"rm -rf {shlex.quote(self.dir)}", timeout_s=15)
                 except SuiteError:
                     pass
-        self.host.close()
+        finally:  # even when interrupted here: the connection and its socket go
+            self.host.close()
         return end
