@@ -232,21 +232,38 @@ def merge_shards(paths: list[Path], out: Path) -> tuple[Path, list[str]]:
     if out.exists():
         raise SuiteError(f"--out {out}: already exists; merge writes a new run directory")
     make_owned_dir(out)
-    for sub in (CELLS_DIR, SAMPLES_DIR, LOGS_DIR):
-        (out / sub).mkdir()
+    try:
+        _copy_shards(shards, out)
+        manifest = merged_manifest(shards, out.name, noted)
+        rd = RunDir(out)
+        rd.write_manifest(manifest)
+        rd.rebuild_results()
+    except BaseException:
+        # Ours, made a moment ago: a half-merged directory must not pass for a run.
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    return out, noted
+
+
+def _copy_shards(shards: list[Shard], out: Path) -> None:
+    """Cell records, timelines and cell logs keep their names (unique across shards: they name
+    the round); the logs of a shard's own steps (its dataset preparation) get the shard's number."""
     for s in shards:
+        cells = {c.get("id") for c in s.manifest.get("cells") or []}
         for sub in (CELLS_DIR, SAMPLES_DIR):
             for f in sorted((s.path / sub).glob("*")):
                 if f.is_file():
                     shutil.copy2(f, out / sub / f.name)
         for d in sorted((s.path / LOGS_DIR).glob("*")):
+            name = (
+                d.name
+                if d.name.split(".attempt")[0] in cells
+                else f"{d.name}.shard{s.label.split('/')[0]}"
+            )
             if d.is_dir():
-                shutil.copytree(d, out / LOGS_DIR / d.name, symlinks=True)
-    manifest = merged_manifest(shards, out.name, noted)
-    rd = RunDir(out)
-    rd.write_manifest(manifest)
-    rd.rebuild_results()
-    return out, noted
+                shutil.copytree(d, out / LOGS_DIR / name, symlinks=True)
+            elif d.is_file():
+                shutil.copy2(d, out / LOGS_DIR / name)
 
 
 def merged_manifest(shards: list[Shard], run_id: str, noted: list[str]) -> dict:

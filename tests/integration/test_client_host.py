@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.netns import make_hosts, sshd_available
+from tests.integration.netns import free_slash30, make_hosts, sshd_available
 from tests.integration.runs_helpers import REPO, manifest, results
 
 pytestmark = pytest.mark.integration
@@ -186,22 +186,24 @@ def test_bad_client_hosts_fail_preflight_in_one_line(client_host, suffix, expect
 
 
 def test_unreachable_server_address_fails_preflight(client_host):
-    """An address of this machine the client host has no route to (loopback is refused by the
-    suite check; 192.0.2.x is this VM's own, which the namespace cannot reach)."""
+    """An address of this machine the client host has no route to: a second address of the test's
+    own subnet on the host side of the veth (the namespace routes only its /30), so no packet
+    goes anywhere but the test's addresses."""
     host, tmp = client_host
-    own = [
-        a
-        for a in subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
-        if "." in a and not a.startswith(("127.", "10.213."))
-    ]
-    if not own:
-        pytest.skip("this machine has no other IPv4 address to try")
-    suite = _suite(tmp, host, host.alias)
-    suite.write_text(suite.read_text().replace(host.host_address, own[0]))
-    r = _mallocsweep(["run", str(suite), "--out", str(tmp / "runs-unreach"), "--quiet"], tmp / "c")
+    x = free_slash30({int(host.host_address.split(".")[2])})
+    other = f"10.213.{x}.1"
+    subprocess.run(["ip", "addr", "add", f"{other}/32", "dev", host.veth_host], check=True)
+    try:
+        suite = _suite(tmp, host, host.alias)
+        suite.write_text(suite.read_text().replace(host.host_address, other))
+        r = _mallocsweep(
+            ["run", str(suite), "--out", str(tmp / "runs-unreach"), "--quiet"], tmp / "cache"
+        )
+    finally:
+        subprocess.run(["ip", "addr", "del", f"{other}/32", "dev", host.veth_host], check=False)
     assert r.returncode == 2, r.stderr
     line = r.stderr.strip()
-    assert line.startswith(f"mallocsweep: error: client host {host.alias}: cannot reach {own[0]}")
+    assert line.startswith(f"mallocsweep: error: client host {host.alias}: cannot reach {other}")
 
 
 def test_results_columns_are_in_the_csv_header(client_run):

@@ -115,6 +115,8 @@ def _shard(root: Path, k: int, n: int = 2, repeat: int = 2, **changes) -> Path:
             target = target[p]
         target[last] = value
     (d / "manifest.json").write_text(json.dumps(m))
+    (d / "logs" / "dataset").mkdir()  # every shard prepares its own dataset
+    (d / "logs" / "dataset" / "prepare.log").write_text("prepared\n")
     for c in m["cells"]:
         (d / "cells" / f"{c['id']}.json").write_text(json.dumps({"cell": c, "rows": []}))
         (d / "samples" / f"{c['id']}.csv").write_text("t_s\n")
@@ -137,7 +139,11 @@ def test_two_shards_merge_into_the_whole_plan(tmp_path):
     assert noted == ["host hostname differs: 'db1' (shard 1/2) vs 'db2' (shard 2/2)"]
     assert m["merged"]["host_differences"] == noted
     assert len(list((out / "cells").glob("*.json"))) == 4
-    assert len(list((out / "logs").iterdir())) == 4
+    assert sorted(p.name for p in (out / "logs").iterdir() if not p.name.startswith("mariadb")) == [
+        "dataset.shard1",
+        "dataset.shard2",
+    ]
+    assert len(list((out / "logs").glob("mariadb*"))) == 4
     assert (out / "results.csv").read_text().startswith("cell,")
     assert (a / "manifest.json").is_file()  # the shards stay as they were
 
