@@ -233,6 +233,8 @@ def merge_shards(paths: list[Path], out: Path) -> tuple[Path, list[str]]:
         raise SuiteError(f"--out {out}: already exists; merge writes a new run directory")
     make_owned_dir(out)
     try:
+        for sub in (CELLS_DIR, SAMPLES_DIR, LOGS_DIR):
+            (out / sub).mkdir()
         _copy_shards(shards, out)
         manifest = merged_manifest(shards, out.name, noted)
         rd = RunDir(out)
