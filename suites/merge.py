@@ -69,6 +69,13 @@ class Shard:
         self.run_id = str(self.manifest.get("run_id") or self.path.name)
 
     @property
+    def identity(self) -> tuple:
+        """What tells two runs apart even when copied elsewhere (run ids alone can coincide: two
+        hosts that start their shards in the same second)."""
+        m = self.manifest
+        return (self.run_id, self.shard.get("index"), m.get("started_at"), self.host.get("boot_id"))
+
+    @property
     def label(self) -> str:
         return f"{self.shard.get('index')}/{self.shard.get('count')}"
 
@@ -82,13 +89,12 @@ def check_shards(shards: list[Shard]) -> list[str]:
     host differences that are only listed."""
     if len(shards) < 2:
         raise SuiteError("merge needs the run directories of at least two shards")
-    seen: dict[str, Path] = {}
+    seen: dict[str, tuple] = {}
     for s in shards:
-        real = s.path.resolve()
-        for other, where in seen.items():
-            if Path(other) == real or where == s.run_id:
-                raise SuiteError(f"{s.path}: given twice: a run cannot be merged with itself")
-        seen[str(real)] = s.run_id
+        real = str(s.path.resolve())
+        if real in seen or s.identity in seen.values():
+            raise SuiteError(f"{s.path}: given twice: a run cannot be merged with itself")
+        seen[real] = s.identity
     first = shards[0]
     fs = _flatten(first.manifest.get("suite") or {})
     for s in shards[1:]:

@@ -406,7 +406,8 @@ class Matrix:
     def _create_run_dir(self, label: str, cells: list[CellPlan], allocators: list) -> RunDir:
         stamp = datetime.now().strftime("%Y%m%dT%H%M%S")
         out = Path(self.suite.run.out)
-        rd = RunDir.create(out, f"{self.suite.suite.name}-{label}-{stamp}")
+        shard = f"-shard{self.shard.index}of{self.shard.count}" if self.shard is not None else ""
+        rd = RunDir.create(out, f"{self.suite.suite.name}-{label}-{stamp}{shard}")
         try:
             leftovers.register(rd.path)  # so doctor finds its servers wherever --out put it
         except OSError as e:

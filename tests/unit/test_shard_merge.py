@@ -215,3 +215,11 @@ def test_merge_on_the_command_line_is_one_line_exit_2(tmp_path, capsys):
     assert main(["merge", str(a), str(a), "--out", str(tmp_path / "m")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "merged with itself" in err[0]
+
+
+def test_shards_started_in_the_same_second_on_two_hosts_are_not_one_run(tmp_path):
+    a = _shard(tmp_path, 1)
+    name = json.loads((a / "manifest.json").read_text())["run_id"]
+    b = _shard(tmp_path, 2, run_id=name, started_at="2026-11-24T00:01:00+00:00")
+    out, _ = merge_shards([a, b], tmp_path / "merged")
+    assert len(json.loads((out / "manifest.json").read_text())["cells"]) == 4
