@@ -10,11 +10,12 @@ STAMPS := .stamps
 # Debian packages the suite drives. glibc is always there; the allocators under test; gcc for test
 # binaries and the keep_thp shim; maven + a JRE for the MongoDB stand-in; chromium to check reports render;
 # debootstrap for the server roots of `mallocsweep servers fetch`; libmariadb-dev + pkg-config to
-# build mysqlclient (iibench's C driver).
+# build mysqlclient (iibench's C driver); openssh-server for the tests' stand-in client and fleet
+# hosts (an sshd in a network namespace, never the system's).
 DEB_PACKAGES := mariadb-server mariadb-client sysbench debootstrap \
                 libjemalloc2 libtcmalloc-minimal4 libgoogle-perftools4 libmimalloc2.0 libtbbmalloc2 \
                 linux-perf gcc maven default-jre-headless chromium \
-                libmariadb-dev pkg-config
+                libmariadb-dev pkg-config openssh-server
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 SUITE ?= configs/suites/quick.toml
@@ -49,7 +50,7 @@ $(STAMPS)/venv: pyproject.toml
 	@mkdir -p $(STAMPS)
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,fleet]'
 	@touch $@
 
 # The exec helper every child starts through (servers/exec/msexec.c; found by servers/exec_helper.py).

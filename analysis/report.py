@@ -15,6 +15,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 from analysis import cells, memory, notices, plots, study_tables, verdict_tables, verdicts
+from analysis.clients import client_table
 from analysis.table_model import Table, fmt
 from rundir.atomic import atomic_write
 from rundir.format import VERDICTS
@@ -169,6 +170,7 @@ def build_context(run: Run, baseline: str | None = None) -> dict:
         "workloads": workloads,
         "iibench": study_tables.iibench_table(run) if "iibench" in run.workloads else None,
         "memory": memory.memory_table(run),
+        "clients": client_table(run),
         "rss_plot": plots.rss_timeline_plot(run),
         "thp_modes": run.thp_modes,
         "thp_cells": memory.thp_cells_table(run),

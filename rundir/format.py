@@ -120,6 +120,22 @@ RESULTS_COLUMNS = [
     "thp_collapse_alloc",
     "thp_split",
     "process_thp_enabled",
+    # the client host's own figures when sysbench ran there ([clients] hosts; empty otherwise),
+    # read from its /proc at the level's boundaries (the whole level phase, like the memory
+    # columns), for the whole client host: its name, the level's wall time on its clock, CPU
+    # seconds (user+nice / system+irq+softirq) and busy share of all its CPUs, context switches,
+    # and kB received/sent on its non-loopback interfaces; then sysbench's own CPU seconds there
+    # (the remote shell's `times` after waiting for it) (suites/remote/hostload.py)
+    "client_host",
+    "client_wall_s",
+    "client_cpu_user_s",
+    "client_cpu_sys_s",
+    "client_cpu_busy_pct",
+    "client_ctxsw",
+    "client_net_rx_kb",
+    "client_net_tx_kb",
+    "client_sysbench_user_s",
+    "client_sysbench_sys_s",
 ]
 
 # The per-cell timeline, samples/<cell>.csv. Cumulative counters are whole-process totals since start.
@@ -175,6 +191,7 @@ TEXT_COLUMNS = frozenset(
         "error",
         "phase",
         "ctxsw_source",
+        "client_host",
     }
 )
 INT_COLUMNS = frozenset({"threads", "repeat"})

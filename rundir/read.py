@@ -377,6 +377,13 @@ def load_run(path: Path) -> Run:
     for r in rows:
         r["repeat"] = r["repeat"] or 1
     raw = migrate(RawRun(manifest=manifest, columns=columns, rows=rows), str(path / MANIFEST))
+    # Columns added to the current format without a version bump (e.g. client_*): absent in a run
+    # written before them, read as empty.
+    added = [c for c in RESULTS_COLUMNS if c not in raw.columns] if raw.columns else []
+    for r in raw.rows:
+        for c in added:
+            r.setdefault(c, None)
+    raw.columns = [*raw.columns, *added]
     check_manifest(raw.manifest, str(path / MANIFEST))
     return Run(
         path=path, manifest=raw.manifest, rows=raw.rows, columns=raw.columns, notices=notices

@@ -67,8 +67,11 @@ class MySQLServer(ServerLife):
         port: int | None = None,
         thp_disable: bool = False,
         extra_preload: tuple[str, ...] = (),
+        bind_address: str = "127.0.0.1",
     ):
         self.binary = binary
+        # The one address the server listens on: loopback, or the one a client host connects to.
+        self.bind_address = bind_address
         # Non-allocator libraries preloaded before the allocator (the keep_thp experiment shim).
         self.extra_preload = tuple(extra_preload)
         self.workdir = Path(workdir).absolute()
@@ -183,7 +186,9 @@ class MySQLServer(ServerLife):
             )
 
     def _write_config(self, port: int) -> None:
-        text = render_my_cnf(self.binary, self.settings, self._paths(), port)
+        text = render_my_cnf(
+            self.binary, self.settings, self._paths(), port, bind_address=self.bind_address
+        )
         self.my_cnf.write_text(text)
 
     # -- in a server root (servers.root) -------------------------------------------------------
@@ -231,10 +236,10 @@ class MySQLServer(ServerLife):
             raise ServerError(
                 f"datadir {self.datadir} is not initialised (no mysql/ schema); initialize() first"
             )
-        self.port = self.requested_port or free_port()
-        if port_in_use(self.port):
+        self.port = self.requested_port or free_port(self.bind_address)
+        if port_in_use(self.port, self.bind_address):
             raise ServerError(
-                f"port {self.port} on 127.0.0.1 is already in use; choose another port"
+                f"port {self.port} on {self.bind_address} is already in use; choose another port"
             )
         self._prepare_socket()
         self.tmpdir.mkdir(exist_ok=True)
@@ -337,7 +342,7 @@ class MySQLServer(ServerLife):
         d = {
             "socket": str(self.socket),
             "port": self.port,
-            "host": "127.0.0.1",
+            "host": self.bind_address,
             "user": "root",
             "password": "",
         }
@@ -453,6 +458,7 @@ class MySQLServer(ServerLife):
             "root": self.binary.root.to_manifest() if self.binary.root else None,
             "settings": self.settings.to_manifest(),
             "port": self.port,
+            "bind_address": self.bind_address,
             "socket": str(self.socket),
             "pid": self.pid,
             "thp_disable": self.thp_disable,

@@ -170,6 +170,7 @@ def render_my_cnf(
     port: int,
     template: Path = TEMPLATE,
     euid: int | None = None,
+    bind_address: str = "127.0.0.1",
 ) -> str:
     """The full my.cnf text for one server life. Every path and value goes through option_value:
     a '#' in a path (an --out of the user's) must not cut it short in the server's eyes."""
@@ -188,6 +189,7 @@ def render_my_cnf(
         "pid_file": option_value(paths.pid_file, "pid_file"),
         "error_log": option_value(paths.error_log, "error_log"),
         "port": port,
+        "bind_address": bind_address,
         "max_threads": settings.max_threads,
         "max_connections": settings.max_connections,
         "thread_cache_size": settings.thread_cache_size,

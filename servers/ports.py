@@ -11,15 +11,15 @@ import errno
 import socket
 
 
-def free_port() -> int:
-    """A port on 127.0.0.1 that nothing is bound to right now (the kernel's choice)."""
+def free_port(address: str = "127.0.0.1") -> int:
+    """A port on `address` that nothing is bound to right now (the kernel's choice)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((address, 0))
         return s.getsockname()[1]
 
 
-def port_in_use(port: int) -> bool:
-    """True when something on this machine holds `port` on 127.0.0.1 (bound or listening).
+def port_in_use(port: int, address: str = "127.0.0.1") -> bool:
+    """True when something on this machine holds `port` on `address` (bound or listening).
 
     Binding is the test that matches what the server will do; SO_REUSEADDR lets a port in
     TIME_WAIT count as free, as it will for the server (which sets the same option).
@@ -27,7 +27,7 @@ def port_in_use(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind(("127.0.0.1", port))
+            s.bind((address, port))
         except OSError as e:
             if e.errno in (errno.EADDRINUSE, errno.EACCES):
                 return True

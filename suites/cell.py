@@ -49,6 +49,8 @@ class CellContext:
     on_progress: Callable[[str, float], None] | None = None  # (phase label, seconds expected)
     on_interval: Callable[[float, float, float], None] | None = None
     on_note: Callable[[str], None] | None = None  # one line for the user, e.g. a server warning
+    # suites.remote.clients.RemoteClients: the levels' clients run on that host (None: here)
+    clients: object | None = None
 
 
 class CellRunner:

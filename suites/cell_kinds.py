@@ -63,6 +63,7 @@ class MySQLCell(WorkloadCell):
                 "keep_server_thp: a preload shim ignored the server's prctl(PR_SET_THP_DISABLE), "
                 "so the system THP mode reached its heap; MariaDB's own behaviour was changed"
             )
+        clients = self.ctx.suite.clients
         return MySQLServer(
             self.ctx.server_binary,
             self.work,
@@ -70,10 +71,28 @@ class MySQLCell(WorkloadCell):
             self.ctx.allocator,
             thp_disable=thp_disable,
             extra_preload=extra,
+            bind_address=clients.server_address if clients.hosts else "127.0.0.1",
         )
 
     def target(self) -> ClientTarget:
         return ClientTarget.mysql(self.server.client_target(), self.workload.database)
+
+    def remote_target(self) -> ClientTarget:
+        """Where a client host connects: TCP to the bound address, as an account of this server
+        life only (a fresh random password per cell; root is local-only)."""
+        from suites.remote.account import client_account
+
+        user, password = client_account(self.server.connect, self.workload.database)
+        info = self.server.client_target()
+        return ClientTarget(
+            kind="mysql",
+            host=info["host"],
+            port=info["port"],
+            socket=None,
+            user=user,
+            password=password,
+            database=self.workload.database,
+        )
 
     def status_source(self):
         return self.server.global_status

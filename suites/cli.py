@@ -20,10 +20,10 @@ from collectors.errors import CollectorError
 from rundir.errors import RunDirError
 from servers.errors import ServerError
 from suites import stdout_guard
-from suites.commands import allocators, compare, doctor, report, run, servers
+from suites.commands import allocators, compare, doctor, merge, report, run, servers
 from suites.errors import Interrupted, SuiteError
 
-COMMANDS = [allocators, doctor, servers, run, report, compare]
+COMMANDS = [allocators, doctor, servers, run, merge, report, compare]
 USER_ERRORS = (SuiteError, ServerError, CollectorError, AnalysisError, RunDirError)
 USER_OS_ERRORS = {
     errno.ENOSPC,
@@ -51,6 +51,7 @@ typical use:
   mallocsweep report runs/<run>                   (re)write report.html and summary.md
   mallocsweep report runs/<run> --rederive        derive the figures again from the raw records
   mallocsweep compare runs/<old> runs/<new>       exit 1 on a significant regression
+  mallocsweep run SUITE --shard 1/2 ...; mallocsweep merge RUN1 RUN2 --out DIR   a fleet
 """
 
 

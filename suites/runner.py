@@ -51,8 +51,13 @@ class Matrix:
         resume: Path | None = None,
         display: Display | None = None,
         cache_root: Path | None = None,
+        shard=None,
     ):
         self.loaded = loaded
+        self.shard = shard  # suites.shard.Shard: run only this share of the rounds (a fleet)
+        self.clients = (
+            None  # suites.remote.clients.RemoteClients while a run with a client host runs
+        )
         self.suite = suite
         self.resume = resume
         self.display = display or Display(enabled=False)
@@ -162,6 +167,7 @@ class Matrix:
         gate = interrupts.Interrupts()
         gate.install()
         thp = None
+        self.clients = None
         try:
             binary, label = self.resolve_server()
             if self.resume is not None:
@@ -175,6 +181,9 @@ class Matrix:
                     list(self.suite.thp.modes),
                     self.suite.run.repeat,
                 )
+                if self.shard is not None:
+                    self.manifest_shard = self.shard.to_manifest(cells, self.suite.run.repeat)
+                    cells = self.shard.select(cells, self.suite.run.repeat)
                 per_round = len(allocators) * len(self.suite.thp.modes)
                 self.design = plan_design(
                     self.suite, estimate_cell_seconds(self.suite) * per_round, MAX_REPEAT
@@ -185,12 +194,18 @@ class Matrix:
             ThpController(None).check(list(self.suite.thp.modes))
             checks = self._preflight(binary, self.resume or Path(self.suite.run.out))
             gate.check()  # safe point: nothing written yet
+            if self.suite.clients.hosts:
+                # The client host is checked before anything is written, like this machine.
+                self.display.note(f"checking client host {self.suite.clients.hosts[0]}")
+                self.clients = open_clients(self.suite)
             if resumed is not None:
                 stale = clear_stale_work(resumed, cells)
                 self.run_dir = self._reopen(resumed, stale)
             else:
                 self.run_dir = self._create_run_dir(label, cells, allocators)
             self.manifest["preflight"] = checks
+            if self.clients is not None:
+                self.manifest["clients"] = self.clients.to_manifest()
             thp = ThpController(self.run_dir.path, defrag=self.suite.thp.defrag)
             todo = [c for c in cells if self.manifest_cell(c.id).get("status") != "ok"]
             self.display.start_matrix(len(todo), estimate_cell_seconds(self.suite) * len(todo))
@@ -238,6 +253,11 @@ class Matrix:
     def _close(self, thp, gate) -> None:
         """The run's last clean-up, in order: THP restored, the manifest written (as interrupted
         if a signal came after the last safe point), the display stopped."""
+        if self.clients is not None:
+            with gate.doing("the client host's connection to close"):
+                self.clients.close()
+            if self.run_dir is not None:
+                self.manifest["clients"] = self.clients.to_manifest()
         if thp is not None:
             with gate.doing("THP to be restored"):
                 restored = thp.restore()
@@ -312,6 +332,7 @@ class Matrix:
             on_progress=self.display.phase,
             on_interval=self.display.interval,
             on_note=self.display.note,
+            clients=self.clients,
         )
         cell = family_of(self.suite).cell(ctx)
         try:
@@ -355,7 +376,8 @@ class Matrix:
     def _create_run_dir(self, label: str, cells: list[CellPlan], allocators: list) -> RunDir:
         stamp = datetime.now().strftime("%Y%m%dT%H%M%S")
         out = Path(self.suite.run.out)
-        rd = RunDir.create(out, f"{self.suite.suite.name}-{label}-{stamp}")
+        shard = f"-shard{self.shard.index}of{self.shard.count}" if self.shard is not None else ""
+        rd = RunDir.create(out, f"{self.suite.suite.name}-{label}-{stamp}{shard}")
         try:
             leftovers.register(rd.path)  # so doctor finds its servers wherever --out put it
         except OSError as e:
@@ -385,6 +407,8 @@ class Matrix:
             },
             "cells": [_pending(c) for c in cells],
         }
+        if self.shard is not None:
+            self.manifest["shard"] = self.manifest_shard
         self._save_manifest(rd)
         return rd
 
@@ -403,6 +427,16 @@ class Matrix:
 
     def _save_manifest(self, rd: RunDir | None = None) -> None:
         (rd or self.run_dir).write_manifest(self.manifest)
+
+
+def open_clients(suite: Suite):
+    """The suite's client host, checked and prepared (suites.remote.clients)."""
+    from suites.remote.clients import RemoteClients
+    from suites.sysbench.runner import WRAPPER
+
+    clients = RemoteClients(suite.clients, suite.max_threads, WRAPPER)
+    clients.open()
+    return clients
 
 
 def _pending(c: CellPlan) -> dict:
@@ -444,9 +478,10 @@ def run_suite(
     resume: Path | None,
     display: Display,
     cache_root: Path | None = None,
+    shard=None,
 ) -> tuple[int, Path | None]:
     """Run the matrix; (exit code, run dir). Raises Interrupted after recording the interruption."""
-    m = Matrix(loaded, suite, resume=resume, display=display, cache_root=cache_root)
+    m = Matrix(loaded, suite, resume=resume, display=display, cache_root=cache_root, shard=shard)
     try:
         code = m.run()
     except ServerError as e:

@@ -70,6 +70,7 @@ def level_row(
     row["status"] = level["status"]
     row["error"] = level.get("error") or ""
     row.update(level["report"])
+    row.update((level.get("extra") or {}).get("client_load") or {})  # a client host's figures
     for k in FIGURE_KEYS:  # the phase figures that are results columns
         if k in RESULTS_COLUMNS:
             row[k] = fig.get(k)

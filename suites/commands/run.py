@@ -109,6 +109,17 @@ def add_parser(sub) -> None:
         metavar="RUN_DIR",
         help="finish an interrupted run: only cells that are not ok run again",
     )
+    p.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="run only the K-th of N shares of the matrix (whole rounds, dealt 1..N then N..1), "
+        "for a fleet of identical hosts; join the shards with `mallocsweep merge`",
+    )
+    p.add_argument(
+        "--client-host",
+        metavar="USER@HOST",
+        help="run sysbench on this host over SSH against [clients] server_address",
+    )
     p.add_argument("--no-report", action="store_true", help="skip report.html/summary.md")
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.set_defaults(func=run)
@@ -187,6 +198,11 @@ def run(args) -> int:
     if args.repeat is not None and args.repeat <= 0:
         raise SuiteError(f"--repeat {args.repeat}: expected a positive number of rounds")
     budget = duration_arg(args.budget)
+    from suites.shard import parse_shard
+
+    shard = parse_shard(args.shard)
+    if shard is not None and args.resume is not None:
+        raise SuiteError(f"--shard {args.shard} with --resume: a resumed shard keeps its own cells")
     if args.resume is not None and _complete(args.resume):
         return 0
     loaded = load_suite(args.suite)
@@ -202,6 +218,7 @@ def run(args) -> int:
         args.baseline,
         args.min_effect,
         args.server_root,
+        args.client_host,
     )
     if args.resume is not None and all(o is None for o in overrides):
         # Resuming without options: the settings are the ones the run was started with.
@@ -220,10 +237,16 @@ def run(args) -> int:
             baseline=args.baseline,
             min_effect=args.min_effect,
             server_root=args.server_root,
+            client_host=args.client_host,
             out=args.out,
         )
+    if shard is not None and suite.run.budget_s:
+        raise SuiteError(
+            f"--shard {args.shard} with a time budget: every shard would add rounds of its own; "
+            "shard a fixed number of rounds (--repeat)"
+        )
     display = Display(enabled=not args.quiet)
-    code, run_dir = run_suite(loaded, suite, args.resume, display)
+    code, run_dir = run_suite(loaded, suite, args.resume, display, shard=shard)
     return _finish(args, code, run_dir)
 
 

@@ -187,6 +187,26 @@ def _spawn(
     )
 
 
+def _spawn_remote(ssh_argv: list[str], log_path: Path, rec_path: Path, cwd: Path) -> Child:
+    """ssh running a level on the client host: its stdout is the records, its stderr the log."""
+    with open(log_path, "ab") as log:
+        log.write(("# mallocsweep: " + " ".join(_masked(ssh_argv)) + "\n").encode())
+    env = {k: v for k, v in os.environ.items() if k in ("HOME", "USER", "LOGNAME", "SSH_AUTH_SOCK")}
+    return spawn(
+        ssh_argv,
+        env=_ENV | env,
+        cwd=cwd,
+        stdout=rec_path,
+        stderr=log_path,
+        death_signal=signal.SIGKILL,
+    )
+
+
+def _masked(argv: list[str]) -> list[str]:
+    """argv as recorded: a client account's password never reaches the run directory."""
+    return [re.sub(r"(--mysql-password=)\S*", r"\1***", a) for a in argv]
+
+
 def run_level(
     target: ClientTarget,
     workload: str,
@@ -197,6 +217,7 @@ def run_level(
     on_interval: Callable[[float, float, float], None] | None = None,
     timeout_s: float | None = None,
     stop_when: Callable[[], bool] | None = None,
+    remote=None,
 ) -> LevelResult:
     """One level: `threads` clients of `workload` for `duration_s` seconds.
 
@@ -207,6 +228,8 @@ def run_level(
     `stop_when()` is asked after each interval report; when it says True, sysbench is stopped
     (SIGTERM to its group) and the result is "ok" with extra["stopped_early"], its figures from
     the interval reports (a warmup that got warm needs no more).
+    `remote` (suites.remote.clients.RemoteClients): sysbench runs on that client host over SSH;
+    its records come back on ssh's stdout into the same records file.
     """
     script = stock_script(workload)
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
@@ -236,10 +259,15 @@ def run_level(
     priority: dict = {}
     report: IdleBoost | dict | None = None  # sysbench's report thread, once it has named itself
     watch: LevelWatch | None = None
+    remote_tag = None
     started = time.monotonic()
     try:
         try:
-            child = _spawn(argv, env, log_path, scratch, nofile["soft"])
+            if remote is not None:
+                ssh_argv, remote_tag = remote.level_command(argv, env, limit)
+                child = _spawn_remote(ssh_argv, log_path, rec_path, scratch)
+            else:
+                child = _spawn(argv, env, log_path, scratch, nofile["soft"])
         except OSError as e:
             res = LevelResult(
                 workload=workload,
@@ -262,7 +290,11 @@ def run_level(
             ended = child.poll()
             for rec in follower.new_records():
                 if rec["type"] == "report_thread" and report is None and ended is None:
-                    report = _boost_report_thread(child.pid, rec.get("tid"))
+                    report = (
+                        {"tid": rec.get("tid"), "policy": None, "refused": "on the client host"}
+                        if remote is not None
+                        else _boost_report_thread(child.pid, rec.get("tid"))
+                    )
                     continue
                 if rec["type"] != "interval":
                     continue
@@ -298,9 +330,14 @@ def run_level(
                 watch.close()
             if isinstance(report, IdleBoost):
                 report.stop()
+            ended_badly = child is not None and (
+                child.poll() is None or timed_out or stopped or child.exit.returncode != 0
+            )
             if child is not None and child.poll() is None:  # interrupted: no clients left behind
                 child.signal_group(signal.SIGKILL)
                 child.wait(10)
+            if remote_tag is not None and (ended_badly or child is None):
+                remote.abort(remote_tag)  # on the client host too
             shutil.rmtree(scratch, ignore_errors=True)
 
     if isinstance(report, IdleBoost):
@@ -311,7 +348,7 @@ def run_level(
     res = level_result(workload, threads, recs, log_path)
     exit_info = child.exit
     res.extra.update(
-        argv=argv,
+        argv=_masked(argv),
         records=str(rec_path),
         wall_s=round(time.monotonic() - started, 3),
         exit=exit_info.to_manifest() if exit_info else None,

@@ -31,7 +31,8 @@ class Sysbench(Workload):
 
         s = cell.ctx.suite.sysbench
         opts = sysbench_options(cell.ctx.suite)
-        target = cell.target()
+        remote = cell.ctx.clients  # suites.remote.clients.RemoteClients, or None: clients run here
+        target = cell.remote_target() if remote is not None else cell.target()
         for workload in s.workloads:
             for threads in s.threads:
                 phase = f"{workload}@{threads}"
@@ -39,7 +40,8 @@ class Sysbench(Workload):
 
                 def run(workload=workload, threads=threads, log=log, phase=phase):
                     cell._progress(phase, s.duration_s)
-                    return sysbench.run_level(
+                    before = remote.load() if remote is not None else None
+                    res = sysbench.run_level(
                         target,
                         workload,
                         threads,
@@ -48,7 +50,12 @@ class Sysbench(Workload):
                         log,
                         on_interval=cell.on_interval,
                         timeout_s=None,
+                        remote=remote,
                     )
+                    if remote is not None:
+                        # the client host's own CPU, context switches and network over the level
+                        res.extra["client_load"] = remote.level_load(before)
+                    return res
 
                 yield phase, run
 

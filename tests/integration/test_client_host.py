@@ -1,0 +1,213 @@
+"""The load generator on its own host: sysbench over SSH in a network namespace (issue 18, item 1).
+
+A namespace with its own sshd (tests/integration/netns.py) stands in for the client host; the
+server binds only the host side of the veth pair, so the clients' traffic crosses the veth. One
+server life (one allocator, two levels) serves every assertion; the bad-input cases fail in
+preflight, before any server starts.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.integration.netns import free_slash30, make_hosts, sshd_available
+from tests.integration.runs_helpers import REPO, manifest, results
+
+pytestmark = pytest.mark.integration
+
+WHY_NOT = sshd_available()
+SUITE = """\
+[suite]
+name = "client-host-smoke"
+[server]
+buffer_pool_mb = 64
+[allocators]
+use = ["glibc"]
+[dataset]
+tables = 2
+table_size = 2000
+[warmup]
+min_s = 1
+cap_s = 2
+threads = 4
+[sysbench]
+workloads = ["point_select"]
+threads = [4, 16]
+duration_s = 3
+[clients]
+hosts = ["{host}"]
+server_address = "{address}"
+ssh_config = "{ssh_config}"
+connect_timeout_s = 5
+"""
+
+
+def _mallocsweep(args: list[str], cache: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, MALLOCSWEEP_CACHE=str(cache))
+    return subprocess.run(
+        [sys.executable, "-m", "suites.cli", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def client_host():
+    if WHY_NOT:
+        pytest.skip(f"no stand-in client host: {WHY_NOT}")
+    tmp = Path(tempfile.mkdtemp(prefix="ms-client-"))
+    hosts = make_hosts(1)
+    try:
+        yield hosts[0], tmp
+    finally:
+        for h in hosts:
+            h.remove()
+        shutil.rmtree(tmp, ignore_errors=True)
+        left = [x for h in hosts for x in h.leftovers()]
+        assert not left, f"the test left behind: {left}"
+
+
+def _suite(tmp: Path, host, alias: str) -> Path:
+    p = tmp / f"{alias}.toml"
+    p.write_text(
+        SUITE.format(host=alias, address=host.host_address, ssh_config=host.dir / "ssh_config")
+    )
+    return p
+
+
+@pytest.fixture(scope="module")
+def client_run(client_host):
+    host, tmp = client_host
+    r = _mallocsweep(
+        ["run", str(_suite(tmp, host, host.alias)), "--out", str(tmp / "runs"), "--quiet",
+         "--no-report"],
+        tmp / "cache",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    run_dir = next((tmp / "runs").iterdir())
+    return host, run_dir
+
+
+def test_levels_ran_on_the_client_host_and_its_figures_are_recorded(client_run):
+    host, run_dir = client_run
+    rows = results(run_dir)
+    phases = manifest(run_dir)["cells"][0]["collectors"]["phases"]
+    assert [int(r["threads"]) for r in rows] == [4, 16]
+    for r in rows:
+        assert r["status"] == "ok", r["error"]
+        assert float(r["qps"]) > 0
+        assert r["client_host"] == host.alias
+        # sysbench's own CPU there, and the host's: the clients did work on that host
+        assert float(r["client_sysbench_user_s"]) + float(r["client_sysbench_sys_s"]) > 0
+        assert float(r["client_cpu_user_s"]) >= float(r["client_sysbench_user_s"]) * 0.5
+        assert float(r["client_ctxsw"]) > 0
+        # The namespace's interfaces carried the queries and their answers: TCP over the veth,
+        # not the unix socket. Answers (rx) outweigh queries (tx) for point selects.
+        assert float(r["client_net_rx_kb"]) > 0 and float(r["client_net_tx_kb"]) > 0
+        assert float(r["client_wall_s"]) >= 3
+        # the server's CPU over the same level phase, beside them
+        server = phases[f"point_select@{r['threads']}"]
+        assert server["cpu_user_s"] + server["cpu_sys_s"] > 0
+    log = (run_dir / "logs" / rows[0]["cell"] / "point_select@4.log").read_text()
+    assert f"--mysql-host={host.host_address}" in log
+    assert "--mysql-password=***" in log  # the per-cell account's password is never recorded
+
+
+def test_server_bound_only_the_named_address(client_run):
+    host, run_dir = client_run
+    m = manifest(run_dir)
+    cell = m["cells"][0]
+    assert cell["server"]["bind_address"] == host.host_address
+    error_log = next((run_dir / "logs" / cell["id"]).glob("error.log"))
+    assert f"Server socket created on IP: '{host.host_address}'" in error_log.read_text()
+
+
+def test_manifest_records_the_client_host_and_the_clock_offset(client_run):
+    host, run_dir = client_run
+    c = manifest(run_dir)["clients"]
+    assert c["host"] == host.alias and c["server_address"] == host.host_address
+    assert c["sysbench_version"].startswith("sysbench 1.0.20")
+    assert int(c["nofile_hard"]) >= c["nofile_needed"]
+    for when in ("clock_at_start", "clock_at_end"):
+        clock = c[when]
+        # One kernel clock on both sides here: the measured offset is within its own bound
+        # (half the smallest round trip) of zero, plus the time `date` takes to run.
+        assert abs(clock["offset_s"]) <= clock["uncertainty_s"] + 0.005, clock
+        assert clock["samples"] >= 4
+
+
+def test_nothing_is_left_on_the_client_host(client_run):
+    host, run_dir = client_run
+    work = manifest(run_dir)["clients"]["work_dir"]
+    r = subprocess.run(
+        ["ssh", "-F", str(host.dir / "ssh_config"), "-o", "BatchMode=yes", host.alias,
+         f"test -e {work} && echo present; pgrep -x sysbench || true"],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "present" not in r.stdout
+    # Only sshd runs in the namespace once the run is over (no sysbench, no ssh session).
+    names = {Path(f"/proc/{p}/comm").read_text().strip() for p in host.pids()}
+    assert names <= {"sshd"}, names
+
+
+@pytest.mark.parametrize(
+    ("suffix", "expected"),
+    [
+        ("refused", "the key was refused"),
+        ("closed", "nothing listens on its SSH port"),
+        ("nosysbench", "sysbench is not installed"),
+    ],
+)
+def test_bad_client_hosts_fail_preflight_in_one_line(client_host, suffix, expected):
+    host, tmp = client_host
+    alias = f"{host.alias}-{suffix}"
+    out = tmp / f"runs-{suffix}"
+    r = _mallocsweep(
+        ["run", str(_suite(tmp, host, alias)), "--out", str(out), "--quiet"], tmp / "cache"
+    )
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"mallocsweep: error: client host {alias}: "), lines[0]
+    assert expected in lines[0]
+    assert not out.exists() or not any(out.iterdir())  # refused before anything was written
+
+
+def test_unreachable_server_address_fails_preflight(client_host):
+    """An address of this machine the client host has no route to: a second address of the test's
+    own subnet on the host side of the veth (the namespace routes only its /30), so no packet
+    goes anywhere but the test's addresses."""
+    host, tmp = client_host
+    x = free_slash30({int(host.host_address.split(".")[2])})
+    other = f"10.213.{x}.1"
+    subprocess.run(["ip", "addr", "add", f"{other}/32", "dev", host.veth_host], check=True)
+    try:
+        suite = _suite(tmp, host, host.alias)
+        suite.write_text(suite.read_text().replace(host.host_address, other))
+        r = _mallocsweep(
+            ["run", str(suite), "--out", str(tmp / "runs-unreach"), "--quiet"], tmp / "cache"
+        )
+    finally:
+        subprocess.run(["ip", "addr", "del", f"{other}/32", "dev", host.veth_host], check=False)
+    assert r.returncode == 2, r.stderr
+    line = r.stderr.strip()
+    assert line.startswith(f"mallocsweep: error: client host {host.alias}: cannot reach {other}")
+
+
+def test_results_columns_are_in_the_csv_header(client_run):
+    _, run_dir = client_run
+    with open(run_dir / "results.csv") as f:
+        header = next(csv.reader(f))
+    assert header[-2:] == ["client_sysbench_user_s", "client_sysbench_sys_s"]
