@@ -21,6 +21,7 @@ from rundir.format import (
     MANIFEST,
     REQUIRED_RESULT_COLUMNS,
     RESULTS,
+    RESULTS_COLUMNS,
     SAMPLES_DIR,
     SPAN_WINDOW,
     TEXT_COLUMNS,
@@ -253,4 +254,13 @@ def load_run(path: Path) -> Run:
             r["repeat"] = r["repeat"] or 1
     raw = migrate(RawRun(manifest=manifest, columns=columns, rows=rows), str(path / MANIFEST))
     check_manifest(raw.manifest, str(path / MANIFEST))
-    return Run(path=path, manifest=raw.manifest, rows=raw.rows, columns=raw.columns)
+    columns, rows = raw.columns, raw.rows
+    added = [c for c in RESULTS_COLUMNS if c not in columns] if columns else []
+    if added:
+        # Columns added within this format version (e.g. the allocator's accounting): empty in
+        # a run recorded before them, as a migration would leave them.
+        columns = [*columns, *added]
+        for r in rows:
+            for c in added:
+                r.setdefault(c, None)
+    return Run(path=path, manifest=raw.manifest, rows=rows, columns=columns)

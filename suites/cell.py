@@ -8,6 +8,7 @@ idea). Every exit path stops the server; a failure fails this cell only.
 from __future__ import annotations
 
 import shutil
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,6 +82,9 @@ def _level_row(
         "error": res.error or "",
     }
     row.update(res.row())
+    for k, v in (res.extra.get("row") or {}).items():  # columns a workload adds (churn cycle)
+        if k in RESULTS_COLUMNS:
+            row[k] = v
     for k in FIGURE_KEYS:  # the collectors' per-phase figures that are results columns
         if k in RESULTS_COLUMNS:
             row[k] = fig.get(k)
@@ -111,6 +115,10 @@ class CellRunner:
         self.levels: list[tuple[str, LevelResult]] = []
         self.intervals: dict[str, list[Interval]] = {}  # per level phase, as reported
         self._current: list[Interval] | None = None
+        # The allocator's own accounting (suites.alloc_memory): a family that can preload the
+        # alloc_stats shim sets alloc_stats in make_server; readings start once the server answers.
+        self.alloc_stats = None  # servers.allocstats.AllocStats
+        self.alloc_memory = None  # suites.alloc_memory.AllocMemory
 
     # -- hooks for the server family -----------------------------------------------------------
     def make_server(self, thp_disable: bool):
@@ -201,11 +209,17 @@ class CellRunner:
             self._note_server_warnings()
             self.record["verification"] = self.server.evidence
             coll.set_status_source(self.status_source(), self.live_status_source())
+            if self.alloc_stats is not None:
+                from suites.alloc_memory import AllocMemory
+
+                self.alloc_memory = AllocMemory(self.alloc_stats, self.server.pid, coll.elapsed)
+                self.alloc_memory.read("startup", "server start")
 
             # The server answers: its memory now is "at server start" (Percona's table).
             coll.begin_phase("warmup", mark="server_start")
             self.record["warmup"] = self.warmup()
             self._check_alive("warmup")
+            self._alloc_read("warmup", "warmup end")
             coll.check_sampling()
 
             for phase, run_level in self.workload_phases():
@@ -228,7 +242,10 @@ class CellRunner:
                     level["priority"] = res.extra["priority"]
                 self.record["levels"].append(level)
                 self._check_alive(phase)
+                self._alloc_read(phase, "level end")
                 coll.check_sampling()  # collectors are mandatory: a dead sampler fails the cell
+            self._idle_phase()
+            self._alloc_read("shutdown", "server stop")
             coll.begin_phase("shutdown", mark="server_stop")
             self._progress("stopping server", 5)
             exit_info = self.server.stop()
@@ -243,6 +260,11 @@ class CellRunner:
         finally:
             exit_info = self._stop_everything(exit_info)
             self.record["finished_at"] = now_iso()
+            if self.alloc_memory is not None:
+                self.record["alloc_memory"] = self.alloc_memory.to_manifest()
+                warnings = self.alloc_memory.warnings()
+                if warnings:
+                    self.record["warnings"] = self.record.get("warnings", []) + warnings
         if self.collectors is not None:
             duration, interval, last_ends_load = self.level_clock()
             for n, (phase, res) in enumerate(self.levels):
@@ -263,6 +285,8 @@ class CellRunner:
                 row = _level_row(
                     ctx, self.server_info(), res, fig, win, window, self.collectors.ctxsw_source
                 )
+                if self.alloc_memory is not None:
+                    row.update(self.alloc_memory.level_columns(phase))
                 rows.append(row)
                 self.record["levels"][n]["window"] = self._window_record(
                     phase, fig, win, window, row
@@ -273,6 +297,23 @@ class CellRunner:
             failed = [f"{p}: {r.error}" for p, r in self.levels if r.status != "ok"]
             self.record["level_failures"] = failed
         return CellOutcome(self.record, rows)
+
+    def _alloc_read(self, phase: str, at: str) -> None:
+        if self.alloc_memory is not None:
+            self.alloc_memory.read(phase, at)
+
+    def _idle_phase(self) -> None:
+        """After the load: no client, RSS in the timeline, allocator readings (memory.idle_s)."""
+        mem = self.ctx.suite.memory
+        if not mem.idle_s:
+            return
+        self.collectors.begin_phase("idle")
+        self._progress("idle", mem.idle_s)
+        if self.alloc_memory is not None:
+            self.alloc_memory.idle(mem.idle_s, mem.idle_sample_s)
+        else:
+            threading.Event().wait(mem.idle_s)  # the timeline samples RSS meanwhile
+        self._check_alive("idle")
 
     def _window_record(self, phase, fig: dict, win, window: Window | None, row: dict) -> dict:
         """What the manifest says about a level's measured window (and why there is none).

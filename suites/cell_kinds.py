@@ -41,6 +41,9 @@ class _Levels:
         from suites import sysbench
 
         s = self.ctx.suite.sysbench
+        if self.ctx.suite.memory.churn_cycles:
+            yield from self.churn_levels()
+            return
         opts = sysbench_options(self.ctx.suite)
         target = self.target()
         for workload in s.workloads:
@@ -62,6 +65,38 @@ class _Levels:
                     )
 
                 yield phase, run
+
+    def churn_levels(self):
+        """The sysbench levels in cycles (suites.churn): clients come and go, threads exit."""
+        from suites import churn, sysbench
+
+        suite = self.ctx.suite
+        s, mem = suite.sysbench, suite.memory
+        opts = sysbench_options(suite)
+        target = self.target()
+        own = self.server.settings.thread_cache_size
+        for lv in churn.churn_plan(
+            s.workloads, s.threads, mem.churn_cycles, mem.churn_thread_cache
+        ):
+
+            def run(lv=lv):
+                if lv.first_of_block and lv.thread_cache is not None:
+                    churn.set_thread_cache(self.server.connect, lv.thread_cache)
+                self._progress(lv.phase, s.duration_s)
+                res = sysbench.run_level(
+                    target,
+                    lv.workload,
+                    lv.threads,
+                    s.duration_s,
+                    opts,
+                    self.logs / f"{lv.phase.replace('/', '_')}.log",
+                    on_interval=self.on_interval,
+                    timeout_s=None,
+                )
+                res.extra["row"] = churn.row_columns(lv, own)
+                return res
+
+            yield lv.phase, run
 
     def iibench_levels(self):
         from suites import iibench
@@ -127,6 +162,13 @@ class MySQLCell(_Levels, CellRunner):
                 "keep_server_thp: a preload shim ignored the server's prctl(PR_SET_THP_DISABLE), "
                 "so the system THP mode reached its heap; MariaDB's own behaviour was changed"
             )
+        late, env = (), {}
+        if self.ctx.suite.memory.alloc_stats:
+            from servers.allocstats import AllocStats
+
+            self.alloc_stats = AllocStats(self.work)
+            lib, env = self.alloc_stats.prepare()
+            late = (lib,)
         return MySQLServer(
             self.ctx.server_binary,
             self.work,
@@ -134,6 +176,8 @@ class MySQLCell(_Levels, CellRunner):
             self.ctx.allocator,
             thp_disable=thp_disable,
             extra_preload=extra,
+            late_preload=late,
+            extra_env=env,
         )
 
     def target(self) -> ClientTarget:
