@@ -65,15 +65,15 @@ churn_thread_cache = [1]
 def run():
     missing = [a.name for a in resolve(list(CORE)) if not a.usable]
     if missing:
-        pytest.skip(f"allocators not installed here: {', '.join(missing)} (make setup installs them)")
+        pytest.skip(
+            f"allocators not installed here: {', '.join(missing)} (make setup installs them)"
+        )
     out = Path(tempfile.mkdtemp(prefix="ms-alloc-", dir="/tmp"))
     mp = pytest.MonkeyPatch()
     mp.setenv("MALLOCSWEEP_CACHE", str(out / "cache"))
     try:
         suite = out / "suite.toml"
-        suite.write_text(
-            SUITE.format(allocators=", ".join(f'"{a}"' for a in CORE), high=HIGH)
-        )
+        suite.write_text(SUITE.format(allocators=", ".join(f'"{a}"' for a in CORE), high=HIGH))
         code = main(["run", str(suite), "--out", str(out / "runs"), "--quiet", "--no-report"])
         run_dir = next((out / "runs").iterdir())
         yield code, run_dir, manifest(run_dir)
@@ -157,7 +157,11 @@ def test_churn_threads_exit_between_cycles_and_rss_per_cycle(run):
         mine = [r for r in rows if r["allocator"] == name]
         # 2 -> 24 twice, then back to 2: cycles 1, 1, 2, 2, 3 under thread_cache_size 1
         assert [(int(r["threads"]), int(r["churn_cycle"])) for r in mine] == [
-            (2, 1), (HIGH, 1), (2, 2), (HIGH, 2), (2, 3)
+            (2, 1),
+            (HIGH, 1),
+            (2, 2),
+            (HIGH, 2),
+            (2, 3),
         ], name
         assert {r["thread_cache_size"] for r in mine} == {"1"}
         assert all(r["rss_end_kb"] for r in mine), name  # RSS per cycle
@@ -168,7 +172,7 @@ def test_churn_threads_exit_between_cycles_and_rss_per_cycle(run):
         with (run_dir / cell["samples_file"]).open() as f:
             samples = list(csv.DictReader(f))
 
-        def threads_in(phase):
+        def threads_in(phase, samples=samples):
             return [int(s["threads"]) for s in samples if s["phase"] == phase and s["threads"]]
 
         for c in (1, 2):
