@@ -559,7 +559,9 @@ def alloc_table(run: Run) -> Table | None:
         "Read inside the server by a library preloaded after the allocator, right after the last"
         " level's clients left, and again at the end of the idle phase. In use: what the server"
         " holds through malloc; cached: what the allocator keeps committed but not in use (free"
-        " lists, thread caches, dirty pages not yet purged); RSS from /proc at the same moment."
+        " lists, thread caches, dirty pages not yet purged, its metadata); RSS from /proc at the same"
+        " moment. Cached can exceed what is resident: the allocator counts pages it obtained that"
+        " the server never touched."
         " Overhead = RSS / in use: it includes everything not from malloc (a MariaDB buffer pool"
         " is mmap'ed directly, code, stacks), so compare it between allocators, not with 1."
         " Returned = RSS at the end of the load − RSS after idling. Medians over complete repeats.",

@@ -115,13 +115,14 @@ RESULTS_COLUMNS = [
     # the allocator's own accounting at the end of the level (servers/allocstats.py: read inside
     # the server by a library preloaded after the allocator, right after the level's clients
     # left), kB: what the server holds, what the allocator keeps committed and not in use, the
-    # address space it obtained, what it believes resident; empty where the allocator does not
-    # say (mimalloc release builds, TBB malloc) or [memory] alloc_stats is off. alloc_overhead =
-    # RSS / in use, both read at that moment. Added 2026-11-24 (absent in older runs).
+    # address space it obtained, what it has not given back (committed: can exceed RSS, the
+    # kernel backs only touched pages); empty where the allocator does not say (mimalloc release
+    # builds, TBB malloc) or [memory] alloc_stats is off. alloc_overhead = RSS / in use, both
+    # read at that moment. Added 2026-11-24 (absent in older runs).
     "alloc_in_use_kb",
     "alloc_cached_kb",
     "alloc_mapped_kb",
-    "alloc_resident_kb",
+    "alloc_committed_kb",
     "alloc_overhead",
     # thread churn ([memory] churn_cycles): which cycle this level belongs to (the closing level
     # after the last cycle is churn_cycles + 1) and the thread_cache_size it ran under; empty

@@ -2,11 +2,11 @@
 
 Each reading pairs the allocator's figures (servers.allocstats, read inside the server) with the
 process's RSS, swap and thread count read from /proc right after, so "overhead" (RSS / in use)
-and the consistency checks compare figures of one moment:
-    in_use   <= resident + swap    (the allocator's resident figure where it has one, else RSS)
-    resident <= RSS + swap         (what it believes resident is in the process's RSS)
-A failed check is kept in the reading and becomes a cell warning: a figure that contradicts the
-kernel is reported as such, never silently used.
+and the consistency check compare figures of one moment:
+    in_use <= RSS + swap   (what the server holds through malloc is part of what is resident)
+A failed check is kept in the reading and becomes a cell warning. The allocator's "committed"
+figure is not checked against RSS: it counts pages the kernel never backed (untouched parts of
+large buffers), so it can exceed RSS by design; how far is kept as committed_over_rss_kb.
 
 A reading that fails (the shim did not answer) is recorded with its error; the cell goes on,
 its columns stay empty.
@@ -27,7 +27,7 @@ LEVEL_COLUMNS = (
     "alloc_in_use_kb",
     "alloc_cached_kb",
     "alloc_mapped_kb",
-    "alloc_resident_kb",
+    "alloc_committed_kb",
     "alloc_overhead",
 )
 
@@ -56,20 +56,14 @@ def overhead(rss_kb, in_use_kb) -> float | None:
 
 def consistency(r: dict) -> list[str]:
     """What in reading `r` contradicts the kernel's view (empty: consistent)."""
-    rss, swap = r.get("rss_kb"), r.get("swap_kb") or 0
-    in_use, resident = r.get("alloc_in_use_kb"), r.get("alloc_resident_kb")
-    problems = []
-    if rss is None:
-        return problems
+    rss, swap, in_use = r.get("rss_kb"), r.get("swap_kb") or 0, r.get("alloc_in_use_kb")
+    if rss is None or in_use is None:
+        return []
     # 1% + 64 kB of slack: the two reads are a few milliseconds apart while the server runs.
     slack = max(64, rss // 100)
-    ceiling = resident if resident is not None else rss
-    if in_use is not None and in_use > ceiling + swap + slack:
-        what = "resident" if resident is not None else "RSS"
-        problems.append(f"in use {in_use} kB > {what} {ceiling} kB + swap {swap} kB")
-    if resident is not None and resident > rss + swap + slack:
-        problems.append(f"allocator resident {resident} kB > RSS {rss} kB + swap {swap} kB")
-    return problems
+    if in_use > rss + swap + slack:
+        return [f"in use {in_use} kB > RSS {rss} kB + swap {swap} kB"]
+    return []
 
 
 class AllocMemory:
@@ -103,6 +97,9 @@ class AllocMemory:
         r["overhead"] = overhead(r["rss_kb"], r["alloc_in_use_kb"])
         r["read_us"] = raw.get("read_us")
         r["detail"] = raw.get("detail")
+        committed = r.get("alloc_committed_kb")
+        if committed is not None and r["rss_kb"] is not None:
+            r["committed_over_rss_kb"] = max(0, committed - r["rss_kb"])
         problems = consistency(r)
         if problems:
             r["inconsistent"] = problems

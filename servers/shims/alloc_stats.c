@@ -79,7 +79,7 @@ static void read_jemalloc(mallctl_fn ctl)
     size_t esz = sizeof(epoch);
     ctl("epoch", &epoch, &esz, &epoch, esz);
     unsigned long long alloc = 0, active = 0, resident = 0, mapped = 0, meta = 0, retained = 0;
-    unsigned long long pdirty = 0, pmuzzy = 0, page = 4096;
+    unsigned long long pdirty = 0, pmuzzy = 0, page = 4096, tcache = 0;
     int ok_a = je_size(ctl, "stats.allocated", &alloc);
     int ok_r = je_size(ctl, "stats.resident", &resident);
     int ok_m = je_size(ctl, "stats.mapped", &mapped);
@@ -89,16 +89,23 @@ static void read_jemalloc(mallctl_fn ctl)
     /* 4096 = MALLCTL_ARENAS_ALL: dirty/muzzy pages over every arena, what decay will purge */
     int ok_d = je_size(ctl, "stats.arenas.4096.pdirty", &pdirty);
     int ok_mu = je_size(ctl, "stats.arenas.4096.pmuzzy", &pmuzzy);
+    /* objects parked in thread caches count as allocated to jemalloc's arenas; they are the
+     * allocator's cache, not the application's memory (measured: 130 MB of 214 MB "allocated" in
+     * a MariaDB after 256 clients) */
+    int ok_tc = je_size(ctl, "stats.arenas.4096.tcache_bytes", &tcache);
     je_size(ctl, "arenas.page", &page);
     unsigned narenas = 0;
     size_t nsz = sizeof(narenas);
     int ok_n = ctl("arenas.narenas", &narenas, &nsz, NULL, 0) == 0;
+    unsigned long long in_use = ok_tc && tcache <= alloc ? alloc - tcache : alloc;
     put(",\"api\":\"jemalloc mallctl\"");
-    put_num("in_use", ok_a, alloc);
-    put_num("cached", ok_a && ok_r && resident >= alloc, resident - alloc);
+    put_num("in_use", ok_a, in_use);
+    put_num("cached", ok_a && ok_r && resident >= in_use, resident - in_use);
     put_num("mapped", ok_m, mapped);
-    put_num("resident", ok_r, resident);
+    put_num("committed", ok_r, resident);
     put(",\"detail\":{\"stats\":%s", ok_a ? "true" : "false");
+    put_num("allocated", ok_a, alloc);
+    put_num("thread_caches", ok_tc, tcache);
     put_num("active", ok_act, active);
     put_num("metadata", ok_meta, meta);
     put_num("retained", ok_ret, retained);
@@ -132,17 +139,17 @@ static void read_tcmalloc(tc_prop_fn get)
     int ok_t = tc_get(get, "tcmalloc.current_total_thread_cache_bytes", &tcache);
     int ok_c = tc_get(get, "tcmalloc.central_cache_free_bytes", &central);
     int ok_x = tc_get(get, "tcmalloc.transfer_cache_free_bytes", &transfer);
-    /* heap_size = allocated + page heap free + unmapped + central/transfer/thread caches (+ slack):
-     * what it holds committed and not in use is heap_size - unmapped - allocated. */
-    int ok_cached = ok_a && ok_h && ok_u && heap >= unmapped + alloc;
+    /* heap_size = allocated + page heap free + unmapped + central/transfer/thread caches (+ slack);
+     * cached = committed - in use, as for every allocator: its free spans, caches and metadata. */
+    int ok_cached = ok_a && ok_p && phys >= alloc;
     put(",\"api\":\"gperftools MallocExtension\"");
     put_num("in_use", ok_a, alloc);
-    put_num("cached", ok_cached, heap - unmapped - alloc);
+    put_num("cached", ok_cached, phys - alloc);
     /* address space: the heap (unmapped spans included) and tcmalloc's metadata */
     put_num("mapped", ok_h && ok_p && ok_u, phys + unmapped);
-    /* total_physical_bytes: heap_size - unmapped + metadata; committed, which tcmalloc keeps
-     * touched (it returns memory with MADV_DONTNEED and counts it as unmapped) */
-    put_num("resident", ok_p, phys);
+    /* total_physical_bytes: heap_size - unmapped + metadata: what tcmalloc has not released.
+     * Not all of it is resident: pages the server never touched were never backed. */
+    put_num("committed", ok_p, phys);
     put(",\"detail\":{\"properties\":%s", ok_a && ok_h ? "true" : "false");
     put_num("pageheap_free", ok_f, pfree);
     put_num("pageheap_unmapped", ok_u, unmapped);
@@ -163,7 +170,7 @@ static void read_mimalloc(mi_info_fn info)
     size_t el = 0, us = 0, sy = 0, rss = 0, prss = 0, commit = 0, pcommit = 0, faults = 0;
     info(&el, &us, &sy, &rss, &prss, &commit, &pcommit, &faults);
     put(",\"api\":\"mimalloc mi_process_info\"");
-    put(",\"in_use\":null,\"cached\":null,\"mapped\":null,\"resident\":null");
+    put(",\"in_use\":null,\"cached\":null,\"mapped\":null,\"committed\":null");
     put(",\"detail\":{\"commit_merged_threads\":%zu,\"peak_commit_merged_threads\":%zu,"
         "\"rss\":%zu}",
         commit, pcommit, rss);
@@ -204,7 +211,8 @@ static void read_glibc(mallinfo2_fn m2, malloc_info_fn mi)
     put_num("in_use", 1, (unsigned long long)(m.uordblks + m.hblkhd));
     put_num("cached", 1, (unsigned long long)m.fordblks);
     put_num("mapped", 1, (unsigned long long)(m.arena + m.hblkhd));
-    put(",\"resident\":null");
+    /* glibc's arenas are committed whole (arena + mmapped): the same as mapped */
+    put_num("committed", 1, (unsigned long long)(m.arena + m.hblkhd));
     put(",\"detail\":{\"arena_bytes\":%zu,\"mmapped_bytes\":%zu,\"mmapped_chunks\":%zu,"
         "\"free_chunks\":%zu,\"fastbin_free\":%zu,\"top_releasable\":%zu",
         m.arena, m.hblkhd, m.hblks, m.ordblks, m.fsmblks, m.keepcost);
@@ -247,7 +255,7 @@ static void read_stats(long long seq)
         read_glibc((mallinfo2_fn)f, (malloc_info_fn)dlsym(h, "malloc_info"));
     else
         /* TBB's proxy (and its libtbbmalloc) offers no statistics at all */
-        put(",\"api\":null,\"in_use\":null,\"cached\":null,\"mapped\":null,\"resident\":null");
+        put(",\"api\":null,\"in_use\":null,\"cached\":null,\"mapped\":null,\"committed\":null");
     if (h)
         dlclose(h);
     clock_gettime(CLOCK_MONOTONIC, &t1);
