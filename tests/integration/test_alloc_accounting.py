@@ -1,6 +1,6 @@
 """The allocator's own accounting on a real MariaDB under each of the six core allocators, and the
 thread-churn cycles (issue 16), from one run: six server lives, each churning 2 -> 24 -> 2 clients
-twice under thread_cache_size 1, then idling.
+under thread_cache_size 1 (one cycle and the closing level), then idling for a second.
 
 The oracle for the allocator's figures is the kernel: RSS and swap read from /proc right after
 each reading (in use <= RSS + swap). The allocator's committed figure is not bounded by RSS (it
@@ -55,9 +55,9 @@ workloads = ["point_select"]
 threads = [2, {high}]
 duration_s = 3
 [memory]
-idle_s = 2
-idle_sample_s = 1
-churn_cycles = 2
+idle_s = 1
+idle_sample_s = 0.5
+churn_cycles = 1
 churn_thread_cache = [1]
 """
 
@@ -106,7 +106,7 @@ def test_every_allocator_answers_through_the_library_that_serves_malloc(run):
             assert am["library"].endswith("/libc.so.6"), am["library"]
         ats = [r["at"] for r in am["readings"]]
         assert ats[:2] == ["server start", "warmup end"] and ats[-1] == "server stop", ats
-        assert ats.count("level end") == 5 and ats.count("idle") >= 2, ats
+        assert ats.count("level end") == 3 and ats.count("idle") >= 2, ats
 
 
 def test_figures_agree_with_the_kernel(run):
@@ -137,16 +137,17 @@ def test_level_rows_carry_the_end_of_level_reading(run):
     cells = _cells(m)
     rows = results(run_dir)
     assert rows
-    for row in rows:
-        readings = cells[row["allocator"]]["alloc_memory"]["readings"]
-        ends = [r for r in readings if r["at"] == "level end"]
-        assert len(ends) == 5
-        if row["allocator"] not in WITH_FIGURES:
-            assert row["alloc_in_use_kb"] == "" and row["alloc_overhead"] == "", row
-            continue
-        match = [r for r in ends if str(r["alloc_in_use_kb"]) == row["alloc_in_use_kb"]]
-        assert match, row
-        assert float(row["alloc_overhead"]) == match[0]["overhead"]
+    for name, cell in cells.items():
+        mine = [r for r in rows if r["allocator"] == name]
+        ends = [r for r in cell["alloc_memory"]["readings"] if r["at"] == "level end"]
+        assert len(ends) == len(mine) == 3, name
+        for row, end in zip(mine, ends, strict=True):  # both in level order
+            if name not in WITH_FIGURES:
+                assert row["alloc_in_use_kb"] == "" and row["alloc_overhead"] == "", row
+                continue
+            assert int(row["alloc_in_use_kb"]) == end["alloc_in_use_kb"], (name, row)
+            assert int(row["alloc_cached_kb"]) == end["alloc_cached_kb"], (name, row)
+            assert float(row["alloc_overhead"]) == end["overhead"], (name, row)
 
 
 def test_churn_threads_exit_between_cycles_and_rss_per_cycle(run):
@@ -174,7 +175,7 @@ def test_churn_threads_exit_between_cycles_and_rss_per_cycle(run):
         def threads_in(phase, samples=samples):
             return [int(s["threads"]) for s in samples if s["phase"] == phase and s["threads"]]
 
-        for c in (1, 2):
+        for c in (1,):
             high = threads_in(f"point_select@{HIGH}#c{c}/tc1")
             low_after = threads_in(f"point_select@2#c{c + 1}/tc1")
             assert high and low_after, (name, c)
@@ -186,6 +187,6 @@ def test_idle_phase_says_what_was_returned(run):
     _, _, m = run
     for name, cell in _cells(m).items():
         ret = cell["alloc_memory"]["returned_after_load"]
-        assert ret is not None and ret["idle_s"] >= 2, (name, ret)
+        assert ret is not None and ret["idle_s"] >= 1, (name, ret)
         assert ret["rss_returned_kb"] == ret["rss_end_of_load_kb"] - ret["rss_after_idle_kb"]
         assert "idle" in cell["collectors"]["phases"], name

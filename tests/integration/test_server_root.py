@@ -171,6 +171,12 @@ def test_mysql_smoke_in_root_under_builtin(mysql_root, out, cache):
         for p in ev["allocator_libraries_mapped"]
     ), ev
     assert cell["thp"]["process_thp_enabled"] == 1  # MySQL does not switch THP off for itself
+    # The alloc_stats shim (host-built, copied into the bind-mounted work dir) loads on the root's
+    # newer glibc and finds the tcmalloc mysqld links itself as the library serving malloc.
+    am = cell["alloc_memory"]
+    assert am["errors"] == [] and am["api"] == "gperftools MallocExtension", am
+    assert am["library"].endswith("/libtcmalloc.so.4") and am["readings"], am
+    assert all(0 < r["alloc_in_use_kb"] <= r["rss_kb"] for r in am["readings"]), am
     rows = results(run_dir)
     assert sorted(int(r["threads"]) for r in rows) == [2, 4]
     for r in rows:
