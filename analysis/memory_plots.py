@@ -7,6 +7,8 @@ obtained and the server never touched are not resident), so the stack may rise a
 
 from __future__ import annotations
 
+from matplotlib.ticker import MaxNLocator
+
 from analysis.memory import alloc_readings, churn_rows
 from analysis.plots import _first_cells, _style, plt, to_data_uri
 from analysis.study_tables import series_label, series_of
@@ -90,6 +92,7 @@ def churn_rss_figure(run: Run):
         title = f"thread_cache_size {tc:g}" if isinstance(tc, int | float) else "thread cache"
         ax.set_title(f"{title}: solid = {top} clients, dotted = {low}", fontsize=9)
         ax.set_xlabel("churn cycle")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("RSS at level end (MB)")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
