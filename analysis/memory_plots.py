@@ -7,6 +7,8 @@ obtained and the server never touched are not resident), so the stack may rise a
 
 from __future__ import annotations
 
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from analysis.memory import alloc_readings, churn_rows
@@ -35,10 +37,11 @@ def alloc_stack_figure(run: Run):
         t = [r["t_s"] for r in rs]
         used = [r["alloc_in_use_kb"] / 1024 for r in rs]
         cached = [(r.get("alloc_cached_kb") or 0) / 1024 for r in rs]
-        rest = [
-            max(0.0, r["rss_kb"] / 1024 - u - c) for r, u, c in zip(rs, used, cached, strict=True)
-        ]
-        ax.stackplot(t, used, cached, rest, colors=[c for _, c in STACK], step="post", alpha=0.9)
+        rss = [r["rss_kb"] / 1024 for r in rs]
+        top = [u + c for u, c in zip(used, cached, strict=True)]
+        ax.fill_between(t, 0, used, step="post", color=STACK[0][1], alpha=0.85, linewidth=0)
+        ax.fill_between(t, used, top, step="post", color=STACK[1][1], alpha=0.85, linewidth=0)
+        ax.step(t, rss, where="post", color="#000000", linewidth=1.5, zorder=5)
         idle = [r["t_s"] for r in rs if r.get("phase") == "idle"]
         if idle:
             ax.axvspan(min(idle), max(idle), color="#000000", alpha=0.06, linewidth=0)
@@ -50,12 +53,9 @@ def alloc_stack_figure(run: Run):
         ax.grid(True, alpha=0.3)
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
-    fig.legend(
-        [lbl for lbl, _ in STACK] + ["RSS (the kernel's resident figure)"],
-        loc="lower center",
-        ncol=3,
-        fontsize=8,
-    )
+    handles = [Patch(color=c, label=lbl) for lbl, c in STACK]
+    handles.append(Line2D([], [], color="#000000", label="RSS (the kernel's resident figure)"))
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig
 
