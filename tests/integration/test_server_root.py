@@ -208,13 +208,16 @@ def test_mariadb_smoke_in_root_under_root_allocators(mariadb_root, out, cache):
         assert c["allocator"]["root"] == str(mariadb_root)
     g = by["glibc"]
     assert g["allocator"]["version"] == _dpkg_version(mariadb_root, "libc6")
-    assert g["verification"]["process_env"].get("LD_PRELOAD") is None
+    # nothing preloaded but our alloc_stats shim (servers/allocstats.py), from the work dir
+    shim = [Path(p).name for p in g["verification"]["process_env"]["LD_PRELOAD"].split()]
+    assert shim == ["ms-alloc-stats.so"]
     assert g["verification"]["server_reported"].startswith("system")
     j = by["jemalloc"]
     lib = j["allocator"]["library"]
     assert lib.startswith("/usr/lib/") and "libjemalloc" in lib  # a path inside the root
     assert j["allocator"]["version"] == _dpkg_version(mariadb_root, j["allocator"]["package"])
-    assert j["verification"]["process_env"]["LD_PRELOAD"] == lib
+    preload = j["verification"]["process_env"]["LD_PRELOAD"].split()
+    assert preload[0] == lib and [Path(p).name for p in preload[1:]] == ["ms-alloc-stats.so"]
     assert j["verification"]["library_mapped"] == [f"{mariadb_root}{lib}"]
     assert j["verification"]["server_reported"].startswith("jemalloc")
     rows = results(run_dir)
