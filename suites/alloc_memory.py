@@ -95,7 +95,8 @@ class AllocMemory:
         r |= to_kb(raw)
         r |= {"rss_kb": st.get("VmRSS"), "swap_kb": st.get("VmSwap"), "threads": st.get("Threads")}
         r["overhead"] = overhead(r["rss_kb"], r["alloc_in_use_kb"])
-        r["read_us"] = raw.get("read_us")
+        r["read_us"] = raw.get("read_us")  # in the server, wall (lock and CPU waits included)
+        r["read_cpu_us"] = raw.get("read_cpu_us")  # in the server, the reading's own CPU
         r["detail"] = raw.get("detail")
         committed = r.get("alloc_committed_kb")
         if committed is not None and r["rss_kb"] is not None:
