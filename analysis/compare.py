@@ -347,25 +347,31 @@ def memory_basis(base: Run, new: Run) -> tuple[str, str | None]:
     )
 
 
+# Memory figures compared per cell, each as a change relative to BASE's mean end RSS (so a verdict
+# means the same share of the server's memory whichever figure moved): RSS growth over the life,
+# and the allocator's own in-use and cached bytes at the end of the load (runs that have them).
+MEMORY_METRICS = ("rss_growth_kb", "alloc_in_use_kb", "alloc_cached_kb")
+
+
 def _memory_points(
     base: Run, new: Run, pairs, threshold_pct: float, basis: str
 ) -> list[PointComparison]:
     out = []
     bmem, nmem = memory.memory_by_series(base, basis), memory.memory_by_series(new, basis)
     for bserver, nserver in pairs:
-        for s in study_tables.series_of(base):
+        for s, metric in ((s, m) for s in study_tables.series_of(base) for m in MEMORY_METRICS):
             if s.server != bserver:
                 continue
             ns = study_tables.Series(nserver, s.allocator, s.thp)
-            bcells = [c for c in bmem.get(s, []) if c.rss_growth_kb is not None]
-            ncells = [c for c in nmem.get(ns, []) if c.rss_growth_kb is not None]
-            if not bcells or not ncells:
+            bcells = [c for c in bmem.get(s, []) if getattr(c, metric) is not None]
+            ncells = [c for c in nmem.get(ns, []) if getattr(c, metric) is not None]
+            if not bcells or not ncells or any(c.rss_end_kb is None for c in bcells):
                 continue
-            bg = [c.rss_growth_kb for c in bcells]
-            ng = [c.rss_growth_kb for c in ncells]
+            bg = [getattr(c, metric) for c in bcells]
+            ng = [getattr(c, metric) for c in ncells]
             ref = _mean([c.rss_end_kb for c in bcells])
             key = ("", s.allocator, s.thp, None)
-            p = _new_point("memory", key, "rss_growth_kb", bserver, nserver, _mean(bg), _mean(ng))
+            p = _new_point("memory", key, metric, bserver, nserver, _mean(bg), _mean(ng))
             p.ratio = 1.0 + (p.new - p.base) / ref
             standin = base.is_standin(_first_cell(base, s)) or new.is_standin(_first_cell(new, ns))
             if standin:

@@ -49,6 +49,8 @@ MEMORY_HOW_TO_READ = (
     "RSS growth of each server (MB) {span}: the mean over each run's complete"
     " cells. The change is NEW's extra mean growth as a percentage of BASE's mean resident memory"
     " at the end, with its 95% confidence interval (Welch) when both sides were repeated."
+    " Runs that read the allocator's own accounting add its in-use and cached bytes at the end"
+    " of the load, compared the same way (change as a share of BASE's resident memory)."
 )
 
 
@@ -113,12 +115,20 @@ def points_table(cmp: Comparison) -> Table:
     return t
 
 
+MEMORY_FIGURE = {
+    "rss_growth_kb": "RSS growth",
+    "alloc_in_use_kb": "allocator: in use at end of load",
+    "alloc_cached_kb": "allocator: cached at end of load",
+}
+
+
 def memory_table(cmp: Comparison) -> Table:
     cols = [
         "allocator",
         "THP",
-        "base growth (MB, mean)",
-        "new growth (MB, mean)",
+        "figure",
+        "base (MB, mean)",
+        "new (MB, mean)",
         "change [95% CI]",
         "verdict",
         "evidence",
@@ -141,6 +151,7 @@ def memory_table(cmp: Comparison) -> Table:
             [
                 text(p.allocator),
                 text(p.thp),
+                text(MEMORY_FIGURE.get(p.metric, p.metric)),
                 Cell(p.base, fmt(p.base / 1024)),
                 Cell(p.new, fmt(None if p.new is None else p.new / 1024)),
                 ch,

@@ -39,6 +39,9 @@ class CellMemory:
     vsz_end_kb: float | None
     rss_peak_kb: float | None
     anon_huge_kb: float | None
+    # the allocator's own figures at the end of the load (cells[].alloc_memory; None before them)
+    alloc_in_use_kb: float | None = None
+    alloc_cached_kb: float | None = None
 
     @property
     def rss_growth_kb(self) -> float | None:
@@ -78,6 +81,8 @@ def cell_memory(run: Run, cell_id: str, rows: list[dict], basis: str | None = No
 
     level_peak = most(r.get("rss_peak_kb") for r in rows)
     level_huge = [r.get("anon_huge_kb") for r in rows]
+    load = end_of_load(alloc_readings(run, cell_id))
+    alloc = (load.get("alloc_in_use_kb"), load.get("alloc_cached_kb")) if load else (None, None)
     marks = server_marks(run, cell_id) if basis != LEVELS else None
     if marks is not None:
         start, stop = marks
@@ -89,6 +94,7 @@ def cell_memory(run: Run, cell_id: str, rows: list[dict], basis: str | None = No
             stop["vsz_kb"],
             stop.get("hwm_kb") if stop.get("hwm_kb") is not None else level_peak,
             most(level_huge + [start.get("anon_huge_kb"), stop.get("anon_huge_kb")]),
+            *alloc,
         )
     return CellMemory(
         LEVELS,
@@ -98,6 +104,7 @@ def cell_memory(run: Run, cell_id: str, rows: list[dict], basis: str | None = No
         last("vsz_end_kb"),
         level_peak,
         most(level_huge),
+        *alloc,
     )
 
 
@@ -469,3 +476,198 @@ def hugepage_table(run: Run, workload: str) -> Table | None:
         ]
         table.rows.append(row)
     return table
+
+
+# -- the allocator's own accounting (cells[].alloc_memory, issue 16) ------------------------------
+ALLOC_API_NOTE = {
+    None: "no statistics (TBB malloc exposes none)",
+    "mimalloc mi_process_info": "no totals (mimalloc's release build keeps no in-use counts)",
+}
+
+
+def alloc_readings(run: Run, cell_id: str) -> list[dict]:
+    """The cell's allocator readings in time order (empty for runs recorded before them)."""
+    am = run.cell(cell_id).get("alloc_memory") or {}
+    return [r for r in am.get("readings") or [] if isinstance(r, dict)]
+
+
+def end_of_load(readings: list[dict]) -> dict | None:
+    """The reading after the last level (the load's end), None if no level was read."""
+    ends = [r for r in readings if r.get("at") == "level end"]
+    return ends[-1] if ends else None
+
+
+def after_idle(readings: list[dict]) -> dict | None:
+    idle = [r for r in readings if r.get("phase") == "idle"]
+    return idle[-1] if idle else None
+
+
+@dataclass(frozen=True)
+class AllocEnd:
+    """One cell's allocator figures at the end of the load and after the idle phase (kB)."""
+
+    api: str | None
+    in_use_kb: float | None
+    cached_kb: float | None
+    rss_kb: float | None
+    idle_in_use_kb: float | None
+    idle_cached_kb: float | None
+    idle_rss_kb: float | None
+    idle_s: float | None
+
+
+def alloc_end(run: Run, cell_id: str) -> AllocEnd | None:
+    readings = alloc_readings(run, cell_id)
+    load = end_of_load(readings)
+    if load is None:
+        return None
+    idle = after_idle(readings)
+    am = run.cell(cell_id).get("alloc_memory") or {}
+    return AllocEnd(
+        am.get("api"),
+        load.get("alloc_in_use_kb"),
+        load.get("alloc_cached_kb"),
+        load.get("rss_kb"),
+        idle.get("alloc_in_use_kb") if idle else None,
+        idle.get("alloc_cached_kb") if idle else None,
+        idle.get("rss_kb") if idle else None,
+        round(idle["t_s"] - load["t_s"], 1) if idle else None,
+    )
+
+
+def alloc_by_series(run: Run) -> dict[Series, list[AllocEnd]]:
+    out: dict[Series, list[AllocEnd]] = defaultdict(list)
+    for cid, rows in complete_cells(run).items():
+        e = alloc_end(run, cid)
+        if e is not None:
+            out[Series(rows[0]["server"], rows[0]["allocator"], rows[0]["thp"])].append(e)
+    return out
+
+
+def _ratio(a, b) -> float | None:
+    return None if a is None or not b else a / b
+
+
+def alloc_table(run: Run) -> Table | None:
+    """In use / cached / RSS at the end of the load and after the idle phase, per allocator."""
+    by = alloc_by_series(run)
+    if not by:
+        return None
+    table = Table(
+        "alloc-memory",
+        "Memory as the allocator sees it (MB): end of the load and after the idle phase",
+        "Read inside the server by a library preloaded after the allocator, right after the last"
+        " level's clients left, and again at the end of the idle phase. In use: what the server"
+        " holds through malloc; cached: what the allocator keeps committed but not in use (free"
+        " lists, thread caches, dirty pages not yet purged, its metadata); RSS from /proc at the same"
+        " moment. Cached can exceed what is resident: the allocator counts pages it obtained that"
+        " the server never touched."
+        " Overhead = RSS / in use: it includes everything not from malloc (a MariaDB buffer pool"
+        " is mmap'ed directly, code, stacks), so compare it between allocators, not with 1."
+        " Returned = RSS at the end of the load − RSS after idling. Medians over complete repeats.",
+        label_columns(run)
+        + [
+            "in use",
+            "cached",
+            "RSS",
+            "overhead",
+            "in use (idle)",
+            "cached (idle)",
+            "RSS (idle)",
+            "RSS returned",
+            "idle s",
+        ],
+    )
+    for s in series_of(run):
+        ends = by.get(s, [])
+        if not ends:
+            continue
+
+        def med(f, ends=ends):
+            return med_or_none(f(e) for e in ends)
+
+        rss, idle_rss = med(lambda e: e.rss_kb), med(lambda e: e.idle_rss_kb)
+        in_use = med(lambda e: e.in_use_kb)
+        returned = med(lambda e: growth(e.rss_kb, e.idle_rss_kb))
+        api = ends[0].api
+        row = label_cells(run, s) + [
+            num(kb_to_mb(in_use)),
+            num(kb_to_mb(med(lambda e: e.cached_kb))),
+            num(kb_to_mb(rss)),
+            num(med(lambda e: _ratio(e.rss_kb, e.in_use_kb))),
+            num(kb_to_mb(med(lambda e: e.idle_in_use_kb))),
+            num(kb_to_mb(med(lambda e: e.idle_cached_kb))),
+            num(kb_to_mb(idle_rss)),
+            num(kb_to_mb(returned)),
+            num(med(lambda e: e.idle_s)),
+        ]
+        if in_use is None and api in ALLOC_API_NOTE:
+            row[len(label_cells(run, s))] = text(ALLOC_API_NOTE[api])
+        table.rows.append(row)
+    return table
+
+
+def churn_rows(run: Run) -> dict[Series, list[dict]]:
+    """Rows of churn levels (churn_cycle set), per series, in run order."""
+    out: dict[Series, list[dict]] = defaultdict(list)
+    for rows in complete_cells(run).values():
+        for r in rows:
+            if r.get("churn_cycle") is not None:
+                out[Series(r["server"], r["allocator"], r["thp"])].append(r)
+    return out
+
+
+def churn_table(run: Run) -> Table | None:
+    """RSS at the end of each churn cycle's levels, and the growth per cycle (first repeat)."""
+    by = churn_rows(run)
+    if not by:
+        return None
+    cycles = sorted({int(r["churn_cycle"]) for rows in by.values() for r in rows})
+    table = Table(
+        "churn",
+        "Thread churn: RSS (MB) at the end of each cycle's top level, and growth per cycle",
+        "The client count cycles up and down (e.g. 8 → 1536 → 8); with a small thread_cache_size"
+        " the server's threads exit when clients leave and start again in the next cycle. RSS is"
+        " read when each level ends; growth per cycle = the slope of RSS at the top level over the"
+        " cycles (least squares, MB per cycle). glibc's per-thread arenas are the known case of"
+        " growth: arenas are reused, never freed. First repeat of each allocator.",
+        label_columns(run)
+        + ["thread cache"]
+        + [f"cycle {c}" for c in cycles if c <= max(cycles) - 1]
+        + ["growth / cycle", "RSS after"],
+    )
+    for s in series_of(run):
+        rows = by.get(s, [])
+        if not rows:
+            continue
+        first_cell = rows[0]["cell"]
+        rows = [r for r in rows if r["cell"] == first_cell]
+        for tc in dict.fromkeys(r.get("thread_cache_size") for r in rows):
+            block = [r for r in rows if r.get("thread_cache_size") == tc]
+            top = max(int(r["threads"]) for r in block)
+            at_top = {
+                int(r["churn_cycle"]): r.get("rss_end_kb")
+                for r in block
+                if int(r["threads"]) == top
+            }
+            xs = [c for c in sorted(at_top) if at_top[c] is not None]
+            slope = _slope(xs, [at_top[c] for c in xs])
+            closing = [r for r in block if int(r["churn_cycle"]) == max(cycles)]
+            table.rows.append(
+                label_cells(run, s)
+                + [count(tc)]
+                + [num(kb_to_mb(at_top.get(c))) for c in cycles if c <= max(cycles) - 1]
+                + [
+                    num(kb_to_mb(slope)),
+                    num(kb_to_mb(closing[-1].get("rss_end_kb") if closing else None)),
+                ]
+            )
+    return table
+
+
+def _slope(xs: list[float], ys: list[float]) -> float | None:
+    if len(xs) < 2:
+        return None
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else None

@@ -14,7 +14,16 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from analysis import cells, memory, notices, plots, study_tables, verdict_tables, verdicts
+from analysis import (
+    cells,
+    memory,
+    memory_plots,
+    notices,
+    plots,
+    study_tables,
+    verdict_tables,
+    verdicts,
+)
 from analysis.clients import client_table
 from analysis.table_model import Table, fmt
 from rundir.atomic import atomic_write
@@ -172,6 +181,10 @@ def build_context(run: Run, baseline: str | None = None) -> dict:
         "memory": memory.memory_table(run),
         "clients": client_table(run),
         "rss_plot": plots.rss_timeline_plot(run),
+        "alloc_memory": memory.alloc_table(run),
+        "alloc_plot": memory_plots.alloc_stack_plot(run),
+        "churn": memory.churn_table(run),
+        "churn_plot": memory_plots.churn_rss_plot(run),
         "thp_modes": run.thp_modes,
         "thp_cells": memory.thp_cells_table(run),
         "thp_advice": notices.thp_advice(run),

@@ -302,6 +302,10 @@ class Collectors:
         self._status_fn = fn
         self._live_status_fn = live_fn
 
+    def elapsed(self) -> float:
+        """Seconds since start(): the timeline's t_s of this moment."""
+        return time.monotonic() - self._t0
+
     def set_throughput(self, tps: float, qps: float) -> None:
         self._tps, self._qps = tps, qps
 

@@ -136,6 +136,23 @@ RESULTS_COLUMNS = [
     "client_net_tx_kb",
     "client_sysbench_user_s",
     "client_sysbench_sys_s",
+    # the allocator's own accounting at the end of the level (servers/allocstats.py: read inside
+    # the server by a library preloaded after the allocator, right after the level's clients
+    # left), kB: what the server holds, what the allocator keeps committed and not in use, the
+    # address space it obtained, what it has not given back (committed: can exceed RSS, the
+    # kernel backs only touched pages); empty where the allocator does not say (mimalloc release
+    # builds, TBB malloc) or [memory] alloc_stats is off. alloc_overhead = RSS / in use, both
+    # read at that moment. Added 2026-11-24 (absent in older runs).
+    "alloc_in_use_kb",
+    "alloc_cached_kb",
+    "alloc_mapped_kb",
+    "alloc_committed_kb",
+    "alloc_overhead",
+    # thread churn ([memory] churn_cycles): which cycle this level belongs to (the closing level
+    # after the last cycle is churn_cycles + 1) and the thread_cache_size it ran under; empty
+    # outside churn runs. Added 2026-11-24.
+    "churn_cycle",
+    "thread_cache_size",
 ]
 
 # The per-cell timeline, samples/<cell>.csv. Cumulative counters are whole-process totals since start.

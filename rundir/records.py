@@ -162,6 +162,9 @@ class CellRaw(_Strict):
     phases: dict[str, RawPhase] = Field(default_factory=dict)
     levels: list[RawLevel] = Field(default_factory=list)
     exit: dict[str, Any] | None = None  # wait4's whole-life reading (servers.life exit record)
+    # The allocator's own accounting, one reading per phase boundary and idle sample
+    # (suites.alloc_memory); absent when [memory] alloc_stats is off or the family cannot preload.
+    alloc_readings: list[dict[str, Any]] | None = None
 
 
 def check_raw(raw: dict, where: str) -> None:

@@ -177,6 +177,9 @@ def _str_list(path: Path, where: str, value, *, absolute: bool = False) -> tuple
 
 
 def _check_tunables(path: Path, where: str, items: tuple[str, ...]) -> tuple[str, ...]:
+    # "{cores}": this machine's CPU count, so a variant like arena_max = cores means the same on
+    # every host (the expanded value is what the process gets, is verified and is recorded).
+    items = tuple(t.replace("{cores}", str(os.cpu_count() or 1)) for t in items)
     for t in items:
         if not _TUNABLE.fullmatch(t):
             raise _fail(path, where, f"expected items like 'glibc.malloc.arena_max=1', got {t!r}")

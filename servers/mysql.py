@@ -68,12 +68,18 @@ class MySQLServer(ServerLife):
         thp_disable: bool = False,
         extra_preload: tuple[str, ...] = (),
         bind_address: str = "127.0.0.1",
+        late_preload: tuple[str, ...] = (),
+        extra_env: dict[str, str] | None = None,
     ):
         self.binary = binary
         # The one address the server listens on: loopback, or the one a client host connects to.
         self.bind_address = bind_address
         # Non-allocator libraries preloaded before the allocator (the keep_thp experiment shim).
         self.extra_preload = tuple(extra_preload)
+        # Libraries preloaded after the allocator, and their environment (the alloc_stats shim,
+        # servers.allocstats): they interpose nothing. In a root they must live in the work dir.
+        self.late_preload = tuple(late_preload)
+        self.extra_env = dict(extra_env or {})
         self.workdir = Path(workdir).absolute()
         self.settings = settings
         self.allocator = allocator
@@ -248,9 +254,20 @@ class MySQLServer(ServerLife):
         self.launch_env = self.allocator.launch_env(
             _BASE_ENV | {"HOME": str(self.workdir), "TMPDIR": str(self.tmpdir)}
         )
-        if self.extra_preload:
-            preload = [*self.extra_preload, self.launch_env.get("LD_PRELOAD", "")]
+        if self.binary.root is not None:
+            outside = [p for p in self.late_preload if not Path(p).is_relative_to(self.workdir)]
+            if outside:
+                raise ServerError(
+                    f"{outside[0]}: a library preloaded in a server root must be in the work dir"
+                )
+        if self.extra_preload or self.late_preload:
+            preload = [
+                *self.extra_preload,
+                self.launch_env.get("LD_PRELOAD", ""),
+                *self.late_preload,
+            ]
             self.launch_env["LD_PRELOAD"] = " ".join(p for p in preload if p)
+        self.launch_env.update(self.extra_env)
         self.exit = None
         self.evidence = None
         argv = [self.binary.path, f"--defaults-file={self.my_cnf}"]
@@ -463,6 +480,7 @@ class MySQLServer(ServerLife):
             "pid": self.pid,
             "thp_disable": self.thp_disable,
             "extra_preload": list(self.extra_preload),
+            "late_preload": list(self.late_preload),
             "allocator": self.allocator.name,
             "launch_env": {k: v for k, v in self.launch_env.items() if k not in ("HOME", "TMPDIR")},
             "evidence": self.evidence,

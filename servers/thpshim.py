@@ -1,4 +1,4 @@
-"""Build the keep_thp experiment shim (servers/shims/keep_thp.c) on demand with the system compiler.
+"""Build our preload shims (servers/shims/*.c: keep_thp, alloc_stats) on demand with the system compiler.
 
 Shipped as source, compiled once per source version into the cache, so nothing binary lives in the
 repository and the build is reproducible on the machine that runs it.
@@ -26,24 +26,27 @@ def _cache_dir() -> Path:
 
 def keep_thp_library() -> Path:
     """Absolute path of keep_thp.so, compiling it if this source version was not built yet."""
-    src = SOURCE.read_bytes()
+    return build_shim(SOURCE, "thp.keep_server_thp")
+
+
+def build_shim(source: Path, needed_by: str, libs: tuple[str, ...] = ("-ldl",)) -> Path:
+    """Absolute path of `source` built as a shared library, compiled once per source version."""
+    src = source.read_bytes()
     digest = hashlib.sha256(src).hexdigest()[:16]
-    out = _cache_dir() / f"keep_thp-{digest}.so"
+    out = _cache_dir() / f"{source.stem}-{digest}.so"
     if out.is_file():
         return out
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
-        raise ServerError(
-            "thp.keep_server_thp needs a C compiler (apt-get install gcc) to build its shim"
-        )
+        raise ServerError(f"{needed_by} needs a C compiler (apt-get install gcc) to build its shim")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(f".tmp{os.getpid()}")
     r = subprocess.run(
-        [cc, "-shared", "-fPIC", "-O2", "-o", str(tmp), str(SOURCE), "-ldl"],
+        [cc, "-shared", "-fPIC", "-O2", "-o", str(tmp), str(source), *libs],
         capture_output=True,
         text=True,
     )
     if r.returncode != 0:
-        raise ServerError(f"building {SOURCE.name} failed: {r.stderr.strip().splitlines()[-1:]}")
+        raise ServerError(f"building {source.name} failed: {r.stderr.strip().splitlines()[-1:]}")
     os.replace(tmp, out)
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,10 @@ class CellRunner:
         self.levels: list[tuple[str, LevelResult]] = []
         self.intervals: dict[str, list[Interval]] = {}  # per level phase, as reported
         self._current: list[Interval] | None = None
+        # The allocator's own accounting (suites.alloc_memory): a family that can preload the
+        # alloc_stats shim sets alloc_stats in make_server; readings start once the server answers.
+        self.alloc_stats = None  # servers.allocstats.AllocStats
+        self.alloc_memory = None  # suites.alloc_memory.AllocMemory
 
     # -- hooks for the server family -----------------------------------------------------------
     def make_server(self, thp_disable: bool):
@@ -159,11 +164,17 @@ class CellRunner:
             self.record["verification"] = self.server.evidence
             coll.set_status_source(self.status_source(), self.live_status_source())
             interrupts.check()  # safe point: the server is up, nothing half-done
+            if self.alloc_stats is not None:
+                from suites.alloc_memory import AllocMemory
+
+                self.alloc_memory = AllocMemory(self.alloc_stats, self.server.pid, coll.elapsed)
+                self.alloc_memory.read("startup", "server start")
 
             # The server answers: its memory now is "at server start" (Percona's table).
             coll.begin_phase("warmup", mark="server_start")
             self.record["warmup"] = self.warmup()
             self._check_alive("warmup")
+            self._alloc_read("warmup", "warmup end")
             coll.check_sampling()
 
             for phase, run_level in self.workload_phases():
@@ -187,7 +198,10 @@ class CellRunner:
                     level["priority"] = res.extra["priority"]
                 self.record["levels"].append(level)
                 self._check_alive(phase)
+                self._alloc_read(phase, "level end")
                 coll.check_sampling()  # collectors are mandatory: a dead sampler fails the cell
+            self._idle_phase()
+            self._alloc_read("shutdown", "server stop")
             coll.begin_phase("shutdown", mark="server_stop")
             self._progress("stopping server", 5)
             exit_info = self.server.stop()
@@ -204,6 +218,11 @@ class CellRunner:
             with interrupts.held():
                 exit_info = self._stop_everything(exit_info)
                 self.record["finished_at"] = now_iso()
+            if self.alloc_memory is not None:
+                self.record["alloc_memory"] = self.alloc_memory.to_manifest()
+                warnings = self.alloc_memory.warnings()
+                if warnings:
+                    self.record["warnings"] = self.record.get("warnings", []) + warnings
         if self.collectors is not None:
             rows = self._derive(self._record_raw())
             if self.record["status"] == "ok":
@@ -212,6 +231,23 @@ class CellRunner:
             failed = [f"{p}: {r.error}" for p, r in self.levels if r.status != "ok"]
             self.record["level_failures"] = failed
         return CellOutcome(self.record, rows)
+
+    def _alloc_read(self, phase: str, at: str) -> None:
+        if self.alloc_memory is not None:
+            self.alloc_memory.read(phase, at)
+
+    def _idle_phase(self) -> None:
+        """After the load: no client, RSS in the timeline, allocator readings (memory.idle_s)."""
+        mem = self.ctx.suite.memory
+        if not mem.idle_s:
+            return
+        self.collectors.begin_phase("idle")
+        self._progress("idle", mem.idle_s)
+        if self.alloc_memory is not None:
+            self.alloc_memory.idle(mem.idle_s, mem.idle_sample_s)
+        else:
+            threading.Event().wait(mem.idle_s)  # the timeline samples RSS meanwhile
+        self._check_alive("idle")
 
     def _record_raw(self) -> dict:
         """raw/<cell>.json: what this cell observed, written once; returns it as written (read
@@ -256,6 +292,8 @@ class CellRunner:
                 for phase, res in self.levels
             ],
             "exit": self.record.get("exit"),
+            # the allocator's own accounting (suites.alloc_memory): its level columns are derived
+            "alloc_readings": self.alloc_memory.readings if self.alloc_memory is not None else None,
         }
         try:
             text = self.run_dir.write_raw(raw)

@@ -64,6 +64,13 @@ class MySQLCell(WorkloadCell):
                 "so the system THP mode reached its heap; MariaDB's own behaviour was changed"
             )
         clients = self.ctx.suite.clients
+        late, env = (), {}
+        if self.ctx.suite.memory.alloc_stats:
+            from servers.allocstats import AllocStats
+
+            self.alloc_stats = AllocStats(self.work)
+            lib, env = self.alloc_stats.prepare()
+            late = (lib,)
         return MySQLServer(
             self.ctx.server_binary,
             self.work,
@@ -72,6 +79,8 @@ class MySQLCell(WorkloadCell):
             thp_disable=thp_disable,
             extra_preload=extra,
             bind_address=clients.server_address if clients.hosts else "127.0.0.1",
+            late_preload=late,
+            extra_env=env,
         )
 
     def target(self) -> ClientTarget:

@@ -509,6 +509,48 @@ class CollectSection(_Section):
         return self
 
 
+class MemorySection(_Section):
+    alloc_stats: bool = Field(
+        True,
+        description="Read the allocator's own accounting (in use, cached, mapped) at every phase "
+        "boundary through a small library preloaded after the allocator (servers/shims/"
+        "alloc_stats.c); it waits on a FIFO between readings and costs nothing then. MySQL family.",
+    )
+    idle_s: NonNegFloat = Field(
+        0,
+        description="An idle phase after the last level, in seconds (0 = none): no client runs "
+        "while RSS and the allocator's figures are sampled, to show what it gives back and how "
+        "fast (jemalloc decay, tcmalloc release, glibc trim).",
+    )
+    idle_sample_s: float = Field(
+        2.0,
+        ge=0.5,
+        description="Allocator readings during the idle phase every this many seconds (>= 0.5).",
+    )
+    churn_cycles: Annotated[int, Field(ge=0, le=100)] = Field(
+        0,
+        description="Thread churn (0 = off): run the sysbench thread levels, in the order given "
+        "(e.g. [8, 1536]), this many times per thread_cache_size in churn_thread_cache, then one "
+        "last level at the first thread count: clients connect and leave in cycles, and RSS per "
+        "cycle shows what the allocator keeps of the threads that left.",
+    )
+    churn_thread_cache: list[Annotated[int, Field(ge=0, le=16384)]] = Field(
+        default_factory=list,
+        description="thread_cache_size values (SET GLOBAL, in this order) the churn cycles run "
+        "under; small lets server threads really exit and start. Empty: the server's own "
+        "(thread_cache_size at the top thread level).",
+    )
+
+    @model_validator(mode="after")
+    def _churn(self):
+        if self.churn_thread_cache and not self.churn_cycles:
+            raise FieldError(
+                ("memory", "churn_thread_cache"),
+                "set churn_cycles too: thread cache sizes apply to churn cycles only",
+            )
+        return self
+
+
 class RunSection(_Section):
     repeat: Annotated[int, Field(ge=1, le=MAX_REPEAT)] = Field(
         1, description="Rounds of the whole matrix; allocator order alternates."
@@ -629,7 +671,18 @@ class Suite(_Section):
     iibench: IIBenchSection = Field(default_factory=IIBenchSection)
     collect: CollectSection = Field(default_factory=CollectSection)
     clients: ClientsSection = Field(default_factory=ClientsSection)
+    memory: MemorySection = Field(default_factory=MemorySection)
     run: RunSection = Field(default_factory=RunSection)
+
+    @model_validator(mode="after")
+    def _churn(self):
+        if self.memory.churn_cycles and self.suite.kind != "sysbench":
+            raise FieldError(
+                ("memory", "churn_cycles"),
+                f"thread churn cycles sysbench thread levels; this suite's kind is "
+                f"{self.suite.kind!r}",
+            )
+        return self
 
     @model_validator(mode="after")
     def _flavor(self):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rundir.derive.alloc import level_columns as alloc_level_columns
 from rundir.derive.phases import FIGURE_KEYS, mark_times, phase_figures, window_figures
 from rundir.derive.window import (
     Interval,
@@ -70,7 +71,11 @@ def level_row(
     row["status"] = level["status"]
     row["error"] = level.get("error") or ""
     row.update(level["report"])
-    row.update((level.get("extra") or {}).get("client_load") or {})  # a client host's figures
+    extra = level.get("extra") or {}
+    row.update(extra.get("client_load") or {})  # a client host's figures
+    for k, v in (extra.get("row") or {}).items():  # columns a workload adds (churn cycle)
+        if k in RESULTS_COLUMNS:
+            row[k] = v
     for k in FIGURE_KEYS:  # the phase figures that are results columns
         if k in RESULTS_COLUMNS:
             row[k] = fig.get(k)
@@ -139,6 +144,7 @@ def derive_level(raw: dict, level: dict) -> tuple[dict, dict]:
     if window is not None and fig:
         win = window_figures(ph, window.first_mark, window.last_mark, source)
     row = level_row(raw["identity"], level, fig, win, window, source)
+    row.update(alloc_level_columns(raw.get("alloc_readings"), level["phase"]))
     return row, window_record(intervals, len(times), fig, win, window, row)
 
 

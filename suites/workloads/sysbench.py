@@ -30,6 +30,9 @@ class Sysbench(Workload):
         from suites import sysbench
 
         s = cell.ctx.suite.sysbench
+        if cell.ctx.suite.memory.churn_cycles:
+            yield from self.churn_phases(cell)
+            return
         opts = sysbench_options(cell.ctx.suite)
         remote = cell.ctx.clients  # suites.remote.clients.RemoteClients, or None: clients run here
         target = cell.remote_target() if remote is not None else cell.target()
@@ -58,6 +61,38 @@ class Sysbench(Workload):
                     return res
 
                 yield phase, run
+
+    def churn_phases(self, cell):
+        """The sysbench levels in cycles (suites.churn): clients come and go, threads exit."""
+        from suites import churn, sysbench
+
+        suite = cell.ctx.suite
+        s, mem = suite.sysbench, suite.memory
+        opts = sysbench_options(suite)
+        target = cell.target()
+        own = cell.server.settings.thread_cache_size
+        for lv in churn.churn_plan(
+            s.workloads, s.threads, mem.churn_cycles, mem.churn_thread_cache
+        ):
+
+            def run(lv=lv):
+                if lv.first_of_block and lv.thread_cache is not None:
+                    churn.set_thread_cache(cell.server.connect, lv.thread_cache)
+                cell._progress(lv.phase, s.duration_s)
+                res = sysbench.run_level(
+                    target,
+                    lv.workload,
+                    lv.threads,
+                    s.duration_s,
+                    opts,
+                    cell.logs / f"{lv.phase.replace('/', '_')}.log",
+                    on_interval=cell.on_interval,
+                    timeout_s=None,
+                )
+                res.extra["row"] = churn.row_columns(lv, own)
+                return res
+
+            yield lv.phase, run
 
     def clock(self, suite):
         return float(suite.sysbench.duration_s), float(suite.sysbench.report_interval_s), False

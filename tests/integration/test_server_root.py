@@ -171,6 +171,12 @@ def test_mysql_smoke_in_root_under_builtin(mysql_root, out, cache):
         for p in ev["allocator_libraries_mapped"]
     ), ev
     assert cell["thp"]["process_thp_enabled"] == 1  # MySQL does not switch THP off for itself
+    # The alloc_stats shim (host-built, copied into the bind-mounted work dir) loads on the root's
+    # newer glibc and finds the tcmalloc mysqld links itself as the library serving malloc.
+    am = cell["alloc_memory"]
+    assert am["errors"] == [] and am["api"] == "gperftools MallocExtension", am
+    assert am["library"].endswith("/libtcmalloc.so.4") and am["readings"], am
+    assert all(0 < r["alloc_in_use_kb"] <= r["rss_kb"] for r in am["readings"]), am
     rows = results(run_dir)
     assert sorted(int(r["threads"]) for r in rows) == [2, 4]
     for r in rows:
@@ -202,13 +208,16 @@ def test_mariadb_smoke_in_root_under_root_allocators(mariadb_root, out, cache):
         assert c["allocator"]["root"] == str(mariadb_root)
     g = by["glibc"]
     assert g["allocator"]["version"] == _dpkg_version(mariadb_root, "libc6")
-    assert g["verification"]["process_env"].get("LD_PRELOAD") is None
+    # nothing preloaded but our alloc_stats shim (servers/allocstats.py), from the work dir
+    shim = [Path(p).name for p in g["verification"]["process_env"]["LD_PRELOAD"].split()]
+    assert shim == ["ms-alloc-stats.so"]
     assert g["verification"]["server_reported"].startswith("system")
     j = by["jemalloc"]
     lib = j["allocator"]["library"]
     assert lib.startswith("/usr/lib/") and "libjemalloc" in lib  # a path inside the root
     assert j["allocator"]["version"] == _dpkg_version(mariadb_root, j["allocator"]["package"])
-    assert j["verification"]["process_env"]["LD_PRELOAD"] == lib
+    preload = j["verification"]["process_env"]["LD_PRELOAD"].split()
+    assert preload[0] == lib and [Path(p).name for p in preload[1:]] == ["ms-alloc-stats.so"]
     assert j["verification"]["library_mapped"] == [f"{mariadb_root}{lib}"]
     assert j["verification"]["server_reported"].startswith("jemalloc")
     rows = results(run_dir)
