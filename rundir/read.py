@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rundir.errors import RunDirError
 from rundir.format import (
+    ADDED_COLUMNS,
     INT_COLUMNS,
     MANIFEST,
     REQUIRED_RESULT_COLUMNS,
@@ -251,6 +252,9 @@ def load_run(path: Path) -> Run:
             raise RunDirError(f"{results}: row of cell {bad['cell']!r} has no workload or threads")
         for r in rows:
             r["repeat"] = r["repeat"] or 1
+            for c in ADDED_COLUMNS:  # added to format 2 later: empty in the runs before
+                r.setdefault(c, "" if c in TEXT_COLUMNS else None)
+        columns += [c for c in ADDED_COLUMNS if c not in columns]
     raw = migrate(RawRun(manifest=manifest, columns=columns, rows=rows), str(path / MANIFEST))
     check_manifest(raw.manifest, str(path / MANIFEST))
     return Run(path=path, manifest=raw.manifest, rows=raw.rows, columns=raw.columns)

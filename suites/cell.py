@@ -76,11 +76,13 @@ def _level_row(
         "allocator": alloc.name,
         "allocator_version": alloc.version or "",
         "thp": ctx.plan.thp,
+        "engine": ctx.plan.engine,
         "repeat": ctx.plan.round,
         "status": res.status,
         "error": res.error or "",
     }
     row.update(res.row())
+    row.update(res.extra.get("rww") or {})  # the read-while-writing columns (suites.rww.level)
     for k in FIGURE_KEYS:  # the collectors' per-phase figures that are results columns
         if k in RESULTS_COLUMNS:
             row[k] = fig.get(k)
@@ -156,6 +158,7 @@ class CellRunner:
             "server": {},
             "allocator": ctx.allocator.to_manifest(),
             "thp": {"requested": plan.thp},
+            "engine": plan.engine,
             "status": "failed",
             "error": None,
             "started_at": now_iso(),
@@ -197,7 +200,8 @@ class CellRunner:
                 timeout_s=ctx.suite.server.startup_timeout_s,
                 before_reap=coll.before_reap,
             )
-            self.record["server"] = self.server.to_manifest()
+            # The label names the engine too (suites.plan.engine_label): --resume reads it back.
+            self.record["server"] = self.server.to_manifest() | {"label": plan.server_label}
             self._note_server_warnings()
             self.record["verification"] = self.server.evidence
             coll.set_status_source(self.status_source(), self.live_status_source())

@@ -10,10 +10,13 @@ from suites.cell import CellRunner
 from suites.workload import ClientTarget
 
 
-def mysql_settings(suite, max_threads: int | None = None):
+def mysql_settings(suite, max_threads: int | None = None, engine: str = "innodb"):
     from servers.mysql import MySQLSettings
 
     return MySQLSettings(
+        engine=engine,
+        rocksdb_block_cache_mb=suite.server.rocksdb_block_cache_mb,
+        rocksdb_write_buffer_mb=suite.server.rocksdb_write_buffer_mb,
         buffer_pool_mb=suite.server.buffer_pool_mb,
         max_threads=max_threads or suite.max_threads,
         prepared_statements=prepared_statements(suite),
@@ -66,7 +69,7 @@ class _Levels:
     def iibench_levels(self):
         from suites import iibench
 
-        spec = iibench_spec(self.ctx.suite)
+        spec = iibench_spec(self.ctx.suite, self.plan.engine)
         target = self.target()
         phase = f"iibench@{spec.clients}"
 
@@ -78,8 +81,30 @@ class _Levels:
 
         yield phase, run
 
+    def rww_levels(self):
+        from suites import rww
+
+        spec = self.ctx.suite.rww.to_spec(self.plan.engine)
+        target = self.target()
+        for phase_kind, clients, cap in (
+            (rww.LOAD, 1, spec.load_max_seconds),
+            (rww.RUN, spec.clients, spec.max_seconds),
+        ):
+            phase = f"{rww.WORKLOAD[phase_kind]}@{clients}"
+
+            def run(phase_kind=phase_kind, phase=phase, cap=cap):
+                self._progress(phase, cap)
+                return rww.run_level(
+                    target, spec, phase_kind, self.logs / f"{phase}.log", self.on_interval
+                )
+
+            yield phase, run
+
     def level_clock(self) -> tuple[float | None, float | None, bool]:
         suite = self.ctx.suite
+        if suite.suite.kind == "rww":
+            # Like iibench: the last report comes when the last operation has returned.
+            return None, float(suite.rww.report_interval_s), True
         if suite.suite.kind == "sysbench":
             return float(suite.sysbench.duration_s), float(suite.sysbench.report_interval_s), False
         # iibench brackets its load with reports: t=0 when its clock starts, and a final one when
@@ -92,11 +117,13 @@ class _Levels:
             self.collectors.set_throughput(tps, qps)
 
 
-def sysbench_options(suite):
+def sysbench_options(suite, engine: str = "innodb"):
+    from servers.engines import SQL_NAME
     from suites.sysbench import SysbenchOptions
 
     s = suite.sysbench
     return SysbenchOptions(
+        storage_engine=SQL_NAME[engine],
         tables=suite.dataset.tables,
         table_size=suite.dataset.table_size,
         report_interval_s=s.report_interval_s,
@@ -105,9 +132,9 @@ def sysbench_options(suite):
     )
 
 
-def iibench_spec(suite):
+def iibench_spec(suite, engine: str = "innodb"):
     """The suite's iibench level, built by the one constructor config validation uses."""
-    return suite.iibench.to_spec()
+    return suite.iibench.to_spec(engine)
 
 
 class MySQLCell(_Levels, CellRunner):
@@ -130,7 +157,7 @@ class MySQLCell(_Levels, CellRunner):
         return MySQLServer(
             self.ctx.server_binary,
             self.work,
-            mysql_settings(self.ctx.suite),
+            mysql_settings(self.ctx.suite, engine=self.plan.engine),
             self.ctx.allocator,
             thp_disable=thp_disable,
             extra_preload=extra,
@@ -138,7 +165,7 @@ class MySQLCell(_Levels, CellRunner):
 
     def target(self) -> ClientTarget:
         info = self.server.client_target()
-        db = "iibench" if self.ctx.suite.suite.kind == "iibench" else "sbtest"
+        db = {"iibench": "iibench", "rww": "rww"}.get(self.ctx.suite.suite.kind, "sbtest")
         return ClientTarget.mysql(info, db)
 
     def status_source(self):
@@ -149,10 +176,15 @@ class MySQLCell(_Levels, CellRunner):
 
     def warmup(self) -> dict | None:
         suite = self.ctx.suite
+        if suite.suite.kind == "rww":
+            from suites import rww
+
+            rww.prepare(self.target(), suite.rww.to_spec(self.plan.engine))
+            return {"kind": "rww", "note": "the load level starts from an empty table; no warmup"}
         if suite.suite.kind == "iibench":
             from suites import iibench
 
-            iibench.prepare(self.target(), iibench_spec(suite))
+            iibench.prepare(self.target(), iibench_spec(suite, self.plan.engine))
             return {"kind": "iibench", "note": "insert load starts from an empty table; no warmup"}
         from suites.warmup import warm_up
 
@@ -173,6 +205,8 @@ class MySQLCell(_Levels, CellRunner):
         )
 
     def workload_phases(self):
+        if self.ctx.suite.suite.kind == "rww":
+            return self.rww_levels()
         if self.ctx.suite.suite.kind == "iibench":
             return self.iibench_levels()
         return self.sysbench_levels()

@@ -206,8 +206,11 @@ class Matrix:
                     [a.name for a in allocators],
                     list(self.suite.thp.modes),
                     self.suite.run.repeat,
+                    tuple(self.suite.server.engines),
                 )
-                per_round = len(allocators) * len(self.suite.thp.modes)
+                per_round = (
+                    len(allocators) * len(self.suite.thp.modes) * len(self.suite.server.engines)
+                )
                 self.design = plan_design(
                     self.suite, estimate_cell_seconds(self.suite) * per_round, MAX_REPEAT
                 )
@@ -221,10 +224,14 @@ class Matrix:
             else:
                 # The same for a MySQL-family binary: one that links an allocator itself (Debian's
                 # MySQL 9.7 links tcmalloc) has no glibc arm; say so once, before anything runs.
+                from servers.engines import check_engine
                 from servers.verify import refuse_self_allocating
 
                 for a in allocators:
                     refuse_self_allocating(Path(binary.host_path), a)
+                # An engine the server does not have (MyRocks on MySQL, or without its plugin).
+                for engine in self.suite.server.engines:
+                    check_engine(binary, engine)
             # Refuse before writing anything: THP modes this machine cannot set, and shortfalls.
             ThpController(None).check(list(self.suite.thp.modes))
             checks = self._preflight(binary, self.resume or Path(self.suite.run.out))
@@ -237,11 +244,18 @@ class Matrix:
             thp = ThpController(self.run_dir.path, defrag=self.suite.thp.defrag)
             todo = [c for c in cells if self.manifest_cell(c.id).get("status") != "ok"]
             self.display.start_matrix(len(todo), estimate_cell_seconds(self.suite) * len(todo))
-            dataset = None
+            dataset = {}  # engine -> its pristine datadir
             if self.suite.server.flavor != "mongodb" and todo:
                 self.display.note("preparing the dataset (once; cached for later runs)")
-                dataset = dataset_prepare.ensure(self.suite, binary, self.cache_root, self.run_dir)
-                self.manifest["dataset"] = dataset.to_manifest()
+                for engine in dict.fromkeys(c.engine for c in todo):
+                    dataset[engine] = dataset_prepare.ensure(
+                        self.suite, binary, self.cache_root, self.run_dir, engine
+                    )
+                # "dataset" stays the first engine's (its readers know one); every engine's is
+                # under "datasets" (issue 15).
+                first = next(iter(dataset.values()))
+                self.manifest["dataset"] = first.to_manifest()
+                self.manifest["datasets"] = {e: d.to_manifest() for e, d in dataset.items()}
                 self._save_manifest()
             for cell in todo:
                 self._run_cell(cell, binary, by_name[cell.allocator], thp, dataset)
@@ -313,6 +327,7 @@ class Matrix:
                 list(self.suite.thp.modes),
                 rounds,
                 len(cells),
+                tuple(self.suite.server.engines),
             )
             cells += new
             self.manifest["cells"] += [_pending(c) for c in new]
@@ -338,7 +353,7 @@ class Matrix:
             server_binary=binary,
             allocator=allocator,
             thp=thp,
-            dataset=dataset,
+            dataset=(dataset or {}).get(plan.engine),
             on_progress=self.display.phase,
             on_interval=self.display.interval,
             on_note=self.display.note,
@@ -445,6 +460,7 @@ def _pending(c: CellPlan) -> dict:
         "allocator": {"name": c.allocator},
         "thp": {"requested": c.thp},
         "server": {"label": c.server_label},
+        "engine": c.engine,
         "status": "pending",
         "error": None,
     }

@@ -87,6 +87,12 @@ def add_parser(sub) -> None:
         help="THP modes: system,always,madvise,never (system = leave as is)",
     )
     p.add_argument(
+        "--engines",
+        type=_csv_list(str),
+        metavar="ENGINES",
+        help="storage engines of the tables: innodb,rocksdb (MyRocks), a matrix dimension",
+    )
+    p.add_argument(
         "--server",
         metavar="NAME|PATH",
         help="server binary (mariadbd, mysqld of a Percona/MySQL install, mongod); with "
@@ -197,6 +203,7 @@ def run(args) -> int:
         args.baseline,
         args.min_effect,
         args.server_root,
+        args.engines,
     )
     if args.resume is not None and all(o is None for o in overrides):
         # Resuming without options: the settings are the ones the run was started with.
@@ -215,6 +222,7 @@ def run(args) -> int:
             baseline=args.baseline,
             min_effect=args.min_effect,
             server_root=args.server_root,
+            engines=args.engines,
             out=args.out,
         )
     display = Display(enabled=not args.quiet)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import MySQLdb
 
+from servers.engines import SQL_NAME
 from suites.errors import SuiteError
 from suites.iibench.backend import in_spec_order, where
 from suites.iibench.rows import Batch
@@ -44,7 +45,7 @@ def create_table_sql(spec: IIBenchSpec) -> str:
         "  price FLOAT NOT NULL,\n"
         f"  data VARCHAR({data_len}) CHARACTER SET ascii NOT NULL,\n"
         f"  PRIMARY KEY (transactionid){keys}\n"
-        ") ENGINE=InnoDB"
+        f") ENGINE={SQL_NAME[spec.engine]}"
     )
 
 
