@@ -61,6 +61,20 @@ def check_engine(binary, engine: str) -> None:
         raise ServerError(f"server.engines: rocksdb: {who} has no {plugin} ({hint})")
 
 
+def check_tables(cur, schema: str, engine: str) -> None:
+    """ServerError unless every table of `schema` is on `engine` (a DB-API cursor): a server
+    that lacks an engine may substitute its default engine without failing the CREATE TABLE."""
+    cur.execute(
+        "SELECT table_name, engine FROM information_schema.tables WHERE table_schema = %s",
+        (schema,),
+    )
+    rows = cur.fetchall()
+    wrong = [(t, e) for t, e in rows if str(e).lower() != engine]
+    if not rows or wrong:
+        got = ", ".join(f"{t}={e}" for t, e in wrong) or "no tables"
+        raise ServerError(f"{schema}: tables are not on {engine}: {got}")
+
+
 def engine_lines(binary, engine: str, block_cache_mb: int, write_buffer_mb: int) -> list[str]:
     """The my.cnf [mysqld] lines an engine needs: none for InnoDB; for MyRocks, the plugin loaded
     from the server's own plugin directory and its memory sized (block cache = its buffer pool,

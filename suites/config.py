@@ -520,7 +520,7 @@ class RwwSection(_Section):
     report_interval_s: float = Field(1.0, description="Interval reports (timeline, windows).")
     seed: int = Field(1, description="Seed of the random keys and values.")
 
-    def to_spec(self, engine: str = "innodb"):
+    def to_spec(self, engine: str | None = "innodb"):
         from suites.rww.spec import RwwSpec
 
         return RwwSpec(
@@ -539,8 +539,10 @@ class RwwSection(_Section):
     def _spec(self):
         from suites.rww.spec import RwwSettingError
 
+        # The engine's own limits are checked for each engine of the suite (Suite._rww_limits);
+        # here only what is wrong whatever the engine (engine None).
         try:
-            self.to_spec()
+            self.to_spec(None)
         except RwwSettingError as e:
             raise FieldError(("rww", e.field), e.reason, e.value) from None
         return self

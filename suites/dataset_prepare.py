@@ -153,6 +153,13 @@ def ensure(suite, binary, cache_root: Path, run_dir, engine: str = "innodb") -> 
             prepare_s = sysbench.prepare(
                 target, sysbench_options(suite, engine), logs / "prepare.log"
             )
+            from servers.engines import check_tables
+
+            conn = server.connect()
+            try:
+                check_tables(conn.cursor(), "sbtest", engine)  # --mysql-storage-engine took
+            finally:
+                conn.close()
         server.stop()
         meta = {
             "spec": spec,
