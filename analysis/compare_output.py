@@ -217,7 +217,15 @@ def render_text(cmp: Comparison) -> str:
             continue
         rt = RichTable(title=table.title, box=box.SIMPLE_HEAD, show_lines=False)
         for c in table.columns:
-            text_col = c in ("server", "workload", "allocator", "THP", "metric", "verdict", "evidence")
+            text_col = c in (
+                "server",
+                "workload",
+                "allocator",
+                "THP",
+                "metric",
+                "verdict",
+                "evidence",
+            )
             rt.add_column(c, justify="left" if text_col else "right")
         notes: list[str] = []
         for row in table.rows:
