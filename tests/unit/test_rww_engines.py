@@ -149,3 +149,19 @@ def test_latency_buckets_hold_every_value_within_a_64th():
 
 def test_engine_row_limits_are_the_measured_ones():
     assert MAX_VALUE_BYTES == {"innodb": 65_525, "rocksdb": 65_525}
+
+
+def test_resume_plans_the_engines_it_ran():
+    from suites.resume import check_resumable, plan_from_manifest
+    from suites.runner import _pending
+
+    cells = plan_cells("mariadb-10.11.19", ["glibc"], ["system"], 2, ("rocksdb", "innodb"))
+    from rundir.format import FORMAT_VERSION
+
+    m = {"cells": [_pending(c) for c in cells], "host": {}, "suite": {"s": 1}}
+    m["format_version"] = FORMAT_VERSION
+    assert plan_from_manifest(m, "mariadb-10.11.19") == cells
+    rocks_only = {**m, "cells": [c for c in m["cells"] if c["engine"] == "rocksdb"]}
+    check_resumable(rocks_only, {"s": 1}, "mariadb-10.11.19", {})  # label + "+rocksdb" is ours
+    with pytest.raises(SuiteError, match="the server is now mariadb-11.8.9"):
+        check_resumable(rocks_only, {"s": 1}, "mariadb-11.8.9", {})
