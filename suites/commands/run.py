@@ -282,14 +282,16 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
         t.add_column("allocator (thp)")
         for c in cols:
             t.add_column(str(c), justify="right")
-        for alloc, thp in dict.fromkeys((v.allocator, v.thp) for v in vs):
+        # Several servers (one per engine: "...+rocksdb") each get their own rows.
+        several = len({v.server for v in vs}) > 1
+        for server, alloc, thp in dict.fromkeys((v.server, v.allocator, v.thp) for v in vs):
             cells = []
             for c in cols:
                 v = next(
                     (
                         x
                         for x in vs
-                        if (x.allocator, x.thp) == (alloc, thp)
+                        if (x.server, x.allocator, x.thp) == (server, alloc, thp)
                         and (x.threads if label != "memory" else x.metric) == c
                     ),
                     None,
@@ -297,7 +299,7 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
                 cells.append(
                     "–" if v is None else f"{ratio_ci(v)} [{STYLE[v.verdict]}]{v.verdict}[/]"
                 )
-            t.add_row(f"{alloc} ({thp})", *cells)
+            t.add_row(f"{alloc} ({thp})" + (f" {server}" if several else ""), *cells)
         out.append(t)
     nf = noise_floor(run, judged)
     notes = []
