@@ -10,9 +10,10 @@ STAMPS := .stamps
 # Debian packages the suite drives. glibc is always there; the allocators under test; gcc for test
 # binaries and the keep_thp shim; maven + a JRE for the MongoDB stand-in; chromium to check reports render;
 # debootstrap for the server roots of `mallocsweep servers fetch`; libmariadb-dev + pkg-config to
-# build mysqlclient (iibench's C driver); openssh-server for the tests' stand-in client and fleet
-# hosts (an sshd in a network namespace, never the system's).
-DEB_PACKAGES := mariadb-server mariadb-client sysbench debootstrap \
+# build mysqlclient (iibench's C driver); mariadb-plugin-rocksdb for the rocksdb engine (MyRocks);
+# openssh-server for the tests' stand-in client and fleet hosts (an sshd in a network namespace,
+# never the system's).
+DEB_PACKAGES := mariadb-server mariadb-client mariadb-plugin-rocksdb sysbench debootstrap \
                 libjemalloc2 libtcmalloc-minimal4 libgoogle-perftools4 libmimalloc2.0 libtbbmalloc2 \
                 linux-perf gcc maven default-jre-headless chromium \
                 libmariadb-dev pkg-config openssh-server

@@ -76,9 +76,16 @@ def _verdict_cell(p: PointComparison) -> Cell:
     return Cell(p.verdict, t, note=p.note, warn=p.regression or p.verdict == POSSIBLY_SLOWER)
 
 
+def _server_column(cmp: Comparison, points: list[PointComparison]) -> bool:
+    """Whether rows need the server: several servers compared side by side (one per engine:
+    "mariadb-10.11.19" and "mariadb-10.11.19+rocksdb"), where allocator and THP repeat."""
+    return cmp.mode != "upgrade" and len({p.new_server for p in points}) > 1
+
+
 def points_table(cmp: Comparison) -> Table:
     upgrade = cmp.mode == "upgrade"
-    cols = [
+    by_server = _server_column(cmp, cmp.points)
+    cols = ["server"] * by_server + [
         "workload",
         "allocator",
         "THP",
@@ -98,7 +105,8 @@ def points_table(cmp: Comparison) -> Table:
         t.title += f": {cmp.points[0].base_server} → {cmp.points[0].new_server}"
     for p in cmp.points:
         t.rows.append(
-            [
+            [text(p.new_server)] * by_server
+            + [
                 text(p.workload),
                 text(p.allocator),
                 text(p.thp),
@@ -123,7 +131,8 @@ MEMORY_FIGURE = {
 
 
 def memory_table(cmp: Comparison) -> Table:
-    cols = [
+    by_server = _server_column(cmp, cmp.memory)
+    cols = ["server"] * by_server + [
         "allocator",
         "THP",
         "figure",
@@ -148,7 +157,8 @@ def memory_table(cmp: Comparison) -> Table:
                 ch.value, f"{ch.text} [{pct_text((p.lo - 1) * 100)}, {pct_text((p.hi - 1) * 100)}]"
             )
         t.rows.append(
-            [
+            [text(p.new_server)] * by_server
+            + [
                 text(p.allocator),
                 text(p.thp),
                 text(MEMORY_FIGURE.get(p.metric, p.metric)),
@@ -215,7 +225,15 @@ def render_text(cmp: Comparison) -> str:
             continue
         rt = RichTable(title=table.title, box=box.SIMPLE_HEAD, show_lines=False)
         for c in table.columns:
-            text_col = c in ("workload", "allocator", "THP", "metric", "verdict", "evidence")
+            text_col = c in (
+                "server",
+                "workload",
+                "allocator",
+                "THP",
+                "metric",
+                "verdict",
+                "evidence",
+            )
             rt.add_column(c, justify="left" if text_col else "right")
         notes: list[str] = []
         for row in table.rows:

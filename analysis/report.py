@@ -20,6 +20,7 @@ from analysis import (
     memory_plots,
     notices,
     plots,
+    rww_tables,
     study_tables,
     verdict_tables,
     verdicts,
@@ -42,6 +43,11 @@ WORKLOAD_TEXT = {
     " query, so allocator and mutex overheads form a large share of each query's cost.",
     "iibench": "iibench insert benchmark: concurrent clients insert rows in batches into an indexed"
     " table; the cost is measured per million inserted rows.",
+    "rww_load": "read-while-writing, load: one client inserts every row in key order, in batches"
+    " (one multi-row INSERT each); ops are rows.",
+    "rww_run": "read-while-writing (Symas 2015): 1 writer updates random rows while the readers"
+    " read random rows, unthrottled, until every reader has read as many rows as the table holds;"
+    " ops are statements (reads + writes).",
 }
 
 CLOSED_LOOP_NOTE = (
@@ -178,6 +184,9 @@ def build_context(run: Run, baseline: str | None = None) -> dict:
         "binding": cells.binding_table(run),
         "workloads": workloads,
         "iibench": study_tables.iibench_table(run) if "iibench" in run.workloads else None,
+        # read-while-writing: the Symas 2015 layout per engine, and its RSS comparison
+        "rww_tables": rww_tables.symas_tables(run)
+        + [t for t in [rww_tables.rss_ratio_table(run)] if t is not None],
         "memory": memory.memory_table(run),
         "clients": client_table(run),
         "rss_plot": plots.rss_timeline_plot(run),

@@ -42,6 +42,8 @@ METRIC_LABELS = {
 }
 # iibench's qps is rows inserted per second, its tps insert batches (transactions) per second.
 IIBENCH_METRIC_LABELS = {"qps": "rows inserted/s", "tps": "insert batches/s"}
+# Read-while-writing's run level: an operation is one statement, a read or a write.
+RWW_RUN_METRIC_LABELS = {"qps": "operations/s (reads + writes)", "tps": "writes/s"}
 # Higher is better only for throughput; the ratio column reads the same way for every metric.
 STANDIN_LABEL = "protocol stand-in, no allocator conclusions"
 
@@ -102,8 +104,10 @@ def label_cells(run: Run, s: Series) -> list[Cell]:
 
 def metric_label(workload: str, metric: str) -> str:
     """What a metric counts, for a workload: iibench's qps are rows, not queries."""
-    if workload == "iibench" and metric in IIBENCH_METRIC_LABELS:
+    if workload in ("iibench", "rww_load") and metric in IIBENCH_METRIC_LABELS:
         return IIBENCH_METRIC_LABELS[metric]
+    if workload == "rww_run" and metric in RWW_RUN_METRIC_LABELS:
+        return RWW_RUN_METRIC_LABELS[metric]
     return METRIC_LABELS.get(metric, metric)
 
 

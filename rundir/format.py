@@ -37,6 +37,23 @@ OWNER_MARKER = (
     ".mallocsweep-owned"  # proves a directory was created by mallocsweep (never delete without it)
 )
 
+ADDED_RWW_COLUMNS = (
+    "write_ops_s",
+    "read_ops_s",
+    "write_lat_p50_ms",
+    "write_lat_p95_ms",
+    "write_lat_p99_ms",
+    "write_lat_max_ms",
+    "read_lat_p50_ms",
+    "read_lat_p95_ms",
+    "read_lat_p99_ms",
+    "read_lat_max_ms",
+    "table_rows",
+    "reads_min",
+)
+# Columns added to format 2 after its first runs: absent in those, read back as empty.
+ADDED_COLUMNS = ("engine", *ADDED_RWW_COLUMNS)
+
 # One row per (cell, workload, threads, repeat). Per-level figures are deltas over that level, not
 # since server start; each group below says which part of the level it covers.
 RESULTS_COLUMNS = [
@@ -48,6 +65,10 @@ RESULTS_COLUMNS = [
     "allocator",
     "allocator_version",
     "thp",
+    # the storage engine of the workload's tables (innodb, rocksdb); added in format 2 (issue 15),
+    # empty in runs recorded before it (they were InnoDB). A non-InnoDB engine is also named in
+    # `server` ("mariadb-10.11.19+rocksdb"), which is what keeps points apart in the analysis.
+    "engine",
     "workload",
     "threads",
     "repeat",
@@ -153,6 +174,12 @@ RESULTS_COLUMNS = [
     # outside churn runs. Added 2026-11-24.
     "churn_cycle",
     "thread_cache_size",
+    # read-while-writing (suites/rww; added in format 2, issue 15; empty for other workloads and
+    # in older runs): the writer's and the readers' rates and latencies apart, over the level's
+    # own clock (duration_s). In the load level only the write side is filled. table_rows: rows
+    # in the table; reads_min: the fewest rows any one reader read (the stop rule is
+    # reads_min >= table_rows).
+    *ADDED_RWW_COLUMNS,
 ]
 
 # The per-cell timeline, samples/<cell>.csv. Cumulative counters are whole-process totals since start.
@@ -203,6 +230,7 @@ TEXT_COLUMNS = frozenset(
         "allocator",
         "allocator_version",
         "thp",
+        "engine",
         "workload",
         "status",
         "error",

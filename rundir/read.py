@@ -382,7 +382,7 @@ def load_run(path: Path) -> Run:
     added = [c for c in RESULTS_COLUMNS if c not in raw.columns] if raw.columns else []
     for r in raw.rows:
         for c in added:
-            r.setdefault(c, None)
+            r.setdefault(c, "" if c in TEXT_COLUMNS else None)
     raw.columns = [*raw.columns, *added]
     check_manifest(raw.manifest, str(path / MANIFEST))
     return Run(

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from string import Template
 
+from servers.engines import engine_lines
 from servers.errors import ServerError
 from servers.mysql_flavor import ServerBinary
 from servers.option_file import option_value
@@ -54,6 +55,10 @@ class MySQLSettings:
     # 2 + 5 x tables per thread: 33,792 at 1536 threads x 4 tables). 0 = per-thread default.
     prepared_statements: int = 0
     extra: dict[str, str] = field(default_factory=dict)  # raw [mysqld] lines from the suite
+    # The storage engine of the workload's tables (servers.engines) and MyRocks' own memory.
+    engine: str = "innodb"
+    rocksdb_block_cache_mb: int = 256
+    rocksdb_write_buffer_mb: int = 64
 
     def __post_init__(self):
         for name in ("buffer_pool_mb", "max_threads", "innodb_log_file_mb"):
@@ -201,7 +206,15 @@ def render_my_cnf(
         "redo_line": redo_line(binary, settings.innodb_log_file_mb),
         "flush_log_at_trx_commit": settings.flush_log_at_trx_commit,
         "performance_schema": "ON" if settings.performance_schema else "OFF",
-        "flavor_lines": "\n".join(flavor_lines(binary, paths)),
+        "flavor_lines": "\n".join(
+            flavor_lines(binary, paths)
+            + engine_lines(
+                binary,
+                settings.engine,
+                settings.rocksdb_block_cache_mb,
+                settings.rocksdb_write_buffer_mb,
+            )
+        ),
         "extra_lines": "\n".join(extra_lines(settings.extra)),
     }
     try:

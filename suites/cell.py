@@ -118,6 +118,7 @@ class CellRunner:
             "server": {},
             "allocator": ctx.allocator.to_manifest(),
             "thp": {"requested": plan.thp},
+            "engine": plan.engine,
             "status": "failed",
             "error": None,
             "started_at": now_iso(),
@@ -159,7 +160,8 @@ class CellRunner:
                 timeout_s=ctx.suite.server.startup_timeout_s,
                 before_reap=coll.before_reap,
             )
-            self.record["server"] = self.server.to_manifest()
+            # The label names the engine too (suites.plan.engine_label): --resume reads it back.
+            self.record["server"] = self.server.to_manifest() | {"label": plan.server_label}
             self._note_server_warnings()
             self.record["verification"] = self.server.evidence
             coll.set_status_source(self.status_source(), self.live_status_source())
@@ -266,6 +268,7 @@ class CellRunner:
                 "allocator": alloc.name,
                 "allocator_version": alloc.version or "",
                 "thp": self.plan.thp,
+                "engine": self.plan.engine,
                 "repeat": self.plan.round,
             },
             "clock": {

@@ -12,10 +12,13 @@ from suites.cell import CellRunner
 from suites.workload import ClientTarget
 
 
-def mysql_settings(suite, max_threads: int | None = None):
+def mysql_settings(suite, max_threads: int | None = None, engine: str = "innodb"):
     from servers.mysql import MySQLSettings
 
     return MySQLSettings(
+        engine=engine,
+        rocksdb_block_cache_mb=suite.server.rocksdb_block_cache_mb,
+        rocksdb_write_buffer_mb=suite.server.rocksdb_write_buffer_mb,
         buffer_pool_mb=suite.server.buffer_pool_mb,
         max_threads=max_threads or suite.max_threads,
         # What the largest level's clients hold at once, so max_prepared_stmt_count never caps it.
@@ -74,7 +77,7 @@ class MySQLCell(WorkloadCell):
         return MySQLServer(
             self.ctx.server_binary,
             self.work,
-            mysql_settings(self.ctx.suite),
+            mysql_settings(self.ctx.suite, engine=self.plan.engine),
             self.ctx.allocator,
             thp_disable=thp_disable,
             extra_preload=extra,

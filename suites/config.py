@@ -127,9 +127,10 @@ def mycnf_int(value: Any) -> int | None:
 class SuiteInfo(_Section):
     name: str = Field("suite", description="Names the run directory; letters, digits, - and _.")
     description: str = Field("", description="One line shown in the report.")
-    kind: Literal["sysbench", "iibench"] = Field(
+    kind: Literal["sysbench", "iibench", "rww"] = Field(
         "sysbench",
-        description="sysbench: thread sweep of OLTP_RO/POINT_SELECT; iibench: insert load.",
+        description="sysbench: thread sweep of OLTP_RO/POINT_SELECT; iibench: insert load; "
+        "rww: read-while-writing (a measured load, then 1 writer + N readers; [rww]).",
     )
 
     @field_validator("description")
@@ -175,6 +176,20 @@ class ServerSection(_Section):
         "instead of binary/basedir.",
     )
     buffer_pool_mb: PositiveInt = Field(256, description="innodb_buffer_pool_size in MiB.")
+    engines: list[Literal["innodb", "rocksdb"]] = Field(
+        default_factory=lambda: ["innodb"],
+        description="Storage engines of the workload's tables, a matrix dimension (--engines): "
+        "innodb, rocksdb (MyRocks: MariaDB's ha_rocksdb.so plugin, Debian package "
+        "mariadb-plugin-rocksdb). The dataset is prepared once per engine.",
+    )
+    rocksdb_block_cache_mb: PositiveInt = Field(
+        256, description="MyRocks rocksdb_block_cache_size in MiB (its buffer pool)."
+    )
+    rocksdb_write_buffer_mb: PositiveInt = Field(
+        64,
+        description="MyRocks memtable size in MiB (write_buffer_size of the default column "
+        "family); with the block cache, the engine's own memory.",
+    )
     cache_gb: PositiveFloat = Field(1.0, description="MongoDB WiredTiger cache size in GiB.")
     settings: dict[str, str | int | float | bool] = Field(
         default_factory=dict,
@@ -184,6 +199,15 @@ class ServerSection(_Section):
     startup_timeout_s: PositiveFloat = Field(
         180, description="How long a server may take to accept connections."
     )
+
+    @field_validator("engines")
+    @classmethod
+    def _engines(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("expected at least one engine")
+        if len(set(v)) != len(v):
+            raise ValueError(f"duplicate engines in {v}")
+        return v
 
     @field_validator("binary")
     @classmethod
@@ -455,8 +479,9 @@ class IIBenchSection(_Section):
         0, description="Concurrent query clients (they query the first secondary index)."
     )
 
-    def to_spec(self) -> IIBenchSpec:
+    def to_spec(self, engine: str = "innodb") -> IIBenchSpec:
         return IIBenchSpec(
+            engine=engine,
             clients=self.clients,
             max_rows=self.max_rows,
             max_seconds=self.max_seconds,
@@ -472,6 +497,56 @@ class IIBenchSection(_Section):
             self.to_spec()
         except IIBenchSettingError as e:
             raise FieldError(("iibench", e.field), e.reason, e.value) from None
+        return self
+
+
+class RwwSection(_Section):
+    # Types here; ranges and the rules across fields live once, in RwwSpec.
+    records: int = Field(
+        20_000,
+        description="Rows loaded, then read by every reader (Symas: 2,000,000 of 4,000 bytes).",
+    )
+    value_bytes: int = Field(
+        4000, description="Bytes of each row's value (Symas: 4,000); at most the engine's limit."
+    )
+    batch_rows: int = Field(100, description="Rows per INSERT (one transaction) in the load.")
+    readers: int = Field(
+        16, description="Reader clients beside the one writer (Symas: 16); at least 1."
+    )
+    max_seconds: float = Field(
+        300,
+        description="Time cap of the read-while-writing level: it stops when every reader has "
+        "read `records` rows or after this long (a level cut by the cap is marked in the results).",
+    )
+    load_max_seconds: float = Field(600, description="Time cap of the load level.")
+    report_interval_s: float = Field(1.0, description="Interval reports (timeline, windows).")
+    seed: int = Field(1, description="Seed of the random keys and values.")
+
+    def to_spec(self, engine: str | None = "innodb"):
+        from suites.rww.spec import RwwSpec
+
+        return RwwSpec(
+            records=self.records,
+            value_bytes=self.value_bytes,
+            batch_rows=self.batch_rows,
+            readers=self.readers,
+            max_seconds=self.max_seconds,
+            load_max_seconds=self.load_max_seconds,
+            report_interval_s=self.report_interval_s,
+            seed=self.seed,
+            engine=engine,
+        )
+
+    @model_validator(mode="after")
+    def _spec(self):
+        from suites.rww.spec import RwwSettingError
+
+        # The engine's own limits are checked for each engine of the suite (Suite._rww_limits);
+        # here only what is wrong whatever the engine (engine None).
+        try:
+            self.to_spec(None)
+        except RwwSettingError as e:
+            raise FieldError(("rww", e.field), e.reason, e.value) from None
         return self
 
 
@@ -669,6 +744,7 @@ class Suite(_Section):
     warmup: WarmupSection = Field(default_factory=WarmupSection)
     sysbench: SysbenchSection = Field(default_factory=SysbenchSection)
     iibench: IIBenchSection = Field(default_factory=IIBenchSection)
+    rww: RwwSection = Field(default_factory=RwwSection)
     collect: CollectSection = Field(default_factory=CollectSection)
     clients: ClientsSection = Field(default_factory=ClientsSection)
     memory: MemorySection = Field(default_factory=MemorySection)
@@ -691,6 +767,15 @@ class Suite(_Section):
                 ("server", "flavor"),
                 'MongoDB runs the iibench insert load only: set suite.kind = "iibench" '
                 "(the sysbench workloads are SQL)",
+            )
+        if self.server.flavor == "mongodb" and self.suite.kind == "rww":
+            raise FieldError(
+                ("suite", "kind"), "read-while-writing runs on MySQL-family servers (SQL tables)"
+            )
+        if self.server.flavor == "mongodb" and self.server.engines != ["innodb"]:
+            raise FieldError(
+                ("server", "engines"),
+                "engines are MySQL-family storage engines; MongoDB runs WiredTiger",
             )
         if self.server.flavor == "mongodb" and self.server.settings:
             raise FieldError(
@@ -756,11 +841,10 @@ class Suite(_Section):
         if self.server.flavor == "mongodb" or "max_connections" not in self.server.settings:
             return self
         limit = mycnf_int(self.server.settings["max_connections"])
-        loc, what = (
-            (("iibench", "clients"), "clients + query_clients")
-            if self.suite.kind == "iibench"
-            else (("sysbench", "threads"), "thread level")
-        )
+        loc, what = {
+            "iibench": (("iibench", "clients"), "clients + query_clients"),
+            "rww": (("rww", "readers"), "readers + 1 writer"),
+        }.get(self.suite.kind, (("sysbench", "threads"), "thread level"))
         if limit is not None and self.max_threads > limit - OWN_CONNECTIONS:
             raise FieldError(
                 loc,
@@ -790,8 +874,36 @@ class Suite(_Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _rww_limits(self):
+        # Per engine: a row larger than the engine stores, or a load batch above the packet limit,
+        # would fail at the first CREATE TABLE or INSERT, after servers had started.
+        if self.suite.kind != "rww":
+            return self
+        from suites.rww.spec import RwwSettingError, load_statement_bytes
+
+        for engine in self.server.engines:
+            try:
+                self.rww.to_spec(engine)
+            except RwwSettingError as e:
+                raise FieldError(("rww", e.field), e.reason, e.value) from None
+        r = self.rww
+        need = load_statement_bytes(r.batch_rows, r.value_bytes)
+        given = self.server.settings.get("max_allowed_packet")
+        limit = mycnf_int(given) if given is not None else DEFAULT_MAX_ALLOWED_PACKET
+        if limit is not None and need > limit:
+            raise FieldError(
+                ("rww", "batch_rows"),
+                f"one load INSERT of {r.batch_rows} rows of {r.value_bytes} bytes takes up to "
+                f"{need:,} bytes, above the server's max_allowed_packet ({limit:,} bytes); "
+                "lower batch_rows or set server.settings.max_allowed_packet",
+            )
+        return self
+
     @property
     def max_threads(self) -> int:
+        if self.suite.kind == "rww":
+            return self.rww.readers + 1
         if self.suite.kind == "iibench":
             return self.iibench.clients + self.iibench.query_clients
         return max(self.sysbench.threads)
@@ -893,12 +1005,18 @@ def apply_overrides(suite: Suite, **opts) -> Suite:
         data["allocators"]["use"] = opts["allocators"]
         put("--allocators", opts["allocators"], ("allocators", "use"))
     if opts.get("threads") is not None:
-        if kind == "iibench":
-            raise SuiteError("--threads applies to sysbench suites; set [iibench] clients instead")
+        if kind in ("iibench", "rww"):
+            what = "[iibench] clients" if kind == "iibench" else "[rww] readers"
+            raise SuiteError(f"--threads applies to sysbench suites; set {what} instead")
         data["sysbench"]["threads"] = opts["threads"]
         put("--threads", opts["threads"], ("sysbench", "threads"))
+    if opts.get("engines") is not None:
+        data["server"]["engines"] = opts["engines"]
+        put("--engines", opts["engines"], ("server", "engines"))
     if opts.get("duration") is not None:
-        field = ("iibench", "max_seconds") if kind == "iibench" else ("sysbench", "duration_s")
+        field = {"iibench": ("iibench", "max_seconds"), "rww": ("rww", "max_seconds")}.get(
+            kind, ("sysbench", "duration_s")
+        )
         data[field[0]][field[1]] = opts["duration"]
         put("--duration", opts["duration"], field)
     if opts.get("warmup") is not None:

@@ -67,7 +67,7 @@ def binary_identity(path: str | os.PathLike) -> dict:
     return {"path": real, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def cache_spec(suite, binary) -> dict:
+def cache_spec(suite, binary, engine: str = "innodb") -> dict:
     """Everything a pristine datadir depends on, hashed into its cache key.
 
     The dataset itself, the server flavor and build, and every [server] setting the suite writes
@@ -76,24 +76,32 @@ def cache_spec(suite, binary) -> dict:
     the harmless ones per server version is guesswork; a needless prepare costs time, a wrong
     reuse costs correctness. The buffer pool and connection sizing are ours and format-neutral.
     """
-    return dataset_spec(suite) | {
-        "flavor": binary.flavor,
-        "binary": binary_identity(getattr(binary, "host_path", binary.path)),
-        "server_settings": {str(k): str(v) for k, v in sorted(suite.server.settings.items())},
-    }
+    # The engine is in the key when it is not InnoDB (every pristine datadir cached before engines
+    # existed is InnoDB's, and keeps its key). MyRocks' memory settings are not: format-neutral.
+    engine_key = {} if engine == "innodb" else {"engine": engine}
+    return (
+        dataset_spec(suite)
+        | engine_key
+        | {
+            "flavor": binary.flavor,
+            "binary": binary_identity(getattr(binary, "host_path", binary.path)),
+            "server_settings": {str(k): str(v) for k, v in sorted(suite.server.settings.items())},
+        }
+    )
 
 
-def cache_key(suite, binary, cache: DatasetCache) -> tuple[str, dict]:
+def cache_key(suite, binary, cache: DatasetCache, engine: str = "innodb") -> tuple[str, dict]:
     """(key, spec) of this suite's pristine datadir for `binary`: the one key `ensure` and
     `is_cached` (the runner's preflight) both use, so they cannot disagree."""
-    spec = cache_spec(suite, binary)
+    spec = cache_spec(suite, binary, engine)
     return cache.key(binary.version, spec), spec
 
 
 def is_cached(suite, binary, cache_root: Path) -> bool:
-    """Whether `ensure` would find this suite's pristine datadir for `binary` (no preparation)."""
+    """Whether `ensure` would find this suite's pristine datadirs for `binary`, one per engine
+    (no preparation)."""
     cache = DatasetCache(Path(cache_root))
-    return cache.has(cache_key(suite, binary, cache)[0])
+    return all(cache.has(cache_key(suite, binary, cache, e)[0]) for e in suite.server.engines)
 
 
 def _loading_allocator(binary) -> str:
@@ -110,8 +118,8 @@ def _loading_allocator(binary) -> str:
     return "builtin" if linked else "glibc"
 
 
-def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:
-    """The cached pristine datadir for this suite and server, preparing it if missing."""
+def ensure(suite, binary, cache_root: Path, run_dir, engine: str = "innodb") -> Prepared:
+    """The cached pristine datadir for this suite, server and engine, preparing it if missing."""
     from servers.allocators import resolve
     from servers.errors import ServerError
     from servers.mysql import MySQLServer
@@ -120,16 +128,16 @@ def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:
     from suites.workload import ClientTarget
 
     cache = DatasetCache(Path(cache_root))
-    key, spec = cache_key(suite, binary, cache)
+    key, spec = cache_key(suite, binary, cache, engine)
     stale = remove_stale(Path(cache_root))  # what a SIGKILL during an earlier prepare left
     if cache.has(key):
         return Prepared(cache, key, spec, False, None, stale)
     Path(cache_root).mkdir(parents=True, exist_ok=True)
     work = make_owned_dir(Path(cache_root) / f".prepare-{key}-{os.getpid()}")
-    logs = run_dir.path / "logs" / "dataset"
+    logs = run_dir.path / "logs" / ("dataset" if engine == "innodb" else f"dataset-{engine}")
     logs.mkdir(parents=True, exist_ok=True)
     glibc = resolve([_loading_allocator(binary)], root=getattr(binary, "root", None))[0]
-    settings = mysql_settings(suite, max_threads=64)
+    settings = mysql_settings(suite, max_threads=64, engine=engine)
     server = MySQLServer(binary, work, settings, glibc)
     t0 = time.monotonic()
     try:
@@ -144,7 +152,7 @@ def ensure(suite, binary, cache_root: Path, run_dir) -> Prepared:
             conn.close()
         wl = workloads.of(suite)
         target = ClientTarget.mysql(server.client_target(), wl.database)
-        prepare_s = wl.prepare_dataset(suite, target, logs)
+        prepare_s = wl.prepare_dataset(suite, target, logs, engine, connect=server.connect)
         server.stop()
         meta = {
             "spec": spec,

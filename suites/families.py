@@ -64,12 +64,29 @@ def _mysql_allocators(binary, allocators) -> None:
         refuse_self_allocating(Path(binary.host_path), a)
 
 
+def _mysql_engines(binary, engines) -> None:
+    from servers.engines import check_engine
+
+    for engine in engines:
+        check_engine(binary, engine)
+
+
+def _mongod_engines(binary, engines) -> None:
+    # WiredTiger is mongod's one engine here; [server] engines is a MySQL-family dimension.
+    if tuple(engines) != ("innodb",):
+        raise SuiteError(
+            f"server.engines {list(engines)}: storage engines are a MySQL-family dimension; "
+            "a MongoDB suite runs mongod's own engine"
+        )
+
+
 @dataclass(frozen=True)
 class Family:
     name: str
     cell: type[WorkloadCell]
     resolve: object  # (suite.server) -> (binary, label)
     check_allocators: object  # (binary, allocators) -> None, or a refusal
+    check_engines: object  # (binary, engines) -> None, or a refusal naming the engine
     # Cells restore a pristine prepared datadir (MySQL family); MongoDB starts empty.
     restores_dataset: bool
     # An allocator linked into the binary is measured as `builtin` under `all` (MySQL family).
@@ -82,6 +99,7 @@ MYSQL = Family(
     MySQLCell,
     _resolve_mysql,
     _mysql_allocators,
+    _mysql_engines,
     restores_dataset=True,
     links_allocators=True,
     cache_kb=lambda suite: suite.server.buffer_pool_mb * 1024,
@@ -91,6 +109,7 @@ MONGODB = Family(
     MongoCell,
     _resolve_mongod,
     _mongod_allocators,
+    _mongod_engines,
     restores_dataset=False,
     links_allocators=False,
     cache_kb=lambda suite: int(suite.server.cache_gb * 1024 * 1024),

@@ -18,6 +18,10 @@ class CellPlan:
     server_label: str  # e.g. "mariadb-10.11.19"
     allocator: str
     thp: str
+    # The storage engine the workload's tables use (a matrix dimension). It is part of the
+    # server label (engine_label) whenever it is not InnoDB, so every point, verdict and compare
+    # keeps engines apart without each of them knowing about engines.
+    engine: str = "innodb"
 
     @property
     def id(self) -> str:
@@ -26,18 +30,36 @@ class CellPlan:
         return re.sub(r"[^A-Za-z0-9_.+-]", "_", raw)
 
 
+DEFAULT_ENGINE = "innodb"
+
+
+def engine_label(server_label: str, engine: str) -> str:
+    """The label of a server running `engine`'s tables: unchanged for InnoDB (every run before
+    engines existed was InnoDB, so its points still match), "+ENGINE" otherwise."""
+    return server_label if engine == DEFAULT_ENGINE else f"{server_label}+{engine}"
+
+
 def plan_cells(
-    server_label: str, allocators: list[str], thp_modes: list[str], repeat: int
+    server_label: str,
+    allocators: list[str],
+    thp_modes: list[str],
+    repeat: int,
+    engines: tuple[str, ...] = (DEFAULT_ENGINE,),
 ) -> list[CellPlan]:
-    """Cells in run order: each round runs every (thp, allocator), in a rotated order."""
+    """Cells in run order: each round runs every (engine, thp, allocator), in a rotated order."""
     cells: list[CellPlan] = []
     for rnd in range(1, repeat + 1):
-        cells += plan_round(server_label, allocators, thp_modes, rnd, len(cells))
+        cells += plan_round(server_label, allocators, thp_modes, rnd, len(cells), engines)
     return cells
 
 
 def plan_round(
-    server_label: str, allocators: list[str], thp_modes: list[str], rnd: int, first_index: int
+    server_label: str,
+    allocators: list[str],
+    thp_modes: list[str],
+    rnd: int,
+    first_index: int,
+    engines: tuple[str, ...] = (DEFAULT_ENGINE,),
 ) -> list[CellPlan]:
     """One round's cells (a budget adds rounds one at a time). Round r starts its allocator list
     r - 1 places further on, and even rounds run it backwards: every allocator takes every place
@@ -46,12 +68,12 @@ def plan_round(
     n = len(allocators)
     shift = (rnd - 1) // 2 % n if n else 0
     rotated = allocators[shift:] + allocators[:shift]
-    order = [(t, a) for t in thp_modes for a in rotated]
+    order = [(e, t, a) for e in engines for t in thp_modes for a in rotated]
     if rnd % 2 == 0:
         order.reverse()
     return [
-        CellPlan(first_index + i, rnd, server_label, alloc, thp)
-        for i, (thp, alloc) in enumerate(order)
+        CellPlan(first_index + i, rnd, engine_label(server_label, e), alloc, thp, e)
+        for i, (e, thp, alloc) in enumerate(order)
     ]
 
 

@@ -47,7 +47,8 @@ def check_resumable(manifest: dict, suite: dict, label: str, host: dict) -> None
             )
     # Pending cells carry the server label; a cell that ran has the server's own record instead.
     labels = {(c.get("server") or {}).get("label") for c in m["cells"]} - {None}
-    if labels and label not in labels:
+    # A non-InnoDB engine's cells carry "LABEL+ENGINE" (suites.plan.engine_label).
+    if labels and not any(x == label or x.startswith(label + "+") for x in labels):
         raise SuiteError(
             f"--resume: the server is now {label}, the run used {', '.join(sorted(labels))}"
         )
@@ -68,6 +69,7 @@ def plan_from_manifest(manifest: dict, label: str) -> list[CellPlan]:
                 str((c.get("server") or {}).get("label") or label),
                 str(c["allocator"]["name"]),
                 str(c["thp"]["requested"]),
+                str(c.get("engine") or "innodb"),  # runs before engines existed were InnoDB
             )
         except (KeyError, TypeError, ValueError):
             raise SuiteError(f"--resume: manifest cell {c.get('id')!r} is incomplete") from None

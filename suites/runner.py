@@ -180,16 +180,22 @@ class Matrix:
                     [a.name for a in allocators],
                     list(self.suite.thp.modes),
                     self.suite.run.repeat,
+                    tuple(self.suite.server.engines),
+                )
+                per_round = (
+                    len(allocators) * len(self.suite.thp.modes) * len(self.suite.server.engines)
                 )
                 if self.shard is not None:
                     self.manifest_shard = self.shard.to_manifest(cells, self.suite.run.repeat)
                     cells = self.shard.select(cells, self.suite.run.repeat)
-                per_round = len(allocators) * len(self.suite.thp.modes)
                 self.design = plan_design(
                     self.suite, estimate_cell_seconds(self.suite) * per_round, MAX_REPEAT
                 )
             by_name = {a.name: a for a in allocators}
-            family_of(self.suite).check_allocators(binary, allocators)
+            family = family_of(self.suite)
+            family.check_allocators(binary, allocators)
+            # An engine the server does not have (MyRocks on MySQL, or without its plugin).
+            family.check_engines(binary, self.suite.server.engines)
             # Refuse before writing anything: THP modes this machine cannot set, and shortfalls.
             ThpController(None).check(list(self.suite.thp.modes))
             checks = self._preflight(binary, self.resume or Path(self.suite.run.out))
@@ -209,11 +215,18 @@ class Matrix:
             thp = ThpController(self.run_dir.path, defrag=self.suite.thp.defrag)
             todo = [c for c in cells if self.manifest_cell(c.id).get("status") != "ok"]
             self.display.start_matrix(len(todo), estimate_cell_seconds(self.suite) * len(todo))
-            dataset = None
+            dataset = {}  # engine -> its pristine datadir
             if family_of(self.suite).restores_dataset and todo:
                 self.display.note("preparing the dataset (once; cached for later runs)")
-                dataset = dataset_prepare.ensure(self.suite, binary, self.cache_root, self.run_dir)
-                self.manifest["dataset"] = dataset.to_manifest()
+                for engine in dict.fromkeys(c.engine for c in todo):
+                    dataset[engine] = dataset_prepare.ensure(
+                        self.suite, binary, self.cache_root, self.run_dir, engine
+                    )
+                # "dataset" stays the first engine's (its readers know one); every engine's is
+                # under "datasets" (issue 15).
+                first = next(iter(dataset.values()))
+                self.manifest["dataset"] = first.to_manifest()
+                self.manifest["datasets"] = {e: d.to_manifest() for e, d in dataset.items()}
                 self._save_manifest()
             for cell in todo:
                 self._run_cell(cell, binary, by_name[cell.allocator], thp, dataset)
@@ -302,6 +315,7 @@ class Matrix:
                 list(self.suite.thp.modes),
                 rounds,
                 len(cells),
+                tuple(self.suite.server.engines),
             )
             cells += new
             self.manifest["cells"] += [_pending(c) for c in new]
@@ -328,7 +342,7 @@ class Matrix:
             server_binary=binary,
             allocator=allocator,
             thp=thp,
-            dataset=dataset,
+            dataset=(dataset or {}).get(plan.engine),
             on_progress=self.display.phase,
             on_interval=self.display.interval,
             on_note=self.display.note,
@@ -448,6 +462,7 @@ def _pending(c: CellPlan) -> dict:
         "allocator": {"name": c.allocator},
         "thp": {"requested": c.thp},
         "server": {"label": c.server_label},
+        "engine": c.engine,
         "status": "pending",
         "error": None,
     }

@@ -29,6 +29,7 @@ IDENTITY_FIELDS = (
     "allocator",
     "allocator_version",
     "thp",
+    "engine",  # absent in raw records written before engines existed: read as empty
     "repeat",
 )
 
@@ -68,11 +69,13 @@ def level_row(
     """
     row = {k: identity.get(k) for k in IDENTITY_FIELDS}
     row["allocator_version"] = row["allocator_version"] or ""
+    row["engine"] = row["engine"] or ""
     row["status"] = level["status"]
     row["error"] = level.get("error") or ""
     row.update(level["report"])
     extra = level.get("extra") or {}
     row.update(extra.get("client_load") or {})  # a client host's figures
+    row.update(extra.get("rww") or {})  # read-while-writing's columns (suites.rww.level)
     for k, v in (extra.get("row") or {}).items():  # columns a workload adds (churn cycle)
         if k in RESULTS_COLUMNS:
             row[k] = v

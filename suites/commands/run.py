@@ -90,6 +90,12 @@ def add_parser(sub) -> None:
         help="THP modes: system,always,madvise,never (system = leave as is)",
     )
     p.add_argument(
+        "--engines",
+        type=_csv_list(str),
+        metavar="ENGINES",
+        help="storage engines of the tables: innodb,rocksdb (MyRocks), a matrix dimension",
+    )
+    p.add_argument(
         "--server",
         metavar="NAME|PATH",
         help="server binary (mariadbd, mysqld of a Percona/MySQL install, mongod); with "
@@ -219,6 +225,7 @@ def run(args) -> int:
         args.min_effect,
         args.server_root,
         args.client_host,
+        args.engines,
     )
     if args.resume is not None and all(o is None for o in overrides):
         # Resuming without options: the settings are the ones the run was started with.
@@ -238,6 +245,7 @@ def run(args) -> int:
             min_effect=args.min_effect,
             server_root=args.server_root,
             client_host=args.client_host,
+            engines=args.engines,
             out=args.out,
         )
     if shard is not None and suite.run.budget_s:
@@ -323,14 +331,16 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
         t.add_column("allocator (thp)")
         for c in cols:
             t.add_column(str(c), justify="right")
-        for alloc, thp in dict.fromkeys((v.allocator, v.thp) for v in vs):
+        # Several servers (one per engine: "...+rocksdb") each get their own rows.
+        several = len({v.server for v in vs}) > 1
+        for server, alloc, thp in dict.fromkeys((v.server, v.allocator, v.thp) for v in vs):
             cells = []
             for c in cols:
                 v = next(
                     (
                         x
                         for x in vs
-                        if (x.allocator, x.thp) == (alloc, thp)
+                        if (x.server, x.allocator, x.thp) == (server, alloc, thp)
                         and (x.threads if label != "memory" else x.metric) == c
                     ),
                     None,
@@ -338,7 +348,7 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
                 cells.append(
                     "–" if v is None else f"{ratio_ci(v)} [{STYLE[v.verdict]}]{v.verdict}[/]"
                 )
-            t.add_row(f"{alloc} ({thp})", *cells)
+            t.add_row(f"{alloc} ({thp})" + (f" {server}" if several else ""), *cells)
         out.append(t)
     nf = noise_floor(run, judged)
     notes = []

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import MySQLdb
 
+from servers.engines import SQL_NAME, check_tables
+from servers.errors import ServerError
 from suites.errors import SuiteError
 from suites.iibench.backend import in_spec_order, where
 from suites.iibench.rows import Batch
@@ -44,7 +46,7 @@ def create_table_sql(spec: IIBenchSpec) -> str:
         "  price FLOAT NOT NULL,\n"
         f"  data VARCHAR({data_len}) CHARACTER SET ascii NOT NULL,\n"
         f"  PRIMARY KEY (transactionid){keys}\n"
-        ") ENGINE=InnoDB"
+        f") ENGINE={SQL_NAME[spec.engine]}"
     )
 
 
@@ -103,6 +105,10 @@ class MySQLBackend:
         self.check_packet(spec)
         self.cur.execute(f"DROP TABLE IF EXISTS {TABLE}")
         self.cur.execute(create_table_sql(spec))
+        try:
+            check_tables(self.cur, self.target.database, spec.engine)
+        except ServerError as e:
+            raise SuiteError(f"iibench: {e}") from None
 
     def check_packet(self, spec: IIBenchSpec) -> None:
         """SuiteError (one line) when a batch's INSERT would exceed the server's

@@ -77,6 +77,8 @@ class IIBenchSpec:
     stall_timeout_s: float = 300.0
     # Time allowed for every client process to start and connect before the clock starts.
     startup_timeout_s: float = 120.0
+    # The storage engine of the table (MySQL family; servers.engines): a cell's own dimension.
+    engine: str = "innodb"
 
     def __post_init__(self) -> None:
         def bad(field: str, why: str) -> SuiteError:

@@ -36,6 +36,8 @@ class SysbenchOptions:
     ps_mode: str = "auto"  # --db-ps-mode: "auto" (server-side prepared) or "disable"
     extra_args: tuple[str, ...] = ()
     sysbench: str = "/usr/bin/sysbench"
+    # The engine `prepare` creates the tables on (--mysql-storage-engine; servers.engines.SQL_NAME).
+    storage_engine: str = "InnoDB"
 
     def __post_init__(self):
         for name in ("tables", "table_size"):
@@ -135,5 +137,6 @@ def prepare_argv(target: ClientTarget, opts: SysbenchOptions, threads: int) -> l
         f"--tables={opts.tables}",
         f"--table-size={opts.table_size}",
         f"--threads={threads}",
+        f"--mysql-storage-engine={opts.storage_engine}",
         "prepare",
     ]

@@ -9,9 +9,10 @@ from __future__ import annotations
 from suites.errors import SuiteError
 from suites.workloads.base import Workload
 from suites.workloads.iibench import IIBench
+from suites.workloads.rww import ReadWhileWriting
 from suites.workloads.sysbench import Sysbench
 
-REGISTRY: dict[str, Workload] = {w.kind: w for w in (Sysbench(), IIBench())}
+REGISTRY: dict[str, Workload] = {w.kind: w for w in (Sysbench(), IIBench(), ReadWhileWriting())}
 
 
 def workload(kind: str) -> Workload:

@@ -47,9 +47,10 @@ class Workload:
         """What its pristine datadir holds (the dataset cache's key); {"kind": "empty"}: none."""
         return {"kind": "empty"}
 
-    def prepare_dataset(self, suite, target, logs) -> float:
-        """Fill a fresh MySQL-family datadir's database (`target`) with its dataset_spec; the
-        seconds it took. Called once per dataset spec and server version (the cache's key)."""
+    def prepare_dataset(self, suite, target, logs, engine: str = "innodb", connect=None) -> float:
+        """Fill a fresh MySQL-family datadir's database (`target`) with its dataset_spec, its
+        tables in `engine`; the seconds it took. `connect()` opens a server connection (to check
+        what was made). Called once per dataset spec, engine and server version (the cache key)."""
         return 0.0
 
     def dataset_kb(self, tables: int, table_size: int) -> int:

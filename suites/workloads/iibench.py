@@ -6,9 +6,9 @@ from __future__ import annotations
 from suites.workloads.base import Workload
 
 
-def iibench_spec(suite):
+def iibench_spec(suite, engine: str = "innodb"):
     """The suite's iibench level, built by the one constructor config validation uses."""
-    return suite.iibench.to_spec()
+    return suite.iibench.to_spec(engine)
 
 
 class IIBench(Workload):
@@ -18,7 +18,7 @@ class IIBench(Workload):
     def phases(self, cell):
         from suites import iibench
 
-        spec = iibench_spec(cell.ctx.suite)
+        spec = iibench_spec(cell.ctx.suite, cell.plan.engine)
         target = cell.target()
         phase = f"iibench@{spec.clients}"
 
@@ -38,7 +38,7 @@ class IIBench(Workload):
     def warmup(self, cell):
         from suites import iibench
 
-        iibench.prepare(cell.target(), iibench_spec(cell.ctx.suite))
+        iibench.prepare(cell.target(), iibench_spec(cell.ctx.suite, cell.plan.engine))
         return {
             "kind": "iibench",
             "note": "insert load starts from an empty table (collection); no warmup",

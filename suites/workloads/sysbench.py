@@ -9,11 +9,13 @@ from suites.workloads.base import Workload
 SYSBENCH_ROW_BYTES = 230
 
 
-def sysbench_options(suite):
+def sysbench_options(suite, engine: str = "innodb"):
+    from servers.engines import SQL_NAME
     from suites.sysbench import SysbenchOptions
 
     s = suite.sysbench
     return SysbenchOptions(
+        storage_engine=SQL_NAME[engine],
         tables=suite.dataset.tables,
         table_size=suite.dataset.table_size,
         report_interval_s=s.report_interval_s,
@@ -33,7 +35,7 @@ class Sysbench(Workload):
         if cell.ctx.suite.memory.churn_cycles:
             yield from self.churn_phases(cell)
             return
-        opts = sysbench_options(cell.ctx.suite)
+        opts = sysbench_options(cell.ctx.suite, cell.plan.engine)
         remote = cell.ctx.clients  # suites.remote.clients.RemoteClients, or None: clients run here
         target = cell.remote_target() if remote is not None else cell.target()
         for workload in s.workloads:
@@ -68,7 +70,7 @@ class Sysbench(Workload):
 
         suite = cell.ctx.suite
         s, mem = suite.sysbench, suite.memory
-        opts = sysbench_options(suite)
+        opts = sysbench_options(suite, cell.plan.engine)
         target = cell.target()
         own = cell.server.settings.thread_cache_size
         for lv in churn.churn_plan(
@@ -141,10 +143,18 @@ class Sysbench(Workload):
             "table_size": suite.dataset.table_size,
         }
 
-    def prepare_dataset(self, suite, target, logs) -> float:
+    def prepare_dataset(self, suite, target, logs, engine: str = "innodb", connect=None) -> float:
+        from servers.engines import check_tables
         from suites import sysbench
 
-        return sysbench.prepare(target, sysbench_options(suite), logs / "prepare.log")
+        took = sysbench.prepare(target, sysbench_options(suite, engine), logs / "prepare.log")
+        if connect is not None:
+            conn = connect()
+            try:
+                check_tables(conn.cursor(), "sbtest", engine)  # --mysql-storage-engine took
+            finally:
+                conn.close()
+        return took
 
     def dataset_kb(self, tables: int, table_size: int) -> int:
         return tables * table_size * SYSBENCH_ROW_BYTES // 1024
