@@ -81,6 +81,7 @@ def _run_cell(tmp_path, index=0, allocator="glibc"):
     suite = NS(
         collect=NS(sample_interval_s=0.05, smaps_interval_s=0, perf=False),
         server=NS(startup_timeout_s=5),
+        memory=NS(idle_s=0.0),  # no idle phase after the load
     )
     ctx = CellContext(
         suite=suite,
