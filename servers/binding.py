@@ -27,7 +27,7 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.enums import ENUM_RELOC_TYPE_AARCH64, ENUM_RELOC_TYPE_x64
 from elftools.elf.relocation import RelocationSection
 
-from servers.elfcheck import INTERPOSING, read_elf
+from servers.elfcheck import INTERPOSING, kept_per_file, read_elf
 from servers.errors import AllocatorError, ServerError
 
 # operator new / new[] / delete / delete[] in every overload (sized, nothrow, aligned): their
@@ -125,6 +125,29 @@ class Entry:
 # -- the ELF side --------------------------------------------------------------------------------
 
 
+def _layout_json(layout: ObjectLayout) -> dict:
+    return {
+        "slots": [[s.symbol, s.r_offset, s.reloc] for s in layout.slots],
+        "first_load": list(layout.first_load),
+        "word": layout.word,
+        "little_endian": layout.little_endian,
+        "defined": layout.defined,
+        "needed": list(layout.needed),
+    }
+
+
+def _layout_from_json(d: dict) -> ObjectLayout:
+    return ObjectLayout(
+        slots=tuple(Slot(str(a), int(b), str(c)) for a, b, c in d["slots"]),
+        first_load=(int(d["first_load"][0]), int(d["first_load"][1])),
+        word=int(d["word"]),
+        little_endian=bool(d["little_endian"]),
+        defined={str(k): int(v) for k, v in d["defined"].items()},
+        needed=tuple(str(n) for n in d["needed"]),
+    )
+
+
+@kept_per_file(_layout_json, _layout_from_json)
 def object_layout(path: Path | str, name: str | None = None) -> ObjectLayout:
     """The malloc-family imports of an ELF object and its placement facts.
 

@@ -9,6 +9,10 @@ A statically linked executable has no dynamic loader at all, so LD_PRELOAD never
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
+import os
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -73,6 +77,69 @@ class ElfInfo:
 # What pyelftools raises on a damaged file: its own errors, its bundled construct's, and plain
 # struct/index/decoding errors from reading a table whose size or offset points past the end.
 _PARSE_ERRORS = (ELFError, ConstructError, struct.error, ValueError, IndexError, EOFError)
+
+
+# What was read from a file, by the file's identity: the same server binary is read at every cell's
+# start (its malloc definitions and its GOT layout), and pyelftools takes 1-3 s per reading of
+# mariadbd's symbol and relocation tables here. Kept in memory and in the cache directory
+# (servers.cachedir, elf/), so a run of many cells and many runs read a binary once. A file
+# replaced or rewritten in place gets a new identity (inode, size or mtime), so a stale answer is
+# never returned; failures are not kept; an unreadable cache entry is read again from the file.
+_READINGS: dict[tuple, object] = {}
+_READINGS_MAX = 256
+
+
+def file_identity(path: Path | str) -> tuple[int, int, int, int] | None:
+    """(device, inode, size, mtime ns) of the file `path` names (a /proc/PID/map_files link names
+    the mapped file itself); None when it cannot be stat'ed (the reading then says why)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _disk_entry(key: tuple) -> Path:
+    from servers.cachedir import cache_base
+
+    digest = hashlib.sha256(repr(key).encode()).hexdigest()[:32]
+    return cache_base() / "elf" / f"{key[0]}-{digest}.json"
+
+
+def kept_per_file(encode: Callable[[T], object], decode: Callable[[object], T]):
+    """`fn(path, *args, name=None)` computed once per file identity and args (`name` only words
+    its errors); `encode`/`decode` turn its result into JSON and back for the disk cache. The
+    result must not be mutated by callers: return tuples and frozen types."""
+
+    def wrap(fn: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(fn)
+        def reading(path, *args, name: str | None = None) -> T:
+            ident = file_identity(path)
+            if ident is None:
+                return fn(path, *args, name=name)
+            key = (fn.__name__.strip("_"), ident, args)
+            if key in _READINGS:
+                return _READINGS[key]
+            entry = _disk_entry(key)
+            try:
+                value = decode(json.loads(entry.read_text()))
+            except (OSError, ValueError, TypeError, KeyError):
+                value = fn(path, *args, name=name)
+                try:
+                    from rundir.atomic import atomic_write
+
+                    entry.parent.mkdir(parents=True, exist_ok=True)
+                    atomic_write(entry, json.dumps(encode(value)))
+                except OSError:
+                    pass  # a cache that cannot be written costs time, never a run
+            if len(_READINGS) >= _READINGS_MAX:
+                _READINGS.clear()
+            _READINGS[key] = value
+            return value
+
+        return reading
+
+    return wrap
 
 
 def read_elf(path: Path, read: Callable[[ELFFile], T], name: str | None = None) -> T:
@@ -153,7 +220,12 @@ def malloc_definitions(binary: Path) -> list[str]:
     Checks .dynsym and, when present, .symtab. ServerError when the file is missing, not ELF, or
     damaged (a truncated copy fails here, not later as an internal error).
     """
-    return read_elf(Path(binary), lambda elf: sorted(_defined(elf, MALLOC_FAMILY)))
+    return list(_malloc_definitions(binary))
+
+
+@kept_per_file(list, tuple)
+def _malloc_definitions(binary: Path, name: str | None = None) -> tuple[str, ...]:
+    return read_elf(Path(binary), lambda elf: tuple(sorted(_defined(elf, MALLOC_FAMILY))), name)
 
 
 def exported(path: Path, names) -> set[str]:

@@ -12,16 +12,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from servers.cachedir import cache_base
 from servers.errors import ServerError
 
 SOURCE = Path(__file__).resolve().parent / "shims" / "keep_thp.c"
 
 
 def _cache_dir() -> Path:
-    base = os.environ.get("MALLOCSWEEP_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "mallocsweep"
-    )
-    return Path(base) / "shims"
+    return cache_base() / "shims"
 
 
 def keep_thp_library() -> Path:

@@ -21,10 +21,9 @@ from suites.stale_prepare import remove_stale
 
 
 def default_cache_root() -> Path:
-    base = os.environ.get("MALLOCSWEEP_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "mallocsweep"
-    )
-    return Path(base) / "datasets"
+    from servers.cachedir import cache_base
+
+    return cache_base() / "datasets"
 
 
 @dataclass
