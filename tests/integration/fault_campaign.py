@@ -256,7 +256,7 @@ def one_fault(
                 return (rd, running[0], pids) if pids and running else None
 
             time.sleep(rng.uniform(0.0, 1.0))
-            found = _until(lambda: proc.poll() is None and target(), 600)
+            found = _until(lambda: proc.poll() is None and target(), 300)
             if found:
                 rd, cell, pids = found
                 landed = "level"
