@@ -17,10 +17,13 @@ SEED = 17
 FAULTS = 12
 # Faults are started while the budget lasts: about 3 minutes on a quiet 2-core machine; a loaded
 # one gets fewer faults in it (MIN_FAULTS) rather than an unbounded test.
-BUDGET_S = 300
-MIN_FAULTS = 5  # measured: 5 fit in 300 s at a load average of 40-90 on 2 cores
+BUDGET_S = 200
+MIN_FAULTS = 4  # measured: 5-7 fit in 300 s at a load average of 40-90 on 2 cores
 
 
+# Faults start only within BUDGET_S; the last one and the final --resume may take a few minutes
+# more on a loaded machine (measured: 418 s in all at a load average of 40-90).
+@pytest.mark.timeout(900)
 def test_fault_campaign_leaves_nothing_behind_and_resume_completes(capsys):
     work = Path(tempfile.mkdtemp(prefix="ms-campaign-", dir="/tmp"))
     try:
