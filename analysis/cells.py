@@ -254,8 +254,35 @@ def metadata(run: Run) -> list[tuple[str, str]]:
             f"{(run.manifest.get('tool') or {}).get('version', '?')}",
         ),
         ("run format", format_text(run)),
+        *_fleet_rows(run),
     ]
     return rows
+
+
+def _fleet_rows(run: Run) -> list[tuple[str, str]]:
+    """Where the rounds ran when the run is merged from shards (`mallocsweep merge`), and where
+    the clients ran when they had a host of their own."""
+    out = []
+    merged = run.manifest.get("merged") or {}
+    if merged.get("shards"):
+        shards = "; ".join(
+            f"shard {s.get('index')} on {s.get('hostname') or '?'} (round "
+            f"{', '.join(map(str, s.get('rounds') or []))})"
+            for s in merged["shards"]
+        )
+        out.append(("merged from", f"{merged.get('count')} shards, whole rounds: {shards}"))
+        for d in merged.get("host_differences") or []:
+            out.append(("shard hosts", d))
+    clients = run.manifest.get("clients") or {}
+    if clients.get("host"):
+        out.append(
+            (
+                "clients",
+                f"sysbench on {clients['host']} ({clients.get('sysbench_version', '?')}) over "
+                f"TCP to {clients.get('server_address', '?')}",
+            )
+        )
+    return out
 
 
 def format_text(run: Run) -> str:

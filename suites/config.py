@@ -909,7 +909,12 @@ class Suite(_Section):
         return max(self.sysbench.threads)
 
     def as_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        d = self.model_dump(mode="json")
+        if self.clients == ClientsSection():
+            # Clients on this machine, as before [clients] existed: recorded as runs always were,
+            # so --resume and compare see no difference with runs written before it.
+            d.pop("clients")
+        return d
 
 
 class LoadedSuite(BaseModel):
@@ -1050,7 +1055,7 @@ def apply_overrides(suite: Suite, **opts) -> Suite:
         data["server"]["root"] = opts["server_root"]
         put("--server-root", opts["server_root"], ("server", "root"))
     if opts.get("client_host") is not None:
-        data["clients"]["hosts"] = [opts["client_host"]]
+        data.setdefault("clients", {})["hosts"] = [opts["client_host"]]
         put("--client-host", opts["client_host"], ("clients", "hosts"))
     if opts.get("out") is not None:
         data["run"]["out"] = opts["out"]

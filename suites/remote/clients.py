@@ -136,7 +136,8 @@ class RemoteClients:
             probe = self.host.run(
                 f"timeout 10 bash -c 'exec 3<>/dev/tcp/{self.address}/{port}'", timeout_s=20
             )
-            thread.join(15)
+            if probe.returncode == 0:  # connected: the listener has it or is about to
+                thread.join(15)
         finally:
             s.close()
         if probe.returncode != 0 or not seen:

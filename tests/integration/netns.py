@@ -129,6 +129,7 @@ class NetnsHost:
             "StrictModes no\n"
             "UsePAM no\n"
             "MaxSessions 50\n"
+            "Subsystem sftp internal-sftp\n"
             "MaxStartups 50\n"
         )
         self.write_ssh_config(self.dir / "ssh_config", [self])
