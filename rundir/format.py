@@ -16,7 +16,14 @@ HISTORY = {
     "tool version from the installed package; every results.csv has every RESULTS_COLUMNS column",
     3: "raw/<cell>.json keeps what was observed (phase boundaries, window marks, status reads, the "
     "workload's reports, wait4 at exit) and results rows are derived from it (rundir.derive); "
-    "`report --rederive` writes derived/<cell>.json; figures.raw_records and cells[].derive_error",
+    "`report --rederive` writes derived/<cell>.json; figures.raw_records and cells[].derive_error. "
+    "Also new in format 3 (absent in older runs, read as empty): results columns engine and the "
+    "read-while-writing write_*/read_*/table_rows/reads_min (manifest cells[].engine, datasets, "
+    "server.engines, [rww]); the allocator's own accounting alloc_in_use_kb/alloc_cached_kb/"
+    "alloc_mapped_kb/alloc_committed_kb/alloc_overhead and churn_cycle/thread_cache_size "
+    "(cells[].alloc_memory, raw alloc_readings, the idle phase, [memory]); a client host's "
+    "client_* figures (manifest clients, cells[].server.bind_address); shards and merges "
+    "(manifest shard, merged); manifest dataset.stale_removed; status failed when every cell failed",
 }
 
 MANIFEST = "manifest.json"
