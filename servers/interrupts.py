@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import stat
+import time
 from collections.abc import Callable, Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -189,3 +191,14 @@ def doing(what: str):
 
 def wake_fd() -> int | None:
     return _active.wake_fd if _active is not None else None
+
+
+def sleep(seconds: float) -> None:
+    """Wait `seconds`, ending early at a signal: a safe point that raises Interrupted then."""
+    fd = wake_fd()
+    if seconds > 0:
+        if fd is None:
+            time.sleep(seconds)
+        else:
+            select.select([fd], [], [], seconds)
+    check()

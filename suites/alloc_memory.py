@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rundir.derive.alloc import level_columns
+from servers import interrupts
 from servers.allocstats import FIGURES, AllocStats, to_kb
 from servers.errors import ServerError
 
@@ -101,13 +102,18 @@ class AllocMemory:
 
     def idle(self, seconds: float, every_s: float, stop: threading.Event | None = None) -> None:
         """The idle phase: no client; a reading every `every_s` until `seconds` have passed."""
-        halt = stop or threading.Event()
         start = time.monotonic()
         while True:
             since = time.monotonic() - start
             self.read("idle", "idle")
-            if since >= seconds or halt.wait(min(every_s, seconds - since)):
+            if since >= seconds:
                 return
+            wait = min(every_s, seconds - since)
+            if stop is not None:
+                if stop.wait(wait):
+                    return
+            else:
+                interrupts.sleep(wait)  # a signal ends the idle phase at once
 
     def level_columns(self, phase: str) -> dict:
         """The results.csv columns of level `phase`: its end-of-level reading (empty if none)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -248,7 +247,7 @@ class CellRunner:
         if self.alloc_memory is not None:
             self.alloc_memory.idle(mem.idle_s, mem.idle_sample_s)
         else:
-            threading.Event().wait(mem.idle_s)  # the timeline samples RSS meanwhile
+            interrupts.sleep(mem.idle_s)  # the timeline samples RSS meanwhile
         self._check_alive("idle")
 
     def _record_raw(self) -> dict:

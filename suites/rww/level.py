@@ -26,6 +26,7 @@ import queue
 import time
 from pathlib import Path
 
+from servers import interrupts
 from suites.iibench.latency import merge, summary_ms
 from suites.iibench.level import _children_skip_parent_main
 from suites.rww.client import LOADER, READER, WRITER, ClientArgs, Shared, client_main
@@ -102,6 +103,7 @@ class _Level:
                 return
             self._take(min(0.5, deadline - time.monotonic()))
             self._check_exits()
+            interrupts.check()  # safe point: finish() stops and reaps the clients
 
     def _counts(self) -> tuple[int, int]:
         """(writes, reads) so far: rows for the loader, statements in the run."""
@@ -124,6 +126,7 @@ class _Level:
         while not all(k in self.done for k in self.finishing):
             self._take(min(next_tick, deadline + _STOP_GRACE_S) - time.monotonic())
             self._check_exits()
+            interrupts.check()  # safe point (at least once per report interval)
             now = time.monotonic()
             if self.failures and not shared.stop.is_set():
                 shared.stop.set()
@@ -165,6 +168,10 @@ class _Level:
             on_interval(rec["t_s"], rec["write_ops_s"], rec["write_ops_s"] + rec["read_ops_s"])
 
     def finish(self) -> None:
+        with interrupts.held(), interrupts.doing("the read-while-writing clients to stop"):
+            self._finish()
+
+    def _finish(self) -> None:
         self.shared.stop.set()
         self.shared.go.set()
         deadline = time.monotonic() + _STOP_GRACE_S
