@@ -74,7 +74,7 @@ run: setup
 	$(VENV)/bin/mallocsweep run $(SUITE) --out $(OUT)
 
 test: setup
-	$(PY) -m pytest -q -ra tests
+	$(PY) -m pytest -q -ra --durations=25 tests
 
 test-unit: venv helper
 	$(PY) -m pytest -q -ra tests/unit

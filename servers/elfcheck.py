@@ -127,8 +127,13 @@ def kept_per_file(encode: Callable[[T], object], decode: Callable[[object], T]):
                 value = fn(path, *args, name=name)
                 try:
                     from rundir.atomic import atomic_write
+                    from rundir.format import OWNER_MARKER
 
                     entry.parent.mkdir(parents=True, exist_ok=True)
+                    # ours, as every cache entry: a dataset cache sharing this base accepts it
+                    marker = entry.parent / OWNER_MARKER
+                    if not marker.is_file():
+                        marker.write_text("ELF readings of mallocsweep (servers/elfcheck.py)\n")
                     atomic_write(entry, json.dumps(encode(value)))
                 except OSError:
                     pass  # a cache that cannot be written costs time, never a run

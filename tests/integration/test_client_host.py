@@ -210,4 +210,6 @@ def test_results_columns_are_in_the_csv_header(client_run):
     _, run_dir = client_run
     with open(run_dir / "results.csv") as f:
         header = next(csv.reader(f))
-    assert header[-2:] == ["client_sysbench_user_s", "client_sysbench_sys_s"]
+    client = [c for c in header if c.startswith("client_")]
+    assert client[-2:] == ["client_sysbench_user_s", "client_sysbench_sys_s"]
+    assert "client_host" in client and "client_cpu_busy_pct" in client

@@ -160,7 +160,8 @@ def test_engine_in_report_and_compare(rww_run, tmp_path):
     out = tmp_path / "cmp"
     code = main(["compare", str(run_dir), str(run_dir), "--out", str(out)])
     assert code in (0, 2)  # one round per side: no verdict, but every point listed
-    text = (out / "compare.md").read_text()
+    (written,) = out.glob("compare-*-vs-*.md")  # named by both runs
+    text = written.read_text()
     rocks = [ln for ln in text.splitlines() if ln.startswith("| mariadb-") and "+rocksdb" in ln]
     inno = [ln for ln in text.splitlines() if ln.startswith("| mariadb-") and "+rocksdb" not in ln]
     assert any("rww_run" in ln for ln in rocks) and any("rww_run" in ln for ln in inno)
