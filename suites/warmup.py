@@ -24,6 +24,13 @@ from suites.workload import ClientTarget
 
 READS = "Innodb_buffer_pool_reads"
 PAGES = "Innodb_buffer_pool_pages_data"
+# The same two questions per storage engine: (reads that missed the engine's cache, what the cache
+# holds). MyRocks keeps no gauge of its block cache's content in its status, so its second counter
+# is the cumulative count of blocks added: "levelled off" then means no block was added in a check.
+ENGINE_COUNTERS = {
+    "innodb": (READS, PAGES),
+    "rocksdb": ("Rocksdb_block_cache_miss", "Rocksdb_block_cache_add"),
+}
 # How often (seconds of the warmup run) the server's counters are compared: long enough for a
 # read from disk to show up, short enough to stop soon after warm.
 CHECK_S = 2
@@ -38,9 +45,11 @@ def _get(status: Mapping[str, float], name: str) -> float:
     raise SuiteError(f"the server's global status has no {name}; is this an InnoDB server?")
 
 
-def _counters(status_fn: Callable[[], Mapping[str, float]]) -> tuple[float, float]:
+def _counters(
+    status_fn: Callable[[], Mapping[str, float]], names: tuple[str, str] = (READS, PAGES)
+) -> tuple[float, float]:
     s = status_fn()
-    return _get(s, READS), _get(s, PAGES)
+    return _get(s, names[0]), _get(s, names[1])
 
 
 def is_warm(reads_delta: float, pages_before: float, pages_after: float) -> bool:
@@ -85,6 +94,7 @@ def warm_up(
     threads: int = 8,
     check_s: float = CHECK_S,
     on_interval: Callable[[float, float, float], None] | None = None,
+    engine: str = "innodb",
 ) -> dict:
     """Scan, then one OLTP_RO run of at most `cap_s` seconds, stopped once warm after `min_s`.
 
@@ -100,15 +110,17 @@ def warm_up(
         raise SuiteError(f"warmup: check_s must be > 0, got {check_s}")
     log_dir = Path(log_dir)
     started = time.monotonic()
-    reads0, pages0 = _counters(status_fn)
+    names = ENGINE_COUNTERS[engine]
+    reads0, pages0 = _counters(status_fn, names)
     out: dict = {
         "threads": threads,
         "scan": scan,
         "cap_s": cap_s,
         "min_s": min_s,
         "check_s": check_s,
+        "engine": engine,
         "criterion": (
-            f"{READS} delta 0 and {PAGES} within {PAGES_TOLERANCE:.1%} over {check_s:g}s of "
+            f"{names[0]} delta 0 and {names[1]} within {PAGES_TOLERANCE:.1%} over {check_s:g}s of "
             "one continuous OLTP_RO run"
         ),
         "bp_reads_start": reads0,
@@ -121,12 +133,12 @@ def warm_up(
     }
     if scan:
         out["scan_seconds"] = round(scan_tables(conn_factory, target.database, tables), 3)
-    reads, pages = _counters(status_fn)
+    reads, pages = _counters(status_fn, names)
     out["bp_reads_after_scan"] = reads
     oltp_started = time.monotonic()
     seconds = int(cap_s)  # sysbench runs whole seconds; a cap below 1 s means scan only
     if seconds >= 1:
-        watch = _WarmWatch(status_fn, reads, pages, min_s, check_s, started, on_interval)
+        watch = _WarmWatch(status_fn, reads, pages, min_s, check_s, started, on_interval, names)
         res = run_level(
             target,
             "oltp_ro",
@@ -147,7 +159,7 @@ def warm_up(
             out["stopped_by"] = "error"
         else:
             out["stopped_by"] = "warm" if watch.warm else "cap"
-        reads, pages = _counters(status_fn)
+        reads, pages = _counters(status_fn, names)
     out["bp_reads_end"], out["pages_data_end"] = reads, pages
     out["bp_reads_during"] = reads - reads0
     out["seconds"] = round(time.monotonic() - started, 3)
@@ -157,8 +169,11 @@ def warm_up(
 class _WarmWatch:
     """Follows a running warmup: the server's counters every `check_s` of sysbench's clock."""
 
-    def __init__(self, status_fn, reads, pages, min_s, check_s, started, on_interval):
+    def __init__(
+        self, status_fn, reads, pages, min_s, check_s, started, on_interval, names=(READS, PAGES)
+    ):
         self.status_fn = status_fn
+        self.names = names
         self.reads, self.pages = reads, pages
         self.min_s, self.check_s = min_s, check_s
         self.started = started
@@ -174,7 +189,7 @@ class _WarmWatch:
         self.qps.append(qps)
         if t - self.last_t < self.check_s - 1e-6 or self.warm:
             return
-        reads, pages = _counters(self.status_fn)
+        reads, pages = _counters(self.status_fn, self.names)
         warm_now = is_warm(reads - self.reads, self.pages, pages)
         self.checks.append(
             {

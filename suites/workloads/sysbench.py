@@ -109,7 +109,7 @@ class Sysbench(Workload):
             cell.server.connect,
             cell.target(),
             suite.dataset.tables,
-            sysbench_options(suite),
+            sysbench_options(suite, cell.plan.engine),
             cap_s=w.cap_s,
             min_s=w.min_s,
             log_dir=cell.logs,
@@ -117,6 +117,7 @@ class Sysbench(Workload):
             scan=w.scan,
             threads=w.threads,
             on_interval=cell.warmup_throughput,
+            engine=cell.plan.engine,  # whose cache counters say "warm"
         )
 
     def prepared_statements(self, suite) -> int:
