@@ -15,3 +15,16 @@ def cache_base() -> Path:
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "mallocsweep"
     )
     return Path(base)
+
+
+def owned_subdir(name: str) -> Path:
+    """cache_base()/name, created and marked as ours (rundir OWNER_MARKER): a dataset cache whose
+    root is the same base (MALLOCSWEEP_CACHE pointing at it) accepts it as mallocsweep's."""
+    from rundir.format import OWNER_MARKER
+
+    path = cache_base() / name
+    path.mkdir(parents=True, exist_ok=True)
+    marker = path / OWNER_MARKER
+    if not marker.is_file():
+        marker.write_text(f"mallocsweep cache: {name}\n")
+    return path

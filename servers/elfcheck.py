@@ -100,10 +100,10 @@ def file_identity(path: Path | str) -> tuple[int, int, int, int] | None:
 
 
 def _disk_entry(key: tuple) -> Path:
-    from servers.cachedir import cache_base
+    from servers.cachedir import owned_subdir
 
     digest = hashlib.sha256(repr(key).encode()).hexdigest()[:32]
-    return cache_base() / "elf" / f"{key[0]}-{digest}.json"
+    return owned_subdir("elf") / f"{key[0]}-{digest}.json"
 
 
 def kept_per_file(encode: Callable[[T], object], decode: Callable[[object], T]):
@@ -120,21 +120,17 @@ def kept_per_file(encode: Callable[[T], object], decode: Callable[[object], T]):
             key = (fn.__name__.strip("_"), ident, args)
             if key in _READINGS:
                 return _READINGS[key]
-            entry = _disk_entry(key)
+            entry = None
             try:
+                entry = _disk_entry(key)
                 value = decode(json.loads(entry.read_text()))
             except (OSError, ValueError, TypeError, KeyError):
                 value = fn(path, *args, name=name)
                 try:
                     from rundir.atomic import atomic_write
-                    from rundir.format import OWNER_MARKER
 
-                    entry.parent.mkdir(parents=True, exist_ok=True)
-                    # ours, as every cache entry: a dataset cache sharing this base accepts it
-                    marker = entry.parent / OWNER_MARKER
-                    if not marker.is_file():
-                        marker.write_text("ELF readings of mallocsweep (servers/elfcheck.py)\n")
-                    atomic_write(entry, json.dumps(encode(value)))
+                    if entry is not None:
+                        atomic_write(entry, json.dumps(encode(value)))
                 except OSError:
                     pass  # a cache that cannot be written costs time, never a run
             if len(_READINGS) >= _READINGS_MAX:

@@ -12,14 +12,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from servers.cachedir import cache_base
+from servers.cachedir import owned_subdir
 from servers.errors import ServerError
 
 SOURCE = Path(__file__).resolve().parent / "shims" / "keep_thp.c"
 
 
 def _cache_dir() -> Path:
-    return cache_base() / "shims"
+    return owned_subdir("shims")
 
 
 def keep_thp_library() -> Path:
