@@ -44,6 +44,20 @@ OWNER_MARKER = (
     ".mallocsweep-owned"  # proves a directory was created by mallocsweep (never delete without it)
 )
 
+# A client host's figures per level (suites/remote/hostload.py fills them; see RESULTS_COLUMNS).
+CLIENT_COLUMNS = (
+    "client_host",
+    "client_wall_s",
+    "client_cpu_user_s",
+    "client_cpu_sys_s",
+    "client_cpu_busy_pct",
+    "client_ctxsw",
+    "client_net_rx_kb",
+    "client_net_tx_kb",
+    "client_sysbench_user_s",
+    "client_sysbench_sys_s",
+)
+
 ADDED_RWW_COLUMNS = (
     "write_ops_s",
     "read_ops_s",
@@ -154,16 +168,7 @@ RESULTS_COLUMNS = [
     # seconds (user+nice / system+irq+softirq) and busy share of all its CPUs, context switches,
     # and kB received/sent on its non-loopback interfaces; then sysbench's own CPU seconds there
     # (the remote shell's `times` after waiting for it) (suites/remote/hostload.py)
-    "client_host",
-    "client_wall_s",
-    "client_cpu_user_s",
-    "client_cpu_sys_s",
-    "client_cpu_busy_pct",
-    "client_ctxsw",
-    "client_net_rx_kb",
-    "client_net_tx_kb",
-    "client_sysbench_user_s",
-    "client_sysbench_sys_s",
+    *CLIENT_COLUMNS,
     # the allocator's own accounting at the end of the level (servers/allocstats.py: read inside
     # the server by a library preloaded after the allocator, right after the level's clients
     # left), kB: what the server holds, what the allocator keeps committed and not in use, the

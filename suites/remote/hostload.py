@@ -12,19 +12,9 @@ from __future__ import annotations
 
 import re
 
+from rundir.format import CLIENT_COLUMNS  # noqa: F401 - the columns this module fills
+
 COMMAND = "cat /proc/stat /proc/net/dev && date +%s%N"
-CLIENT_COLUMNS = (
-    "client_host",
-    "client_wall_s",
-    "client_cpu_user_s",
-    "client_cpu_sys_s",
-    "client_cpu_busy_pct",
-    "client_ctxsw",
-    "client_net_rx_kb",
-    "client_net_tx_kb",
-    "client_sysbench_user_s",
-    "client_sysbench_sys_s",
-)
 
 
 def parse(text: str) -> dict:
