@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import shutil
 import tempfile
 from pathlib import Path
@@ -102,10 +103,16 @@ def test_aa_arm_gets_none(aa_run):
     tp = next(r for r in rows if r["metric"] == "throughput")
     assert int(tp["rounds"]) >= 3
     if tp["verdict"] == "undecided":
-        # Allowed only when the run itself measured lives too noisy to decide within 40% (this
-        # VM is shared: lives differed by +-43% in one run under load), and the budget said so.
+        # Allowed only when the run's own interval is wider than the 40% minimum effect (this VM
+        # is shared: lives differed by +-43% in one run under load), the noise floor the report
+        # shows says as much, and the budget said it stopped undecided. Whether the lives were
+        # noisy is the machine's business; that the verdict follows from the interval is ours.
+        up = 1 + 40 / 100
+        assert float(tp["lo"]) < 1 / up or float(tp["hi"]) > up, tp
         floor = noise_floor(load_run(run_dir), run_verdicts(load_run(run_dir)))
-        assert floor.life_spread_pct_median > 15, (tp, floor)
+        half = (math.sqrt(float(tp["hi"]) / float(tp["lo"])) - 1) * 100
+        assert floor.aa_points == 1, floor
+        assert floor.aa_half_width_pct_max == pytest.approx(half, rel=0.01), (tp, floor)
         assert "undecided" in manifest(run_dir)["design"]["stopped"]
 
 
