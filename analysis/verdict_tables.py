@@ -1,7 +1,8 @@
 """The verdicts as report tables: "at a glance", the noise floor, and one table per workload.
 
-"At a glance" names only significant differences (faster / slower than the baseline beyond the
-minimum effect, with the interval) and groups every other allocator as "cannot be told apart";
+"At a glance" names only significant differences (better / worse than the baseline beyond the
+minimum effect, with the interval, each said in its metric's words: faster, less memory, grows
+more...) and groups every other allocator as "cannot be told apart";
 the A/A arm is left out of the groups and shown in the noise-floor table instead.
 """
 
@@ -32,6 +33,11 @@ def ratio_ci(v: Verdict) -> str:
     return f"{v.ratio:.2f}× [{v.lo:.2f}–{v.hi:.2f}]"
 
 
+def _named(v: Verdict) -> str:
+    """A significant difference as the glance names it: "tcmalloc 0.82× [0.78–0.86] less memory"."""
+    return f"{v.allocator} {ratio_ci(v)} {v.word}"
+
+
 def _level_text(verdicts: list[Verdict]) -> str:
     levels = sorted({round(v.level * 100, 2) for v in verdicts})
     if not levels:
@@ -50,14 +56,15 @@ def glance_table(run: Run, verdicts: list[Verdict], baseline: str) -> Table:
         f"Only differences that are significant and at least {m:g}% are named, with the ratio to "
         f"{baseline} and its interval (paired by round: every round ran every allocator once). "
         f"Every other allocator is grouped as 'cannot be told apart': no difference beyond "
-        f"{m:g}% (none), or not yet decided (undecided: more rounds would tell). For memory, "
-        "'faster' means less memory and 'slower' more.",
+        f"{m:g}% (none), or not yet decided (undecided: more rounds would tell). Each named "
+        "difference says what it is: faster or slower for throughput, less or more memory for "
+        "RSS at stop, grows less or more for RSS growth.",
         [
             "workload",
             "THP",
             "threads",
-            f"faster than {baseline}",
-            f"slower than {baseline}",
+            f"better than {baseline}",
+            f"worse than {baseline}",
             f"cannot be told apart from {baseline}",
         ],
     )
@@ -72,8 +79,8 @@ def glance_table(run: Run, verdicts: list[Verdict], baseline: str) -> Table:
         wl = v.workload if v.metric == THROUGHPUT else METRIC_TEXT[v.metric]
         points.setdefault((v.server, wl, v.thp, v.threads), []).append(v)
     for (_server, wl, thp, th), vs in points.items():
-        faster = [v for v in vs if v.verdict == FASTER]
-        slower = [v for v in vs if v.verdict == SLOWER]
+        better = [v for v in vs if v.verdict == FASTER]  # memory verdicts: FASTER = less memory
+        worse = [v for v in vs if v.verdict == SLOWER]
         none = [v.allocator for v in vs if v.verdict == NONE]
         open_ = [v.allocator for v in vs if v.verdict == UNDECIDED]
         same = []
@@ -86,8 +93,8 @@ def glance_table(run: Run, verdicts: list[Verdict], baseline: str) -> Table:
                 text(wl),
                 text(thp),
                 text("–" if th is None else str(th)),
-                text("; ".join(f"{v.allocator} {ratio_ci(v)}" for v in faster) or "–"),
-                text("; ".join(f"{v.allocator} {ratio_ci(v)}" for v in slower) or "–"),
+                text("; ".join(_named(v) for v in better) or "–"),
+                text("; ".join(_named(v) for v in worse) or "–"),
                 text("; ".join(same) or "–"),
             ]
         )
@@ -190,6 +197,6 @@ def workload_verdict_table(run: Run, verdicts: list[Verdict], workload: str) -> 
         row = [text(alloc), text(thp)]
         for th in threads:
             v = next((x for x in vs if (x.allocator, x.thp, x.threads) == (alloc, thp, th)), None)
-            row.append(Cell(v.ratio, f"{ratio_ci(v)} {v.verdict}") if v else text("–"))
+            row.append(Cell(v.ratio, f"{ratio_ci(v)} {v.word}") if v else text("–"))
         t.rows.append(row)
     return t

@@ -57,7 +57,8 @@ CSV_COLUMNS = [
     "level",
     "aa_arm",
 ]
-# For memory a higher ratio is worse: "slower" there means "uses more memory".
+# For memory a higher ratio is worse: the verdict "slower" there means "uses more memory". Every
+# place that shows a verdict to a reader says it in the metric's own words (Verdict.word).
 MEANING = {
     THROUGHPUT: {FASTER: "faster", SLOWER: "slower"},
     RSS_GROWTH: {FASTER: "grows less", SLOWER: "grows more"},
@@ -91,6 +92,12 @@ class Verdict:
         if self.verdict == UNDECIDED:
             return NOT_YET
         return MEANING[self.metric][self.verdict]
+
+    @property
+    def word(self) -> str:
+        """The verdict in the metric's words, short: "faster", "more memory", "grows less",
+        "none", "undecided" (the `verdict` field stays the sequential rule's own word)."""
+        return MEANING[self.metric].get(self.verdict, self.verdict)
 
     @property
     def significant(self) -> bool:

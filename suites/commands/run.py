@@ -304,6 +304,7 @@ def resumed_suite(loaded, run_dir: Path):
     return suite_from_dict(m["suite"], f"--resume {run_dir}: recorded suite")
 
 
+# By the sequential rule's verdict: "slower" is the worse side for every metric (more memory too).
 STYLE = {"faster": "green", "slower": "red", "none": "dim", "undecided": "yellow"}
 
 
@@ -345,9 +346,7 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
                     ),
                     None,
                 )
-                cells.append(
-                    "–" if v is None else f"{ratio_ci(v)} [{STYLE[v.verdict]}]{v.verdict}[/]"
-                )
+                cells.append("–" if v is None else f"{ratio_ci(v)} [{STYLE[v.verdict]}]{v.word}[/]")
             t.add_row(f"{alloc} ({thp})" + (f" {server}" if several else ""), *cells)
         out.append(t)
     nf = noise_floor(run, judged)

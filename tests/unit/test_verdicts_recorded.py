@@ -110,6 +110,29 @@ def test_more_memory_is_the_worse_side(tmp_path):
     assert grow.ratio > 1.05 and grow.verdict == "slower" and grow.meaning == "grows more"
 
 
+def test_memory_verdicts_are_said_in_memory_words_everywhere(tmp_path):
+    """The console's end-of-run tables, summary.md's "at a glance" and the report say "more
+    memory" / "grows more" for memory points, never "slower"."""
+    from suites.commands.run import verdict_tables
+
+    run_dir = joined(tmp_path, "real-regress-base-a", "fat", rss_scale=1.3)
+    tables, _notes = verdict_tables(run_dir)
+    (mem,) = [t for t in tables if str(t.title).startswith("memory")]
+    cells = [c for col in mem.columns for c in col.cells]
+    fat = [c for c in cells if "×" in c]
+    assert fat and all("slower" not in c and "faster" not in c for c in fat)
+    assert any(c.endswith("more memory[/]") for c in fat)
+    assert any(c.endswith("grows more[/]") for c in fat)
+    write_report(run_dir)
+    md = (run_dir / "summary.md").read_text()
+    glance = md[md.index("t a glance") :].split("\n\n## ")[0]
+    assert "better than glibc" in glance and "worse than glibc" in glance
+    assert "fat 1.30×" in glance and "more memory" in glance and "grows more" in glance
+    assert "slower" not in "".join(line for line in glance.splitlines() if "memory:" in line)
+    html = (run_dir / "report.html").read_text()
+    assert "more memory" in html
+
+
 def test_one_round_gives_no_verdict_and_says_why(tmp_path):
     run = load_run(RUNS / "real-smoke-1")
     assert "one round only" in why_no_verdicts(run)
