@@ -55,6 +55,7 @@ from pathlib import Path
 
 from analysis import memory, study_tables
 from analysis.errors import AnalysisError
+from analysis.lives import life_values
 from analysis.stats import BATCHES, CONFIDENCE, Estimate, batch_means, diff_ci, ratio_ci
 from rundir.read import Run, load_run
 
@@ -234,8 +235,8 @@ def _interval_samples(run: Run, rows: list[dict], workload: str, threads: int) -
     """Batch means of every repeat's interval throughput (ramp-up interval dropped); a level with
     fewer than MIN_INTERVALS intervals contributes nothing (see the module docstring)."""
     out: list[float] = []
-    for r in rows:
-        rates = [x for x in run.interval_rates(r["cell"], workload, threads) if x > 0][1:]
+    for cell in dict.fromkeys(r["cell"] for r in rows):  # a churn life's rows: one timeline
+        rates = [x for x in run.interval_rates(cell, workload, threads) if x > 0][1:]
         if len(rates) >= MIN_INTERVALS:
             out += batch_means(rates)
     return out
@@ -269,8 +270,8 @@ def _new_point(kind, key, metric, bserver, nserver, base, new) -> PointCompariso
 
 def _failed_point(key, metric, bserver, nserver, brows, nrows, reasons) -> PointComparison:
     """BASE measured it, NEW failed at it (all attempts, or some: a crash is not noise)."""
-    b = geomean([r[metric] for r in brows])
-    n = geomean([r[metric] for r in nrows]) if nrows else None
+    b = geomean(life_values(brows, lambda r: r[metric]))
+    n = geomean(life_values(nrows, lambda r: r[metric])) if nrows else None
     p = _new_point("throughput", key, metric, bserver, nserver, b, n)
     if n is not None and b > 0:
         p.ratio = n / b  # what the attempts that worked measured, shown beside the failure
@@ -293,7 +294,9 @@ def _throughput_point(
     allow_weak: bool,
 ) -> PointComparison:
     workload, allocator, thp, threads = key
-    bvals, nvals = [r[metric] for r in brows], [r[metric] for r in nrows]
+    # one value per server life: a churn life's cycles are not repeats (analysis/lives.py)
+    bvals = life_values(brows, lambda r: r[metric])
+    nvals = life_values(nrows, lambda r: r[metric])
     standin = any(base.is_standin(r["cell"]) for r in brows) or any(
         new.is_standin(r["cell"]) for r in nrows
     )

@@ -26,6 +26,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from analysis.lives import by_life, cycles_per_life
 from analysis.stats import MedianCI, median, median_ci
 from analysis.table_model import Cell, Table, fmt, num, ratio_text, text
 from rundir.format import WHOLE_PROCESS_SOURCES
@@ -122,14 +123,15 @@ def points(
     run: Run, workload: str, metric: str, value: Callable[[dict], float | None] | None = None
 ) -> dict[tuple[Series, int], MedianCI]:
     """Median and confidence interval of `metric` (or of `value(row)`) per (series, threads),
-    over repeats."""
+    over repeats: one value per server life (analysis/lives.py: a churn life's cycles are one)."""
     get = value or (lambda r: r.get(metric))
-    values: dict[tuple[Series, int], list[float]] = defaultdict(list)
-    for r in run.ok_rows:
-        v = get(r) if r["workload"] == workload else None
-        if v is not None:
-            values[(Series(r["server"], r["allocator"], r["thp"]), r["threads"])].append(v)
-    return {k: median_ci(v) for k, v in values.items()}
+
+    def key(r):
+        if r["workload"] != workload:
+            return None
+        return (Series(r["server"], r["allocator"], r["thp"]), r["threads"])
+
+    return {k: median_ci(list(v.values())) for k, v in by_life(run.ok_rows, key, get).items()}
 
 
 # -- per-operation costs ------------------------------------------------------------------------
@@ -274,6 +276,12 @@ CI_NOTE = (
     " uses). With few repeats the interval is wide: that is the honest uncertainty, not an error."
 )
 
+CHURN_NOTE = (
+    "Thread churn: each server life ran a thread level up to {n} times (once per churn cycle and"
+    " thread cache size); those levels share one life, so they count as one repeat: the life's"
+    " value is their median. The churn table shows them cycle by cycle."
+)
+
 
 def pivot_table(
     run: Run,
@@ -326,6 +334,9 @@ def pivot_table(
     table.notes += gap_notes(shown_gaps)
     if run.repeats > 1:
         table.notes.append(CI_NOTE.format(n=run.repeats))
+    cycles = cycles_per_life(r for r in run.ok_rows if r["workload"] == workload)
+    if cycles > 1:
+        table.notes.append(CHURN_NOTE.format(n=cycles))
     return table
 
 

@@ -25,6 +25,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from analysis import memory, study_tables
+from analysis.lives import by_life
 from analysis.sequential import (
     DECIDED,
     FASTER,
@@ -36,6 +37,7 @@ from analysis.sequential import (
     block_contrasts,
     verdict,
 )
+from analysis.stats import median
 from rundir.read import BASELINE_ALLOCATOR, Run
 
 AA_SUFFIX = "-aa"  # the A/A arm: the baseline's settings under a second name
@@ -213,15 +215,18 @@ def run_verdicts(
                     )
                 )
 
-    # Throughput: one value per (cell) level; the round is the row's repeat.
+    # Throughput: one value per server life at each level (a churn life's cycles are one, see
+    # analysis/lives.py); the round is the life's repeat.
     for wl in run.workloads:
         metric = study_tables.metric_of(run, wl)
         by_point: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
-        for r in run.ok_rows:
-            v = r.get(metric)
-            if r["workload"] != wl or v is None or run.is_standin(r["cell"]):
-                continue
-            by_point[(r["server"], r["thp"], r["threads"])][r["allocator"]][r["repeat"] or 1] = v
+        lives = by_life(
+            (r for r in run.ok_rows if r["workload"] == wl and not run.is_standin(r["cell"])),
+            lambda r: (r["server"], r["thp"], r["threads"], r["allocator"], r["repeat"] or 1),
+            lambda r, metric=metric: r.get(metric),
+        )
+        for (server, thp, th, alloc, rnd), per_cell in lives.items():
+            by_point[(server, thp, th)][alloc][rnd] = median(list(per_cell.values()))
         for (server, thp, th), values in sorted(by_point.items(), key=lambda kv: kv[0]):
             add(server, wl, thp, th, THROUGHPUT, _judge(values, base, design, "log"))
 
@@ -282,13 +287,15 @@ def _half_pct(v: Verdict) -> float:
 def noise_floor(run: Run, verdicts: list[Verdict]) -> NoiseFloor:
     aa = [v for v in verdicts if v.aa_arm and v.metric == THROUGHPUT and math.isfinite(v.lo)]
     halves = sorted(_half_pct(v) for v in aa)
-    series: dict[tuple, list[float]] = defaultdict(list)
+    series: dict[tuple, list[float]] = {}
     for wl in run.workloads:
         metric = study_tables.metric_of(run, wl)
-        for r in run.ok_rows:
-            v = r.get(metric)
-            if r["workload"] == wl and v and v > 0 and not run.is_standin(r["cell"]):
-                series[(r["server"], wl, r["thp"], r["threads"], r["allocator"])].append(v)
+        lives = by_life(  # one value per server life (churn cycles of one life are one)
+            (r for r in run.ok_rows if r["workload"] == wl and not run.is_standin(r["cell"])),
+            lambda r, wl=wl: (r["server"], wl, r["thp"], r["threads"], r["allocator"]),
+            lambda r, metric=metric: r.get(metric) if (r.get(metric) or 0) > 0 else None,
+        )
+        series.update({k: list(v.values()) for k, v in lives.items()})
     spreads = sorted(
         (math.exp(_sd([math.log(x) for x in xs])) - 1) * 100
         for xs in series.values()
