@@ -75,10 +75,9 @@ ADDED_RWW_COLUMNS = (
 # Columns added to format 2 after its first runs: absent in those, read back as empty.
 ADDED_COLUMNS = ("engine", *ADDED_RWW_COLUMNS)
 
-# One row per (cell, workload, threads, repeat). Per-level figures are deltas over that level, not
-# since server start; each group below says which part of the level it covers.
-RESULTS_COLUMNS = [
-    # identity
+# Column groups of RESULTS_COLUMNS that other modules fill or read as a group: declared once here.
+# The row's identity as the cell's plan and its resolved server give it (rundir.derive.levels).
+CELL_IDENTITY_COLUMNS = (
     "cell",
     "server",
     "server_flavor",
@@ -90,6 +89,51 @@ RESULTS_COLUMNS = [
     # empty in runs recorded before it (they were InnoDB). A non-InnoDB engine is also named in
     # `server` ("mariadb-10.11.19+rocksdb"), which is what keeps points apart in the analysis.
     "engine",
+)
+# The server process's memory over a level's phase (a phase figure, rundir.derive.phases).
+LEVEL_MEMORY_COLUMNS = (
+    "rss_start_kb",
+    "rss_end_kb",
+    "rss_peak_kb",
+    "vsz_start_kb",
+    "vsz_end_kb",
+    "anon_huge_kb",
+)
+# Whole-process CPU and context switches: phase figures, and a measured window's deltas.
+CPU_CTXSW_COLUMNS = ("cpu_user_s", "cpu_sys_s", "ctxsw_voluntary", "ctxsw_involuntary")
+# Rates over the measured window (rundir.derive.window.window_rates).
+WINDOW_RATE_COLUMNS = (
+    "cpu_us_per_op",
+    "ctxsw_per_op",
+    "cpu_overhead",
+    # the same window figures in iibench's customary unit (per million ops); all rows
+    "cpu_s_per_1m_ops",
+    "ctxsw_per_1m_ops",
+)
+# SHOW GLOBAL STATUS figures of a phase (rundir.derive.phases).
+STATUS_COLUMNS = (
+    "threads_created",
+    "threads_connected",
+    "bp_reads",
+    "bp_read_requests",
+    "server_memory_used_kb",
+)
+# /proc/vmstat thp_* deltas of a phase (rundir.derive.phases.THP_COUNTERS names their sources).
+THP_COUNTER_COLUMNS = ("thp_fault_alloc", "thp_fault_fallback", "thp_collapse_alloc", "thp_split")
+# The allocator's own accounting at the end of a level (rundir.derive.alloc).
+ALLOC_COLUMNS = (
+    "alloc_in_use_kb",
+    "alloc_cached_kb",
+    "alloc_mapped_kb",
+    "alloc_committed_kb",
+    "alloc_overhead",
+)
+
+# One row per (cell, workload, threads, repeat). Per-level figures are deltas over that level, not
+# since server start; each group below says which part of the level it covers.
+RESULTS_COLUMNS = [
+    # identity (engine: see CELL_IDENTITY_COLUMNS)
+    *CELL_IDENTITY_COLUMNS,
     "workload",
     "threads",
     "repeat",
@@ -110,12 +154,7 @@ RESULTS_COLUMNS = [
     "reconnects",
     # memory of the server process (kB) over the level's phase (from the boundary before the
     # client starts to the boundary after it ended)
-    "rss_start_kb",
-    "rss_end_kb",
-    "rss_peak_kb",
-    "vsz_start_kb",
-    "vsz_end_kb",
-    "anon_huge_kb",
+    *LEVEL_MEMORY_COLUMNS,
     # CPU and context switches of the whole server process over the level's MEASURED WINDOW:
     # from the workload's first interval report to its last report the load outlasted, so the
     # clients' start-up (connecting N threads, preparing statements) and teardown are outside,
@@ -128,10 +167,7 @@ RESULTS_COLUMNS = [
     # (after migration their manifest says figures.cpu_ctxsw_span = "level").
     "window_s",
     "window_ops",
-    "cpu_user_s",
-    "cpu_sys_s",
-    "ctxsw_voluntary",
-    "ctxsw_involuntary",
+    *CPU_CTXSW_COLUMNS,
     # "taskstats" or, its fallback, "perf" (whole process, exited threads included, reconciled
     # with wait4; runs before taskstats existed name only "perf") or the last fallback
     # "procfs-task-sum" (live threads only: counts can be too low). With the fallback the window's
@@ -139,28 +175,16 @@ RESULTS_COLUMNS = [
     # thread (~80 ms at 1536 threads), too dear to read at window marks; its counts are in the
     # timeline and the manifest's phase figures. Text.
     "ctxsw_source",
-    "cpu_us_per_op",
-    "ctxsw_per_op",
-    "cpu_overhead",
-    # the same window figures in iibench's customary unit (per million ops); all rows
-    "cpu_s_per_1m_ops",
-    "ctxsw_per_1m_ops",
+    *WINDOW_RATE_COLUMNS,
     # server internals (SHOW GLOBAL STATUS; empty where not applicable): deltas over the level's
     # phase, except threads_connected, a gauge read during the measured window (clients
     # connected; it counts the collectors' own status connection too), empty when the server
     # answered only after the window closed
-    "threads_created",
-    "threads_connected",
-    "bp_reads",
-    "bp_read_requests",
-    "server_memory_used_kb",
+    *STATUS_COLUMNS,
     # hugepages: system counters over the level's phase (thp_fault_fallback: a huge page was
     # wanted and a small one used) and the server's own THP state read back. Every thp_* counter
     # is in the manifest, per phase and per cell.
-    "thp_fault_alloc",
-    "thp_fault_fallback",
-    "thp_collapse_alloc",
-    "thp_split",
+    *THP_COUNTER_COLUMNS,
     "process_thp_enabled",
     # the client host's own figures when sysbench ran there ([clients] hosts; empty otherwise),
     # read from its /proc at the level's boundaries (the whole level phase, like the memory
@@ -176,11 +200,7 @@ RESULTS_COLUMNS = [
     # kernel backs only touched pages); empty where the allocator does not say (mimalloc release
     # builds, TBB malloc) or [memory] alloc_stats is off. alloc_overhead = RSS / in use, both
     # read at that moment. Added 2026-11-24 (absent in older runs).
-    "alloc_in_use_kb",
-    "alloc_cached_kb",
-    "alloc_mapped_kb",
-    "alloc_committed_kb",
-    "alloc_overhead",
+    *ALLOC_COLUMNS,
     # thread churn ([memory] churn_cycles): which cycle this level belongs to (the closing level
     # after the last cycle is churn_cycles + 1) and the thread_cache_size it ran under; empty
     # outside churn runs. Added 2026-11-24.
@@ -235,14 +255,7 @@ SPAN_LEVEL = "level"
 # Columns kept as text; every other column of results.csv and samples/*.csv is a number or empty.
 TEXT_COLUMNS = frozenset(
     {
-        "cell",
-        "server",
-        "server_flavor",
-        "server_version",
-        "allocator",
-        "allocator_version",
-        "thp",
-        "engine",
+        *CELL_IDENTITY_COLUMNS,
         "workload",
         "status",
         "error",

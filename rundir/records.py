@@ -174,20 +174,17 @@ def check_raw(raw: dict, where: str) -> None:
             f"{where}: raw_version {raw.get('raw_version')!r} (this mallocsweep reads "
             f"{RAW_VERSION}); upgrade mallocsweep to read it"
         )
-    try:
-        CellRaw.model_validate(raw)
-    except ValidationError as e:
-        err = e.errors()[0]
-        field = ".".join(str(p) for p in err["loc"])
-        raise RunDirError(
-            f"{where}: field {field}: {err['msg']} (got {err.get('input')!r:.60}); the file is damaged"
-        ) from None
+    _validate(CellRaw, raw, where)
 
 
 def check_manifest(manifest: dict, where: str) -> None:
     """RunDirError naming the first field that does not fit the declared records."""
+    _validate(Manifest, manifest, where)
+
+
+def _validate(model, data: dict, where: str) -> None:
     try:
-        Manifest.model_validate(manifest)
+        model.model_validate(data)
     except ValidationError as e:
         err = e.errors()[0]
         field = ".".join(str(p) for p in err["loc"])

@@ -7,14 +7,8 @@ already on disk through `report --rederive`.
 
 from __future__ import annotations
 
-# results.csv columns filled for a level (its end-of-level reading).
-LEVEL_COLUMNS = (
-    "alloc_in_use_kb",
-    "alloc_cached_kb",
-    "alloc_mapped_kb",
-    "alloc_committed_kb",
-    "alloc_overhead",
-)
+# The results.csv columns filled for a level (its end-of-level reading): rundir.format's group.
+from rundir.format import ALLOC_COLUMNS
 
 
 def level_columns(readings: list[dict] | None, phase: str) -> dict:
@@ -24,5 +18,5 @@ def level_columns(readings: list[dict] | None, phase: str) -> dict:
         None,
     )
     if r is None:
-        return dict.fromkeys(LEVEL_COLUMNS)
-    return {k: r.get(k) for k in LEVEL_COLUMNS[:-1]} | {"alloc_overhead": r.get("overhead")}
+        return dict.fromkeys(ALLOC_COLUMNS)
+    return {k: r.get(k) for k in ALLOC_COLUMNS[:-1]} | {"alloc_overhead": r.get("overhead")}

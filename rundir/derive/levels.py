@@ -18,20 +18,11 @@ from rundir.derive.window import (
     measured_window,
     window_rates,
 )
-from rundir.format import RESULTS_COLUMNS
+from rundir.format import CELL_IDENTITY_COLUMNS, CPU_CTXSW_COLUMNS, RESULTS_COLUMNS
 
-# The row's identity, from the raw record's `identity` (the cell's plan and resolved server).
-IDENTITY_FIELDS = (
-    "cell",
-    "server",
-    "server_flavor",
-    "server_version",
-    "allocator",
-    "allocator_version",
-    "thp",
-    "engine",  # absent in raw records written before engines existed: read as empty
-    "repeat",
-)
+# The row's identity, from the raw record's `identity` (the cell's plan and resolved server);
+# engine is absent in raw records written before engines existed: read as empty.
+IDENTITY_FIELDS = (*CELL_IDENTITY_COLUMNS, "repeat")
 
 
 @dataclass
@@ -84,7 +75,7 @@ def level_row(
             row[k] = fig.get(k)
     row["ctxsw_source"] = ctxsw_source or ""
     row["threads_connected"] = connected_in_window(fig, window)
-    for k in ("cpu_user_s", "cpu_sys_s", "ctxsw_voluntary", "ctxsw_involuntary"):
+    for k in CPU_CTXSW_COLUMNS:
         row[k] = win.get(k) if win else None
     row.update(window_rates(win, window, ctxsw_source))
     return row

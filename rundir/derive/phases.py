@@ -11,6 +11,13 @@ and `report --rederive` call them on the recorded raw/<cell>.json, so all three 
 
 from __future__ import annotations
 
+from rundir.format import (
+    CPU_CTXSW_COLUMNS,
+    LEVEL_MEMORY_COLUMNS,
+    STATUS_COLUMNS,
+    THP_COUNTER_COLUMNS,
+)
+
 # /proc/vmstat counters that become per-phase columns (system-wide: one server at a time). Every
 # thp_* counter's delta is kept as well, in the phase's "thp_vmstat".
 THP_COUNTERS = {
@@ -26,28 +33,14 @@ STATUS_DELTAS = {
     "bp_read_requests": "Innodb_buffer_pool_read_requests",
 }
 
+# A phase's figures: results columns (rundir.format's groups) and what only the manifest keeps.
 FIGURE_KEYS = (
-    "rss_start_kb",
-    "rss_end_kb",
-    "rss_peak_kb",
-    "vsz_start_kb",
-    "vsz_end_kb",
-    "anon_huge_kb",
-    "cpu_user_s",
-    "cpu_sys_s",
-    "ctxsw_voluntary",
-    "ctxsw_involuntary",
+    *LEVEL_MEMORY_COLUMNS,
+    *CPU_CTXSW_COLUMNS,
     "wall_s",
-    "threads_created",
-    "threads_connected",
+    *STATUS_COLUMNS,
     "threads_connected_t_s",
-    "bp_reads",
-    "bp_read_requests",
-    "server_memory_used_kb",
-    "thp_fault_alloc",
-    "thp_fault_fallback",
-    "thp_collapse_alloc",
-    "thp_split",
+    *THP_COUNTER_COLUMNS,
     "thp_vmstat",
     "process_thp_enabled",
     "status_delta",
@@ -55,14 +48,7 @@ FIGURE_KEYS = (
 )
 
 # What window_figures() returns: deltas between two marks of one phase.
-WINDOW_KEYS = (
-    "window_s",
-    "cpu_user_s",
-    "cpu_sys_s",
-    "ctxsw_voluntary",
-    "ctxsw_involuntary",
-    "ctxsw_source",
-)
+WINDOW_KEYS = ("window_s", *CPU_CTXSW_COLUMNS, "ctxsw_source")
 
 
 def vmstat_delta(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rundir.format import WHOLE_PROCESS_SOURCES
+from rundir.format import WHOLE_PROCESS_SOURCES, WINDOW_RATE_COLUMNS
 
 
 @dataclass
@@ -133,17 +133,7 @@ def window_rates(win: dict | None, window: Window | None, ctxsw_source: str | No
     from a whole-process source (taskstats, perf): the procfs fallback loses exited threads (its
     counts stay in the row, named by ctxsw_source).
     """
-    out = dict.fromkeys(
-        (
-            "window_s",
-            "window_ops",
-            "cpu_us_per_op",
-            "ctxsw_per_op",
-            "cpu_overhead",
-            "cpu_s_per_1m_ops",
-            "ctxsw_per_1m_ops",
-        )
-    )
+    out = dict.fromkeys(("window_s", "window_ops", *WINDOW_RATE_COLUMNS))
     if not win or window is None or window.workload_s <= 0 or not win.get("window_s"):
         return out
     wall = win["window_s"]
