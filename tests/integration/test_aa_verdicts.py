@@ -14,16 +14,17 @@ from __future__ import annotations
 import csv
 import json
 import math
-import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 
 from analysis.verdicts import noise_floor, run_verdicts
 from rundir.read import load_run
-from suites.cli import main
-from tests.integration.runs_helpers import manifest, processes_mentioning
+from tests.integration.runs_helpers import (
+    manifest,
+    processes_mentioning,
+    run_in_process,
+    small_suite,
+)
 
 pytestmark = pytest.mark.integration
 # The proof of an allocator in use (servers' verification): the same for the alias as for glibc.
@@ -40,51 +41,18 @@ PROOF_KEYS = (
     "verdict",
 )
 
-SUITE = """
-[suite]
-name = "aa"
-description = "A/A arm: glibc twice under two names"
-
-[server]
-buffer_pool_mb = 64
-
-[allocators]
-use = ["glibc"]
-
-[dataset]
-tables = 2
-table_size = 2000
-
-[warmup]
-min_s = 1
-cap_s = 2
-threads = 4
-
-[sysbench]
-workloads = ["point_select"]
-threads = [8]
-duration_s = 3
-
-[run]
-repeat = 3
-aa = true
-budget_s = 90
-min_effect_pct = 40
-"""
+SUITE = small_suite(
+    "aa",
+    "A/A arm: glibc twice under two names",
+    sysbench={"threads": [8]},
+    run={"repeat": 3, "aa": True, "budget_s": 90, "min_effect_pct": 40},
+)
 
 
 @pytest.fixture(scope="module")
 def aa_run():
-    out = Path(tempfile.mkdtemp(prefix="ms-aa-", dir="/tmp"))
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MALLOCSWEEP_CACHE", str(out / "cache"))
-    try:
-        (out / "aa.toml").write_text(SUITE)
-        code = main(["run", str(out / "aa.toml"), "--out", str(out / "runs"), "--quiet"])
-        yield code, next((out / "runs").iterdir())
-    finally:
-        mp.undo()
-        shutil.rmtree(out, ignore_errors=True)
+    with run_in_process("ms-aa-", SUITE, "--quiet") as run:
+        yield run
 
 
 def test_aa_arm_gets_none(aa_run):

@@ -11,15 +11,15 @@ Threads_created and the timeline's thread counts show threads really exiting bet
 from __future__ import annotations
 
 import csv
-import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 
 from servers.allocators import resolve
-from suites.cli import main
-from tests.integration.runs_helpers import manifest, processes_mentioning, results
+from tests.integration.runs_helpers import (
+    manifest,
+    results,
+    run_in_process,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -69,20 +69,12 @@ def run():
         pytest.skip(
             f"allocators not installed here: {', '.join(missing)} (make setup installs them)"
         )
-    out = Path(tempfile.mkdtemp(prefix="ms-alloc-", dir="/tmp"))
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MALLOCSWEEP_CACHE", str(out / "cache"))
-    try:
-        suite = out / "suite.toml"
-        suite.write_text(SUITE.format(allocators=", ".join(f'"{a}"' for a in CORE), high=HIGH))
-        code = main(["run", str(suite), "--out", str(out / "runs"), "--quiet", "--no-report"])
-        run_dir = next((out / "runs").iterdir())
+    suite = SUITE.format(allocators=", ".join(f'"{a}"' for a in CORE), high=HIGH)
+    with run_in_process("ms-alloc-", suite, "--quiet", "--no-report", check_leftovers=True) as (
+        code,
+        run_dir,
+    ):
         yield code, run_dir, manifest(run_dir)
-    finally:
-        mp.undo()
-        leftovers = processes_mentioning(str(out))
-        shutil.rmtree(out, ignore_errors=True)
-        assert not leftovers, f"processes outlived the run: {leftovers}"
 
 
 def _cells(m: dict) -> dict[str, dict]:

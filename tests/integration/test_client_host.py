@@ -9,57 +9,19 @@ preflight, before any server starts.
 from __future__ import annotations
 
 import csv
-import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from tests.integration.netns import free_slash30, make_hosts, sshd_available
-from tests.integration.runs_helpers import REPO, manifest, results
+from tests.integration.runs_helpers import mallocsweep, manifest, results, small_suite
 
 pytestmark = pytest.mark.integration
 
 WHY_NOT = sshd_available()
-SUITE = """\
-[suite]
-name = "client-host-smoke"
-[server]
-buffer_pool_mb = 64
-[allocators]
-use = ["glibc"]
-[dataset]
-tables = 2
-table_size = 2000
-[warmup]
-min_s = 1
-cap_s = 2
-threads = 4
-[sysbench]
-workloads = ["point_select"]
-threads = [4, 16]
-duration_s = 3
-[clients]
-hosts = ["{host}"]
-server_address = "{address}"
-ssh_config = "{ssh_config}"
-connect_timeout_s = 5
-"""
-
-
-def _mallocsweep(args: list[str], cache: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, MALLOCSWEEP_CACHE=str(cache))
-    return subprocess.run(
-        [sys.executable, "-m", "suites.cli", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +43,16 @@ def client_host():
 def _suite(tmp: Path, host, alias: str) -> Path:
     p = tmp / f"{alias}.toml"
     p.write_text(
-        SUITE.format(host=alias, address=host.host_address, ssh_config=host.dir / "ssh_config")
+        small_suite(
+            "client-host-smoke",
+            sysbench={"threads": [4, 16]},
+            clients={
+                "hosts": [alias],
+                "server_address": host.host_address,
+                "ssh_config": str(host.dir / "ssh_config"),
+                "connect_timeout_s": 5,
+            },
+        )
     )
     return p
 
@@ -89,7 +60,7 @@ def _suite(tmp: Path, host, alias: str) -> Path:
 @pytest.fixture(scope="module")
 def client_run(client_host):
     host, tmp = client_host
-    r = _mallocsweep(
+    r = mallocsweep(
         ["run", str(_suite(tmp, host, host.alias)), "--out", str(tmp / "runs"), "--quiet",
          "--no-report"],
         tmp / "cache",
@@ -174,7 +145,7 @@ def test_bad_client_hosts_fail_preflight_in_one_line(client_host, suffix, expect
     host, tmp = client_host
     alias = f"{host.alias}-{suffix}"
     out = tmp / f"runs-{suffix}"
-    r = _mallocsweep(
+    r = mallocsweep(
         ["run", str(_suite(tmp, host, alias)), "--out", str(out), "--quiet"], tmp / "cache"
     )
     assert r.returncode == 2, r.stderr
@@ -196,7 +167,7 @@ def test_unreachable_server_address_fails_preflight(client_host):
     try:
         suite = _suite(tmp, host, host.alias)
         suite.write_text(suite.read_text().replace(host.host_address, other))
-        r = _mallocsweep(
+        r = mallocsweep(
             ["run", str(suite), "--out", str(tmp / "runs-unreach"), "--quiet"], tmp / "cache"
         )
     finally:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import csv
 import shutil
 import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -21,15 +19,13 @@ import pytest
 from collectors.procfs import ProcFS
 from collectors.sampler import ProcessReader, measure_sample_cost
 from collectors.session import Collectors
+from rundir.format import SAMPLE_COLUMNS
 from servers.launch import spawn
+from tests.integration.runs_helpers import gcc_program, wait_for
 
 pytestmark = pytest.mark.integration
 
-COLUMNS = [
-    "t_s", "phase", "rss_kb", "vsz_kb", "hwm_kb", "rss_anon_kb", "anon_huge_kb", "threads",
-    "cpu_user_s", "cpu_sys_s", "ctxsw_voluntary", "ctxsw_involuntary",
-    "workload_tps", "workload_qps",
-]  # fmt: skip
+COLUMNS = SAMPLE_COLUMNS  # the timeline as the run-directory format declares it
 
 HOLD_C = r"""
 #include <pthread.h>
@@ -70,28 +66,9 @@ int main(int argc, char **argv) {
 """
 
 
-def _wait_for(cond, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    delay = 0.01
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.2)
-
-
 @pytest.fixture(scope="module")
 def hold_bin(tmp_path_factory) -> Path:
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed (`make setup` installs it)")
-    d = tmp_path_factory.mktemp("hold")
-    (d / "hold.c").write_text(HOLD_C)
-    subprocess.run(
-        ["gcc", "-O1", "-pthread", "-o", str(d / "hold"), str(d / "hold.c")],
-        check=True,
-        capture_output=True,
-    )
-    return d / "hold"
+    return gcc_program(tmp_path_factory, "hold", HOLD_C, "-O1", "-pthread")
 
 
 class Held:
@@ -115,7 +92,7 @@ class Held:
         self.section = None
 
     def ready(self, timeout: float = 60) -> None:
-        _wait_for(lambda: self.marker.exists() or not self.child.alive, timeout, "the hold program")
+        wait_for(lambda: self.marker.exists() or not self.child.alive, timeout, "the hold program")
         assert self.child.alive, self.child.exit
 
     def finish(self) -> dict:
@@ -148,7 +125,7 @@ def test_sample_rss_equals_proc_status_at_the_same_moment(hold_bin, short_tmp):
         # And the timeline: a row written by the sampler thread carries the same figure.
         held.coll.begin_phase("steady")
         n = held.coll.writer.rows
-        _wait_for(lambda: held.coll.writer.rows >= n + 3, 10, "three samples")
+        wait_for(lambda: held.coll.writer.rows >= n + 3, 10, "three samples")
         now = procfs.status(pid).vm_rss_kb
         with open(held.csv) as f:
             rows = [r for r in csv.DictReader(f) if r["phase"] == "steady"]
@@ -193,7 +170,7 @@ def test_target_killed_mid_phase_is_recorded_not_raised(hold_bin, short_tmp):
         held.child.signal_group(signal.SIGKILL)
         exit_info = held.child.wait(30)
         assert exit_info.signal == signal.SIGKILL
-        _wait_for(lambda: held.coll.gone, 10, "the sampler to notice")
+        wait_for(lambda: held.coll.gone, 10, "the sampler to notice")
         held.coll.begin_phase("shutdown")  # must not raise on a dead process
         section = held.coll.stop(exit_info.rusage)
     finally:
@@ -257,7 +234,7 @@ def test_mariadb_sample_rss_equals_proc_status_at_the_same_moment(mariadb_datadi
         for _ in range(20):
             n = coll.writer.rows
             before = procfs.status(pid)
-            _wait_for(lambda n=n: coll.writer.rows > n, 10, "the next sample")
+            wait_for(lambda n=n: coll.writer.rows > n, 10, "the next sample")
             after = procfs.status(pid)
             if (before.vm_rss_kb, before.vm_size_kb) != (after.vm_rss_kb, after.vm_size_kb):
                 continue  # it moved between the two reads: no single "same moment" value

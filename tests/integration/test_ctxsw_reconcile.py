@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import shutil
 import signal
-import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -23,15 +21,13 @@ from collectors import taskstats
 from collectors.ctxsw import ABS_TOLERANCE, REL_TOLERANCE, psutil_style
 from collectors.procfs import ProcFS
 from collectors.session import Collectors
+from rundir.format import SAMPLE_COLUMNS
 from servers.launch import spawn
+from tests.integration.runs_helpers import gcc_program, wait_for
 
 pytestmark = pytest.mark.integration
 
-COLUMNS = [
-    "t_s", "phase", "rss_kb", "vsz_kb", "hwm_kb", "rss_anon_kb", "anon_huge_kb", "threads",
-    "cpu_user_s", "cpu_sys_s", "ctxsw_voluntary", "ctxsw_involuntary",
-    "workload_tps", "workload_qps",
-]  # fmt: skip
+COLUMNS = SAMPLE_COLUMNS  # the timeline as the run-directory format declares it
 
 CHURN_C = r"""
 #include <pthread.h>
@@ -94,28 +90,9 @@ def assert_reconciled(rec: dict, rusage: dict) -> None:
             assert abs(mine - kernel) <= ABS_TOLERANCE, (cls, rec)
 
 
-def _wait_for(cond, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    delay = 0.01
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.2)
-
-
 @pytest.fixture(scope="module")
 def churn_bin(tmp_path_factory) -> Path:
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed (`make setup` installs it)")
-    d = tmp_path_factory.mktemp("churn")
-    (d / "churn.c").write_text(CHURN_C)
-    subprocess.run(
-        ["gcc", "-O1", "-pthread", "-o", str(d / "churn"), str(d / "churn.c")],
-        check=True,
-        capture_output=True,
-    )
-    return d / "churn"
+    return gcc_program(tmp_path_factory, "churn", CHURN_C, "-O1", "-pthread")
 
 
 def _churn(churn_bin, short_tmp, coll) -> tuple[dict, dict, object]:
@@ -134,7 +111,7 @@ def _churn(churn_bin, short_tmp, coll) -> tuple[dict, dict, object]:
     )
     try:
         coll.begin_phase("churn")
-        _wait_for(marker.exists, 120, "the churn program to finish its rounds")
+        wait_for(marker.exists, 120, "the churn program to finish its rounds")
         # Only the main thread is left: this is what psutil.Process.num_ctx_switches() reports.
         main_only = psutil_style(ProcFS(), child.pid)
         coll.begin_phase("shutdown")
@@ -226,7 +203,7 @@ def test_without_kernel_sources_reconciliation_is_not_checked(churn_bin, short_t
         before_reap=coll.before_reap,
     )
     try:
-        _wait_for(marker.exists, 60, "the churn program")
+        wait_for(marker.exists, 60, "the churn program")
         child.signal_group(signal.SIGTERM)
         child.wait(30)
     finally:

@@ -20,33 +20,13 @@ from pathlib import Path
 import pytest
 
 from tests.integration.netns import NetnsHost, make_hosts, sshd_available
-from tests.integration.runs_helpers import REPO, results
+from tests.integration.runs_helpers import REPO, mallocsweep, results, small_suite
 
 pytestmark = pytest.mark.integration
 
 BIN = Path(sys.executable).parent
 PLAYBOOK = REPO / "deploy/ansible/fleet.yml"
-SUITE = """\
-[suite]
-name = "fleet-smoke"
-[server]
-buffer_pool_mb = 64
-[allocators]
-use = ["glibc", "jemalloc"]
-[dataset]
-tables = 2
-table_size = 2000
-[warmup]
-min_s = 1
-cap_s = 2
-threads = 4
-[sysbench]
-workloads = ["point_select"]
-threads = [4]
-duration_s = 3
-[run]
-repeat = 2
-"""
+SUITE = small_suite("fleet-smoke", allocators={"use": ["glibc", "jemalloc"]}, run={"repeat": 2})
 
 
 def _why_not() -> str | None:
@@ -59,13 +39,7 @@ def _why_not() -> str | None:
 
 
 def _mallocsweep(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "suites.cli", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return mallocsweep(list(args), timeout=300)
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,7 @@ the runner, a server killed mid-level. Each checks that nothing is left running.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -31,20 +29,6 @@ from tests.integration.runs_helpers import (
 pytestmark = pytest.mark.integration
 
 SMOKE = str(REPO / "configs/suites/smoke.toml")
-
-
-@pytest.fixture(scope="module")
-def cache():
-    d = Path(tempfile.mkdtemp(prefix="ms-cache-", dir="/tmp"))
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
-def out():
-    d = Path(tempfile.mkdtemp(prefix="ms-rel-", dir="/tmp"))
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def descendants(pid: int) -> set[int]:

@@ -7,10 +7,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,34 +23,12 @@ from tests.integration.runs_helpers import (
     results,
     run_dir_of,
     server_pid,
+    small_suite,
     start_run,
     wait_for,
 )
 
 pytestmark = pytest.mark.integration
-
-SMOKE = """
-[suite]
-name = "root-smoke"
-description = "two short POINT_SELECT levels in a server root"
-[server]
-flavor = "{flavor}"
-root = "{root}"
-buffer_pool_mb = 64
-[allocators]
-use = [{allocators}]
-[dataset]
-tables = 2
-table_size = 2000
-[warmup]
-min_s = 1
-cap_s = 3
-threads = 2
-[sysbench]
-workloads = ["point_select"]
-threads = [2, 4]
-duration_s = {duration}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -63,20 +39,6 @@ def mysql_root() -> Path:
 @pytest.fixture(scope="module")
 def mariadb_root() -> Path:
     return rooted_server("mariadb")
-
-
-@pytest.fixture(scope="module")
-def cache():
-    d = Path(tempfile.mkdtemp(prefix="ms-rootcache-", dir="/tmp"))
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
-def out():
-    d = Path(tempfile.mkdtemp(prefix="ms-rootrun-", dir="/tmp"))
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def _dpkg_version(root: Path, package: str) -> str:
@@ -92,8 +54,16 @@ def _dpkg_version(root: Path, package: str) -> str:
 
 def _suite(out: Path, flavor: str, root: Path, allocators: list[str], duration=3) -> Path:
     p = out / "suite.toml"
-    names = ", ".join(f'"{a}"' for a in allocators)
-    p.write_text(SMOKE.format(flavor=flavor, root=root, allocators=names, duration=duration))
+    p.write_text(
+        small_suite(
+            "root-smoke",
+            "two short POINT_SELECT levels in a server root",
+            server={"flavor": flavor, "root": str(root)},
+            allocators={"use": allocators},
+            warmup={"cap_s": 3, "threads": 2},
+            sysbench={"threads": [2, 4], "duration_s": duration},
+        )
+    )
     return p
 
 

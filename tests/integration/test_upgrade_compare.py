@@ -6,49 +6,29 @@ server version said plainly."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from servers import fetch
 from servers.mysql import find_mysql
-from tests.integration.runs_helpers import MALLOCSWEEP, REPO, kill_quietly, manifest, start_run
+from tests.integration.runs_helpers import (
+    kill_quietly,
+    mallocsweep,
+    manifest,
+    small_suite,
+    start_run,
+)
 from tests.integration.test_servers_fetch import CACHE, _older_mariadb_patch
 
 pytestmark = pytest.mark.integration
 
-SUITE = """
-[suite]
-name = "upgrade"
-description = "one short POINT_SELECT level, repeated, for an upgrade check"
-[server]
-buffer_pool_mb = 64
-[allocators]
-use = ["glibc"]
-[dataset]
-tables = 2
-table_size = 2000
-[warmup]
-min_s = 1
-cap_s = 3
-threads = 2
-[sysbench]
-workloads = ["point_select"]
-threads = [4]
-duration_s = 3
-[run]
-repeat = 2
-"""
-
-
-@pytest.fixture
-def out():
-    d = Path(tempfile.mkdtemp(prefix="ms-upgrade-", dir="/tmp"))
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
+SUITE = small_suite(
+    "upgrade",
+    "one short POINT_SELECT level, repeated, for an upgrade check",
+    warmup={"cap_s": 3, "threads": 2},
+    run={"repeat": 2},
+)
 
 
 def _run(suite: Path, out: Path, *extra: str) -> Path:
@@ -77,12 +57,8 @@ def test_patch_upgrade_compare_on_real_versions(out, monkeypatch):
         cells = manifest(run_dir)["cells"]
         assert len(cells) == 2 and all(c["status"] == "ok" for c in cells), cells
         assert {c["server"]["version"] for c in cells} == {version}
-    done = subprocess.run(
-        [*MALLOCSWEEP, "compare", str(base), str(new), "--json", "--out", str(out / "cmp")],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    done = mallocsweep(
+        ["compare", str(base), str(new), "--json", "--out", str(out / "cmp")], timeout=300
     )
     assert done.returncode in (0, 1), done.stderr  # a verdict either way; 2 would be no judgement
     verdicts = json.loads(done.stdout)
