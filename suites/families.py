@@ -3,7 +3,8 @@ for MongoDB, by the suite's `server.flavor`.
 
 A family names its cell class (suites/cell_kinds.py: make the server, where its data comes from,
 what clients connect to, where status is read), how its binary is resolved, the refusal of
-allocators it cannot run with, and whether its cells restore a prepared dataset. Adding a family:
+allocators it cannot run with, whether its cells restore a prepared dataset, and the [server]
+settings it cannot take (checked when the suite file is read, at their line). Adding a family:
 a servers/ module with make / start / status / stop and the allocator verification, a cell class,
 and one Family here (docs/architecture.md).
 """
@@ -14,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from suites.cell_kinds import MongoCell, MySQLCell, WorkloadCell
+from suites.config_errors import FieldError
 from suites.errors import SuiteError
+from suites.settings import OWN_CONNECTIONS, mycnf_int
 
 
 def _resolve_mongod(server):
@@ -80,6 +83,43 @@ def _mongod_engines(binary, engines) -> None:
         )
 
 
+def _mongod_suite(suite, workload) -> None:
+    # [server] settings of the MySQL family: refused at their line rather than silently unused.
+    server = suite.server
+    if server.engines != ["innodb"]:
+        raise FieldError(
+            ("server", "engines"),
+            "engines are MySQL-family storage engines; MongoDB runs WiredTiger",
+        )
+    if server.settings:
+        raise FieldError(
+            ("server", "settings"),
+            "these are my.cnf lines for a MySQL-family server; MongoDB does not read them",
+        )
+    if server.root:
+        raise FieldError(
+            ("server", "root"), "a server root runs MySQL-family servers only (not mongod)"
+        )
+
+
+def _mysql_suite(suite, workload) -> None:
+    # Without max_connections in the suite the server is sized for the workload (mysql_settings).
+    settings = suite.server.settings
+    if "max_connections" not in settings:
+        return
+    limit = mycnf_int(settings["max_connections"])
+    loc, what = workload.clients_field
+    clients = workload.max_clients(suite)
+    if limit is not None and clients > limit - OWN_CONNECTIONS:
+        raise FieldError(
+            loc,
+            f"{what} {clients} is above the server's connection limit "
+            f"(server.settings.max_connections = {limit}, of which {OWN_CONNECTIONS} are kept "
+            "for our own monitoring); raise max_connections or drop the setting to size it "
+            "automatically",
+        )
+
+
 @dataclass(frozen=True)
 class Family:
     name: str
@@ -92,6 +132,11 @@ class Family:
     # An allocator linked into the binary is measured as `builtin` under `all` (MySQL family).
     links_allocators: bool
     cache_kb: object  # (suite) -> the server's data cache (buffer pool, WiredTiger cache), kB
+    # Its clients speak SQL and it reads my.cnf ([server] settings): what SQL workloads need.
+    sql: bool
+    # (suite, workload) -> None, or a FieldError naming the [server] setting it cannot take or the
+    # limit the workload's clients exceed; called when the suite is validated.
+    check_suite: object
 
 
 MYSQL = Family(
@@ -103,6 +148,8 @@ MYSQL = Family(
     restores_dataset=True,
     links_allocators=True,
     cache_kb=lambda suite: suite.server.buffer_pool_mb * 1024,
+    sql=True,
+    check_suite=_mysql_suite,
 )
 MONGODB = Family(
     "mongodb",
@@ -113,6 +160,8 @@ MONGODB = Family(
     restores_dataset=False,
     links_allocators=False,
     cache_kb=lambda suite: int(suite.server.cache_gb * 1024 * 1024),
+    sql=False,
+    check_suite=_mongod_suite,
 )
 
 FAMILIES: dict[str, Family] = {
