@@ -38,7 +38,7 @@ from suites.config_sections import (
 )
 from suites.errors import SuiteError
 from suites.families import family_of
-from suites.settings import Section, mycnf_int
+from suites.settings import OWN_CONNECTIONS, Section, mycnf_int
 
 __all__ = [
     "MAX_REPEAT",
@@ -73,7 +73,7 @@ class _SuiteRules(Section):
         # The workload first (can it run on this family at all?), then what the family refuses.
         workload, family = workloads.of(self), family_of(self)
         workload.check_family(self, family)
-        family.check_suite(self, workload)
+        family.check_suite(self)
         if self.server.root and self.server.basedir:
             raise FieldError(
                 ("server", "basedir"),
@@ -119,6 +119,22 @@ class _SuiteRules(Section):
             raise FieldError(
                 ("clients", "hosts"),
                 "client hosts run sysbench levels on MySQL-family servers only in this version",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _connections(self):
+        workload = workloads.of(self)
+        limit = family_of(self).connection_limit(self)
+        clients = workload.max_clients(self)
+        if limit is not None and clients > limit - OWN_CONNECTIONS:
+            loc, what = workload.clients_field
+            raise FieldError(
+                loc,
+                f"{what} {clients} is above the server's connection limit "
+                f"(server.settings.max_connections = {limit}, of which {OWN_CONNECTIONS} are kept "
+                "for our own monitoring); raise max_connections or drop the setting to size it "
+                "automatically",
             )
         return self
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from suites.cell_kinds import MongoCell, MySQLCell, WorkloadCell
 from suites.config_errors import FieldError
 from suites.errors import SuiteError
-from suites.settings import OWN_CONNECTIONS, mycnf_int
+from suites.settings import mycnf_int
 
 
 def _resolve_mongod(server):
@@ -83,7 +83,7 @@ def _mongod_engines(binary, engines) -> None:
         )
 
 
-def _mongod_suite(suite, workload) -> None:
+def _mongod_suite(suite) -> None:
     # [server] settings of the MySQL family: refused at their line rather than silently unused.
     server = suite.server
     if server.engines != ["innodb"]:
@@ -102,22 +102,10 @@ def _mongod_suite(suite, workload) -> None:
         )
 
 
-def _mysql_suite(suite, workload) -> None:
+def _mysql_connection_limit(suite) -> int | None:
     # Without max_connections in the suite the server is sized for the workload (mysql_settings).
-    settings = suite.server.settings
-    if "max_connections" not in settings:
-        return
-    limit = mycnf_int(settings["max_connections"])
-    loc, what = workload.clients_field
-    clients = workload.max_clients(suite)
-    if limit is not None and clients > limit - OWN_CONNECTIONS:
-        raise FieldError(
-            loc,
-            f"{what} {clients} is above the server's connection limit "
-            f"(server.settings.max_connections = {limit}, of which {OWN_CONNECTIONS} are kept "
-            "for our own monitoring); raise max_connections or drop the setting to size it "
-            "automatically",
-        )
+    given = suite.server.settings.get("max_connections")
+    return None if given is None else mycnf_int(given)
 
 
 @dataclass(frozen=True)
@@ -134,9 +122,10 @@ class Family:
     cache_kb: object  # (suite) -> the server's data cache (buffer pool, WiredTiger cache), kB
     # Its clients speak SQL and it reads my.cnf ([server] settings): what SQL workloads need.
     sql: bool
-    # (suite, workload) -> None, or a FieldError naming the [server] setting it cannot take or the
-    # limit the workload's clients exceed; called when the suite is validated.
+    # (suite) -> None, or a FieldError naming the [server] setting it cannot take.
     check_suite: object
+    # (suite) -> the connections the suite lets the server take, or None: sized for the workload.
+    connection_limit: object
 
 
 MYSQL = Family(
@@ -149,7 +138,8 @@ MYSQL = Family(
     links_allocators=True,
     cache_kb=lambda suite: suite.server.buffer_pool_mb * 1024,
     sql=True,
-    check_suite=_mysql_suite,
+    check_suite=lambda suite: None,
+    connection_limit=_mysql_connection_limit,
 )
 MONGODB = Family(
     "mongodb",
@@ -162,6 +152,7 @@ MONGODB = Family(
     cache_kb=lambda suite: int(suite.server.cache_gb * 1024 * 1024),
     sql=False,
     check_suite=_mongod_suite,
+    connection_limit=lambda suite: None,
 )
 
 FAMILIES: dict[str, Family] = {
