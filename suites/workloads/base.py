@@ -3,11 +3,13 @@
 A workload (a suite's `[suite] kind`) is one module in suites/workloads/ with one subclass of
 Workload, registered by its kind in suites/workloads/__init__.py. A cell of any server family
 (suites/cell_kinds.py) asks it for its levels, its clock, its warmup and its database; the
-planner, the dataset cache and the preflight ask it for estimates. It declares its settings: the
-suite sections it reads (pydantic models on suites.settings.Section, with help and defaults; the
-first is named like its kind), which suites/config.py puts into the Suite model and the template,
-and the rules across sections that only it knows (its client count against the server's
-connection limit, its statements against max_allowed_packet). Its results are a
+planner, the dataset cache and the preflight ask it for estimates.
+
+It declares its settings: the suite sections it reads (pydantic models on suites.settings.Section,
+with help and defaults; one is named like its kind, and a suite file names its workload by that
+section), which suites/config.py puts into the Suite model and the template; the CLI options that
+set its fields; and the rules across sections only it knows (can it run on this server family,
+its statements against max_allowed_packet). Its results are a
 suites.workload.LevelResult per level, from which rundir.derive derives the rows.
 """
 
@@ -77,6 +79,11 @@ class Workload:
         tables in `engine`; the seconds it took. `connect()` opens a server connection (to check
         what was made). Called once per dataset spec, engine and server version (the cache key)."""
         return 0.0
+
+    def console_units(self, name: str) -> tuple[str, str]:
+        """(throughput, latency) headings of the console's final table for the recorded workload
+        `name` (its qps and lat_p95_ms columns) of a run of this kind."""
+        return "QPS", "p95 ms"
 
     def dataset_kb(self, tables: int, table_size: int) -> int:
         """Disk its dataset takes beyond a fresh datadir (preflight)."""

@@ -112,6 +112,10 @@ class IIBench(Workload):
             "note": "insert load starts from an empty table (collection); no warmup",
         }
 
+    def console_units(self, name: str) -> tuple[str, str]:
+        # iibench's qps are rows inserted and its latencies are per insert batch.
+        return "rows/s", "p95 ms per batch"
+
     def estimate_cell_seconds(self, suite) -> float:
         spec = suite.iibench
         return spec.max_seconds if spec.max_seconds else 60.0
