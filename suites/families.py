@@ -3,7 +3,8 @@ for MongoDB, by the suite's `server.flavor`.
 
 A family names its cell class (suites/cell_kinds.py: make the server, where its data comes from,
 what clients connect to, where status is read), how its binary is resolved, the refusal of
-allocators it cannot run with, and whether its cells restore a prepared dataset. Adding a family:
+allocators it cannot run with, whether its cells restore a prepared dataset, and the [server]
+settings it cannot take (checked when the suite file is read, at their line). Adding a family:
 a servers/ module with make / start / status / stop and the allocator verification, a cell class,
 and one Family here (docs/architecture.md).
 """
@@ -14,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from suites.cell_kinds import MongoCell, MySQLCell, WorkloadCell
+from suites.config_errors import FieldError
 from suites.errors import SuiteError
+from suites.settings import mycnf_int
 
 
 def _resolve_mongod(server):
@@ -80,6 +83,31 @@ def _mongod_engines(binary, engines) -> None:
         )
 
 
+def _mongod_suite(suite) -> None:
+    # [server] settings of the MySQL family: refused at their line rather than silently unused.
+    server = suite.server
+    if server.engines != ["innodb"]:
+        raise FieldError(
+            ("server", "engines"),
+            "engines are MySQL-family storage engines; MongoDB runs WiredTiger",
+        )
+    if server.settings:
+        raise FieldError(
+            ("server", "settings"),
+            "these are my.cnf lines for a MySQL-family server; MongoDB does not read them",
+        )
+    if server.root:
+        raise FieldError(
+            ("server", "root"), "a server root runs MySQL-family servers only (not mongod)"
+        )
+
+
+def _mysql_connection_limit(suite) -> int | None:
+    # Without max_connections in the suite the server is sized for the workload (mysql_settings).
+    given = suite.server.settings.get("max_connections")
+    return None if given is None else mycnf_int(given)
+
+
 @dataclass(frozen=True)
 class Family:
     name: str
@@ -92,6 +120,12 @@ class Family:
     # An allocator linked into the binary is measured as `builtin` under `all` (MySQL family).
     links_allocators: bool
     cache_kb: object  # (suite) -> the server's data cache (buffer pool, WiredTiger cache), kB
+    # Its clients speak SQL and it reads my.cnf ([server] settings): what SQL workloads need.
+    sql: bool
+    # (suite) -> None, or a FieldError naming the [server] setting it cannot take.
+    check_suite: object
+    # (suite) -> the connections the suite lets the server take, or None: sized for the workload.
+    connection_limit: object
 
 
 MYSQL = Family(
@@ -103,6 +137,9 @@ MYSQL = Family(
     restores_dataset=True,
     links_allocators=True,
     cache_kb=lambda suite: suite.server.buffer_pool_mb * 1024,
+    sql=True,
+    check_suite=lambda suite: None,
+    connection_limit=_mysql_connection_limit,
 )
 MONGODB = Family(
     "mongodb",
@@ -113,6 +150,9 @@ MONGODB = Family(
     restores_dataset=False,
     links_allocators=False,
     cache_kb=lambda suite: int(suite.server.cache_gb * 1024 * 1024),
+    sql=False,
+    check_suite=_mongod_suite,
+    connection_limit=lambda suite: None,
 )
 
 FAMILIES: dict[str, Family] = {

@@ -155,8 +155,10 @@ def final_table(run_dir: Path) -> list[Table]:
     analysis (the report's own points), so the console and the report cannot disagree."""
     from analysis.study_tables import points, series_of
     from rundir.read import load_run
+    from suites.workloads import REGISTRY, Workload
 
     run = load_run(run_dir)
+    plugin = REGISTRY.get(run.kind, Workload())  # a kind this version lacks: plain headings
     tables = []
     for workload in run.workloads:
         threads = run.threads(workload)
@@ -166,8 +168,7 @@ def final_table(run_dir: Path) -> list[Table]:
             for r in run.ok_rows
             if r["workload"] == workload
         }
-        # iibench's qps are rows inserted and its latencies are per insert batch.
-        rate, lat = ("rows/s", "p95 ms per batch") if workload == "iibench" else ("QPS", "p95 ms")
+        rate, lat = plugin.console_units(workload)
         t = Table(title=f"{workload}: {rate} / {lat} (median over repeats)")
         t.add_column("allocator (thp)")
         for n in threads:
@@ -197,7 +198,8 @@ def final_table(run_dir: Path) -> list[Table]:
 
 
 def run(args) -> int:
-    from suites.config import apply_overrides, load_suite
+    from suites.config import load_suite
+    from suites.config_overrides import apply_overrides
     from suites.display import Display
     from suites.runner import run_suite
 

@@ -1,7 +1,8 @@
 """The workload plugins, by the suite kind that names them (`[suite] kind`).
 
-Adding a workload: a module here with a suites.workloads.base.Workload subclass, one line in
-REGISTRY, its settings section in suites/config.py, and its tests (docs/architecture.md).
+Adding a workload: a module here with a suites.workloads.base.Workload subclass that declares its
+settings sections, options and limits (suites/config.py builds the Suite model from them), one
+line in REGISTRY, its lines in configs/suites/template.toml, and its tests (docs/architecture.md).
 """
 
 from __future__ import annotations

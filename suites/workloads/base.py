@@ -3,8 +3,13 @@
 A workload (a suite's `[suite] kind`) is one module in suites/workloads/ with one subclass of
 Workload, registered by its kind in suites/workloads/__init__.py. A cell of any server family
 (suites/cell_kinds.py) asks it for its levels, its clock, its warmup and its database; the
-planner, the dataset cache and the preflight ask it for estimates. Its settings are the suite
-section of the same name (suites/config.py validates them); its results are a
+planner, the dataset cache and the preflight ask it for estimates.
+
+It declares its settings: the suite sections it reads (pydantic models on suites.settings.Section,
+with help and defaults; one is named like its kind, and a suite file names its workload by that
+section), which suites/config.py puts into the Suite model and the template; the CLI options that
+set its fields; and the rules across sections only it knows (can it run on this server family,
+its statements against max_allowed_packet). Its results are a
 suites.workload.LevelResult per level, from which rundir.derive derives the rows.
 """
 
@@ -19,7 +24,29 @@ Phase = tuple[str, Callable[[], LevelResult]]  # (phase name, runs the level)
 
 class Workload:
     kind: str = ""
+    summary: str = ""  # what it runs, in a few words: the help of `[suite] kind`
     database: str = "sbtest"  # what its clients use on a MySQL-family server
+    # Its suite sections, by name, in the template's order; each is in every Suite (with its
+    # defaults), whatever the kind, so a suite file may keep a section it does not run.
+    sections: dict[str, type] = {}
+    # Where its client count is set and how an error calls it (the connection-limit check).
+    clients_field: tuple[tuple[str, str], str] = (("", ""), "")
+    # CLI options that set one of its fields ("duration" -> (section, key)), or a string: why the
+    # option does not apply to it. Options it does not name set what they set for every kind.
+    options: dict[str, tuple[str, str] | str] = {}
+    churns = False  # [memory] churn_cycles can cycle its levels (clients come and go)
+    remote_clients = False  # its levels can run on a client host ([clients] hosts)
+
+    def max_clients(self, suite) -> int:
+        """Client connections its largest level opens at once."""
+        raise NotImplementedError
+
+    def check_family(self, suite, family) -> None:
+        """A suites.config_errors.FieldError when it cannot run on the suite's server family."""
+
+    def check_limits(self, suite, family) -> None:
+        """A FieldError when a statement or row of its would exceed what the server takes (checked
+        last, after the server and allocator settings, before any server starts)."""
 
     def phases(self, cell) -> Iterator[Phase]:
         """(phase name, callable returning the level's LevelResult) per level, in order. `cell`
@@ -52,6 +79,11 @@ class Workload:
         tables in `engine`; the seconds it took. `connect()` opens a server connection (to check
         what was made). Called once per dataset spec, engine and server version (the cache key)."""
         return 0.0
+
+    def console_units(self, name: str) -> tuple[str, str]:
+        """(throughput, latency) headings of the console's final table for the recorded workload
+        `name` (its qps and lat_p95_ms columns) of a run of this kind."""
+        return "QPS", "p95 ms"
 
     def dataset_kb(self, tables: int, table_size: int) -> int:
         """Disk its dataset takes beyond a fresh datadir (preflight)."""

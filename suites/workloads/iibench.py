@@ -3,7 +3,49 @@ one level of `clients` inserters until `max_rows` or `max_seconds`."""
 
 from __future__ import annotations
 
+from pydantic import Field, model_validator
+
+from suites.config_errors import FieldError
+from suites.iibench.spec import IIBenchSettingError, IIBenchSpec, insert_statement_bytes
+from suites.settings import Section, packet_limit
 from suites.workloads.base import Workload
+
+
+class IIBenchSection(Section):
+    # Types here; the ranges and the rules across fields live once, in IIBenchSpec.
+    clients: int = Field(10, description="Concurrent insert clients (separate processes).")
+    max_rows: int = Field(
+        1_000_000,
+        description="Stop after this many rows in all (>= 1; a time-only run sets max_seconds and "
+        "a large max_rows).",
+    )
+    max_seconds: float = Field(0, description="...or after this long (0 = no time limit).")
+    batch_rows: int = Field(1000, description="Rows per insert statement / insert_many.")
+    secondary_indexes: int = Field(3, description="0-3 secondary indexes.")
+    data_length: int = Field(10, description="Length of the data column (0-16000 characters).")
+    query_clients: int = Field(
+        0, description="Concurrent query clients (they query the first secondary index)."
+    )
+
+    def to_spec(self, engine: str = "innodb") -> IIBenchSpec:
+        return IIBenchSpec(
+            engine=engine,
+            clients=self.clients,
+            max_rows=self.max_rows,
+            max_seconds=self.max_seconds,
+            batch_rows=self.batch_rows,
+            secondary_indexes=self.secondary_indexes,
+            data_length=self.data_length,
+            query_clients=self.query_clients,
+        )
+
+    @model_validator(mode="after")
+    def _spec(self):
+        try:
+            self.to_spec()
+        except IIBenchSettingError as e:
+            raise FieldError(("iibench", e.field), e.reason, e.value) from None
+        return self
 
 
 def iibench_spec(suite, engine: str = "innodb"):
@@ -13,7 +55,33 @@ def iibench_spec(suite, engine: str = "innodb"):
 
 class IIBench(Workload):
     kind = "iibench"
+    summary = "insert load"
     database = "iibench"
+    sections = {"iibench": IIBenchSection}
+    clients_field = (("iibench", "clients"), "clients + query_clients")
+    options = {
+        "threads": "--threads applies to sysbench suites; set [iibench] clients instead",
+        "duration": ("iibench", "max_seconds"),
+    }
+
+    def max_clients(self, suite) -> int:
+        return suite.iibench.clients + suite.iibench.query_clients
+
+    def check_limits(self, suite, family) -> None:
+        # A MySQL insert batch is one statement: past max_allowed_packet every batch would fail.
+        if not family.sql:
+            return
+        i = suite.iibench
+        need = insert_statement_bytes(i.batch_rows, i.data_length)
+        limit, given = packet_limit(suite.server.settings)
+        if limit is not None and need > limit:
+            raise FieldError(
+                ("iibench", "batch_rows"),
+                f"one insert of {i.batch_rows} rows with data_length {i.data_length} takes up to "
+                f"{need:,} bytes, above the server's max_allowed_packet ({limit:,} bytes"
+                f"{'' if given else ', the default'}); lower batch_rows or "
+                "data_length, or set server.settings.max_allowed_packet",
+            )
 
     def phases(self, cell):
         from suites import iibench
@@ -43,6 +111,10 @@ class IIBench(Workload):
             "kind": "iibench",
             "note": "insert load starts from an empty table (collection); no warmup",
         }
+
+    def console_units(self, name: str) -> tuple[str, str]:
+        # iibench's qps are rows inserted and its latencies are per insert batch.
+        return "rows/s", "p95 ms per batch"
 
     def estimate_cell_seconds(self, suite) -> float:
         spec = suite.iibench

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from suites.cell_kinds import MySQLCell
-from suites.config import apply_overrides, load_suite
+from suites.config import load_suite
+from suites.config_overrides import apply_overrides
 from suites.display import Display
 from suites.runner import run_suite
 from tests.integration.runs_helpers import (

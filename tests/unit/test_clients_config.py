@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from suites.config import apply_overrides, parse_suite
+from suites.config import parse_suite
+from suites.config_overrides import apply_overrides
 from suites.errors import SuiteError
 
 

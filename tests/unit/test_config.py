@@ -15,11 +15,11 @@ from servers.mysql_config import RESERVED
 from suites.config import (
     CustomAllocator,
     Suite,
-    apply_overrides,
     load_suite,
     parse_suite,
     template_settings,
 )
+from suites.config_overrides import apply_overrides
 from suites.errors import SuiteError
 from tests.unit.suite_fuzz import ALL_KEYS, SECTIONS, suite_docs, toml_text
 

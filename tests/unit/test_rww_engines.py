@@ -13,7 +13,8 @@ from servers.engines import check_engine, engine_lines
 from servers.errors import ServerError
 from servers.mysql_config import MySQLSettings, ServerPaths, render_my_cnf
 from servers.mysql_flavor import ServerBinary
-from suites.config import apply_overrides, parse_suite
+from suites.config import parse_suite
+from suites.config_overrides import apply_overrides
 from suites.errors import SuiteError
 from suites.plan import engine_label, plan_cells
 from suites.rww.latency import Buckets, bucket, bucket_range

@@ -165,7 +165,8 @@ def test_cli_list_empty_and_json(capsys, cache):
 
 
 def test_suite_names_a_fetched_server(cache):
-    from suites.config import apply_overrides, parse_suite
+    from suites.config import parse_suite
+    from suites.config_overrides import apply_overrides
 
     s = parse_suite('[server]\nfetched = "mariadb-10.11.18"\n', "s.toml")
     assert s.server.fetched == "mariadb-10.11.18"
