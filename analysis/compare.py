@@ -54,6 +54,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from analysis import memory, study_tables
+from analysis.compare_metadata import differences
 from analysis.errors import AnalysisError
 from analysis.lives import life_values
 from analysis.stats import BATCHES, CONFIDENCE, Estimate, batch_means, diff_ci, ratio_ci
@@ -71,14 +72,6 @@ WEAK_NOTE = (
     "weak evidence: 1 run per side — only noise within one server life was measured; not counted"
     " as a regression unless --allow-weak"
 )
-
-HOST_KEYS = ("hostname", "kernel", "cpu_model", "cores", "memory_kb", "glibc")
-# Suite settings that do not change what was measured: where the run went, how often it repeated
-# (the evidence rules handle that), and its name.
-SUITE_KEYS_IGNORED = frozenset({"run.out", "run.repeat", "suite.name", "suite.description"})
-# In an upgrade check the server binary is what is being compared.
-# Where the server came from is what an upgrade check changes: not a difference worth a warning.
-SUITE_KEYS_UPGRADE = frozenset({"server.binary", "server.basedir", "server.root", "server.fetched"})
 
 
 @dataclass
@@ -432,133 +425,6 @@ def _server_pairs(base: Run, new: Run) -> tuple[str, list[tuple[str, str]], list
     )
 
 
-# -- metadata checks ----------------------------------------------------------------------------
-def flatten(d: dict, prefix: str = "") -> dict[str, object]:
-    """{"a": {"b": 1}} -> {"a.b": 1}; lists and scalars are leaves."""
-    out: dict[str, object] = {}
-    for k, v in d.items():
-        name = f"{prefix}{k}"
-        if isinstance(v, dict) and v:
-            out.update(flatten(v, name + "."))
-        else:
-            out[name] = v
-    return out
-
-
-def _suite_differences(base: Run, new: Run, mode: str) -> list[str]:
-    """Every suite setting that differs (the whole manifest["suite"], not a chosen few)."""
-    ignored = SUITE_KEYS_IGNORED | (SUITE_KEYS_UPGRADE if mode == "upgrade" else frozenset())
-    b, n = flatten(base.suite), flatten(new.suite)
-    out = []
-    for k in sorted(set(b) | set(n)):
-        if k in ignored or b.get(k) == n.get(k):
-            continue
-        bv = b.get(k, "(not set)")
-        nv = n.get(k, "(not set)")
-        what = "dataset differs" if k.startswith("dataset.") else "suite setting differs"
-        out.append(f"{what}: {k} = {bv!r} (base) vs {nv!r} (new)")
-    return out
-
-
-def _differences(base: Run, new: Run, mode: str) -> list[str]:
-    """Loud warnings: anything besides the server version that differs makes a verdict doubtful."""
-    out = []
-    for k in HOST_KEYS:
-        b, n = base.host.get(k), new.host.get(k)
-        if b != n:
-            out.append(
-                f"host {k} differs: {b!r} (base) vs {n!r} (new) — the runs are not from the same machine setup"
-            )
-    bt, nt = base.host.get("thp") or {}, new.host.get("thp") or {}
-    for k in ("enabled", "defrag"):
-        if bt.get(k) != nt.get(k):
-            out.append(f"system THP {k} differs: {bt.get(k)!r} vs {nt.get(k)!r}")
-    if base.kind != new.kind:
-        out.append(f"suite kind differs: {base.kind} vs {new.kind}")
-    out += _suite_differences(base, new, mode)
-    bf, nf = _thp_in_force(base), _thp_in_force(new)
-    for mode_name in sorted(set(bf) & set(nf)):
-        if bf[mode_name] != nf[mode_name]:
-            out.append(
-                f"THP mode {mode_name!r} meant different settings: {sorted(bf[mode_name])} vs {sorted(nf[mode_name])}"
-            )
-    bs, ns = _ctxsw_sources(base), _ctxsw_sources(new)
-    if bs and ns and bs != ns:
-        out.append(
-            f"context-switch source differs: {', '.join(sorted(bs))} (base) vs "
-            f"{', '.join(sorted(ns))} (new) — perf counters follow every server thread and cost "
-            "it throughput (make bench measures how much), taskstats does not: part of a QPS "
-            "difference may be the measurement's"
-        )
-    bp, np_ = _server_platform(base), _server_platform(new)
-    for k in bp:
-        if bp[k] != np_[k]:
-            out.append(f"server {k} differs: {bp[k]} (base) vs {np_[k]} (new)")
-    bv, nv = _alloc_versions(base), _alloc_versions(new)
-    for name in sorted(set(bv) & set(nv)):
-        if bv[name] != nv[name]:
-            out.append(f"allocator {name} version differs: {bv[name]} vs {nv[name]}")
-    for run, side in ((base, "base"), (new, "new")):
-        if run.status != "finished":
-            out.append(
-                f"{side} run {run.run_id} is {run.status}: only its finished cells are compared"
-            )
-        if run.has_standin:
-            out.append(f"{side} run uses a MongoDB protocol stand-in: {study_tables.STANDIN_LABEL}")
-    if mode == "upgrade":
-        old, now = base.servers[0], _servers(new)[0]
-        # Labels are FLAVOR-VERSION: two flavors make it a choice between servers, not an upgrade.
-        what = "upgrade check" if old.split("-")[0] == now.split("-")[0] else "which-server check"
-        out.append(f"{what}: {old} -> {now}; points matched by allocator")
-    return out
-
-
-def _server_platform(run: Run) -> dict[str, str]:
-    """What the server ran on besides its own version: its build, the Debian release and glibc
-    under it (a server root's own, or the host's), so an upgrade check says what else changed."""
-    builds, releases, glibcs = set(), set(), set()
-    for c in run.cells.values():
-        srv = c.get("server") or {}
-        root = srv.get("root") or {}
-        if srv.get("version_string"):
-            builds.add(str(srv["version_string"]))
-        releases.add(str(root.get("release") or "the host's"))
-        glibcs.add(str(root.get("glibc") or run.host.get("glibc") or "?"))
-    return {
-        "build": ", ".join(sorted(builds)) or "?",
-        "release": ", ".join(sorted(releases)),
-        "glibc": ", ".join(sorted(glibcs)),
-    }
-
-
-def _thp_in_force(run: Run) -> dict[str, set]:
-    out: dict[str, set] = defaultdict(set)
-    for c in run.cells.values():
-        thp = c.get("thp") or {}
-        f = thp.get("in_force") or {}
-        if thp.get("requested") and f:
-            out[thp["requested"]].add(f"enabled={f.get('enabled')}, defrag={f.get('defrag')}")
-    return out
-
-
-def _ctxsw_sources(run: Run) -> set[str]:
-    """The context-switch sources the run's cells used (empty for runs that do not say)."""
-    out = set()
-    for c in run.cells.values():
-        src = c.get("ctxsw_source") or (c.get("collectors") or {}).get("ctxsw_source")
-        if src:
-            out.add(str(src))
-    return out
-
-
-def _alloc_versions(run: Run) -> dict[str, str]:
-    return {
-        str(c["allocator"]["name"]): str(c["allocator"].get("version"))
-        for c in run.cells.values()
-        if (c.get("allocator") or {}).get("name")
-    }
-
-
 # -- entry points -------------------------------------------------------------------------------
 def compare_runs(
     base: Path, new: Path, threshold_pct: float = 5.0, allow_weak: bool = False
@@ -570,7 +436,12 @@ def compare_runs(
     cmp = Comparison(
         brun.path, nrun.path, brun.run_id, nrun.run_id, mode, threshold_pct, allow_weak
     )
-    cmp.warnings = [*brun.notices, *nrun.notices, *_differences(brun, nrun, mode), *server_warnings]
+    cmp.warnings = [
+        *brun.notices,
+        *nrun.notices,
+        *differences(brun, nrun, mode, pairs),
+        *server_warnings,
+    ]
     base_only, new_only, failed_base = [], [], []
     for bserver, nserver in pairs:
         for workload in _unique(brun.workloads + nrun.workloads):

@@ -11,7 +11,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from analysis.memory import alloc_readings, churn_rows
+from analysis.churn import churn_rows
+from analysis.memory import alloc_readings
 from analysis.plots import _first_cells, _style, plt, to_data_uri
 from analysis.study_tables import series_label, series_of
 from rundir.read import Run

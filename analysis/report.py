@@ -15,7 +15,10 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 from analysis import (
+    alloc_memory,
     cells,
+    churn,
+    hugepages,
     memory,
     memory_plots,
     notices,
@@ -118,14 +121,16 @@ def warnings(run: Run, baseline: str | None = None) -> list[str]:
             f"EXPERIMENT — {what}. Figures from these cells describe a modified server, not the"
             " server as shipped; compare them only with each other."
         )
-    self_off = memory.thp_self_disabled(run)
+    self_off = hugepages.thp_self_disabled(run)
     if self_off and (len(run.thp_modes) > 1 or run.thp_modes != ["system"]):
         out.append(
             f"THP was part of this study, but the server disabled THP for itself in"
             f" {len(self_off)} cell(s): the THP mode reached at most its buffer pool, not the"
             " allocator's heap. See 'Transparent hugepages'."
         )
-    not_taken = [c for c in memory.thp_state_mismatches(run) if memory.cell_process_thp(run, c)]
+    not_taken = [
+        c for c in hugepages.thp_state_mismatches(run) if hugepages.cell_process_thp(run, c)
+    ]
     if not_taken:
         out.append(
             f"THP 'never' by prctl did not take in {len(not_taken)} cell(s): those servers ran"
@@ -167,7 +172,7 @@ def build_context(run: Run, baseline: str | None = None) -> dict:
                 "throughput_table": study_tables.throughput_table(run, wl, metric),
                 "latency_tables": [study_tables.latency_table(run, wl, p) for p in ("p95", "p99")],
                 "efficiency_tables": study_tables.efficiency_tables(run, wl),
-                "hugepage_table": memory.hugepage_table(run, wl),
+                "hugepage_table": hugepages.hugepage_table(run, wl),
             }
         )
     return {
@@ -190,16 +195,16 @@ def build_context(run: Run, baseline: str | None = None) -> dict:
         "memory": memory.memory_table(run),
         "clients": client_table(run),
         "rss_plot": plots.rss_timeline_plot(run),
-        "alloc_memory": memory.alloc_table(run),
+        "alloc_memory": alloc_memory.alloc_table(run),
         "alloc_plot": memory_plots.alloc_stack_plot(run),
-        "churn": memory.churn_table(run),
+        "churn": churn.churn_table(run),
         "churn_plot": memory_plots.churn_rss_plot(run),
         "thp_modes": run.thp_modes,
-        "thp_cells": memory.thp_cells_table(run),
+        "thp_cells": hugepages.thp_cells_table(run),
         "thp_advice": notices.thp_advice(run),
-        "thp_self_disabled": memory.thp_self_disabled(run),
-        "thp_kept": memory.thp_kept(run),
-        "thp_mismatches": memory.thp_state_mismatches(run),
+        "thp_self_disabled": hugepages.thp_self_disabled(run),
+        "thp_kept": hugepages.thp_kept(run),
+        "thp_mismatches": hugepages.thp_state_mismatches(run),
         "thp_probe": run.manifest.get("thp_prctl_probe") or {},
         "probe_why": probe_why(run.manifest.get("thp_prctl_probe")),
         "failures": cells.failures(run),
