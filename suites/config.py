@@ -175,7 +175,8 @@ def _sections() -> dict[str, type[BaseModel]]:
     for w in workloads.REGISTRY.values():
         for name, model in w.sections.items():
             if name in out or name in tail:
-                raise RuntimeError(f"workload {w.kind!r} declares section [{name}] twice")
+                # a programming error of the plugin's: two owners for one table of the file
+                raise RuntimeError(f"workload {w.kind!r} declares [{name}], which is taken")
             out[name] = model
     return {**out, **tail}
 
