@@ -1,7 +1,10 @@
 """Load-generating client processes of ours (iibench, read-while-writing): how they start, what
 they share, how they report, how they stop. One module for both workloads.
 
-Each client is `msexec ... python -m <the workload's client module>`, started like every other
+Each client is `msexec ... python -m suites.client_procs <the workload's client module> ...`
+(this module as __main__ imports the workload's module and runs its `client_main(link)`; running
+the workload's module itself as __main__ would import it twice, since its package imports it),
+started like every other
 child of the runner (servers.launch.spawn): subprocess's C fork/exec runs the exec helper, which
 sets the parent-death signal (SIGKILL: a client dies with the runner, even a SIGKILLed one) and
 checks the runner is still there, in the client's own process group (a terminal's Ctrl-C reaches
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import base64
 import fcntl
+import importlib
 import json
 import mmap
 import os
@@ -217,15 +221,15 @@ def _run(main: ClientMain, link: Link) -> None:
             pass  # the runner is gone
 
 
-def child_main(main: ClientMain, argv: Sequence[str] | None = None) -> int:
-    """A client process's __main__: `ROLE NUMBER SLOTS BOARD_FD WORK_FD GO_FD STOP_FD RESULT_FD`."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    role, number, slots = args[0], int(args[1]), int(args[2])
-    board_fd, work_fd, go_fd, stop_fd, result_fd = (int(a) for a in args[3:8])
+def child_main(argv: Sequence[str]) -> int:
+    """A client process's main: `MODULE ROLE NUMBER SLOTS BOARD_FD WORK_FD GO_FD STOP_FD RESULT_FD`;
+    runs MODULE's client_main(link)."""
+    module, role, number, slots = argv[0], argv[1], int(argv[2]), int(argv[3])
+    board_fd, work_fd, go_fd, stop_fd, result_fd = (int(a) for a in argv[4:9])
     work = json.loads(os.pread(work_fd, os.fstat(work_fd).st_size, 0))
     os.close(work_fd)
     link = Link(role, number, work, Board(board_fd, slots), go_fd, stop_fd, result_fd, True)
-    _run(main, link)
+    _run(importlib.import_module(module).client_main, link)
     return 0
 
 
@@ -288,7 +292,8 @@ class ClientSet:
                     c.thread.start()
                     continue
                 fds = [self.board.fd, self._work_fd, self._go_r, self._stop_r, w]
-                argv = [sys.executable, "-s", "-m", self.module, role, str(n), str(self.slots)]
+                argv = [sys.executable, "-s", "-m", __name__, self.module, role, str(n)]
+                argv.append(str(self.slots))
                 c.child = spawn(
                     [*argv, *map(str, fds)],
                     env=env,
@@ -450,3 +455,7 @@ def _last_line(path: Path) -> str | None:
     except OSError:
         return None
     return lines[-1][:200] if lines else None
+
+
+if __name__ == "__main__":
+    raise SystemExit(child_main(sys.argv[1:]))

@@ -1,6 +1,6 @@
 """One iibench client: the loop that runs in each client process (or thread, for the baseline).
 
-Run as `python -m suites.iibench.client` by the level (suites.client_procs starts it through the
+Run in a client process by the level (suites.client_procs starts it through the
 exec helper and says how it shares state). Clients coordinate through the board, never through the
 runner's loop:
 - the board's counter, claimed under a lock: a client claims the next `batch_rows` primary keys,
@@ -18,7 +18,6 @@ import time
 from dataclasses import asdict
 from datetime import UTC, datetime
 
-from suites import client_procs
 from suites.client_procs import Link
 from suites.iibench.backend import open_backend
 from suites.iibench.latency import new_histogram, record_us
@@ -121,7 +120,3 @@ def _query_loop(link: Link, spec: IIBenchSpec, backend) -> dict:
         "cpu_s": link.cpu_s() - cpu0,
         "histogram": hist.encode(),
     }
-
-
-if __name__ == "__main__":
-    raise SystemExit(client_procs.child_main(client_main))

@@ -1,7 +1,7 @@
 """Running one iibench level: start the clients, keep time, report intervals, merge the results.
 
-Clients are separate processes (`python -m suites.iibench.client`, started through the exec helper
-by suites.client_procs: a fresh interpreter, nothing inherited from the runner's threads or open
+Clients are separate processes (`python -m suites.client_procs suites.iibench.client ...`, started
+through the exec helper: a fresh interpreter, nothing inherited from the runner's threads or open
 connections), so N clients use N cores' worth of Python instead of serialising on one GIL. Each
 dies with the runner (parent-death signal) and sits in its own process group. The runner starts
 every clock only once all clients have connected, so client start-up (interpreter, driver import)

@@ -1,6 +1,6 @@
 """One read-while-writing client process: the loader, the writer or a reader.
 
-Run as `python -m suites.rww.client` by the level (suites.client_procs starts it through the exec
+Run in a client process by the level (suites.client_procs starts it through the exec
 helper and says how it shares state). Clients coordinate through the board only: one operation
 counter slot per client, written by its owner and read by the level runner for the interval
 rates; go starts every clock at once after all have connected; stop ends the writer (and any
@@ -21,7 +21,6 @@ from dataclasses import asdict
 
 import MySQLdb
 
-from suites import client_procs
 from suites.client_procs import Link
 from suites.rww.latency import Buckets
 from suites.rww.spec import TABLE, RwwSpec
@@ -146,7 +145,3 @@ def _read(link: Link, spec: RwwSpec, conn) -> dict:
         reads += 1
         slots[i] = reads
     return _figures(link, reads, cpu0, hist, misses=misses)
-
-
-if __name__ == "__main__":
-    raise SystemExit(client_procs.child_main(client_main))

@@ -1,7 +1,7 @@
 """Running one read-while-writing level (the load, or the mixed run) and merging its figures.
 
-Clients are separate processes (`python -m suites.rww.client`, started through the exec helper by
-suites.client_procs, dying with the runner), as for iibench. The runner
+Clients are separate processes (`python -m suites.client_procs suites.rww.client ...`, started through
+the exec helper, dying with the runner), as for iibench. The runner
 starts the clock once every client has connected; the interval reports bracket exactly the
 operations: t=0 at `go`, then one per report interval, then a final partial one when the
 finishing clients (the loader; every reader) are done, before anyone disconnects.
@@ -147,7 +147,9 @@ def run_level(
 ) -> LevelResult:
     """Run the load (phase LOAD) or the read-while-writing level (RUN); see the module docstring."""
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "a", encoding="utf-8") as log:
+    # Line-buffered: each event reaches the file as it happens (a runner killed mid-level leaves
+    # the level's raw log up to that moment, and the progress can be followed from outside).
+    with open(log_path, "a", encoding="utf-8", buffering=1) as log:
         log.write(json.dumps({"event": "start", "phase": phase, "spec": spec.__dict__}) + "\n")
         level = _Level(target, spec, phase, log, Path(log_path))
         try:

@@ -226,7 +226,7 @@ def test_clients_are_processes_in_their_own_groups_and_die_with_the_runner(prist
             while time.monotonic() < deadline:
                 clients = [
                     p for p in _children(runner.pid)
-                    if b"-m\0suites.iibench.client\0" in Path(f"/proc/{p}/cmdline").read_bytes()
+                    if b"-m\0suites.client_procs\0suites.iibench.client\0" in Path(f"/proc/{p}/cmdline").read_bytes()
                 ]  # fmt: skip
                 log = short_tmp / "r.log"
                 if len(clients) == 3 and log.exists() and '"interval"' in log.read_text():
