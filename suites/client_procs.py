@@ -398,8 +398,12 @@ class ClientSet:
         if key in self.done:
             return
         how = "ended without a word"
+        ex = c.child.wait(_REAP_S) if c.child is not None else None
+        if self.board.stop and (c.child is None or (ex is not None and ex.returncode == 0)):
+            # Told to stop before go (the level gave up starting): it left quietly, as asked.
+            self.done[key] = {}
+            return
         if c.child is not None:
-            ex = c.child.wait(_REAP_S)
             how = ex.describe if ex is not None else "closed its result pipe"
             last = _last_line(self.stderr)
             if ex is not None and ex.returncode not in (None, 0) and last:
