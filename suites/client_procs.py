@@ -74,7 +74,11 @@ class Board:
         self._d = memoryview(self._mm).cast("d")
         self.slots = self._q[_HEADER:]
         # Record locks exclude processes, not threads of one process: the thread baseline needs
-        # a lock of its own (cheap when uncontended, as in a client process).
+        # a lock of its own (cheap when uncontended, as in a client process). A record lock, not
+        # a token in a pipe (measured 2.0-2.5 us per claim against 2.6-3.5 us here, alone): the
+        # kernel releases it when its holder dies, and a client killed mid-claim must not leave
+        # the others waiting. At 100-row batches either is ~0.03 us per row, against ~1.5 us of
+        # client CPU per row.
         self._tlock = threading.Lock()
 
     @classmethod
