@@ -210,6 +210,7 @@ def spawn(
     before_reap: Callable[[int], None] | None = None,
     rlimits: Mapping[str, int] | None = None,
     root: RootLaunch | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> Child:
     """Start `argv` as our child with exactly `env` (LD_PRELOAD honoured only for argv[0]).
 
@@ -218,6 +219,7 @@ def spawn(
     reaped (see the module doc). stdout/stderr go to the given files (appended), else to
     /dev/null. `rlimits` ({"nofile": N}) are set in the child only. With `root`, argv[0] and
     every path are as seen inside the root (servers.root), and cwd is entered inside it.
+    `pass_fds` stay open in the child across both execs (a load client's pipes and board).
     """
     env = dict(env)
     env[PRELOAD_VAR] = env.pop("LD_PRELOAD", "")
@@ -245,6 +247,7 @@ def spawn(
             stderr=err,
             process_group=0,
             close_fds=True,
+            pass_fds=tuple(pass_fds),
         )
     except BaseException:
         os.close(gate_w)

@@ -1,10 +1,11 @@
 """Running one iibench level: start the clients, keep time, report intervals, merge the results.
 
-Clients are separate processes (multiprocessing "spawn": a fresh interpreter, nothing inherited
-from the runner's threads or open connections), so N clients use N cores' worth of Python instead
-of serialising on one GIL. Each binds its life to the runner (PR_SET_PDEATHSIG) and sits in its
-own process group. The runner starts every clock only once all clients have connected, so client
-start-up (interpreter, driver import) is not counted as insert time.
+Clients are separate processes (`python -m suites.client_procs suites.iibench.client ...`, started
+through the exec helper: a fresh interpreter, nothing inherited from the runner's threads or open
+connections), so N clients use N cores' worth of Python instead of serialising on one GIL. Each
+dies with the runner (parent-death signal) and sits in its own process group. The runner starts
+every clock only once all clients have connected, so client start-up (interpreter, driver import)
+is not counted as insert time.
 
 The same loop can run the clients as threads of this process: that is the single-process baseline
 the bench compares against, not a mode for measurements.
@@ -30,20 +31,14 @@ comes when the last insert has returned and before any client disconnects (clien
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import multiprocessing
-import os
-import queue
-import sys
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from servers import interrupts
-from suites.iibench.client import INSERT, QUERY, ClientArgs, Shared, client_main
+from suites.client_procs import ClientSet
+from suites.iibench import client
+from suites.iibench.client import INSERT, QUERY
 from suites.iibench.latency import merge, summary_ms
 from suites.iibench.spec import IIBenchSpec
 from suites.workload import ClientTarget, IntervalCallback, LevelResult
@@ -53,31 +48,6 @@ THREADS = "threads"
 
 # After `stop`, a client finishes its batch in flight; a batch slower than this means a hung server.
 _STOP_GRACE_S = 60.0
-# A client process that exited is given this long for its last message to arrive through the queue.
-_MESSAGE_GRACE_S = 5.0
-
-
-@contextmanager
-def _children_skip_parent_main() -> Iterator[None]:
-    """Keep "spawn" from re-running the runner's main script in every client.
-
-    multiprocessing's spawn children first re-execute the parent's __main__ (by path when it is a
-    script), which only works if that script guards its top level with `if __name__ ==
-    "__main__"`: an unguarded caller would start a whole run again in each client. The clients need
-    nothing from __main__, so while they are started, __main__ names this package's client module
-    instead: an empty module (suites.iibench.child_main). Only Process.start() reads it.
-    """
-    main = sys.modules["__main__"]
-    had = hasattr(main, "__spec__")
-    saved = getattr(main, "__spec__", None)
-    main.__spec__ = importlib.util.find_spec("suites.iibench.child_main")
-    try:
-        yield
-    finally:
-        if had:
-            main.__spec__ = saved
-        else:
-            del main.__spec__
 
 
 class _Log:
@@ -98,90 +68,45 @@ class _Log:
 class _Level:
     """State of one running level, driven by run_level()."""
 
-    def __init__(self, target: ClientTarget, spec: IIBenchSpec, mode: str, log: _Log):
+    def __init__(self, target: ClientTarget, spec: IIBenchSpec, mode: str, log: _Log, path: Path):
         self.spec = spec
         self.mode = mode
         self.log = log
-        ctx = multiprocessing.get_context("spawn")
-        self.shared = Shared.create(ctx, spec.clients)
         roles = [(INSERT, i) for i in range(spec.clients)]
         roles += [(QUERY, i) for i in range(spec.query_clients)]
-        self.workers: dict[tuple[str, int], object] = {}
-        for role, n in roles:
-            args = ClientArgs(role, n, target, spec, os.getpid(), own_process=mode == PROCESSES)
-            if mode == PROCESSES:
-                w = ctx.Process(
-                    target=client_main, args=(args, self.shared), name=f"iibench-{role}-{n}"
-                )
-            else:
-                w = threading.Thread(
-                    target=client_main,
-                    args=(args, self.shared),
-                    name=f"iibench-{role}-{n}",
-                    daemon=True,
-                )
-            self.workers[(role, n)] = w
-        self.ready: set[tuple[str, int]] = set()
-        self.done: dict[tuple[str, int], dict] = {}
-        self.failures: list[str] = []
+        self.clients = ClientSet(
+            module="suites.iibench.client",
+            work=client.work(target, spec),
+            roles=roles,
+            slots=client.slots(spec),
+            cwd=path.parent,
+            stderr=path.with_name(path.name + ".clients.stderr"),
+            threads=client.client_main if mode == THREADS else None,
+        )
+        self.done = self.clients.done
+        self.failures = self.clients.failures
         self.intervals: list[dict] = []
         self.t0 = 0.0
 
-    # -- messages ----------------------------------------------------------------------------
-    def _take(self, timeout: float) -> bool:
-        """Handle one client message if one arrives within `timeout`; False when none did."""
-        try:
-            kind, role, n, payload = self.shared.results.get(timeout=max(0.0, timeout))
-        except queue.Empty:
-            return False
-        if kind == "ready":
-            self.ready.add((role, n))
-        elif kind == "done":
-            self.done[(role, n)] = payload
-        else:
-            self.failures.append(f"{role} client {n}: {payload}")
-            self.done[(role, n)] = {}
-        return True
-
-    def _check_exits(self) -> None:
-        """A client process that ended without its final message crashed: say how."""
-        if self.mode != PROCESSES:
-            return
-        for key, w in self.workers.items():
-            if key in self.done or w.exitcode is None:
-                continue
-            deadline = time.monotonic() + _MESSAGE_GRACE_S
-            while key not in self.done and time.monotonic() < deadline:
-                self._take(deadline - time.monotonic())
-            if key not in self.done:
-                self.failures.append(f"{key[0]} client {key[1]} exited with code {w.exitcode}")
-                self.done[key] = {}
+    def _counts(self) -> tuple[int, int]:
+        """(rows, batches) inserted so far, over every insert client."""
+        n, slots = self.spec.clients, self.clients.counts()
+        return sum(slots[:n]), sum(slots[n : 2 * n])
 
     # -- phases --------------------------------------------------------------------------------
     def start(self) -> float:
         """Start every client and wait until all are connected; seconds that took."""
         t = time.monotonic()
-        with _children_skip_parent_main():
-            for w in self.workers.values():
-                w.start()
-        deadline = t + self.spec.startup_timeout_s
-        while len(self.ready) < len(self.workers) and not self.failures:
-            if time.monotonic() >= deadline:
-                self.failures.append(
-                    f"only {len(self.ready)} of {len(self.workers)} clients connected within "
-                    f"startup_timeout_s={self.spec.startup_timeout_s:g}"
-                )
-                break
-            self._take(min(0.5, deadline - time.monotonic()))
-            self._check_exits()
-            interrupts.check()  # safe point: finish() stops and reaps the clients
+        self.clients.start()
+        self.clients.wait_ready(
+            self.spec.startup_timeout_s, f"startup_timeout_s={self.spec.startup_timeout_s:g}"
+        )
         return time.monotonic() - t
 
     def run(self, on_interval: IntervalCallback | None) -> None:
-        spec, shared = self.spec, self.shared
+        spec, clients = self.spec, self.clients
         self.t0 = time.monotonic()
-        shared.t0.value = self.t0
-        shared.go.set()
+        clients.go(self.t0)
         if on_interval is not None:
             on_interval(0.0, 0.0, 0.0)  # the window's start: all connected, clock running
         inserters = [(INSERT, i) for i in range(spec.clients)]
@@ -189,22 +114,21 @@ class _Level:
         last_progress = self.t0
         next_tick = self.t0 + spec.report_interval_s
         deadline = self.t0 + spec.max_seconds if spec.max_seconds else float("inf")
-        while not all(k in self.done for k in inserters):
-            self._take(min(next_tick, deadline + _STOP_GRACE_S) - time.monotonic())
-            self._check_exits()
+        while not clients.finished(inserters):
+            clients.take(min(next_tick, deadline + _STOP_GRACE_S) - time.monotonic())
             interrupts.check()  # safe point (at least once per report interval)
             now = time.monotonic()
-            if self.failures and not shared.stop.is_set():
-                shared.stop.set()  # one failed client fails the level: stop the others now
-            if now >= deadline and not shared.stop.is_set():
-                shared.stop.set()
+            if self.failures and not clients.stopping:
+                clients.stop()  # one failed client fails the level: stop the others now
+            if now >= deadline and not clients.stopping:
+                clients.stop()
             if now >= deadline + _STOP_GRACE_S:
                 self.failures.append(
                     f"clients did not stop within {_STOP_GRACE_S:g}s after max_seconds"
                 )
                 return
             if now >= next_tick:
-                rows, batches = sum(shared.rows), sum(shared.batches)
+                rows, batches = self._counts()
                 if rows != last_rows:
                     last_progress = now
                 elif now - last_progress > spec.stall_timeout_s:
@@ -223,7 +147,7 @@ class _Level:
         # The last, partial interval: every row is in exactly one interval.
         ends = [self.done[k].get("end", 0.0) for k in inserters]
         end = max([e for e in ends if e] or [time.monotonic()])
-        rows, batches = sum(shared.rows), sum(shared.batches)
+        rows, batches = self._counts()
         if rows != last_rows or batches != last_batches or not self.intervals:
             self._interval(
                 max(end, last_t),
@@ -236,7 +160,7 @@ class _Level:
         self.end = end
         # Only now: clients disconnect, and query clients stop (queries run against a table that
         # is still growing, as the load intends, not after it).
-        shared.stop.set()
+        clients.stop()
 
     def _interval(self, now, rows, batches, dt, total, on_interval) -> None:
         t_s = now - self.t0
@@ -255,22 +179,17 @@ class _Level:
             on_interval(rec["t_s"], rec["batches_per_s"], rec["rows_per_s"])
 
     def finish(self) -> None:
-        """Stop and reap every client, whatever happened."""
-        self.shared.stop.set()
-        self.shared.go.set()  # a client still waiting to start returns at once (stop is set)
-        if not all(k in self.done for k in self.workers):
-            deadline = time.monotonic() + _STOP_GRACE_S
-            while not all(k in self.done for k in self.workers) and time.monotonic() < deadline:
-                if not self._take(min(0.5, deadline - time.monotonic())):
-                    self._check_exits()
-        for w in self.workers.values():
-            w.join(timeout=10)
-            if self.mode == PROCESSES and w.is_alive():
-                w.kill()  # our own child, by pid: a client stuck in a driver call
-                w.join(timeout=10)
-        if self.mode == PROCESSES:
-            self.shared.results.close()
-            self.shared.results.join_thread()
+        """Stop and reap every client, whatever happened; the figures stay readable."""
+        try:
+            self.clients.finish(_STOP_GRACE_S)
+        finally:
+            self._final_counts()
+
+    def _final_counts(self) -> None:
+        n, slots = self.spec.clients, self.clients.counts()
+        self.per_client_rows, self.per_client_batches = slots[:n], slots[n : 2 * n]
+        self.rows, self.batches = sum(self.per_client_rows), sum(self.per_client_batches)
+        self.client_life_cpu_s = self.clients.life_cpu_s()
 
 
 def run_level(
@@ -298,7 +217,7 @@ def run_level(
         target={"kind": target.kind, "database": target.database},
         spec={k: getattr(spec, k) for k in spec.__dataclass_fields__},
     )
-    level = _Level(target, spec, mode, log)
+    level = _Level(target, spec, mode, log, Path(log_path))
     startup_s = 0.0
     try:
         startup_s = level.start()
@@ -320,8 +239,7 @@ def run_level(
 
 
 def _result(level: _Level, spec: IIBenchSpec, mode: str, startup_s: float, log: Path):
-    shared = level.shared
-    rows, batches = sum(shared.rows), sum(shared.batches)
+    rows, batches = level.rows, level.batches
     end = getattr(level, "end", None) or (time.monotonic() if level.t0 else 0.0)
     duration = max(0.0, end - level.t0) if level.t0 else 0.0
     inserts = [level.done.get((INSERT, i), {}) for i in range(spec.clients)]
@@ -329,12 +247,12 @@ def _result(level: _Level, spec: IIBenchSpec, mode: str, startup_s: float, log: 
     hist = merge([c.get("histogram", b"") for c in inserts])
     per_client = []
     for i, c in enumerate(inserts):
-        n = c.get("rows", shared.rows[i])
+        n = c.get("rows", level.per_client_rows[i])
         per_client.append(
             {
                 "client": i,
                 "rows": n,
-                "batches": c.get("batches", shared.batches[i]),
+                "batches": c.get("batches", level.per_client_batches[i]),
                 "rows_per_s": round(n / duration, 1) if duration else 0.0,
                 "cpu_s": round(c.get("cpu_s", 0.0), 3),
             }
@@ -345,6 +263,8 @@ def _result(level: _Level, spec: IIBenchSpec, mode: str, startup_s: float, log: 
         "duration_s": round(duration, 3),
         "per_client": per_client,
         "client_cpu_s": round(client_cpu, 3),
+        # Whole lives of the client processes (wait4: start-up, connect, load, disconnect).
+        "client_life_cpu_s": level.client_life_cpu_s,
         "client_mode": mode,
         "startup_s": round(startup_s, 3),
         "batch_rows": spec.batch_rows,

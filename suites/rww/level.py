@@ -1,6 +1,7 @@
 """Running one read-while-writing level (the load, or the mixed run) and merging its figures.
 
-Clients are separate processes ("spawn", bound to the runner's life), as for iibench. The runner
+Clients are separate processes (`python -m suites.client_procs suites.rww.client ...`, started through
+the exec helper, dying with the runner), as for iibench. The runner
 starts the clock once every client has connected; the interval reports bracket exactly the
 operations: t=0 at `go`, then one per report interval, then a final partial one when the
 finishing clients (the loader; every reader) are done, before anyone disconnects.
@@ -20,16 +21,14 @@ The runner's per-op figures (CPU, context switches) count an op as a row (load) 
 from __future__ import annotations
 
 import json
-import multiprocessing
-import os
-import queue
 import time
 from pathlib import Path
 
 from servers import interrupts
+from suites.client_procs import ClientSet
 from suites.iibench.latency import merge, summary_ms
-from suites.iibench.level import _children_skip_parent_main
-from suites.rww.client import LOADER, READER, WRITER, ClientArgs, Shared, client_main
+from suites.rww import client
+from suites.rww.client import LOADER, READER, WRITER
 from suites.rww.spec import RwwSpec
 from suites.workload import ClientTarget, IntervalCallback, LevelResult
 
@@ -40,7 +39,7 @@ _STOP_GRACE_S = 60.0
 
 
 class _Level:
-    def __init__(self, target: ClientTarget, spec: RwwSpec, phase: str, log):
+    def __init__(self, target: ClientTarget, spec: RwwSpec, phase: str, log, path: Path):
         self.spec, self.phase, self.log = spec, phase, log
         if phase == LOAD:
             self.roles = [(LOADER, 0)]
@@ -48,91 +47,55 @@ class _Level:
             self.roles = [(WRITER, 0)] + [(READER, i) for i in range(1, spec.readers + 1)]
         # The clients whose end ends the level: the loader; every reader (the writer runs on).
         self.finishing = [k for k in self.roles if k[0] != WRITER]
-        ctx = multiprocessing.get_context("spawn")
-        self.shared = Shared.create(ctx, len(self.roles))
-        self.procs = {
-            (role, n): ctx.Process(
-                target=client_main,
-                args=(ClientArgs(role, n, target, spec, os.getpid()), self.shared),
-                name=f"rww-{role}-{n}",
-            )
-            for role, n in self.roles
-        }
-        self.ready: set = set()
-        self.done: dict = {}
-        self.failures: list[str] = []
+        # One slot per client: its number (rows for the loader, statements in the run).
+        self.clients = ClientSet(
+            module="suites.rww.client",
+            work=client.work(target, spec),
+            roles=self.roles,
+            slots=len(self.roles),
+            cwd=path.parent,
+            stderr=path.with_name(path.name + ".clients.stderr"),
+            label=lambda role, n: f"{role} {n}",
+        )
+        self.done = self.clients.done
+        self.failures = self.clients.failures
         self.intervals: list[dict] = []
         self.t0 = 0.0
         self.end = 0.0
         self.capped = False
 
-    def _take(self, timeout: float) -> bool:
-        try:
-            kind, role, n, payload = self.shared.results.get(timeout=max(0.0, timeout))
-        except queue.Empty:
-            return False
-        if kind == "ready":
-            self.ready.add((role, n))
-        elif kind == "done":
-            self.done[(role, n)] = payload
-        else:
-            self.failures.append(f"{role} {n}: {payload}")
-            self.done[(role, n)] = {}
-        return True
-
-    def _check_exits(self) -> None:
-        for key, p in self.procs.items():
-            if key not in self.done and p.exitcode is not None:
-                deadline = time.monotonic() + 5
-                while key not in self.done and time.monotonic() < deadline:
-                    self._take(deadline - time.monotonic())
-                if key not in self.done:
-                    self.failures.append(f"{key[0]} {key[1]} exited with code {p.exitcode}")
-                    self.done[key] = {}
-
     def start(self) -> None:
-        with _children_skip_parent_main():
-            for p in self.procs.values():
-                p.start()
-        deadline = time.monotonic() + self.spec.startup_timeout_s
-        while len(self.ready) < len(self.procs) and not self.failures:
-            if time.monotonic() >= deadline:
-                self.failures.append(
-                    f"only {len(self.ready)} of {len(self.procs)} clients connected in time"
-                )
-                return
-            self._take(min(0.5, deadline - time.monotonic()))
-            self._check_exits()
-            interrupts.check()  # safe point: finish() stops and reaps the clients
+        self.clients.start()
+        self.clients.wait_ready(
+            self.spec.startup_timeout_s, f"startup_timeout_s={self.spec.startup_timeout_s:g}"
+        )
 
     def _counts(self) -> tuple[int, int]:
         """(writes, reads) so far: rows for the loader, statements in the run."""
-        ops = list(self.shared.ops)
+        ops = self.clients.counts()
         if self.phase == LOAD:
             return ops[0], 0
         return ops[0], sum(ops[1:])
 
     def run(self, on_interval: IntervalCallback | None) -> None:
-        spec, shared = self.spec, self.shared
+        spec, clients = self.spec, self.clients
         cap = spec.load_max_seconds if self.phase == LOAD else spec.max_seconds
         self.t0 = time.monotonic()
-        shared.t0.value = self.t0
-        shared.go.set()
+        clients.go(self.t0)
         if on_interval is not None:
             on_interval(0.0, 0.0, 0.0)
         last_t, last = self.t0, (0, 0)
         next_tick = self.t0 + spec.report_interval_s
         deadline = self.t0 + cap
-        while not all(k in self.done for k in self.finishing):
-            self._take(min(next_tick, deadline + _STOP_GRACE_S) - time.monotonic())
-            self._check_exits()
+        while not clients.finished(self.finishing):
+            clients.take(min(next_tick, deadline + _STOP_GRACE_S) - time.monotonic())
             interrupts.check()  # safe point (at least once per report interval)
             now = time.monotonic()
-            if self.failures and not shared.stop.is_set():
-                shared.stop.set()
-            if now >= deadline and not shared.stop.is_set():
+            if self.failures and not clients.stopping:
+                clients.stop()
+            if now >= deadline and not clients.stopping:
                 self.capped = True
-                shared.stop.set()
+                clients.stop()
             if now >= deadline + _STOP_GRACE_S:
                 self.failures.append(f"clients did not stop within {_STOP_GRACE_S:g}s of the cap")
                 return
@@ -149,7 +112,7 @@ class _Level:
             t = max(end, last_t)
             self._interval(t, t - last_t, counts, last, on_interval)
         self.end = end
-        shared.stop.set()  # only now: the writer stops and everyone disconnects
+        clients.stop()  # only now: the writer stops and everyone disconnects
 
     def _interval(self, now, dt, counts, last, on_interval) -> None:
         w, r = counts[0] - last[0], counts[1] - last[1]
@@ -172,19 +135,7 @@ class _Level:
             self._finish()
 
     def _finish(self) -> None:
-        self.shared.stop.set()
-        self.shared.go.set()
-        deadline = time.monotonic() + _STOP_GRACE_S
-        while not all(k in self.done for k in self.procs) and time.monotonic() < deadline:
-            if not self._take(min(0.5, deadline - time.monotonic())):
-                self._check_exits()
-        for p in self.procs.values():
-            p.join(timeout=10)
-            if p.is_alive():
-                p.kill()  # our own child, by pid: a client stuck in a driver call
-                p.join(timeout=10)
-        self.shared.results.close()
-        self.shared.results.join_thread()
+        self.clients.finish(_STOP_GRACE_S)
 
 
 def run_level(
@@ -196,9 +147,11 @@ def run_level(
 ) -> LevelResult:
     """Run the load (phase LOAD) or the read-while-writing level (RUN); see the module docstring."""
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "a", encoding="utf-8") as log:
+    # Line-buffered: each event reaches the file as it happens (a runner killed mid-level leaves
+    # the level's raw log up to that moment, and the progress can be followed from outside).
+    with open(log_path, "a", encoding="utf-8", buffering=1) as log:
         log.write(json.dumps({"event": "start", "phase": phase, "spec": spec.__dict__}) + "\n")
-        level = _Level(target, spec, phase, log)
+        level = _Level(target, spec, phase, log, Path(log_path))
         try:
             level.start()
             if not level.failures:
@@ -236,7 +189,8 @@ def _result(level: _Level, path: Path) -> LevelResult:
     rfigs = [level.done.get(k, {}) for k in level.roles if k[0] == READER]
     rhist = merge([f.get("histogram", b"") for f in rfigs])
     failures = list(level.failures)
-    per_reader = [level.shared.ops[n] for role, n in level.roles if role == READER]
+    ops = level.clients.counts()
+    per_reader = [ops[n] for role, n in level.roles if role == READER]
     reads_min = min(per_reader) if per_reader else None
     if level.phase == LOAD and writes < spec.records and not failures:
         failures.append(
@@ -262,6 +216,8 @@ def _result(level: _Level, path: Path) -> LevelResult:
         "rww": rww,
         "engine": spec.engine,
         "client_cpu_s": round(sum(f.get("cpu_s", 0.0) for f in [wfig, *rfigs]), 3),
+        # Whole lives of the client processes (wait4: start-up, connect, load, disconnect).
+        "client_life_cpu_s": level.clients.life_cpu_s(),
         "per_reader_reads": per_reader,
         "misses": sum(f.get("misses", 0) for f in rfigs),
         "capped": level.capped,

@@ -2,13 +2,16 @@
 
 Each fault is one of: SIGINT, SIGTERM, SIGHUP or SIGKILL to the runner at a random moment (the
 phase it landed in is noted: prepare, server start, warmup, level, stop), kill -9 of the server or
-of sysbench in a level, or a server that cannot start (a bad setting). After each, from the system
-itself and not from the runner's bookkeeping:
+of sysbench in a level, or a server that cannot start (a bad setting). Besides the sysbench suite,
+two client suites (iibench, read-while-writing) run as chains of their own: a fault there is
+kill -9 of one client process mid-level, or a signal (SIGKILL included) to the runner while its
+clients run. After each, from the system itself and not from the runner's bookkeeping:
 - no process of ours alive: /proc scanned for processes whose cmdline, cwd or environ point into
   the campaign's directories;
 - THP as before (system enabled/defrag);
 - no mount left (/proc/mounts);
-- the manifest valid and truthful about each cell (a cell "ok" has its record and its rows);
+- the manifest valid and truthful about each cell (a cell "ok" has its record and its rows; a cell
+  whose client was killed mid-load is failed, naming the signal);
 - for signals other than SIGKILL, no datadir copy left in work/ and the manifest not "running".
 Faults are chained on one run directory: after each, `--resume` goes on (and may be faulted
 again); a run that completes is checked for every cell exactly once, and the next fault starts
@@ -43,6 +46,56 @@ RUNNER_SIGNALS = {
     "SIGKILL": (signal.SIGKILL, -9),
 }
 KINDS = [*RUNNER_SIGNALS, "kill-server", "kill-sysbench"]
+# Faults in the client suites' chains: kill -9 of one client, or a signal to the runner, both
+# while the clients run.
+CLIENT_SUITES = ("iibench", "rww")
+CLIENT_KINDS = ["kill-client", *RUNNER_SIGNALS]
+CLIENT_SHARE = 0.2  # of the random draws, the share that goes to a client suite
+
+
+def draw(rng: random.Random) -> str:
+    """The next random fault: a sysbench-chain kind, or "suite:kind" in a client suite."""
+    if rng.random() < CLIENT_SHARE:
+        return f"{rng.choice(CLIENT_SUITES)}:{rng.choice(CLIENT_KINDS)}"
+    return rng.choice(KINDS)
+
+
+# Client suites small enough for seconds-long cells: one allocator, one repeat; an iibench level
+# of a few seconds (time-capped), a read-while-writing run a reader finishes in a second or two.
+CLIENT_TOML = {
+    "iibench": """[suite]
+name = "campaign-iibench"
+kind = "iibench"
+[server]
+buffer_pool_mb = 64
+[allocators]
+use = ["glibc"]
+[iibench]
+clients = 3
+max_rows = 1000000
+max_seconds = 3.0
+batch_rows = 100
+secondary_indexes = 1
+""",
+    "rww": """[suite]
+name = "campaign-rww"
+kind = "rww"
+[server]
+buffer_pool_mb = 64
+[allocators]
+use = ["glibc"]
+[rww]
+records = 20000
+value_bytes = 200
+batch_rows = 100
+readers = 2
+max_seconds = 30
+load_max_seconds = 30
+report_interval_s = 0.25
+""",
+}
+CLIENT_MODULE = {"iibench": "suites.iibench.client", "rww": "suites.rww.client"}
+IIBENCH_MAX_S, RWW_READERS, RWW_RECORDS = 3.0, 2, 20000
 
 
 @dataclass
@@ -136,6 +189,12 @@ def sysbench_of(run_dir: Path) -> list[int]:
     return [
         pid for pid, cmd in ours([run_dir]) if cmd.startswith(("/usr/bin/sysbench", "sysbench"))
     ]
+
+
+def clients_of(run_dir: Path, suite: str) -> list[int]:
+    """Live client processes of `suite` working for the run in `run_dir` (seen from /proc)."""
+    module = CLIENT_MODULE[suite]
+    return [pid for pid, cmd in ours([run_dir]) if f" -m suites.client_procs {module} " in cmd]
 
 
 def server_of(run_dir: Path) -> int | None:
@@ -283,6 +342,117 @@ def one_fault(
     return proc.returncode, run_dir_in(out)
 
 
+def mid_load(run_dir: Path, suite: str) -> tuple[str, list[int]] | None:
+    """(cell, client pids) while the clients of `suite` are surely mid-load, seen from outside:
+    the level's log has an interval report and no summary yet, and the load is far from done
+    (iibench: well before its max_seconds; rww: the run level, its readers under half their
+    reads). The pids are the clients still loading then: inserters, or readers."""
+    try:
+        m = manifest(run_dir)
+    except (OSError, ValueError):
+        return None
+    cells = [x["id"] for x in m.get("cells", []) if x.get("status") == "running"]
+    if not cells:
+        return None
+    prefix = "iibench@" if suite == "iibench" else "rww_run@"
+    for log in (run_dir / "logs" / cells[0]).glob(f"{prefix}*.log"):
+        try:
+            events = [json.loads(x) for x in log.read_text().splitlines() if x.endswith("}")]
+        except (OSError, ValueError):
+            return None
+        if any(e["event"] == "summary" for e in events):
+            continue
+        intervals = [e for e in events if e["event"] == "interval"]
+        if not intervals:
+            return None
+        if suite == "iibench":
+            far = intervals[-1]["t_s"] < IIBENCH_MAX_S - 1.5
+            role = " insert "
+        else:
+            far = sum(e["reads"] for e in intervals) < RWW_READERS * RWW_RECORDS / 2
+            role = " reader "
+        pids = [p for p, cmd in ours([run_dir]) if CLIENT_MODULE[suite] + role in cmd]
+        return (cells[0], pids) if far and pids else None
+    return None
+
+
+def client_fault(
+    rng, suite: str, kind: str, args, out: Path, cache: Path, c: Counts
+) -> tuple[int, Path | None]:
+    """A fault in a client suite's run while its clients run: kill -9 of one client mid-load, or
+    a signal to the runner; (exit code, run dir)."""
+    proc = start_run(args, cache)
+    landed = "never (the run ended first)"
+    killed_in: tuple[Path, str] | None = None
+    try:
+        if kind == "kill-client":
+
+            def moment():
+                rd = run_dir_in(out)
+                found = mid_load(rd, suite) if rd is not None else None
+                return (rd, *found) if found else None
+
+            found = _until(lambda: moment() or proc.poll() is not None, 300, step=0.02)
+            if isinstance(found, tuple):
+                rd, cell, pids = found
+                os.kill(rng.choice(pids), signal.SIGKILL)
+                landed = f"{suite} client mid-load"
+                killed_in = (rd, cell)
+        else:
+
+            def running():
+                rd = run_dir_in(out)
+                return bool(clients_of(rd, suite)) if rd is not None else False
+
+            _until(lambda: running() or proc.poll() is not None, 300, step=0.02)
+            if proc.poll() is None:
+                time.sleep(rng.uniform(0.0, 1.5))  # anywhere in the clients' life
+                if proc.poll() is None:
+                    rd = run_dir_in(out)
+                    landed = f"{suite} level, clients " + ("running" if running() else "gone")
+                    proc.send_signal(RUNNER_SIGNALS[kind][0])
+        proc.wait(300)
+    finally:
+        kill_quietly(proc)
+    err = proc.stderr.read()
+    if "Traceback" in err:
+        c.problems.append(f"{suite}:{kind}: traceback: {err[-400:]}")
+    c.faults += 1
+    c.log.append(f"{suite}:{kind} at {landed}: exit {proc.returncode}")
+    if killed_in is not None:
+        rd, cell = killed_in
+        rec = rd / "cells" / f"{cell}.json"
+        levels = json.loads(rec.read_text())["cell"].get("levels", []) if rec.exists() else []
+        if not any(lv["status"] == "failed" and "signal 9" in (lv["error"] or "") for lv in levels):
+            c.manifests_invalid += 1
+            c.problems.append(
+                f"{suite}: cell {cell} whose client was killed mid-load does not say so: {levels}"
+            )
+    return proc.returncode, run_dir_in(out)
+
+
+@dataclass
+class Chain:
+    """A client suite's chain of runs: faulted, then resumed, until one completes."""
+
+    suite: Path
+    out: Path
+    run_dir: Path | None = None
+
+
+def _next_run_dir(rd: Path, how: str, code: int, c: Counts) -> Path | None:
+    """Check the run after a fault; the run to --resume next, or None when it is complete (the
+    next fault then starts a new run)."""
+    m = check_manifest(rd, how, c)
+    all_ok = bool(m.get("cells")) and all(x.get("status") == "ok" for x in m["cells"])
+    if m.get("status") == "finished" and code in (0, 3) and all_ok:
+        # Complete (exit 3: a level failed under a killed sysbench or client; its cell is recorded
+        # once, with the failure, and --resume does not re-run it).
+        check_once(rd, m, c)
+        return None
+    return rd  # interrupted, or failed cells (a killed server): --resume goes on
+
+
 def campaign(seed: int, faults: int, work: Path, budget_s: float, say=None) -> Counts:
     say = say or (lambda line: print(line, flush=True))
     rng = random.Random(seed)
@@ -290,17 +460,51 @@ def campaign(seed: int, faults: int, work: Path, budget_s: float, say=None) -> C
     cache = work / "cache"
     out = work / "runs"
     bad_out = work / "bad"
-    for d in (cache, out, bad_out):
+    # The client suites' chains: their suite file, output directory and run to --resume.
+    chains = {s: Chain(work / f"{s}.toml", work / f"runs-{s}") for s in CLIENT_SUITES}
+    for ch in chains.values():
+        ch.suite.write_text(CLIENT_TOML[ch.suite.stem])
+    for d in (cache, out, bad_out, *(ch.out for ch in chains.values())):
         d.mkdir(parents=True, exist_ok=True)
-    dirs = [cache, out, bad_out]
+    dirs = [cache, out, bad_out, *(ch.out for ch in chains.values())]
     thp_before = thp_state()
     base = [SMOKE, "--threads", "4", "--duration", "3"]
     started = time.monotonic()
     run_dir: Path | None = None
     # A dataset prepared for the first run; the first fault may land in its preparation.
     bad_done = False
+    # Every campaign, however short, has one kill of each kind of client and one SIGKILL of the
+    # runner while clients run, early (a loaded machine fits only 5-7 faults in make test's
+    # budget); the random draw adds more.
+    forced = [
+        (1, "iibench:kill-client"),
+        (max(2, faults // 4), "rww:kill-client"),
+        (max(3, faults // 3 + 1), f"{CLIENT_SUITES[seed % 2]}:SIGKILL"),
+    ]
     while c.faults < faults and time.monotonic() - started < budget_s:
-        if not bad_done and c.faults >= faults // 2:
+        due = [f for f in forced if c.faults >= f[0]]
+        bad_due = not bad_done and c.faults >= faults // 2
+        fault = None
+        if due:
+            fault = due[0][1]
+            forced.remove(due[0])
+        elif not bad_due:
+            fault = draw(rng)
+        if fault is not None and ":" in fault:
+            suite, kind = fault.split(":")
+            ch = chains[suite]
+            args = [str(ch.suite), "--out", str(ch.out)] if ch.run_dir is None else [
+                str(ch.suite), "--resume", str(ch.run_dir)
+            ]  # fmt: skip
+            code, rd = client_fault(rng, suite, kind, args, ch.out, cache, c)
+            say(f"fault {c.faults}: {c.log[-1]}")
+            settle(dirs, c, kind)
+            if thp_state() != thp_before and kind != "SIGKILL":
+                c.thp_changed += 1
+                c.problems.append(f"after {suite}:{kind}: THP {thp_state()} (was {thp_before})")
+            ch.run_dir = _next_run_dir(rd, kind, code, c) if rd is not None else ch.run_dir
+            continue
+        if fault is None:
             bad_done = True
             # A server that cannot start: a start-up time it cannot meet (the dataset is cached by
             # now, so every cell's own start fails; an unknown option would already fail the
@@ -334,7 +538,7 @@ def campaign(seed: int, faults: int, work: Path, budget_s: float, say=None) -> C
                     c.problems.append("bad setting: cells not failed with the start-up reason")
             settle(dirs, c, "bad setting")
             continue
-        kind = rng.choice(KINDS)
+        kind = fault
         if run_dir is None:
             args = [*base, "--out", str(out)]
         else:
@@ -347,28 +551,25 @@ def campaign(seed: int, faults: int, work: Path, budget_s: float, say=None) -> C
             c.problems.append(f"after {kind}: THP {thp_state()} (was {thp_before})")
         if rd is None:
             continue
-        m = check_manifest(rd, kind, c)
-        all_ok = bool(m.get("cells")) and all(x.get("status") == "ok" for x in m["cells"])
-        if m.get("status") == "finished" and code in (0, 3) and all_ok:
-            # Complete (exit 3: a level failed under a killed sysbench; its cell is recorded once,
-            # with the failure, and --resume does not re-run it): the next fault starts a new run.
-            check_once(rd, m, c)
-            run_dir = None
-        else:
-            run_dir = rd  # interrupted, or failed cells (a killed server): --resume goes on
-    # The last run directory must complete with a clean resume.
-    if run_dir is not None:
-        proc = start_run([SMOKE, "--resume", str(run_dir)], cache)
+        run_dir = _next_run_dir(rd, kind, code, c)
+    # The last run directory of every chain must complete with a clean resume.
+    last = [(SMOKE, run_dir), *((str(ch.suite), ch.run_dir) for ch in chains.values())]
+    for suite, rd in last:
+        if rd is None:
+            continue
+        proc = start_run([suite, "--resume", str(rd)], cache)
         try:
             proc.wait(600)
         finally:
             kill_quietly(proc)
-        m = check_manifest(run_dir, "final resume", c, finished_expected=True)
+        m = check_manifest(rd, "final resume", c, finished_expected=True)
         if proc.returncode not in (0, 3) or not m:
             c.resumes_incomplete += 1
-            c.problems.append(f"final resume exit {proc.returncode}: {proc.stderr.read()[-300:]}")
+            c.problems.append(
+                f"final resume of {rd.name} exit {proc.returncode}: {proc.stderr.read()[-300:]}"
+            )
         else:
-            check_once(run_dir, m, c)
+            check_once(rd, m, c)
         settle(dirs, c, "final resume")
     if thp_state() != thp_before:
         c.thp_changed += 1

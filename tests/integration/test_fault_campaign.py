@@ -1,5 +1,7 @@
 """The fault campaign in make test: a fixed seed, about a dozen faults, a few minutes
-(tests/integration/fault_campaign.py says what is injected and checked; `make stress` runs ~50)."""
+(tests/integration/fault_campaign.py says what is injected and checked; `make stress` runs ~50).
+Every campaign includes kill -9 of an iibench client and of a read-while-writing client mid-load,
+and a SIGKILL of the runner while client processes run."""
 
 from __future__ import annotations
 

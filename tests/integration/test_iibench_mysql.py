@@ -128,8 +128,11 @@ def test_time_limit_and_index_count_and_query_clients(pristine, short_tmp):
         assert iibench.index_keys(target, spec) == [("ix_price_customer", ("price", "customerid"))]
         q = res.extra["query"]
         assert q["queries"] > 0
-        # Query clients stop with the inserts; their rate is over their own run time.
-        assert res.duration_s - 0.05 <= q["duration_s"] <= res.duration_s + 2.0
+        # Query clients stop with the inserts (or at max_seconds, while the inserts' last batch
+        # is still in flight: 0.8 s past it at a load average of 150); their rate is over their
+        # own run time.
+        assert min(res.duration_s, spec.max_seconds) - 0.05 <= q["duration_s"]
+        assert q["duration_s"] <= res.duration_s + 2.0
         assert q["queries_per_s"] == pytest.approx(q["queries"] / q["duration_s"], rel=0.01)
 
 
@@ -226,8 +229,7 @@ def test_clients_are_processes_in_their_own_groups_and_die_with_the_runner(prist
             while time.monotonic() < deadline:
                 clients = [
                     p for p in _children(runner.pid)
-                    if b"multiprocessing" in Path(f"/proc/{p}/cmdline").read_bytes()
-                    and b"resource_tracker" not in Path(f"/proc/{p}/cmdline").read_bytes()
+                    if b"-m\0suites.client_procs\0suites.iibench.client\0" in Path(f"/proc/{p}/cmdline").read_bytes()
                 ]  # fmt: skip
                 log = short_tmp / "r.log"
                 if len(clients) == 3 and log.exists() and '"interval"' in log.read_text():
