@@ -40,6 +40,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from collectors.errors import CollectorError
+from collectors.procfs import ProcFS
 from suites import sysbench
 from suites.selfbench.raw import run_raw_level
 from suites.workload import ClientTarget
@@ -119,9 +121,16 @@ class Block:
     wall_s: float
     runner_cpu_s: float | None = None  # our levels only: our process's CPU over the block
     sampler_reads: int | None = None  # readings the 1 Hz sampler took during the block
+    server_cpu_s: float | None = None  # the server's CPU over the block (/proc stat, read outside)
 
     def to_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items()}
+
+
+def _server_us_per_query(b: Block) -> float | None:
+    return (
+        b.server_cpu_s * 1e6 / b.sysbench_queries if b.server_cpu_s and b.sysbench_queries else None
+    )
 
 
 @dataclass
@@ -133,15 +142,18 @@ class PairedPoint:
     blocks: list[Block] = field(default_factory=list)
     lead_in_qps: float | None = None
 
-    def cycle_ratios(self, num: str = "ours", den: str = "raw") -> list[float]:
-        """num / den QPS within each cycle (consecutive runs of len(arms) blocks, which hold one
-        block of each arm): adjacent blocks, so slow drift cancels."""
+    def cycle_ratios(self, num: str = "ours", den: str = "raw", key=None) -> list[float]:
+        """num / den of `key` (QPS by default) within each cycle (consecutive runs of len(arms)
+        blocks, which hold one block of each arm): adjacent blocks, so slow drift cancels."""
+        key = key or (lambda b: b.qps)
         n = len(self.arms)
         out = []
         for k in range(0, len(self.blocks) - n + 1, n):
             by_arm = {b.arm: b for b in self.blocks[k : k + n]}
-            if num in by_arm and den in by_arm and by_arm[den].qps > 0:
-                out.append(by_arm[num].qps / by_arm[den].qps)
+            if num in by_arm and den in by_arm:
+                a, b = key(by_arm[num]), key(by_arm[den])
+                if a and b:
+                    out.append(a / b)
         return out
 
     def pair_ratios(self) -> list[float]:
@@ -177,6 +189,11 @@ class PairedPoint:
             return med([b.server_questions / b.sysbench_queries for b in bs]) if bs else None
 
         ours_runner = [b.runner_cpu_s / b.wall_s for b in of("ours") if b.runner_cpu_s is not None]
+        server_us = {
+            a: [b.server_cpu_s * 1e6 / b.sysbench_queries for b in of(a) if b.server_cpu_s]
+            for a in self.arms
+        }
+        cpu_iv = t_interval(self.cycle_ratios("ours", "raw", key=_server_us_per_query))
         v = verdict(iv)
         return {
             "workload": self.workload,
@@ -193,6 +210,11 @@ class PairedPoint:
             "raw_qps": [round(b.qps, 1) for b in of("raw")],
             "lead_in_qps": self.lead_in_qps,
             "runner_core_fraction": med(ours_runner) if ours_runner else None,
+            # The server's CPU per query (ours / raw, paired like QPS): more work per query in the
+            # server because of us would show here, and it is much less disturbed than QPS by
+            # other load on the machine (which takes CPU from both the server and its clients).
+            "server_us_per_query": {a: med(v) if v else None for a, v in server_us.items()},
+            "server_cpu_per_query_ratio": cpu_iv,
             # Must be 0: nothing of ours read the server while a raw block ran.
             "sampler_reads_in_other_arms": sum(
                 b.sampler_reads or 0 for b in self.blocks if b.arm != "ours"
@@ -218,6 +240,19 @@ def _settle(server, base: float) -> float:
 
 def _questions(server) -> float | None:
     return server.global_status(("Questions",)).get("Questions")
+
+
+def _delta(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else b - a
+
+
+def _server_cpu(server) -> float | None:
+    """The server's whole-process CPU seconds now (utime + stime from /proc/PID/stat)."""
+    try:
+        st = ProcFS().stat(server.pid)
+    except CollectorError:
+        return None
+    return st.utime_s + st.stime_s
 
 
 def one_life(
@@ -258,6 +293,7 @@ def one_life(
             _settle(server, base)
             q0 = _questions(server)
             if arm in ("raw", "raw_interval"):
+                cpu0 = _server_cpu(server)
                 extra = RAW_INTERVAL_ARGS if arm == "raw_interval" else ()
                 w0, reads0 = time.monotonic(), coll.samples_taken
                 r = run_raw_level(target, pt.workload, opts, pt.threads, block_s, log, extra)
@@ -272,6 +308,7 @@ def one_life(
                         r.sysbench_cpu_s,
                         wall,
                         sampler_reads=reads,
+                        server_cpu_s=_delta(cpu0, _server_cpu(server)),
                     )
                 )
                 continue
@@ -287,6 +324,8 @@ def _our_level_block(server, coll, target, opts, pt, block_s, log, n, q0, collec
     if collect:
         coll.resume()
         coll.begin_phase(f"{pt.workload}@{pt.threads}#{n}")
+    # From here, as for raw: the boundary's reads are outside any measured window in a cell too.
+    cpu0 = _server_cpu(server)
 
     def interval(_t, tps, qps):
         coll.set_throughput(tps, qps)
@@ -315,6 +354,7 @@ def _our_level_block(server, coll, target, opts, pt, block_s, log, n, q0, collec
     if collect:
         coll.check_sampling()
         coll.pause()  # the mid-level status read is waited for here, outside the next block
+    server_cpu = _delta(cpu0, _server_cpu(server))
     q1 = _questions(server)
     queries = _sysbench_queries(log) or res.qps * res.duration_s
     return Block(
@@ -328,6 +368,7 @@ def _our_level_block(server, coll, target, opts, pt, block_s, log, n, q0, collec
         wall,
         runner_cpu,
         reads,
+        server_cpu,
     )
 
 

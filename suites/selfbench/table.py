@@ -164,6 +164,12 @@ def sweep_rows(sweep: dict) -> list[tuple[str, str, str, str, str]]:
             f"sysbench query {_fmt(p['ours_server_per_sysbench_query'], '.3f')} vs "
             f"{_fmt(p['raw_server_per_sysbench_query'], '.3f')}"
         )
+        su = p.get("server_us_per_query") or {}
+        civ = p.get("server_cpu_per_query_ratio") or {}
+        if su.get("ours") is not None and su.get("raw") is not None:
+            own += (
+                f"; server CPU {su['ours']:.1f} vs {su['raw']:.1f} us/query, ratio {_interval(civ)}"
+            )
         noise = (
             f"pair sd {100 * p['sd']:.1f}%, {p['pairs']} pairs of {sweep.get('block_s')} s"
             if p.get("sd") is not None

@@ -45,7 +45,7 @@ def test_paired_blocks_share_one_life_and_raw_blocks_run_alone(tmp_path):
     assert [b.arm for b in sweep.blocks] == ["ours", "raw", "raw", "ours"]
     assert [b.arm for b in sources.blocks] == list(paired.SOURCE_ARMS)
     for b in sweep.blocks + sources.blocks:
-        assert b.qps > 0 and b.sysbench_queries > 0
+        assert b.qps > 0 and b.sysbench_queries > 0 and b.server_cpu_s > 0
         # The server executed what sysbench counted, in every arm (ours adds its 2 status reads).
         assert 1.0 <= b.server_questions / b.sysbench_queries < 1.01, b
         if b.arm == "ours":
@@ -60,4 +60,5 @@ def test_paired_blocks_share_one_life_and_raw_blocks_run_alone(tmp_path):
     s = sweep.summary()
     assert s["pairs"] == 2 and s["verdict"] in ("met", "not met", "not resolvable")
     assert s["sampler_reads_in_other_arms"] == 0
+    assert s["server_cpu_per_query_ratio"]["ratio"] > 0 and s["server_us_per_query"]["raw"] > 0
     assert [st["arm"] for st in sources.summary()["steps"]] == ["raw_interval", "wrapper", "ours"]
