@@ -20,8 +20,12 @@ back (or interleaved) in this process, never an absolute time compared with a co
    the fixed 3-round design. A SIMULATION (analysis/simulate.py, the runner's own rule) with the
    recorded noise of one server life here (tests/fixtures/runs/real-regress-base-a and -b)
                                                                    goal: found in >= 80% of runs
-8. the sweep vs raw sysbench (stock scripts, nothing attached), server lives alternating, per
-   workload and thread level (suites.bench_reference)            goal: QPS ratio >= 0.98
+8. the sweep vs raw sysbench (stock scripts, nothing of ours attached), paired within ONE server
+   life in short blocks A B B A ..., per workload and thread level: the ratio with its 95%
+   interval over the pairs (suites.selfbench.paired), and what each source costs at
+   POINT_SELECT@8 (raw, + report interval, + wrapper and runner, + collectors)
+                                                                   goal: QPS ratio >= 0.98, or
+                                                                   "not resolvable" at the noise
 9. our iibench vs Callaghan's iibench.py at 1 and 10 clients, levels alternating on one server
                                                                    goal: rows/s >= 1.0x, and
                                                                    client CPU per row lower
@@ -30,4 +34,5 @@ The figures live in small modules: bench (items 1-6), paired (8: sweep vs raw sy
 one server life), reference (9: iibench vs iibench.py), table (the printout), main (the steps).
 
 Usage: python -m suites.selfbench [--quick] [--out DIR] [--iibench-py PATH] [--only FIGS]
+                                 [--pairs N]
 """
