@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from collectors.errors import CollectorError
-from collectors.procfs import ProcFS
+from collectors.procfs import CLK_TCK, ProcFS
 from suites import sysbench
 from suites.selfbench.raw import run_raw_level
 from suites.workload import ClientTarget
@@ -122,6 +122,10 @@ class Block:
     runner_cpu_s: float | None = None  # our levels only: our process's CPU over the block
     sampler_reads: int | None = None  # readings the 1 Hz sampler took during the block
     server_cpu_s: float | None = None  # the server's CPU over the block (/proc stat, read outside)
+    # CPU the machine spent over the same span on anything but the server, sysbench and us
+    # (other users' processes, the kernel's own threads, hypervisor steal): the load that makes
+    # a block slow for reasons neither arm controls.
+    others_cpu_s: float | None = None
 
     def to_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items()}
@@ -193,6 +197,7 @@ class PairedPoint:
             a: [b.server_cpu_s * 1e6 / b.sysbench_queries for b in of(a) if b.server_cpu_s]
             for a in self.arms
         }
+        others = [b.others_cpu_s / b.wall_s for b in self.blocks if b.others_cpu_s is not None]
         cpu_iv = t_interval(self.cycle_ratios("ours", "raw", key=_server_us_per_query))
         v = verdict(iv)
         return {
@@ -215,6 +220,8 @@ class PairedPoint:
             # other load on the machine (which takes CPU from both the server and its clients).
             "server_us_per_query": {a: med(v) if v else None for a, v in server_us.items()},
             "server_cpu_per_query_ratio": cpu_iv,
+            # Cores busy with other work during the blocks (median; see Block.others_cpu_s).
+            "others_cores": med(others) if others else None,
             # Must be 0: nothing of ours read the server while a raw block ran.
             "sampler_reads_in_other_arms": sum(
                 b.sampler_reads or 0 for b in self.blocks if b.arm != "ours"
@@ -240,6 +247,25 @@ def _settle(server, base: float) -> float:
 
 def _questions(server) -> float | None:
     return server.global_status(("Questions",)).get("Questions")
+
+
+def _machine_busy_s() -> float | None:
+    """All CPUs' busy time so far (/proc/stat `cpu`: everything but idle and iowait), seconds."""
+    try:
+        with open("/proc/stat") as f:
+            parts = f.readline().split()
+    except OSError:
+        return None
+    if not parts or parts[0] != "cpu":
+        return None
+    j = [int(x) for x in parts[1:9]]
+    return (sum(j) - j[3] - j[4]) / CLK_TCK
+
+
+def _others(busy0, busy1, *own: float | None) -> float | None:
+    if busy0 is None or busy1 is None or any(x is None for x in own):
+        return None
+    return busy1 - busy0 - sum(own)
 
 
 def _delta(a: float | None, b: float | None) -> float | None:
@@ -293,7 +319,7 @@ def one_life(
             _settle(server, base)
             q0 = _questions(server)
             if arm in ("raw", "raw_interval"):
-                cpu0 = _server_cpu(server)
+                cpu0, busy0, self0 = _server_cpu(server), _machine_busy_s(), _cpu_self()
                 extra = RAW_INTERVAL_ARGS if arm == "raw_interval" else ()
                 w0, reads0 = time.monotonic(), coll.samples_taken
                 r = run_raw_level(target, pt.workload, opts, pt.threads, block_s, log, extra)
@@ -311,6 +337,10 @@ def one_life(
                         server_cpu_s=_delta(cpu0, _server_cpu(server)),
                     )
                 )
+                b = pt.blocks[-1]
+                b.others_cpu_s = _others(
+                    busy0, _machine_busy_s(), b.server_cpu_s, r.sysbench_cpu_s, _cpu_self() - self0
+                )
                 continue
             pt.blocks.append(
                 _our_level_block(server, coll, target, opts, pt, block_s, log, n, q0, arm == "ours")
@@ -325,7 +355,7 @@ def _our_level_block(server, coll, target, opts, pt, block_s, log, n, q0, collec
         coll.resume()
         coll.begin_phase(f"{pt.workload}@{pt.threads}#{n}")
     # From here, as for raw: the boundary's reads are outside any measured window in a cell too.
-    cpu0 = _server_cpu(server)
+    cpu0, busy0 = _server_cpu(server), _machine_busy_s()
 
     def interval(_t, tps, qps):
         coll.set_throughput(tps, qps)
@@ -349,12 +379,13 @@ def _our_level_block(server, coll, target, opts, pt, block_s, log, n, q0, collec
     runner_cpu, wall = _cpu_self() - s0, time.monotonic() - w0
     reads = coll.samples_taken - reads0
     c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    sysbench_cpu = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
     if res.status != "ok":
         raise RuntimeError(f"{pt.workload}@{pt.threads} (our level) failed: {res.error}")
     if collect:
         coll.check_sampling()
         coll.pause()  # the mid-level status read is waited for here, outside the next block
-    server_cpu = _delta(cpu0, _server_cpu(server))
+    server_cpu, busy1 = _delta(cpu0, _server_cpu(server)), _machine_busy_s()
     q1 = _questions(server)
     queries = _sysbench_queries(log) or res.qps * res.duration_s
     return Block(
@@ -364,11 +395,12 @@ def _our_level_block(server, coll, target, opts, pt, block_s, log, n, q0, collec
         # With collectors, the server's count includes our own two reads inside the block (the
         # boundary's SHOW GLOBAL STATUS and the mid-level Threads_connected).
         None if q0 is None or q1 is None else q1 - q0 - 1,
-        (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime),
+        sysbench_cpu,
         wall,
         runner_cpu,
         reads,
         server_cpu,
+        _others(busy0, busy1, server_cpu, sysbench_cpu, runner_cpu),
     )
 
 

@@ -175,6 +175,8 @@ def sweep_rows(sweep: dict) -> list[tuple[str, str, str, str, str]]:
             if p.get("sd") is not None
             else f"{p['pairs']} pair(s)"
         )
+        if p.get("others_cores") is not None:
+            noise += f", other load {p['others_cores']:.2f} cores"
         rows.append(
             (
                 f"sweep vs raw sysbench, one life, paired: {p['workload'].upper()}@{p['threads']}"

@@ -46,6 +46,7 @@ def test_paired_blocks_share_one_life_and_raw_blocks_run_alone(tmp_path):
     assert [b.arm for b in sources.blocks] == list(paired.SOURCE_ARMS)
     for b in sweep.blocks + sources.blocks:
         assert b.qps > 0 and b.sysbench_queries > 0 and b.server_cpu_s > 0
+        assert b.others_cpu_s is not None
         # The server executed what sysbench counted, in every arm (ours adds its 2 status reads).
         assert 1.0 <= b.server_questions / b.sysbench_queries < 1.01, b
         if b.arm == "ours":
