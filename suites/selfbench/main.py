@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write(work / ".mallocsweep-owned", "bench scratch\n")
     bench = Bench(work, args.quick)
     figures: dict = {"machine": {}}
+    failed: dict[str, str] = {}
     try:
         from collectors.host import host_metadata
 
@@ -108,7 +109,14 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             console.print(f"[dim]bench: {label} ...[/dim]")
             t0 = time.monotonic()
-            figures[key] = fn()
+            try:
+                figures[key] = fn()
+            except Exception as e:  # noqa: BLE001 - one figure failing must not lose the others
+                if key == "dataset":
+                    raise  # every figure needs it
+                failed[key] = f"{type(e).__name__}: {e}"[:400]
+                console.print(f"[red]  {key} failed: {failed[key]}[/red]")
+                continue
             console.print(f"[dim]  done in {time.monotonic() - t0:.0f}s[/dim]")
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -116,12 +124,18 @@ def main(argv: list[str] | None = None) -> int:
     shown = table(figures)
     if "verdicts" in figures:
         verdicts_row(shown, figures["verdicts"])
+    for key, why in failed.items():
+        shown.add_row(f"{key}: FAILED", why, "n/a", "", "[red]failed[/red]")
+    if failed:
+        figures["failed"] = failed
     (Console() if sys.stdout.isatty() else Console(width=200)).print(shown)
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / f"bench-{time.strftime('%Y%m%dT%H%M%S')}.json"
     atomic_write(out, json.dumps(figures, indent=2, default=str) + "\n", exclusive=True)
     print(f"figures: {out}")
-    return 0  # the bench reports figures; the "met" column says which goals this machine met
+    # The bench reports figures; the "met" column says which goals this machine met. A figure
+    # that could not be measured is an error.
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -210,7 +210,7 @@ def iibench_vs_reference(bench, rounds: int, rows: int, rows_10: int, script: Pa
                     seen = reference_rows(server.connect, "iibench")
                     if seen != f["rows"]:
                         raise RuntimeError(f"iibench.py left {seen} rows, {f['rows']} expected")
-                    pt.append(f["rows"] / f["wall_s"])
+                    pt.ref.append(f["rows"] / f["wall_s"])
                     pt.ref_cpu_us.append(f["cpu_s"] * 1e6 / f["rows"])
     finally:
         server.stop()
