@@ -177,6 +177,13 @@ def sweep_rows(sweep: dict) -> list[tuple[str, str, str, str, str]]:
         )
         if p.get("others_cores") is not None:
             noise += f", other load {p['others_cores']:.2f} cores"
+        und = p.get("undisturbed") or {}
+        if p.get("disturbed_blocks"):
+            noise += (
+                f"; {p['disturbed_blocks']} block(s) disturbed by other load (> "
+                f"{paired.OTHER_LOAD_MAX_CORES} cores): without their pairs "
+                f"{_interval(und)} over {und.get('pairs', 0)} pair(s)"
+            )
         rows.append(
             (
                 f"sweep vs raw sysbench, one life, paired: {p['workload'].upper()}@{p['threads']}"

@@ -139,3 +139,17 @@ def test_sources_cycles_give_each_source_against_the_arm_without_it():
     assert steps["ours"]["versus"] == "wrapper" and steps["ours"]["cycles"] == 2
     rows = source_rows({"sources": pt.summary()})
     assert len(rows) == 3 and "ours / wrapper" in rows[2][0] and "collectors" in rows[2][1]
+
+
+def test_pairs_disturbed_by_other_load_are_shown_apart_but_still_judged():
+    pt = _point([(100.0, 100.0), (50.0, 100.0), (101.0, 100.0), (99.0, 100.0)])
+    for b in pt.blocks:
+        b.others_cpu_s = 0.1 * b.wall_s  # 0.1 cores: undisturbed
+    pt.blocks[3].others_cpu_s = 1.0 * pt.blocks[3].wall_s  # the 50.0 block: a burst of 1 core
+    s = pt.summary()
+    assert s["disturbed_blocks"] == 1 and s["pairs"] == 4
+    assert s["undisturbed"]["pairs"] == 3
+    assert s["undisturbed"]["ratio"] == pytest.approx((1.0 * 1.01 * 0.99) ** (1 / 3))
+    assert s["verdict"] == "not resolvable"  # the verdict keeps every pair
+    row = sweep_rows({"block_s": 3, "points": [s]})[0]
+    assert "1 block(s) disturbed by other load" in row[1] and "over 3 pair(s)" in row[1]
