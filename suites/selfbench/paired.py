@@ -63,7 +63,7 @@ RAW_INTERVAL_ARGS = ("--report-interval=1", "--percentile=95")
 SETTLE_TIMEOUT_S = 30.0
 # A block during which other work kept more than this many cores busy (Block.others_cpu_s / wall)
 # is "disturbed". Measured here under other engineers' tests: undisturbed blocks 0.06-0.26 cores,
-# bursts 0.46-1.1 cores that stretched a 3 s level by up to 3 s. The verdict stays on every pair;
+# bursts 0.46-1.2 cores that stretched a 3 s level by up to 3 s. The verdict stays on every pair;
 # the ratio over the pairs with neither block disturbed is printed beside it.
 OTHER_LOAD_MAX_CORES = 0.3
 
