@@ -34,6 +34,7 @@ earlier life-alternating arm bounded them only to within the +-11% life-to-life 
 from __future__ import annotations
 
 import math
+import os
 import resource
 import statistics
 import time
@@ -452,7 +453,7 @@ def run(bench, pairs: int, block_s: int, high: int, source_cycles: int = 0, prog
         coll.start(pid, "startup")
 
     exit_info = None
-    t0 = time.monotonic()
+    t0, load0 = time.monotonic(), os.getloadavg()
     try:
         server.start(on_spawn=attach, before_reap=coll.before_reap)
         coll.set_status_source(server.global_status, server.connection_status)
@@ -473,6 +474,8 @@ def run(bench, pairs: int, block_s: int, high: int, source_cycles: int = 0, prog
         "block_s": block_s,
         "goal": GOAL,
         "wall_s": round(time.monotonic() - t0, 1),
+        "loadavg_at_start": [round(x, 2) for x in load0],
+        "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
         "sampler_paused_s": round(coll.sampler_paused_s, 1),
         "sampler_cpu_s": round(coll.sampler_cpu_s, 3),
         "points": [p.summary() for p in points],
