@@ -222,29 +222,63 @@ class Sampler(threading.Thread):
         self.error: str | None = None
         self.priority: str | None = None  # collectors.priority.POLICY when boosted
         self._halt = threading.Event()
+        # pause()/resume(): set while sampling may run. A paused sampler sleeps on this event
+        # (no wake-ups at all), and `_busy` is held around each reading so that pause() returns
+        # only once no reading is in flight.
+        self._running = threading.Event()
+        self._running.set()
+        self._busy = threading.Lock()
+        self.paused_s = 0.0  # time spent paused: the timeline has no rows then, on purpose
+        self._paused_at = 0.0
+
+    def pause(self) -> None:
+        """No reading from now until resume(); returns once a reading in flight has finished.
+
+        For `make bench`'s raw arm (suites.selfbench.paired): within one server life, raw sysbench
+        blocks must run with nothing of ours touching the server, while our blocks run with the
+        sampler exactly as a cell runs it."""
+        if not self._running.is_set():
+            return
+        self._running.clear()
+        with self._busy:
+            self._paused_at = time.monotonic()
+
+    def resume(self) -> None:
+        if not self._running.is_set():
+            self.paused_s += time.monotonic() - self._paused_at
+            self._running.set()
 
     def run(self) -> None:
         self.priority = boost()  # samples on time even when every CPU is busy
         next_t = time.monotonic() + self.interval_s
         while not self._halt.wait(max(0.0, next_t - time.monotonic())):
+            if not self._running.is_set():
+                self._running.wait()  # paused: asleep until resume() (or stop())
+                if self._halt.is_set():
+                    break
+                next_t = time.monotonic() + self.interval_s  # one interval after the resume
+                continue
             now = time.monotonic()
             # A late tick (a stalled machine) is skipped, not caught up in a burst.
             next_t += self.interval_s * max(1, int((now - next_t) // self.interval_s) + 1)
             smaps = self.smaps_interval_s > 0 and now - self.last_smaps >= self.smaps_interval_s
-            try:
-                snap = self.reader.read(smaps=smaps)
-                if smaps:
-                    self.last_smaps = now
-                self.on_sample(snap)
-                self.samples += 1
-            except ProcessGone as e:
-                self.gone = e
-                break
-            except Exception as e:  # noqa: BLE001 - never raise out of the thread; reported by stop
-                self.error = f"{type(e).__name__}: {e}"
-                break
-            finally:
-                self.cpu_s = time.thread_time()
+            with self._busy:
+                if not self._running.is_set():
+                    continue  # paused while it woke: the pause wins, nothing is read
+                try:
+                    snap = self.reader.read(smaps=smaps)
+                    if smaps:
+                        self.last_smaps = now
+                    self.on_sample(snap)
+                    self.samples += 1
+                except ProcessGone as e:
+                    self.gone = e
+                    break
+                except Exception as e:  # noqa: BLE001 - never raise out of the thread; stop reports it
+                    self.error = f"{type(e).__name__}: {e}"
+                    break
+                finally:
+                    self.cpu_s = time.thread_time()
         self.cpu_s = time.thread_time()
 
     @property
@@ -264,6 +298,7 @@ class Sampler(threading.Thread):
 
     def stop(self, timeout: float = 10.0) -> None:
         self._halt.set()
+        self._running.set()  # a paused sampler wakes to see the halt
         if self.is_alive():
             self.join(timeout)
 

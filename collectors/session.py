@@ -483,6 +483,20 @@ class Collectors:
             phase.marks.append(snap)
         return True
 
+    def pause(self) -> None:
+        """Nothing of ours reads the server until resume(): the current phase's periodic marks
+        end (its mid-level status read is waited for) and the sampler sleeps. Only `make bench`
+        uses it, for raw sysbench blocks inside a life whose other blocks are ours
+        (suites.selfbench.paired); a cell never pauses. The phase open now spans the pause."""
+        if self._phase is not None:
+            self._phase.finish_marks()
+        if self._sampler is not None:
+            self._sampler.pause()
+
+    def resume(self) -> None:
+        if self._sampler is not None:
+            self._sampler.resume()
+
     def mark_times(self, name: str) -> list[float]:
         """When each window mark of phase `name` was taken (seconds since start()), in order;
         window_figures() takes indices into this list."""
@@ -553,6 +567,16 @@ class Collectors:
     def sampler_cpu_s(self) -> float:
         """CPU seconds of the sampler thread itself (boundary work is reported separately)."""
         return self._sampler.cpu_s if self._sampler else 0.0
+
+    @property
+    def samples_taken(self) -> int:
+        """Readings the sampler has taken so far."""
+        return self._sampler.samples if self._sampler else 0
+
+    @property
+    def sampler_paused_s(self) -> float:
+        """Seconds the sampler spent paused (pause()/resume(); only `make bench` pauses)."""
+        return self._sampler.paused_s if self._sampler else 0.0
 
     @property
     def boundary_cpu_s(self) -> float:

@@ -389,3 +389,24 @@ def test_a_sampler_that_died_fails_check_sampling(tmp_path, proc):
     _write(proc.dir / "stat", good)
     section = c.stop(None)
     assert any("sampler" in e for e in section["errors"])
+
+
+def test_pause_stops_sampling_and_marks_until_resume(tmp_path, proc):
+    """make bench's raw blocks: while paused nothing of ours reads the process."""
+    c = _collectors(tmp_path, proc, mark_interval_s=0.02)
+    c.on_spawn(PID)
+    c.start(PID)
+    c.begin_phase("level")
+    c.mark_window()
+    _wait_for(lambda: c._sampler.samples >= 3 and len(c._phase.marks) >= 3)
+    c.pause()
+    samples, marks = c._sampler.samples, len(c._phase.marks)
+    time.sleep(0.2)  # ten sample intervals and ten mark periods while paused
+    assert (c._sampler.samples, len(c._phase.marks)) == (samples, marks)
+    c.check_sampling()  # paused is not failed
+    c.resume()
+    _wait_for(lambda: c._sampler.samples >= samples + 3)
+    assert c.sampler_paused_s >= 0.2
+    c.pause()
+    c.stop(None)  # a paused sampler stops at once
+    assert not c._sampler.is_alive()
