@@ -14,6 +14,7 @@ its columns stay empty.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -101,19 +102,23 @@ class AllocMemory:
         return r
 
     def idle(self, seconds: float, every_s: float, stop: threading.Event | None = None) -> None:
-        """The idle phase: no client; a reading every `every_s` until `seconds` have passed."""
+        """The idle phase: no client; a reading every `every_s` and one at `seconds`.
+
+        The readings are due at fixed times from the start (0, every_s, 2*every_s, ..., seconds),
+        so their number does not depend on how late a busy machine wakes us: a late reading is
+        still taken, never skipped."""
         start = time.monotonic()
-        while True:
-            since = time.monotonic() - start
+        last = max(math.ceil(seconds / every_s), 1) if seconds > 0 else 0
+        for k in range(last + 1):
             self.read("idle", "idle")
-            if since >= seconds:
+            if k == last:
                 return
-            wait = min(every_s, seconds - since)
+            wait = max(start + min((k + 1) * every_s, seconds) - time.monotonic(), 0.0)
             if stop is not None:
                 if stop.wait(wait):
                     return
             else:
-                interrupts.sleep(wait)  # a signal ends the idle phase at once
+                interrupts.sleep(wait)  # a signal ends the idle phase at once (Interrupted)
 
     def level_columns(self, phase: str) -> dict:
         """The results.csv columns of level `phase`: its end-of-level reading (empty if none)."""
