@@ -234,8 +234,8 @@ class PairedPoint:
             "lead_in_qps": self.lead_in_qps,
             "runner_core_fraction": med(ours_runner) if ours_runner else None,
             # The server's CPU per query (ours / raw, paired like QPS): more work per query in the
-            # server because of us would show here, and it is much less disturbed than QPS by
-            # other load on the machine (which takes CPU from both the server and its clients).
+            # server because of us would show here. Measured under others' load it was about as
+            # noisy as QPS (pair sd 10-27%), not steadier as hoped: read it with its interval.
             "server_us_per_query": {a: med(v) if v else None for a, v in server_us.items()},
             "server_cpu_per_query_ratio": cpu_iv,
             # Cores busy with other work during the blocks (median; see Block.others_cpu_s).
