@@ -101,10 +101,24 @@ def test_sweep_rows_say_when_a_goal_is_not_resolvable_and_print_the_noise():
 
 
 def test_iibench_rows_compare_rates_and_cpu_per_row():
-    ins = ref.InsertPoint(10, 1000, ours=[110.0], ref=[100.0], ours_cpu_us=[2.0], ref_cpu_us=[4.0])
+    ins = ref.InsertPoint(
+        10, 1000, ours=[110.0, 111.0, 109.0], ref=[100.0] * 3, ours_cpu_us=[2.0], ref_cpu_us=[4.0]
+    )
     rows = reference_rows({"iibench_vs_reference": {"points": [ins.summary()]}})
     assert rows[0][2].startswith("1.100") and "yes" in rows[0][4]
     assert rows[1][2] == "0.50" and "yes" in rows[1][4]
+
+
+def test_iibench_goal_is_met_only_when_the_whole_interval_clears_it():
+    """A median above the goal is not enough (an earlier bench said "met" for 1.03 [0.89-1.78])."""
+    one = ref.InsertPoint(1, 1000, ours=[110.0], ref=[100.0]).summary()
+    assert one["verdict"] == "not resolvable" and one["met"] is None  # one round: no interval
+    wide = ref.InsertPoint(1, 1000, ours=[89.0, 178.0, 103.0], ref=[100.0] * 3).summary()
+    assert wide["ratio"] > 1 and wide["verdict"] == "not resolvable" and wide["met"] is None
+    low = ref.InsertPoint(1, 1000, ours=[80.0, 81.0, 79.0], ref=[100.0] * 3).summary()
+    assert low["verdict"] == "not met" and low["met"] is False
+    rows = reference_rows({"iibench_vs_reference": {"points": [wide]}})
+    assert "not resolvable" in rows[0][4]
 
 
 def test_reference_missing_is_reported_not_guessed(tmp_path: Path):
