@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from analysis.study_tables import STANDIN_LABEL
 from analysis.table_model import Cell, Table, fmt, num, text
+from analysis.workload_words import words
 from rundir.read import Run
 
 
@@ -206,6 +207,7 @@ def metadata(run: Run) -> list[tuple[str, str]]:
     thp = h.get("thp") or {}
     info = run.suite.get("suite") if isinstance(run.suite.get("suite"), dict) else run.suite
     ds = run.dataset
+    load = words(run.kind).load_section  # an iibench suite's kind is its one workload's name
     rows = [
         ("run", run.run_id),
         ("status", run.status),
@@ -221,10 +223,10 @@ def metadata(run: Run) -> list[tuple[str, str]]:
             "suite file",
             f"{run.manifest.get('suite_file', '?')} (sha256 {str(run.manifest.get('suite_sha256', ''))[:12]})",
         ),
-        # An iibench load builds its own table: its settings are the dataset that matters.
+        # A load that builds its own table (iibench): its settings are the dataset that matters.
         (
-            ("load", ", ".join(f"{k}={v}" for k, v in (run.suite.get("iibench") or {}).items()))
-            if run.kind == "iibench"
+            ("load", ", ".join(f"{k}={v}" for k, v in (run.suite.get(load) or {}).items()))
+            if load
             else ("dataset", ", ".join(f"{k}={v}" for k, v in ds.items()) or "–")
         ),
         (

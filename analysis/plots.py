@@ -25,6 +25,7 @@ from matplotlib.ticker import (  # noqa: E402
 
 from analysis.study_tables import Series, metric_label, points, series_label, series_of  # noqa: E402
 from analysis.table_model import fmt  # noqa: E402
+from analysis.workload_words import words  # noqa: E402
 from rundir.read import Run  # noqa: E402
 
 PALETTE = [
@@ -207,7 +208,7 @@ def interval_rate_plot(run: Run, workload: str) -> str | None:
         plt.close(fig)
         return None
     ax.set_xlabel("reporting interval")
-    unit = "rows inserted/s" if workload == "iibench" else "operations/s"
+    unit = words(workload).rate_unit
     ax.set_ylabel(f"{unit} in the interval")
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)

@@ -30,6 +30,7 @@ from analysis import (
 )
 from analysis.clients import client_table
 from analysis.table_model import Table, fmt
+from analysis.workload_words import words
 from rundir.atomic import atomic_write
 from rundir.format import VERDICTS
 from rundir.read import Run, load_run
@@ -37,21 +38,6 @@ from rundir.read import Run, load_run
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 REPORT_HTML = "report.html"
 SUMMARY_MD = "summary.md"
-
-WORKLOAD_TEXT = {
-    "oltp_ro": "sysbench OLTP read-only: each transaction runs 10 primary-key lookups and 4 range"
-    " queries (14 queries) inside BEGIN/COMMIT. It stresses the server's per-connection and"
-    " per-query memory allocation under many concurrent clients.",
-    "point_select": "sysbench point select: one primary-key lookup per transaction — the cheapest"
-    " query, so allocator and mutex overheads form a large share of each query's cost.",
-    "iibench": "iibench insert benchmark: concurrent clients insert rows in batches into an indexed"
-    " table; the cost is measured per million inserted rows.",
-    "rww_load": "read-while-writing, load: one client inserts every row in key order, in batches"
-    " (one multi-row INSERT each); ops are rows.",
-    "rww_run": "read-while-writing (Symas 2015): 1 writer updates random rows while the readers"
-    " read random rows, unthrottled, until every reader has read as many rows as the table holds;"
-    " ops are statements (reads + writes).",
-}
 
 CLOSED_LOOP_NOTE = (
     "Latency here comes from a closed-loop load: each client thread sends its next request only"
@@ -158,11 +144,11 @@ def build_context(run: Run, baseline: str | None = None) -> dict:
     workloads = []
     for wl in run.workloads:
         metric = study_tables.metric_of(run, wl)
-        is_ii = wl == "iibench"
+        is_ii = words(wl).one_long_level  # no thread sweep: rates over the level instead
         workloads.append(
             {
                 "name": wl,
-                "description": WORKLOAD_TEXT.get(wl, ""),
+                "description": words(wl).description,
                 "metric": metric,
                 "metric_label": study_tables.metric_label(wl, metric),
                 "throughput_plot": None if is_ii else plots.throughput_plot(run, wl, metric),
@@ -188,7 +174,11 @@ def build_context(run: Run, baseline: str | None = None) -> dict:
         "proof": cells.proof_table(run),
         "binding": cells.binding_table(run),
         "workloads": workloads,
-        "iibench": study_tables.iibench_table(run) if "iibench" in run.workloads else None,
+        "iibench": (
+            study_tables.iibench_table(run)
+            if any(words(wl).insert_table for wl in run.workloads)
+            else None
+        ),
         # read-while-writing: the Symas 2015 layout per engine, and its RSS comparison
         "rww_tables": rww_tables.symas_tables(run)
         + [t for t in [rww_tables.rss_ratio_table(run)] if t is not None],

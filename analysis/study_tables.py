@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from analysis.lives import by_life, cycles_per_life
 from analysis.stats import MedianCI, median, median_ci
 from analysis.table_model import Cell, Table, fmt, num, ratio_text, text
+from analysis.workload_words import words
 from rundir.format import WHOLE_PROCESS_SOURCES
 from rundir.read import BASELINE_ALLOCATOR, Run
 
@@ -41,10 +42,6 @@ METRIC_LABELS = {
     "ctxsw_per_op": "context switches per operation",
     "cpu_us_per_op": "CPU microseconds per operation",
 }
-# iibench's qps is rows inserted per second, its tps insert batches (transactions) per second.
-IIBENCH_METRIC_LABELS = {"qps": "rows inserted/s", "tps": "insert batches/s"}
-# Read-while-writing's run level: an operation is one statement, a read or a write.
-RWW_RUN_METRIC_LABELS = {"qps": "operations/s (reads + writes)", "tps": "writes/s"}
 # Higher is better only for throughput; the ratio column reads the same way for every metric.
 STANDIN_LABEL = "protocol stand-in, no allocator conclusions"
 
@@ -105,11 +102,8 @@ def label_cells(run: Run, s: Series) -> list[Cell]:
 
 def metric_label(workload: str, metric: str) -> str:
     """What a metric counts, for a workload: iibench's qps are rows, not queries."""
-    if workload in ("iibench", "rww_load") and metric in IIBENCH_METRIC_LABELS:
-        return IIBENCH_METRIC_LABELS[metric]
-    if workload == "rww_run" and metric in RWW_RUN_METRIC_LABELS:
-        return RWW_RUN_METRIC_LABELS[metric]
-    return METRIC_LABELS.get(metric, metric)
+    own = words(workload).metric_labels.get(metric)
+    return own or METRIC_LABELS.get(metric, metric)
 
 
 def metric_of(run: Run, workload: str) -> str:
@@ -359,8 +353,7 @@ def throughput_table(run: Run, workload: str, metric: str | None = None) -> Tabl
 
 def latency_table(run: Run, workload: str, pct: str = "p99") -> Table:
     metric = f"lat_{pct}_ms"
-    # sysbench times transactions; iibench times each insert batch (one multi-row INSERT)
-    what = "insert batches" if workload == "iibench" else "transactions"
+    what = words(workload).timed
     return pivot_table(
         run,
         workload,
@@ -376,7 +369,7 @@ def latency_table(run: Run, workload: str, pct: str = "p99") -> Table:
 
 def efficiency_tables(run: Run, workload: str) -> list[Table]:
     """Callaghan's normalised figures: what one operation costs the server in CPU and switches."""
-    op, ops = ("inserted row", "rows") if workload == "iibench" else ("query", "queries")
+    op, ops = words(workload).op, words(workload).ops
     span = "measured window of the level" if run.has_windows else "level"
     tabs = [
         pivot_table(
@@ -457,7 +450,7 @@ def iibench_table(run: Run) -> Table:
     )
     by_series: dict[Series, list[dict]] = defaultdict(list)
     for r in run.ok_rows:
-        if r["workload"] == "iibench":
+        if words(r["workload"]).insert_table:
             by_series[Series(r["server"], r["allocator"], r["thp"])].append(r)
     shown_gaps: list[Gap] = []
 

@@ -1,0 +1,81 @@
+"""What the reader says about each workload a run recorded: its description, what its figures
+count, and which tables and plots fit it.
+
+analysis/ reads run directories only and never imports the runner's workload plugins (DESIGN:
+dependencies point one way), and runs written by earlier versions record nothing but a workload's
+name. So the reader's words for the names runs record are declared here, once, instead of as
+`if workload == "iibench"` branches across the tables, plots and report. A workload this module
+does not know gets the generic words (operations, transactions): it is still reported, only in
+plainer language.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+# An insert load's qps is rows inserted per second, its tps insert batches per second.
+INSERT_LABELS = MappingProxyType({"qps": "rows inserted/s", "tps": "insert batches/s"})
+# Read-while-writing's run level: an operation is one statement, a read or a write.
+RWW_RUN_LABELS = MappingProxyType({"qps": "operations/s (reads + writes)", "tps": "writes/s"})
+
+
+@dataclass(frozen=True)
+class Words:
+    description: str = ""
+    metric_labels: Mapping[str, str] = field(default_factory=dict)  # over the generic labels
+    timed: str = "transactions"  # what one latency sample times
+    op: str = "query"  # the unit of the per-operation cost tables
+    ops: str = "queries"
+    rate_unit: str = "operations/s"  # the per-interval rate plot's axis
+    # One long level (no thread sweep): plot rates over the level, not against threads.
+    one_long_level: bool = False
+    # Callaghan's insert-benchmark table (cost per 1M inserted rows, duration, memory).
+    insert_table: bool = False
+    # The suite section whose settings are the load (it builds its own table), if not [dataset].
+    load_section: str | None = None
+
+
+GENERIC = Words()
+
+WORDS: Mapping[str, Words] = MappingProxyType(
+    {
+        "oltp_ro": Words(
+            "sysbench OLTP read-only: each transaction runs 10 primary-key lookups and 4 range"
+            " queries (14 queries) inside BEGIN/COMMIT. It stresses the server's per-connection"
+            " and per-query memory allocation under many concurrent clients."
+        ),
+        "point_select": Words(
+            "sysbench point select: one primary-key lookup per transaction — the cheapest query,"
+            " so allocator and mutex overheads form a large share of each query's cost."
+        ),
+        "iibench": Words(
+            "iibench insert benchmark: concurrent clients insert rows in batches into an indexed"
+            " table; the cost is measured per million inserted rows.",
+            INSERT_LABELS,
+            timed="insert batches",  # iibench times each batch (one multi-row INSERT)
+            op="inserted row",
+            ops="rows",
+            rate_unit="rows inserted/s",
+            one_long_level=True,
+            insert_table=True,
+            load_section="iibench",
+        ),
+        "rww_load": Words(
+            "read-while-writing, load: one client inserts every row in key order, in batches"
+            " (one multi-row INSERT each); ops are rows.",
+            INSERT_LABELS,
+        ),
+        "rww_run": Words(
+            "read-while-writing (Symas 2015): 1 writer updates random rows while the readers read"
+            " random rows, unthrottled, until every reader has read as many rows as the table"
+            " holds; ops are statements (reads + writes).",
+            RWW_RUN_LABELS,
+        ),
+    }
+)
+
+
+def words(workload: str) -> Words:
+    return WORDS.get(workload, GENERIC)
