@@ -3,6 +3,8 @@ it was met, NOT met, or not resolvable at the noise measured (which is printed b
 
 from __future__ import annotations
 
+import math
+
 from rich.table import Table
 
 from suites.selfbench import paired
@@ -146,10 +148,21 @@ def _verdict_cell(p: dict, goal: float = paired.GOAL) -> str:
         return f"[red]NOT met[/red] (whole interval below {goal})"
     hw = p.get("half_width")
     return "[yellow]not resolvable[/yellow]" + (
-        f" (+-{100 * hw:.1f}% at this noise; a verdict needs the interval clear of {goal})"
+        f" (+-{100 * hw:.1f}% at this noise; a verdict needs the interval clear of {goal}"
+        f"{_pairs_needed(p, goal)})"
         if hw is not None
         else " (fewer than 2 pairs)"
     )
+
+
+def _pairs_needed(p: dict, goal: float) -> str:
+    """How many pairs would put the interval clear of the goal, if the ratio and the pair-to-pair
+    sd stayed as measured: (z * sd / ln(ratio / goal))^2 — the measured reason the goal is open."""
+    sd, ratio = p.get("sd"), p.get("ratio")
+    if not sd or not ratio or ratio == goal:
+        return ""
+    n = math.ceil((1.96 * sd / math.log(ratio / goal)) ** 2)
+    return f"; at this sd about {n} pairs would decide it" if n < 100_000 else ""
 
 
 def sweep_rows(sweep: dict) -> list[tuple[str, str, str, str, str]]:

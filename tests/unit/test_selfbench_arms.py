@@ -167,3 +167,15 @@ def test_pairs_disturbed_by_other_load_are_shown_apart_but_still_judged():
     assert s["verdict"] == "not resolvable"  # the verdict keeps every pair
     row = sweep_rows({"block_s": 3, "points": [s]})[0]
     assert "1 block(s) disturbed by other load" in row[1] and "over 3 pair(s)" in row[1]
+
+
+def test_an_open_goal_says_how_many_pairs_would_decide_it():
+    from suites.selfbench.table import _verdict_cell
+
+    p = {"ratio": 1.0, "lo": 0.95, "hi": 1.05, "half_width": 0.05, "sd": 0.10}
+    p["verdict"] = paired.verdict(p)
+    cell = _verdict_cell(p)
+    assert (
+        "not resolvable" in cell and "about 95 pairs would decide it" in cell
+    )  # (1.96*.1/ln(1/.98))^2
+    assert "pairs would decide" not in _verdict_cell({**p, "ratio": 0.98})  # never decidable
