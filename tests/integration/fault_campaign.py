@@ -297,6 +297,16 @@ def _refusal(proc, err: str) -> str:
     return f" ({lines[-1][:200]})" if proc.returncode == 2 and lines else ""
 
 
+def _record_end(c: Counts, proc, label: str, landed: str) -> None:
+    """After a fault's run has ended: a traceback is a problem; count the fault and log its
+    outcome (with the refusal's reason when the run was refused)."""
+    err = proc.stderr.read()
+    if "Traceback" in err:
+        c.problems.append(f"{label}: traceback: {err[-400:]}")
+    c.faults += 1
+    c.log.append(f"{label} at {landed}: exit {proc.returncode}{_refusal(proc, err)}")
+
+
 def one_fault(
     rng, kind, args, out, cache, c: Counts, max_delay_s: float
 ) -> tuple[int, Path | None]:
@@ -342,11 +352,7 @@ def one_fault(
         proc.wait(300)
     finally:
         kill_quietly(proc)
-    err = proc.stderr.read()
-    if "Traceback" in err:
-        c.problems.append(f"{kind}: traceback: {err[-400:]}")
-    c.faults += 1
-    c.log.append(f"{kind} at {landed}: exit {proc.returncode}{_refusal(proc, err)}")
+    _record_end(c, proc, kind, landed)
     return proc.returncode, run_dir_in(out)
 
 
@@ -422,11 +428,7 @@ def client_fault(
         proc.wait(300)
     finally:
         kill_quietly(proc)
-    err = proc.stderr.read()
-    if "Traceback" in err:
-        c.problems.append(f"{suite}:{kind}: traceback: {err[-400:]}")
-    c.faults += 1
-    c.log.append(f"{suite}:{kind} at {landed}: exit {proc.returncode}{_refusal(proc, err)}")
+    _record_end(c, proc, f"{suite}:{kind}", landed)
     if killed_in is not None:
         rd, cell = killed_in
         rec = rd / "cells" / f"{cell}.json"
