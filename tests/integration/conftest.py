@@ -8,7 +8,7 @@ from tests.integration.runs_helpers import scratch_dir
 
 
 @pytest.fixture(scope="module")
-def cache():
+def dataset_cache():
     """A dataset cache (MALLOCSWEEP_CACHE) for the runs of one test module: datasets prepared by
     its first run are restored by the next ones."""
     with scratch_dir("ms-cache-") as d:

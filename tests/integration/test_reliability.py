@@ -57,9 +57,9 @@ def in_a_level(run_dir: Path, cell_index: int = 0):
     return any(logs.glob("*@*.log")) and server_pid(run_dir)
 
 
-def test_sigint_mid_matrix_then_resume_finishes_every_cell_once(out, cache):
+def test_sigint_mid_matrix_then_resume_finishes_every_cell_once(out, dataset_cache):
     args = [SMOKE, "--out", str(out), "--threads", "4,8", "--duration", "3"]
-    proc = start_run(args, cache)
+    proc = start_run(args, dataset_cache)
     try:
         run_dir = run_dir_of(out)
         wait_for(lambda: in_a_level(run_dir, 0), 180, "the first level to start")
@@ -76,7 +76,7 @@ def test_sigint_mid_matrix_then_resume_finishes_every_cell_once(out, cache):
     finally:
         kill_quietly(proc)
 
-    resumed = start_run([SMOKE, "--resume", str(run_dir)], cache)
+    resumed = start_run([SMOKE, "--resume", str(run_dir)], dataset_cache)
     try:
         resumed.wait(300)
         assert resumed.returncode == 0, resumed.stderr.read()
@@ -92,8 +92,8 @@ def test_sigint_mid_matrix_then_resume_finishes_every_cell_once(out, cache):
     ).exists()  # the interrupted try is kept
 
 
-def test_resume_refuses_changed_settings(out, cache):
-    proc = start_run([SMOKE, "--out", str(out), "--threads", "4", "--duration", "3"], cache)
+def test_resume_refuses_changed_settings(out, dataset_cache):
+    proc = start_run([SMOKE, "--out", str(out), "--threads", "4", "--duration", "3"], dataset_cache)
     try:
         run_dir = run_dir_of(out)
         wait_for(lambda: in_a_level(run_dir, 0), 180, "the first level")
@@ -102,15 +102,17 @@ def test_resume_refuses_changed_settings(out, cache):
         assert proc.returncode == 143
     finally:
         kill_quietly(proc)
-    again = start_run([SMOKE, "--threads", "8", "--duration", "3", "--resume", str(run_dir)], cache)
+    again = start_run(
+        [SMOKE, "--threads", "8", "--duration", "3", "--resume", str(run_dir)], dataset_cache
+    )
     again.wait(60)
     err = again.stderr.read()
     assert again.returncode == 2
     assert "suite settings differ" in err and "Traceback" not in err
 
 
-def test_sigkill_of_the_runner_leaves_no_server_and_resume_finishes(out, cache):
-    proc = start_run([SMOKE, "--out", str(out), "--threads", "4", "--duration", "5"], cache)
+def test_sigkill_of_the_runner_leaves_no_server_and_resume_finishes(out, dataset_cache):
+    proc = start_run([SMOKE, "--out", str(out), "--threads", "4", "--duration", "5"], dataset_cache)
     try:
         run_dir = run_dir_of(out)
         pid = wait_for(lambda: in_a_level(run_dir, 0), 180, "the first level")
@@ -130,7 +132,7 @@ def test_sigkill_of_the_runner_leaves_no_server_and_resume_finishes(out, cache):
     first = manifest(run_dir)["cells"][0]["id"]
     assert (run_dir / "work" / first).is_dir()  # what the killed runner could not clean up
 
-    resumed = start_run([SMOKE, "--resume", str(run_dir)], cache)
+    resumed = start_run([SMOKE, "--resume", str(run_dir)], dataset_cache)
     try:
         resumed.wait(300)
         assert resumed.returncode == 0, resumed.stderr.read()
@@ -146,8 +148,10 @@ def test_sigkill_of_the_runner_leaves_no_server_and_resume_finishes(out, cache):
     assert not list((run_dir / "work").glob("*/"))  # and nothing left in the work area
 
 
-def test_server_killed_mid_level_fails_only_its_cell(out, cache):
-    proc = start_run([SMOKE, "--out", str(out), "--threads", "4,8", "--duration", "4"], cache)
+def test_server_killed_mid_level_fails_only_its_cell(out, dataset_cache):
+    proc = start_run(
+        [SMOKE, "--out", str(out), "--threads", "4,8", "--duration", "4"], dataset_cache
+    )
     try:
         run_dir = run_dir_of(out)
         pid = wait_for(lambda: in_a_level(run_dir, 0), 180, "the first level")
@@ -179,7 +183,7 @@ def test_server_killed_mid_level_fails_only_its_cell(out, cache):
     assert len(ok_rows) == 4 and all(r["status"] == "ok" for r in ok_rows)
 
 
-def test_an_unexpected_error_fails_only_its_cell(out, cache, monkeypatch):
+def test_an_unexpected_error_fails_only_its_cell(out, dataset_cache, monkeypatch):
     """A bug in a cell (here: warmup raising RuntimeError) fails that cell; the next one runs."""
     real_warmup = MySQLCell.warmup
     calls = []
@@ -196,7 +200,7 @@ def test_an_unexpected_error_fails_only_its_cell(out, cache, monkeypatch):
     suite = apply_overrides(
         loaded.suite, allocators=["glibc", "jemalloc"], threads=[4], duration=3, out=str(out)
     )
-    code, run_dir = run_suite(loaded, suite, None, Display(enabled=False), cache_root=cache)
+    code, run_dir = run_suite(loaded, suite, None, Display(enabled=False), cache_root=dataset_cache)
     assert code == 3
     m = manifest(run_dir)
     first, second = m["cells"]

@@ -117,9 +117,11 @@ def _run_suite(suite: Path, out: Path, cache: Path) -> tuple[int, Path, str]:
     return proc.returncode, run_dir_of(out / "runs", 5), err
 
 
-def test_mysql_smoke_in_root_under_builtin(mysql_root, out, cache):
+def test_mysql_smoke_in_root_under_builtin(mysql_root, out, dataset_cache):
     before_tree = _tree(mysql_root)
-    code, run_dir, err = _run_suite(_suite(out, "mysql", mysql_root, ["builtin"]), out, cache)
+    code, run_dir, err = _run_suite(
+        _suite(out, "mysql", mysql_root, ["builtin"]), out, dataset_cache
+    )
     assert code == 0, err
     m = manifest(run_dir)
     (cell,) = m["cells"]
@@ -162,9 +164,9 @@ def test_mysql_smoke_in_root_under_builtin(mysql_root, out, cache):
     assert f"server root**: {mysql_root}" in summary and server["root"]["glibc"] in summary
 
 
-def test_mariadb_smoke_in_root_under_root_allocators(mariadb_root, out, cache):
+def test_mariadb_smoke_in_root_under_root_allocators(mariadb_root, out, dataset_cache):
     code, run_dir, err = _run_suite(
-        _suite(out, "mariadb", mariadb_root, ["glibc", "jemalloc"]), out, cache
+        _suite(out, "mariadb", mariadb_root, ["glibc", "jemalloc"]), out, dataset_cache
     )
     assert code == 0, err
     m = manifest(run_dir)
@@ -288,10 +290,10 @@ def test_mysql_in_root_auth_x_protocol_and_secure_file_priv(mysql_root, out):
     assert server.exit is not None and server.exit.returncode == 0
 
 
-def test_sigint_mid_run_leaves_nothing(mysql_root, out, cache):
+def test_sigint_mid_run_leaves_nothing(mysql_root, out, dataset_cache):
     before_tree = _tree(mysql_root)
     suite = _suite(out, "mysql", mysql_root, ["builtin"], duration=30)
-    proc = start_run([str(suite), "--out", str(out / "runs")], cache)
+    proc = start_run([str(suite), "--out", str(out / "runs")], dataset_cache)
     try:
         run_dir = run_dir_of(out / "runs", 300)
         pid = wait_for(lambda: server_pid(run_dir), 300, "the server in the root to start")
@@ -311,11 +313,11 @@ def test_sigint_mid_run_leaves_nothing(mysql_root, out, cache):
     assert _socket_dirs_left(run_dir) == []
 
 
-def test_mysql_in_root_proof_follows_the_binding(mysql_root, out, cache):
+def test_mysql_in_root_proof_follows_the_binding(mysql_root, out, dataset_cache):
     """Debian's mysqld links libtcmalloc.so.4: `builtin` is that tcmalloc, named with its
     package version; a preloaded jemalloc wins the binding while tcmalloc stays mapped, idle."""
     code, run_dir, err = _run_suite(
-        _suite(out, "mysql", mysql_root, ["builtin", "jemalloc"]), out, cache
+        _suite(out, "mysql", mysql_root, ["builtin", "jemalloc"]), out, dataset_cache
     )
     assert code == 0, err
     by = {c["allocator"]["name"]: c for c in manifest(run_dir)["cells"]}
@@ -341,9 +343,10 @@ def test_mysql_in_root_proof_follows_the_binding(mysql_root, out, cache):
     assert _processes_in(mysql_root) == [] and _mounts_mentioning(mysql_root, out) == []
 
 
-def test_mysql_in_root_refuses_glibc_before_anything_runs(mysql_root, out, cache):
+def test_mysql_in_root_refuses_glibc_before_anything_runs(mysql_root, out, dataset_cache):
     proc = start_run(
-        [str(_suite(out, "mysql", mysql_root, ["glibc"])), "--out", str(out / "runs")], cache
+        [str(_suite(out, "mysql", mysql_root, ["glibc"])), "--out", str(out / "runs")],
+        dataset_cache,
     )
     try:
         _, err = proc.communicate(timeout=300)
