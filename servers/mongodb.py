@@ -28,8 +28,8 @@ import re
 import shutil
 import subprocess
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,18 +38,12 @@ from pymongo.errors import PyMongoError
 
 from collectors.thp_sysfs import SYSFS as THP_SYSFS
 from collectors.thp_sysfs import system_modes
-from servers import interrupts
 from servers.allocators import Allocator
 from servers.elfcheck import interposes_malloc, malloc_definitions
 from servers.errors import AllocatorError, ServerError
-from servers.launch import Child, ExitInfo, spawn
-from servers.life import ServerLife, tail
-from servers.ports import free_port, port_in_use
+from servers.life import BASE_ENV, Launch, Probe, ServerLife, tail
 from servers.verify import refuse_self_allocating, verify_allocator
 
-# The server gets nothing of our environment but this (plus the allocator's part). PATH lets the
-# stand-in's wrapper find java; a real mongod needs nothing from it.
-_BASE_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C", "TZ": "UTC"}
 _INSTALL_HINT = (
     "MongoDB is not packaged for Debian: install mongod from MongoDB's own packages or tarball, "
     "or set server.binary in the suite to a mongod"
@@ -131,7 +125,7 @@ def find_mongod(path: str | os.PathLike | None = None, timeout_s: float = 60.0) 
     try:
         done = subprocess.run(
             [str(binary), "--version"],
-            env=_BASE_ENV,
+            env=BASE_ENV,
             capture_output=True,
             stdin=subprocess.DEVNULL,
             timeout=timeout_s,
@@ -341,6 +335,9 @@ def check_allocators(binary: MongoBinary, allocators: list[Allocator]) -> None:
 class MongoServer(ServerLife):
     """One mongod life in `workdir`. Use as a context manager to guarantee it is stopped."""
 
+    noun = "mongod"
+    start_timeout_s = 120
+
     def __init__(
         self,
         binary: MongoBinary,
@@ -366,9 +363,6 @@ class MongoServer(ServerLife):
         self.console_log = self.workdir / "mongod.console.log"
         # mongod writes its pid here: `mallocsweep doctor` finds a server left by a killed run.
         self.pid_file = self.workdir / "mongod.pid"
-        self.child: Child | None = None
-        self.exit: ExitInfo | None = None
-        self.evidence: dict | None = None
         self.launch_env: dict[str, str] = {}
         self.warnings: list[str] = []
         self.thp_system: dict[str, str | None] = {}
@@ -391,59 +385,26 @@ class MongoServer(ServerLife):
             "--pidfilepath", str(self.pid_file),
         ]  # fmt: skip
 
-    def start(
-        self,
-        on_spawn: Callable[[int], None] | None = None,
-        timeout_s: float = 120,
-        before_reap: Callable[[int], None] | None = None,
-    ) -> int:
-        """Launch under the allocator, wait for `ping`, record buildInfo, prove the allocator.
-
-        Returns the pid. Any failure stops the server and raises ServerError/AllocatorError.
-        `on_spawn(pid)` runs before the server's first instruction, `before_reap(pid)` once it
-        has exited and before it is reaped (servers.launch.spawn): the collectors' hooks.
-        """
-        if self.child is not None and self.child.alive:
-            raise ServerError(f"mongod in {self.workdir} is already running (pid {self.child.pid})")
-        self.port = self.requested_port or free_port()
-        if port_in_use(self.port):
-            raise ServerError(
-                f"port {self.port} on 127.0.0.1 is already in use; choose another port"
-            )
+    def _prepare_launch(self) -> Launch:
+        self._claim_port()
         self.dbpath.mkdir(parents=True, exist_ok=True)
-        self.launch_env = self.allocator.launch_env(_BASE_ENV | {"HOME": str(self.workdir)})
+        self.launch_env = self.allocator.launch_env(BASE_ENV | {"HOME": str(self.workdir)})
         self.thp_system = read_thp(self.thp_root)
-        self.exit = None
-        self.evidence = None
-        self.child = spawn(
-            self.argv(),
-            env=self.launch_env,
-            cwd=self.workdir,
-            stdout=self.console_log,
-            stderr=self.console_log,
-            thp_disable=self.thp_disable,
-            on_spawn=on_spawn,
-            before_reap=before_reap,
+        return Launch(self.argv(), log=self.console_log)
+
+    def _prove(self) -> None:
+        """buildInfo recorded and checked, the allocator proved, THP advice weighed."""
+        self._build_info = self._admin("buildInfo")
+        self._check_build_info()
+        self.evidence = self._verify()
+        self.warnings = thp_advice(
+            self.binary.version,
+            self.thp_system.get("enabled"),
+            self.thp_system.get("defrag"),
+            self.thp_disable,
+            self._build_info.get("allocator") or self.binary.allocator_builtin,
+            self.launch_env.get("GLIBC_TUNABLES", ""),
         )
-        try:
-            self._wait_ready(timeout_s)
-            self._build_info = self._admin("buildInfo")
-            self._check_build_info()
-            self.evidence = self._verify()
-            self.warnings = thp_advice(
-                self.binary.version,
-                self.thp_system.get("enabled"),
-                self.thp_system.get("defrag"),
-                self.thp_disable,
-                self._build_info.get("allocator") or self.binary.allocator_builtin,
-                self.launch_env.get("GLIBC_TUNABLES", ""),
-            )
-        except BaseException as e:
-            if isinstance(e, AllocatorError):
-                self.evidence = getattr(e, "evidence", None)
-            self.stop(timeout_s=30)
-            raise
-        return self.child.pid
 
     def _client_now(self) -> pymongo.MongoClient:
         if self._client is None:
@@ -463,38 +424,27 @@ class MongoServer(ServerLife):
         with self._lock:
             return dict(self._client_now().admin.command(command, **kw))
 
-    def _wait_ready(self, timeout_s: float) -> None:
-        """Ping (with backoff) until mongod answers, exits, or time runs out."""
-        deadline = time.monotonic() + timeout_s
-        delay = 0.05
-        last_error = ""
-        probe = pymongo.MongoClient(
+    @contextmanager
+    def _readiness_probe(self) -> Iterator[Probe]:
+        client = pymongo.MongoClient(
             "127.0.0.1", self.port, directConnection=True,
             serverSelectionTimeoutMS=250, connectTimeoutMS=250,
         )  # fmt: skip
+
+        def probe() -> str | None:
+            try:
+                client.admin.command("ping")
+            except PyMongoError as e:
+                return (str(e).splitlines()[0] if str(e) else type(e).__name__)[:120]
+            return None
+
         try:
-            while True:
-                interrupts.check()  # a safe point: start() stops the server on the way out
-                ended = self.child.poll()
-                if ended is not None:
-                    raise ServerError(
-                        f"{self.binary.path} {ended.describe} during start-up; "
-                        f"{self.error_log}: {self._log_summary()}"
-                    )
-                try:
-                    probe.admin.command("ping")
-                    return
-                except PyMongoError as e:
-                    last_error = str(e).splitlines()[0] if str(e) else type(e).__name__
-                if time.monotonic() >= deadline:
-                    raise ServerError(
-                        f"{self.binary.path} did not answer ping on 127.0.0.1:{self.port} within "
-                        f"{timeout_s:.0f}s ({last_error[:120]}); {self.error_log}: {self._log_summary()}"
-                    )
-                time.sleep(delay)
-                delay = min(delay * 1.5, 1.0)
+            yield probe
         finally:
-            probe.close()
+            client.close()
+
+    def _not_ready_text(self, timeout_s: float, why: str) -> str:
+        return f"did not answer ping on 127.0.0.1:{self.port} within {timeout_s:.0f}s ({why})"
 
     def _check_build_info(self) -> None:
         """The server that answered must be the binary that was checked before launch.

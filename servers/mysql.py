@@ -12,7 +12,8 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import mysql.connector
@@ -20,12 +21,11 @@ import mysql.connector
 from rundir.format import OWNER_MARKER
 from servers import interrupts
 from servers.allocators import Allocator
-from servers.errors import AllocatorError, ServerError
-from servers.launch import Child, ExitInfo, spawn
-from servers.life import ServerLife, tail
+from servers.errors import ServerError
+from servers.launch import Child, spawn
+from servers.life import BASE_ENV, Launch, Probe, ServerLife, tail
 from servers.mysql_config import MySQLSettings, ServerPaths, render_my_cnf
 from servers.mysql_flavor import ServerBinary, find_mysql
-from servers.ports import free_port, port_in_use
 from servers.root import RootLaunch, mount_points, remove_mount_points, rooted
 from servers.verify import refuse_self_allocating, verify_allocator
 
@@ -33,8 +33,6 @@ __all__ = ["MySQLServer", "MySQLSettings", "ServerBinary", "find_mysql"]
 
 SOCKET_MAX = 107  # sun_path is 108 bytes including the terminating NUL
 _MARKER_TEXT = "created by mallocsweep; safe for mallocsweep to delete\n"
-# The server gets nothing of our environment but this (plus the allocator's part).
-_BASE_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C", "TZ": "UTC"}
 
 
 def _error_lines(path: Path, n: int = 3) -> str:
@@ -49,7 +47,7 @@ def _error_lines(path: Path, n: int = 3) -> str:
     return " | ".join(errors[-n:])
 
 
-def _log_summary(path: Path, n: int = 3) -> str:
+def _log_lines(path: Path, n: int = 3) -> str:
     """The error log's last [ERROR] lines (else its last lines) as one line, for an error message."""
     lines = tail(path, 200, missing="(no error log)").splitlines()
     return _error_lines(path, n) or " | ".join(lines[-n:])
@@ -99,9 +97,6 @@ class MySQLServer(ServerLife):
         local = self.workdir / "mysqld.sock"
         self._socket_local = len(str(local).encode()) <= SOCKET_MAX
         self.socket = local
-        self.child: Child | None = None
-        self.exit: ExitInfo | None = None
-        self.evidence: dict | None = None
         self.launch_env: dict[str, str] = {}
         self._status_conn = None
         self._status_lock = threading.Lock()
@@ -165,7 +160,7 @@ class MySQLServer(ServerLife):
             # --initialize-insecure wants an empty datadir: the marker goes back in afterwards.
             (self.datadir / OWNER_MARKER).unlink()
             argv = [self.binary.path, cnf, "--initialize-insecure", f"--datadir={self.datadir}"]
-        env = dict(_BASE_ENV)
+        env = dict(BASE_ENV)
         tool = argv[0]  # as messages name it (inside the root, for a server in one)
         root = self._in_root() if self.binary.root is not None else None
         try:
@@ -187,7 +182,7 @@ class MySQLServer(ServerLife):
                 + (
                     f"{self.error_log}: {errors}"
                     if (errors := _error_lines(self.error_log))
-                    else f"{log}: {_log_summary(log)}"
+                    else f"{log}: {_log_lines(log)}"
                 )
             )
 
@@ -218,21 +213,8 @@ class MySQLServer(ServerLife):
             remove_mount_points(self.binary.root.path, self._mount_points)
             self._mount_points = []
 
-    # -- start -------------------------------------------------------------------------------
-    def start(
-        self,
-        on_spawn: Callable[[int], None] | None = None,
-        timeout_s: float = 180,
-        before_reap: Callable[[int], None] | None = None,
-    ) -> int:
-        """Launch under the allocator, wait until it accepts connections, prove the allocator.
-
-        Returns the pid. Any failure stops the server and raises ServerError/AllocatorError.
-        `on_spawn(pid)` runs before the server's first instruction, `before_reap(pid)` once it
-        has exited and before it is reaped (servers.launch.spawn): the collectors' hooks.
-        """
-        if self.child is not None and self.child.alive:
-            raise ServerError(f"server in {self.workdir} is already running (pid {self.child.pid})")
+    # -- start (servers.life runs it) ---------------------------------------------------------
+    def _prepare_launch(self) -> Launch:
         if self.binary.root is not None and self.extra_preload:
             raise ServerError(
                 "a preload shim (keep_server_thp) is a host library; it cannot run in a server root"
@@ -242,17 +224,13 @@ class MySQLServer(ServerLife):
             raise ServerError(
                 f"datadir {self.datadir} is not initialised (no mysql/ schema); initialize() first"
             )
-        self.port = self.requested_port or free_port(self.bind_address)
-        if port_in_use(self.port, self.bind_address):
-            raise ServerError(
-                f"port {self.port} on {self.bind_address} is already in use; choose another port"
-            )
+        self._claim_port(self.bind_address)
         self._prepare_socket()
         self.tmpdir.mkdir(exist_ok=True)
         self.secure_file_priv.mkdir(exist_ok=True)
         self._write_config(self.port)
         self.launch_env = self.allocator.launch_env(
-            _BASE_ENV | {"HOME": str(self.workdir), "TMPDIR": str(self.tmpdir)}
+            BASE_ENV | {"HOME": str(self.workdir), "TMPDIR": str(self.tmpdir)}
         )
         if self.binary.root is not None:
             outside = [p for p in self.late_preload if not Path(p).is_relative_to(self.workdir)]
@@ -268,34 +246,10 @@ class MySQLServer(ServerLife):
             ]
             self.launch_env["LD_PRELOAD"] = " ".join(p for p in preload if p)
         self.launch_env.update(self.extra_env)
-        self.exit = None
-        self.evidence = None
         argv = [self.binary.path, f"--defaults-file={self.my_cnf}"]
         # In a root, LD_PRELOAD (a path inside it) is set by the exec helper after the chroot.
         root = self._in_root() if self.binary.root is not None else None
-        self.child = spawn(
-            argv,
-            env=self.launch_env,
-            root=root,
-            cwd=self.workdir,
-            stdout=self.error_log,
-            stderr=self.error_log,
-            thp_disable=self.thp_disable,
-            on_spawn=on_spawn,
-            before_reap=before_reap,
-        )
-        try:
-            self._wait_ready(timeout_s)
-            reported = self._malloc_library()
-            self.evidence = verify_allocator(
-                self.child.pid, self.allocator, Path(self.binary.path), server_reported=reported
-            )
-        except BaseException as e:
-            if isinstance(e, AllocatorError):
-                self.evidence = getattr(e, "evidence", None)
-            self.stop(timeout_s=30)
-            raise
-        return self.child.pid
+        return Launch(argv, log=self.error_log, root=root)
 
     def _prepare_socket(self) -> None:
         if not self._socket_local:
@@ -306,32 +260,32 @@ class MySQLServer(ServerLife):
             # A socket left by a crashed server of ours; a live one would have failed port_in_use.
             self.socket.unlink()
 
-    def _wait_ready(self, timeout_s: float) -> None:
-        """Poll by connecting (with backoff) until the server answers, exits, or time runs out."""
-        deadline = time.monotonic() + timeout_s
-        delay = 0.05
-        last_error = ""
-        while True:
-            interrupts.check()  # a safe point: start() stops the server on the way out
-            ended = self.child.poll()
-            if ended is not None:
-                raise ServerError(
-                    f"{self.binary.path} {ended.describe} during start-up; {self.error_log}: "
-                    f"{_log_summary(self.error_log)}"
-                )
-            if self.socket.exists():
-                try:
-                    self.connect(connect_timeout=5).close()
-                    return
-                except mysql.connector.Error as e:
-                    last_error = str(e)
-            if time.monotonic() >= deadline:
-                raise ServerError(
-                    f"{self.binary.path} did not accept connections within {timeout_s:.0f}s "
-                    f"({last_error or 'no socket yet'}); {self.error_log}: {_log_summary(self.error_log)}"
-                )
-            time.sleep(delay)
-            delay = min(delay * 1.5, 1.0)
+    @contextmanager
+    def _readiness_probe(self) -> Iterator[Probe]:
+        def probe() -> str | None:
+            if not self.socket.exists():
+                return "no socket yet"
+            try:
+                self.connect(connect_timeout=5).close()
+            except mysql.connector.Error as e:
+                return str(e)
+            return None
+
+        yield probe
+
+    def _not_ready_text(self, timeout_s: float, why: str) -> str:
+        return f"did not accept connections within {timeout_s:.0f}s ({why})"
+
+    def _log_summary(self) -> str:
+        return _log_lines(self.error_log)
+
+    def _prove(self) -> None:
+        self.evidence = verify_allocator(
+            self.child.pid,
+            self.allocator,
+            Path(self.binary.path),
+            server_reported=self._malloc_library(),
+        )
 
     def _malloc_library(self) -> str | None:
         """What the server says serves malloc (MariaDB only); None where it has no such report."""
