@@ -26,16 +26,21 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.integration.runs_helpers import REPO, kill_quietly, manifest, results, start_run
+from tests.integration.runs_helpers import (
+    REPO,
+    kill_quietly,
+    manifest,
+    results,
+    scratch_dir,
+    start_run,
+)
 
 SMOKE = str(REPO / "configs/suites/smoke.toml")
 THP = Path("/sys/kernel/mm/transparent_hugepage")
@@ -596,11 +601,8 @@ def main() -> int:
     print(
         f"fault campaign: seed {seed}, {faults} faults (MALLOCSWEEP_STRESS_SEED={seed} repeats it)"
     )
-    work = Path(tempfile.mkdtemp(prefix="ms-stress-", dir="/tmp"))
-    try:
+    with scratch_dir("ms-stress-") as work:
         c = campaign(seed, faults, work, budget)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     print(c.summary())
     for p in c.problems:
         print("problem:", p)

@@ -23,7 +23,7 @@ from collectors.procfs import ProcFS
 from collectors.session import Collectors
 from rundir.format import SAMPLE_COLUMNS
 from servers.launch import spawn
-from tests.integration.runs_helpers import gcc_program, wait_for
+from tests.integration.runs_helpers import gcc_program, scratch_dir, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -227,18 +227,14 @@ def mariadb_pristine():
         binary = find_mysql()
     except ServerError as e:
         pytest.skip(f"no MariaDB server installed ({e}); `make setup` installs mariadb-server")
-    import tempfile
 
     from servers.allocators import resolve
 
-    root = Path(tempfile.mkdtemp(prefix="ms-cx-", dir="/tmp"))
-    try:
+    with scratch_dir("ms-cx-") as root:
         settings = MySQLSettings(buffer_pool_mb=64, max_threads=32, innodb_log_file_mb=16)
         server = MySQLServer(binary, root / "w", settings, resolve(["glibc"])[0])
         server.initialize()
         yield binary, server.datadir
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_mariadb_connection_threads_exit_and_still_reconcile(mariadb_pristine, short_tmp):

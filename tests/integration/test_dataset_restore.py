@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ from servers.mysql import MySQLServer, MySQLSettings, find_mysql
 from suites.datadir_cache import DatasetCache, restore_vs_prepare
 from suites.sysbench import SysbenchOptions, run_level
 from tests.integration.mariadb import sbtest_target, start_prepared
+from tests.integration.runs_helpers import scratch_dir
 
 pytestmark = pytest.mark.integration
 OPTS = SysbenchOptions(tables=2, table_size=20000)
@@ -38,25 +37,26 @@ def digest(root: Path) -> dict:
 @pytest.fixture(scope="module")
 def cached(tmp_path_factory):
     """A dataset prepared by a real server, shut down cleanly, stored in a cache."""
-    work = Path(tempfile.mkdtemp(prefix="ms-ds-", dir="/tmp"))
-    binary = find_mysql()
-    srv = None
-    try:
-        srv, _, prepare_s = start_prepared(work / "prep", OPTS, settings(), work / "prepare.log")
-        srv.stop()
-        assert srv.exit.returncode == 0
-        cache = DatasetCache(work / "cache")
-        key = cache.key(binary.version, SPEC)
-        cache.store(
-            key,
-            srv.datadir,
-            {"server_version": binary.version, "spec": SPEC, "prepare_s": round(prepare_s, 3)},
-        )
-        yield binary, cache, key, work
-    finally:
-        if srv is not None:
+    with scratch_dir("ms-ds-") as work:
+        binary = find_mysql()
+        srv = None
+        try:
+            srv, _, prepare_s = start_prepared(
+                work / "prep", OPTS, settings(), work / "prepare.log"
+            )
             srv.stop()
-        shutil.rmtree(work, ignore_errors=True)
+            assert srv.exit.returncode == 0
+            cache = DatasetCache(work / "cache")
+            key = cache.key(binary.version, SPEC)
+            cache.store(
+                key,
+                srv.datadir,
+                {"server_version": binary.version, "spec": SPEC, "prepare_s": round(prepare_s, 3)},
+            )
+            yield binary, cache, key, work
+        finally:
+            if srv is not None:
+                srv.stop()
 
 
 def test_pristine_copy_is_unchanged_after_a_cell_wrote(cached):

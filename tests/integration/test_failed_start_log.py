@@ -4,13 +4,11 @@ exists when the user reads it (work/ is removed as the cell ends; logs/ stays)."
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.integration.runs_helpers import REPO, processes_mentioning, start_run
+from tests.integration.runs_helpers import REPO, processes_mentioning, scratch_dir, start_run
 
 pytestmark = pytest.mark.integration
 
@@ -19,8 +17,7 @@ def test_the_named_error_log_exists(tmp_path):
     suite = tmp_path / "bad.toml"
     text = (REPO / "configs/suites/smoke.toml").read_text()
     suite.write_text(text.replace("[server]\n", "[server]\nsettings = { no_such_option_x = 1 }\n"))
-    cache = Path(tempfile.mkdtemp(prefix="ms-cache-", dir="/tmp"))
-    try:
+    with scratch_dir("ms-cache-") as cache:
         p = start_run([str(suite), "--allocators", "glibc", "--out", str(tmp_path / "runs")], cache)
         _, err = p.communicate(timeout=300)
         assert p.returncode == 2, err
@@ -32,5 +29,3 @@ def test_the_named_error_log_exists(tmp_path):
             assert Path(log.rstrip(":")).is_file(), f"the message names {log}, which is gone"
             assert "/logs/" in log
         assert processes_mentioning(str(tmp_path)) == []
-    finally:
-        shutil.rmtree(cache, ignore_errors=True)

@@ -5,13 +5,10 @@ and a SIGKILL of the runner while client processes run."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from pathlib import Path
-
 import pytest
 
 from tests.integration.fault_campaign import campaign
+from tests.integration.runs_helpers import scratch_dir
 
 pytestmark = pytest.mark.integration
 
@@ -27,11 +24,8 @@ MIN_FAULTS = 4  # measured: 5-7 fit in 300 s at a load average of 40-90 on 2 cor
 # more on a loaded machine (measured: 418 s in all at a load average of 40-90).
 @pytest.mark.timeout(900)
 def test_fault_campaign_leaves_nothing_behind_and_resume_completes(capsys):
-    work = Path(tempfile.mkdtemp(prefix="ms-campaign-", dir="/tmp"))
-    try:
+    with scratch_dir("ms-campaign-") as work:
         c = campaign(SEED, FAULTS, work, budget_s=BUDGET_S)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     with capsys.disabled():
         print(f"\nfault campaign (seed {SEED}): {c.summary()}")
         for line in c.log:

@@ -12,7 +12,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ from suites.iibench import SECONDARY_INDEXES, IIBenchSpec
 from suites.iibench.bench import client_cpu_fraction, process_cpu_s, process_vs_thread_rate
 from suites.iibench.spec import DATA_LENGTH_MAX
 from suites.workload import ClientTarget
+from tests.integration.runs_helpers import scratch_dir
 
 pytestmark = pytest.mark.integration
 
@@ -44,13 +44,10 @@ def pristine():
         binary = find_mysql()
     except ServerError as e:
         pytest.skip(f"no MariaDB server installed ({e}); `make setup` installs mariadb-server")
-    root = Path(tempfile.mkdtemp(prefix="ms-ii-", dir="/tmp"))
-    try:
+    with scratch_dir("ms-ii-") as root:
         server = MySQLServer(binary, root / "w", settings(), resolve(["glibc"])[0])
         server.initialize()
         yield binary, server.datadir
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def started(pristine, work: Path, allocator: str) -> MySQLServer:

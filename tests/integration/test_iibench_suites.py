@@ -7,16 +7,16 @@ wherever its figures appear.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from servers.errors import ServerError
 from suites.cli import main
-from tests.integration.runs_helpers import manifest, processes_mentioning, results
+from tests.integration.runs_helpers import manifest, processes_mentioning, results, scratch_dir
 from tests.integration.standin import ensure_standin
 
 pytestmark = pytest.mark.integration
@@ -30,29 +30,23 @@ def _suite(path: Path) -> dict:
     return tomllib.loads(path.read_text())
 
 
-def _run(suite: Path):
-    """`mallocsweep run SUITE --out <tmp>` from the repository root (where `make run` runs it),
-    with the report written; (exit code, run dir, the tmp root to remove)."""
-    out = Path(tempfile.mkdtemp(prefix="ms-iis-", dir="/tmp"))
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MALLOCSWEEP_CACHE", str(out / "cache"))
-    mp.chdir(REPO)
-    try:
+@contextmanager
+def _run(suite: Path) -> Iterator[tuple[int, Path]]:
+    """`mallocsweep run SUITE --out <scratch>` from the repository root (where `make run` runs
+    it), with the report written; yields (exit code, run dir), then removes the scratch dir."""
+    with scratch_dir("ms-iis-") as out, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MALLOCSWEEP_CACHE", str(out / "cache"))
+        mp.chdir(REPO)
         code = main(["run", str(suite), "--out", str(out / "runs"), "--quiet"])
-    finally:
         mp.undo()
-    run_dir = next((out / "runs").iterdir())
-    return code, run_dir, out
+        yield code, next((out / "runs").iterdir())
 
 
 @pytest.fixture(scope="module")
 def standin_run():
     ensure_standin()
-    code, run_dir, out = _run(STANDIN_SUITE)
-    try:
-        yield code, run_dir
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+    with _run(STANDIN_SUITE) as got:
+        yield got
 
 
 @pytest.fixture(scope="module")
@@ -63,11 +57,8 @@ def mariadb_run():
         find_mysql()
     except ServerError as e:
         pytest.skip(f"no MariaDB server installed ({e}); `make setup` installs mariadb-server")
-    code, run_dir, out = _run(MARIADB_SUITE)
-    try:
-        yield code, run_dir
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+    with _run(MARIADB_SUITE) as got:
+        yield got
 
 
 def _check_rows(run_dir: Path, suite: dict, allocators: list[str]) -> list[dict]:

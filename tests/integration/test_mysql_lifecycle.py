@@ -12,7 +12,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from servers.allocators import Allocator, detect_all, resolve
 from servers.errors import AllocatorError, ServerError
 from servers.mysql import MySQLServer, MySQLSettings, ServerBinary, find_mysql
 from servers.ports import free_port
+from tests.integration.runs_helpers import scratch_dir
 
 pytestmark = pytest.mark.integration
 
@@ -52,14 +52,11 @@ def binary() -> ServerBinary:
 @pytest.fixture(scope="module")
 def pristine(binary):
     """An initialised datadir, made once; tests copy it."""
-    root = Path(tempfile.mkdtemp(prefix="ms-p-", dir="/tmp"))
-    try:
+    with scratch_dir("ms-p-") as root:
         server = MySQLServer(binary, root / "w", small_settings(), resolve(["glibc"])[0])
         server.initialize()
         assert (server.datadir / "mysql").is_dir() and (server.datadir / OWNER_MARKER).is_file()
         yield server.datadir
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def copy_datadir(pristine: Path, work: Path) -> None:

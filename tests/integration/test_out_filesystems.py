@@ -5,9 +5,7 @@ failed is recorded as failed, never as finished. The tmpfs is mounted and unmoun
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from tests.integration.runs_helpers import (
     manifest,
     processes_mentioning,
     run_dir_of,
+    scratch_dir,
     start_run,
 )
 
@@ -30,19 +29,17 @@ SMOKE = str(REPO / "configs/suites/smoke.toml")
 def tiny_out():
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
-    d = Path(tempfile.mkdtemp(prefix="ms-tiny-", dir="/tmp"))
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400m", "tmpfs", str(d)], check=True)
-    try:
-        yield d
-    finally:
-        subprocess.run(["umount", "-l", str(d)], check=False)
-        shutil.rmtree(d, ignore_errors=True)
-        assert str(d) not in Path("/proc/self/mounts").read_text(), "the tmpfs was left mounted"
+    with scratch_dir("ms-tiny-") as d:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400m", "tmpfs", str(d)], check=True)
+        try:
+            yield d
+        finally:
+            subprocess.run(["umount", "-l", str(d)], check=False)
+            assert str(d) not in Path("/proc/self/mounts").read_text(), "the tmpfs was left mounted"
 
 
 def test_a_full_out_filesystem_is_named_and_the_run_is_not_finished(tiny_out):
-    cache = Path(tempfile.mkdtemp(prefix="ms-cache-", dir="/tmp"))  # on the big disk
-    try:
+    with scratch_dir("ms-cache-") as cache:  # on the big disk
         p = start_run(
             [SMOKE, "--allocators", "glibc", "--threads", "4", "--out", str(tiny_out / "runs")],
             cache,
@@ -67,5 +64,3 @@ def test_a_full_out_filesystem_is_named_and_the_run_is_not_finished(tiny_out):
             error = c.get("error") or ""
             assert error.startswith("no space left on device") and str(tiny_out) in error, error
         assert processes_mentioning(str(tiny_out)) == []
-    finally:
-        shutil.rmtree(cache, ignore_errors=True)

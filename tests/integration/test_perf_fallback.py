@@ -13,14 +13,13 @@ import csv
 import ctypes
 import errno
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from collectors import perf_event, taskstats
 from suites.cli import main
+from tests.integration.runs_helpers import scratch_dir
 
 pytestmark = pytest.mark.integration
 
@@ -29,42 +28,41 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def run_without_perf():
-    out = Path(tempfile.mkdtemp(prefix="ms-noperf-", dir="/tmp"))
-    mp = pytest.MonkeyPatch()
-    calls = []
+    with scratch_dir("ms-noperf-") as out:
+        mp = pytest.MonkeyPatch()
+        calls = []
 
-    def refused(*args):
-        calls.append(args[0])
-        ctypes.set_errno(errno.EACCES)
-        return -1
+        def refused(*args):
+            calls.append(args[0])
+            ctypes.set_errno(errno.EACCES)
+            return -1
 
-    mp.setenv("MALLOCSWEEP_CACHE", str(out / "cache"))
-    mp.setattr(perf_event._libc, "syscall", refused)
+        mp.setenv("MALLOCSWEEP_CACHE", str(out / "cache"))
+        mp.setattr(perf_event._libc, "syscall", refused)
 
-    def not_permitted(self, tgid):
-        raise taskstats.TaskstatsUnavailable(
-            "TASKSTATS_CMD_GET: Operation not permitted (it needs CAP_NET_ADMIN: run as root)"
-        )
+        def not_permitted(self, tgid):
+            raise taskstats.TaskstatsUnavailable(
+                "TASKSTATS_CMD_GET: Operation not permitted (it needs CAP_NET_ADMIN: run as root)"
+            )
 
-    mp.setattr(taskstats.TaskstatsClient, "read_tgid", not_permitted)
-    try:
-        code = main(
-            [
-                "run",
-                str(REPO / "configs/suites/smoke.toml"),
-                "--allocators", "glibc",
-                "--threads", "4",
-                "--out", str(out / "runs"),
-                "--quiet",
-                "--no-report",
-            ]
-        )  # fmt: skip
-        mp.undo()
-        run_dir = next((out / "runs").iterdir())
-        yield code, run_dir, calls
-    finally:
-        mp.undo()
-        shutil.rmtree(out, ignore_errors=True)
+        mp.setattr(taskstats.TaskstatsClient, "read_tgid", not_permitted)
+        try:
+            code = main(
+                [
+                    "run",
+                    str(REPO / "configs/suites/smoke.toml"),
+                    "--allocators", "glibc",
+                    "--threads", "4",
+                    "--out", str(out / "runs"),
+                    "--quiet",
+                    "--no-report",
+                ]
+            )  # fmt: skip
+            mp.undo()
+            run_dir = next((out / "runs").iterdir())
+            yield code, run_dir, calls
+        finally:
+            mp.undo()
 
 
 def test_fallback_is_named_and_reconciliation_not_checked(run_without_perf):

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ import suites.cell
 from rundir.derive.levels import derive_cell
 from rundir.format import SAMPLE_COLUMNS
 from suites.cli import main
-from tests.integration.runs_helpers import manifest, processes_mentioning, results
+from tests.integration.runs_helpers import manifest, processes_mentioning, results, scratch_dir
 
 pytestmark = pytest.mark.integration
 
@@ -44,21 +43,22 @@ def _names(text: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def smoke_run():
-    out = Path(tempfile.mkdtemp(prefix="ms-run-", dir="/tmp"))
-    cache = out / "cache"
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MALLOCSWEEP_CACHE", str(cache))
-    try:
-        mp.chdir(out)  # a relative --out, as `make run` gives it
-        # with what option files treat specially (comment, escape, blank): a '#' once cut the
-        # server's datadir short, and it ran in a directory of the user's
-        code = main(["run", str(REPO / "configs/suites/smoke.toml"), "--out", RUNS, "--quiet"])
-        run_dir = next((out / RUNS).iterdir())
-        yield code, run_dir
-        assert sorted(os.listdir(out)) == sorted(["cache", RUNS]), "a server wrote outside --out"
-    finally:
-        mp.undo()
-        shutil.rmtree(out, ignore_errors=True)
+    with scratch_dir("ms-run-") as out:
+        cache = out / "cache"
+        mp = pytest.MonkeyPatch()
+        mp.setenv("MALLOCSWEEP_CACHE", str(cache))
+        try:
+            mp.chdir(out)  # a relative --out, as `make run` gives it
+            # with what option files treat specially (comment, escape, blank): a '#' once cut the
+            # server's datadir short, and it ran in a directory of the user's
+            code = main(["run", str(REPO / "configs/suites/smoke.toml"), "--out", RUNS, "--quiet"])
+            run_dir = next((out / RUNS).iterdir())
+            yield code, run_dir
+            assert sorted(os.listdir(out)) == sorted(["cache", RUNS]), (
+                "a server wrote outside --out"
+            )
+        finally:
+            mp.undo()
 
 
 def test_every_allocator_workload_level_has_a_row(smoke_run):
@@ -236,17 +236,16 @@ def test_a_broken_derivation_fails_one_cell_not_the_run(smoke_run, monkeypatch, 
     # other cell is derived and recorded, the run ends with the failed-cell exit code (3, never
     # the internal-error 4), and `report --rederive` with a working derivation gives the cell its
     # rows. The smoke run's dataset cache (MALLOCSWEEP_CACHE, set by its fixture) is reused.
-    out = Path(tempfile.mkdtemp(prefix="ms-derive-", dir="/tmp"))
-    calls = []
+    with scratch_dir("ms-derive-") as out:
+        calls = []
 
-    def broken_for_the_first_cell(raw):
-        calls.append(raw["cell"])
-        if len(calls) == 1:
-            raise KeyError("window_marks")
-        return derive_cell(raw)
+        def broken_for_the_first_cell(raw):
+            calls.append(raw["cell"])
+            if len(calls) == 1:
+                raise KeyError("window_marks")
+            return derive_cell(raw)
 
-    monkeypatch.setattr(suites.cell, "derive_cell", broken_for_the_first_cell)
-    try:
+        monkeypatch.setattr(suites.cell, "derive_cell", broken_for_the_first_cell)
         # Smoke-size: two cells (glibc, jemalloc), one 3-second level each, a short warmup.
         code = main(
             [
@@ -282,5 +281,3 @@ def test_a_broken_derivation_fails_one_cell_not_the_run(smoke_run, monkeypatch, 
             rows = list(csv.DictReader(f))
         assert [r["cell"] for r in rows] == [first["id"]] * 2 + [second["id"]] * 2
         assert all(r["status"] == "ok" and float(r["window_s"]) > 0 for r in rows)
-    finally:
-        shutil.rmtree(out, ignore_errors=True)

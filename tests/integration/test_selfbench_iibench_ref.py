@@ -3,8 +3,6 @@ were asked for, at 1 and 10 clients, and the figure carries both sides' rates an
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +10,7 @@ import pytest
 from servers.allocators import resolve
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
 from suites.selfbench import reference
+from tests.integration.runs_helpers import scratch_dir
 
 pytestmark = pytest.mark.integration
 
@@ -45,13 +44,10 @@ def test_both_sides_insert_every_row_at_1_and_10_clients():
     why = why or reference.mysqldb_missing()
     if why:
         pytest.skip(why)
-    work = Path(tempfile.mkdtemp(prefix="ms-ir-", dir="/tmp"))
-    try:
+    with scratch_dir("ms-ir-") as work:
         fig = reference.iibench_vs_reference(
             _OneServer(work), rounds=1, rows=5000, rows_10=10000, script=None
         )
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     assert fig["rounds"] == 1 and [p["clients"] for p in fig["points"]] == [1, 10]
     for p in fig["points"]:
         # Each side's row count was checked against the table by the arm itself.

@@ -3,10 +3,6 @@ blocks with nothing of ours reading the server, both arms doing the same work.""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from pathlib import Path
-
 import pytest
 
 from collectors.session import Collectors
@@ -15,32 +11,32 @@ from servers.mysql import MySQLSettings
 from suites.selfbench import paired
 from suites.sysbench import SysbenchOptions
 from tests.integration.mariadb import start_prepared
+from tests.integration.runs_helpers import scratch_dir
 
 pytestmark = pytest.mark.integration
 OPTS = SysbenchOptions(tables=1, table_size=2000)
 
 
 def test_paired_blocks_share_one_life_and_raw_blocks_run_alone(tmp_path):
-    work = Path(tempfile.mkdtemp(prefix="ms-pb-", dir="/tmp"))
-    settings = MySQLSettings(buffer_pool_mb=64, max_threads=32, innodb_log_file_mb=48)
-    srv = coll = None
-    sweep = paired.PairedPoint("point_select", 4, 2)
-    sources = paired.PairedPoint("point_select", 4, 1, paired.SOURCE_ARMS)
-    try:
-        srv, _, _ = start_prepared(work, OPTS, settings, tmp_path / "prepare.log")
-        pid = srv.pid
-        coll = Collectors(tmp_path / "samples.csv", list(SAMPLE_COLUMNS))
-        coll.start(pid, "warmup")
-        coll.set_status_source(srv.global_status, srv.connection_status)
-        paired.one_life(srv, coll, OPTS, [sweep, sources], 2, tmp_path)
-        coll.check_sampling()
-        assert srv.pid == pid  # one server life for every block
-    finally:
-        if coll is not None:
-            coll.stop(None)
-        if srv is not None:
-            srv.stop()
-        shutil.rmtree(work, ignore_errors=True)
+    with scratch_dir("ms-pb-") as work:
+        settings = MySQLSettings(buffer_pool_mb=64, max_threads=32, innodb_log_file_mb=48)
+        srv = coll = None
+        sweep = paired.PairedPoint("point_select", 4, 2)
+        sources = paired.PairedPoint("point_select", 4, 1, paired.SOURCE_ARMS)
+        try:
+            srv, _, _ = start_prepared(work, OPTS, settings, tmp_path / "prepare.log")
+            pid = srv.pid
+            coll = Collectors(tmp_path / "samples.csv", list(SAMPLE_COLUMNS))
+            coll.start(pid, "warmup")
+            coll.set_status_source(srv.global_status, srv.connection_status)
+            paired.one_life(srv, coll, OPTS, [sweep, sources], 2, tmp_path)
+            coll.check_sampling()
+            assert srv.pid == pid  # one server life for every block
+        finally:
+            if coll is not None:
+                coll.stop(None)
+            if srv is not None:
+                srv.stop()
 
     assert [b.arm for b in sweep.blocks] == ["ours", "raw", "raw", "ours"]
     assert [b.arm for b in sources.blocks] == list(paired.SOURCE_ARMS)

@@ -15,6 +15,7 @@ from suites.sysbench import SysbenchOptions, prepare, run_level
 from suites.sysbench.runner import WRAPPER, records_path
 from suites.workload import ClientTarget
 from tests.integration.mariadb import start_prepared
+from tests.integration.runs_helpers import scratch_dir
 
 pytestmark = pytest.mark.integration
 OPTS = SysbenchOptions(tables=2, table_size=2000)
@@ -23,21 +24,17 @@ OPTS = SysbenchOptions(tables=2, table_size=2000)
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """One MariaDB sized for 1536 clients (max_connections, thread cache, prepared statements)."""
-    import shutil
-    import tempfile
-    from pathlib import Path
 
-    work = Path(tempfile.mkdtemp(prefix="ms-sb-", dir="/tmp"))
-    logs = tmp_path_factory.mktemp("sb-logs")
-    settings = MySQLSettings(buffer_pool_mb=64, max_threads=1536, innodb_log_file_mb=48)
-    srv = None
-    try:
-        srv, target, _ = start_prepared(work, OPTS, settings, logs / "prepare.log")
-        yield srv, target, logs
-    finally:
-        if srv is not None:
-            srv.stop()
-        shutil.rmtree(work, ignore_errors=True)
+    with scratch_dir("ms-sb-") as work:
+        logs = tmp_path_factory.mktemp("sb-logs")
+        settings = MySQLSettings(buffer_pool_mb=64, max_threads=1536, innodb_log_file_mb=48)
+        srv = None
+        try:
+            srv, target, _ = start_prepared(work, OPTS, settings, logs / "prepare.log")
+            yield srv, target, logs
+        finally:
+            if srv is not None:
+                srv.stop()
 
 
 def printed(log) -> dict:
@@ -115,33 +112,31 @@ def test_a_stalled_level_is_killed_and_failed(server):
 
 def test_server_gone_mid_level_is_a_failed_level(tmp_path):
     """A server that dies under load: the level fails with the reason; nothing raises."""
-    import shutil
-    import tempfile
-    from pathlib import Path
 
-    work = Path(tempfile.mkdtemp(prefix="ms-sbg-", dir="/tmp"))
-    srv = MySQLServer(
-        find_mysql(),
-        work,
-        MySQLSettings(buffer_pool_mb=32, max_threads=64, innodb_log_file_mb=16),
-        resolve(["glibc"])[0],
-    )
-    try:
-        srv.initialize()
-        srv.start(timeout_s=120)
-        conn = srv.connect()
-        conn.cursor().execute("CREATE DATABASE sbtest")
-        conn.close()
-        target = ClientTarget(kind="mysql", socket=srv.client_target()["socket"], database="sbtest")
-        opts = SysbenchOptions(tables=1, table_size=500)
-        prepare(target, opts, tmp_path / "prepare.log")
-        killer = threading.Timer(1.5, lambda: srv.child.signal_group(9))
-        killer.start()
-        res = run_level(target, "point_select", 4, 5, opts, tmp_path / "gone.log", timeout_s=40)
-        killer.join()
-    finally:
-        srv.stop()
-        shutil.rmtree(work, ignore_errors=True)
+    with scratch_dir("ms-sbg-") as work:
+        srv = MySQLServer(
+            find_mysql(),
+            work,
+            MySQLSettings(buffer_pool_mb=32, max_threads=64, innodb_log_file_mb=16),
+            resolve(["glibc"])[0],
+        )
+        try:
+            srv.initialize()
+            srv.start(timeout_s=120)
+            conn = srv.connect()
+            conn.cursor().execute("CREATE DATABASE sbtest")
+            conn.close()
+            target = ClientTarget(
+                kind="mysql", socket=srv.client_target()["socket"], database="sbtest"
+            )
+            opts = SysbenchOptions(tables=1, table_size=500)
+            prepare(target, opts, tmp_path / "prepare.log")
+            killer = threading.Timer(1.5, lambda: srv.child.signal_group(9))
+            killer.start()
+            res = run_level(target, "point_select", 4, 5, opts, tmp_path / "gone.log", timeout_s=40)
+            killer.join()
+        finally:
+            srv.stop()
     assert res.status == "failed"
     assert "server stopped answering" in res.error or "Lost connection" in res.error, res.error
 

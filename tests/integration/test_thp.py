@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from tests.integration.runs_helpers import (
     manifest,
     results,
     run_dir_of,
+    scratch_dir,
     server_pid,
     start_run,
     wait_for,
@@ -58,13 +57,12 @@ duration_s = {duration}
 
 @pytest.fixture
 def work(monkeypatch):
-    d = Path(tempfile.mkdtemp(prefix="ms-thp-", dir="/tmp"))
-    monkeypatch.setenv("MALLOCSWEEP_CACHE", "/tmp/ms-thp-cache")
-    monkeypatch.setenv("MALLOCSWEEP_STATE", str(d / "state"))
-    before = thpmod.current()
-    yield d
-    after = thpmod.current()
-    shutil.rmtree(d, ignore_errors=True)
+    with scratch_dir("ms-thp-") as d:
+        monkeypatch.setenv("MALLOCSWEEP_CACHE", "/tmp/ms-thp-cache")
+        monkeypatch.setenv("MALLOCSWEEP_STATE", str(d / "state"))
+        before = thpmod.current()
+        yield d
+        after = thpmod.current()
     assert after == before, f"THP left changed: {before} -> {after}"
 
 

@@ -3,10 +3,7 @@ one continuous sysbench run, stopped when warm; the cap stops one that never get
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
@@ -17,6 +14,7 @@ from suites.errors import SuiteError
 from suites.sysbench import SysbenchOptions
 from suites.warmup import warm_up, warm_vs_fixed
 from tests.integration.mariadb import sbtest_target, start_prepared
+from tests.integration.runs_helpers import scratch_dir
 
 pytestmark = pytest.mark.integration
 OPTS = SysbenchOptions(tables=2, table_size=20000)
@@ -31,20 +29,19 @@ target_of = sbtest_target
 
 @pytest.fixture(scope="module")
 def dataset():
-    work = Path(tempfile.mkdtemp(prefix="ms-wu-", dir="/tmp"))
-    binary = find_mysql()
-    srv = None
-    try:
-        srv, _, _ = start_prepared(work / "prep", OPTS, settings(), work / "prepare.log")
-        srv.stop()
-        cache = DatasetCache(work / "cache")
-        key = cache.key(binary.version, {"tables": 2, "table_size": 20000})
-        cache.store(key, srv.datadir, {"prepare_s": None})
-        yield binary, cache, key, work
-    finally:
-        if srv is not None:
+    with scratch_dir("ms-wu-") as work:
+        binary = find_mysql()
+        srv = None
+        try:
+            srv, _, _ = start_prepared(work / "prep", OPTS, settings(), work / "prepare.log")
             srv.stop()
-        shutil.rmtree(work, ignore_errors=True)
+            cache = DatasetCache(work / "cache")
+            key = cache.key(binary.version, {"tables": 2, "table_size": 20000})
+            cache.store(key, srv.datadir, {"prepare_s": None})
+            yield binary, cache, key, work
+        finally:
+            if srv is not None:
+                srv.stop()
 
 
 @pytest.mark.parametrize("cell", ["first", "second"])
