@@ -225,11 +225,16 @@ def failures_at(run: Run, server: str, key: tuple) -> list[str]:
 
 
 def _interval_samples(run: Run, rows: list[dict], workload: str, threads: int) -> list[float]:
-    """Batch means of every repeat's interval throughput (ramp-up interval dropped); a level with
-    fewer than MIN_INTERVALS intervals contributes nothing (see the module docstring)."""
+    """Batch means of every repeat's interval throughput (each visit's ramp-up interval dropped);
+    a life with fewer than MIN_INTERVALS intervals at the level contributes nothing (see the module
+    docstring). A thread-churn life visits the level once per cycle, each visit a phase of its own
+    ("<workload>@<threads>#c<cycle>", suites.churn): its visits' intervals, in timeline order, are
+    that life's series (asking only for the plain "<workload>@<threads>" phase found none, and a
+    single-run churn compare had no evidence at all)."""
     out: list[float] = []
     for cell in dict.fromkeys(r["cell"] for r in rows):  # a churn life's rows: one timeline
-        rates = [x for x in run.interval_rates(cell, workload, threads) if x > 0][1:]
+        visits = run.level_visits(cell, workload, threads)
+        rates = [x for visit in visits for x in [y for y in visit if y > 0][1:]]
         if len(rates) >= MIN_INTERVALS:
             out += batch_means(rates)
     return out

@@ -226,11 +226,27 @@ class Run:
 
         The phase of a level is named "<workload>@<threads>" by the runner."""
         phase = f"{workload}@{threads}"
-        rows = [s for s in self.samples(cell_id) if s.get("phase") == phase]
-        qps = [s["workload_qps"] for s in rows if s.get("workload_qps")]
-        if qps:
-            return qps
-        return [s["workload_tps"] for s in rows if s.get("workload_tps")]
+        return _rates([s for s in self.samples(cell_id) if s.get("phase") == phase])
+
+    def level_visits(self, cell_id: str, workload: str, threads: int) -> list[list[float]]:
+        """Per-interval throughput of every visit of one level in the cell's life, in timeline
+        order: the one phase "<workload>@<threads>", or in a thread-churn life one phase per cycle,
+        "<workload>@<threads>#c<cycle>" (+ "/tc<size>"; suites.churn)."""
+        level = f"{workload}@{threads}"
+        visits: dict[str, list[dict]] = {}
+        for s in self.samples(cell_id):
+            phase = s.get("phase") or ""
+            if phase == level or phase.startswith(level + "#c"):
+                visits.setdefault(phase, []).append(s)
+        return [r for r in (_rates(rows) for rows in visits.values()) if r]
+
+
+def _rates(samples: list[dict]) -> list[float]:
+    """A phase's interval throughput: queries/s, else transactions/s."""
+    qps = [s["workload_qps"] for s in samples if s.get("workload_qps")]
+    if qps:
+        return qps
+    return [s["workload_tps"] for s in samples if s.get("workload_tps")]
 
 
 def _unique(items) -> list:

@@ -7,7 +7,16 @@ import json
 import shutil
 from pathlib import Path
 
-from analysis.compare import FAILED_IN_NEW, NO_VERDICT, compare_runs, render_text
+import pytest
+
+from analysis.compare import (
+    FAILED_IN_NEW,
+    NO_CHANGE,
+    NO_VERDICT,
+    POSSIBLY_SLOWER,
+    compare_runs,
+    render_text,
+)
 from analysis.report import write_report
 from rundir.read import load_run
 
@@ -92,3 +101,45 @@ def test_real_server_crash_in_new_is_a_regression(tmp_path):
     assert len(failed) == 4 and all("signal 11" in p.note for p in failed)
     assert cmp.exit_code == 1
     assert not cmp.unmatched["base_only"]
+
+
+def _churn_halved(tmp_path) -> Path:
+    """churn-smoke with every throughput of its timeline and results halved."""
+    copy = shutil.copytree(RUNS / "churn-smoke", tmp_path / "churn-smoke-halved")
+    for path, cols in [(copy / "results.csv", ("qps", "tps"))] + [
+        (p, ("workload_qps", "workload_tps")) for p in (copy / "samples").iterdir()
+    ]:
+        with path.open(newline="") as f:
+            rows = list(csv.DictReader(f))
+            header = list(rows[0])
+        for r in rows:
+            for c in cols:
+                if r.get(c):
+                    r[c] = repr(float(r[c]) / 2)
+        with path.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=header)
+            w.writeheader()
+            w.writerows(rows)
+    return copy
+
+
+def test_a_single_churn_life_compares_on_its_cycles_intervals(tmp_path):
+    """A thread-churn life visits each level once per cycle, each visit a phase of its own
+    ("point_select@4#c2/tc2", suites.churn). The single-run compare once looked only for the plain
+    "point_select@4" phase, found no interval at all and gave every churn point "no verdict"
+    (blaming levels too short). Every visit's intervals, each visit's ramp-up dropped, are the
+    life's series now: weak evidence, as for any single run."""
+    run = load_run(RUNS / "churn-smoke")
+    cell = next(c for c in run.cells if "__glibc__" in c)
+    assert run.interval_rates(cell, "point_select", 4) == []  # no plain level phase
+    visits = run.level_visits(cell, "point_select", 4)
+    assert len(visits) == 4 and all(len(v) >= 4 for v in visits)  # cycles 1-3 + the closing one
+    assert len(run.level_visits(cell, "point_select", 48)) == 3
+    same = compare_runs(RUNS / "churn-smoke", RUNS / "churn-smoke", allow_weak=True)
+    assert len(same.points) == 4
+    assert all(p.evidence == "1 run per side: 5+5 batch means (weak)" for p in same.points)
+    assert all(p.lo < 1 < p.hi and p.verdict == NO_CHANGE for p in same.points)
+    # The evidence can tell: the same life with its throughput halved is possibly slower.
+    halved = compare_runs(RUNS / "churn-smoke", _churn_halved(tmp_path), allow_weak=True)
+    assert all(p.ratio == pytest.approx(0.5) and p.hi < 1 for p in halved.points)
+    assert all(p.verdict == POSSIBLY_SLOWER and p.regression for p in halved.points)
