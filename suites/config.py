@@ -119,6 +119,15 @@ class _SuiteRules(Section):
                 ("clients", "hosts"),
                 "client hosts run sysbench levels on MySQL-family servers only in this version",
             )
+        hosts = len(self.clients.hosts)
+        if hosts > 1 and self.suite.kind == "sysbench":
+            few = [t for t in self.sysbench.threads if t < hosts]
+            if few:
+                raise FieldError(
+                    ("sysbench", "threads"),
+                    f"thread level {few[0]} is below the {hosts} client hosts it is split over "
+                    "(every host runs at least one thread)",
+                )
         return self
 
     @model_validator(mode="after")

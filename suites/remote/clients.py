@@ -65,11 +65,12 @@ def _reachability_listener(address: str) -> tuple[socket.socket, list]:
 
 
 class RemoteClients:
-    """The run's client host: open() checks it and prepares it, close() leaves nothing there."""
+    """One client host: open() checks it and prepares it, close() leaves nothing there (several
+    hosts: suites.remote.hosts.ClientHosts holds one of these per host)."""
 
-    def __init__(self, clients_section, max_threads: int, wrapper: Path):
+    def __init__(self, clients_section, max_threads: int, wrapper: Path, target: str = ""):
         self.section = clients_section
-        self.target = clients_section.hosts[0]
+        self.target = target or clients_section.hosts[0]
         self.address = clients_section.server_address
         self.max_threads = max_threads
         self.wrapper = Path(wrapper)
@@ -162,9 +163,16 @@ class RemoteClients:
         out.update(hostload.sysbench_cpu(r.stdout.decode(errors="replace")))
         return out
 
-    def level_command(self, argv: list[str], env: dict, limit_s: float) -> tuple[list[str], str]:
+    def level_command(
+        self, argv: list[str], env: dict, limit_s: float, start_at: float | None = None
+    ) -> tuple[list[str], str]:
         """The ssh argv running one level (argv/env as for a local sysbench: argv[1] is our
-        wrapper), and the tag its files have on the host."""
+        wrapper), and the tag its files have on the host.
+
+        `start_at` (seconds on our clock): the host's shell waits until that moment on its own
+        clock (ours plus the offset measured at open) before sysbench starts, and writes a
+        "start" record with its clock then, so that levels split over several hosts start
+        together and the skew they really had can be measured (suites.remote.hosts)."""
         self._levels += 1
         tag = f"level{self._levels}"
         d = self.dir
@@ -183,7 +191,8 @@ class RemoteClients:
         # for, `times` can report its CPU (the shell's children: timeout and sysbench).
         line = (
             f"ulimit -n {nofile} 2>/dev/null; cd {shlex.quote(d)} || exit 1; exec 3>&1 1>&2; "
-            "env -i "
+            + (self._wait_until(start_at) if start_at is not None else "")
+            + "env -i "
             + " ".join(f"{k}={shlex.quote(v)}" for k, v in remote_env.items())
             + f" timeout -s KILL {int(limit_s) + 10} "
             + " ".join(shlex.quote(a) for a in args)
@@ -191,6 +200,17 @@ class RemoteClients:
         )
         self.last_tag = tag
         return self.host.argv(line), tag
+
+    def _wait_until(self, start_at: float) -> str:
+        """Shell that sleeps until `start_at` (our clock) comes on this host's clock, then writes
+        {"type": "start", "t_ns": its clock} on the records stream (fd 3)."""
+        offset = self.facts["clock_at_start"]["offset_s"]
+        at_ns = int(round((start_at + offset) * 1e9))
+        return (
+            f"d=$(( {at_ns} - $(date +%s%N) )); "
+            "[ $d -gt 0 ] && sleep $(printf '%d.%09d' $((d / 1000000000)) $((d % 1000000000))); "
+            'printf \'{"type":"start","t_ns":%s}\\n\' $(date +%s%N) >&3; '
+        )
 
     def abort(self, tag: str) -> None:
         """End a level's sysbench on the host (its whole process group). Never raises: it runs

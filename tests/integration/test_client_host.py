@@ -9,6 +9,7 @@ preflight, before any server starts.
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 import subprocess
 import tempfile
@@ -16,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.netns import free_slash30, make_hosts, sshd_available
+from suites.sysbench.histogram import LatencyHistogram
+from tests.integration.netns import NetnsHost, free_slash30, make_hosts, sshd_available
 from tests.integration.runs_helpers import mallocsweep, manifest, results, small_suite
 
 pytestmark = pytest.mark.integration
@@ -25,19 +27,28 @@ WHY_NOT = sshd_available()
 
 
 @pytest.fixture(scope="module")
-def client_host():
+def client_hosts():
+    """Two stand-in client hosts; the second also routes to the first's host-side address (the
+    one the server binds when a run uses both)."""
     if WHY_NOT:
         pytest.skip(f"no stand-in client host: {WHY_NOT}")
     tmp = Path(tempfile.mkdtemp(prefix="ms-client-"))
-    hosts = make_hosts(1)
+    hosts = make_hosts(2)
     try:
-        yield hosts[0], tmp
+        hosts[1].route_to(hosts[0].host_address)
+        yield hosts, tmp
     finally:
         for h in hosts:
             h.remove()
         shutil.rmtree(tmp, ignore_errors=True)
         left = [x for h in hosts for x in h.leftovers()]
         assert not left, f"the test left behind: {left}"
+
+
+@pytest.fixture(scope="module")
+def client_host(client_hosts):
+    hosts, tmp = client_hosts
+    return hosts[0], tmp
 
 
 def _suite(tmp: Path, host, alias: str) -> Path:
@@ -184,3 +195,113 @@ def test_results_columns_are_in_the_csv_header(client_run):
     client = [c for c in header if c.startswith("client_")]
     assert client[-2:] == ["client_sysbench_user_s", "client_sysbench_sys_s"]
     assert "client_host" in client and "client_cpu_busy_pct" in client
+
+
+# -- one level split over two client hosts -----------------------------------------------------
+@pytest.fixture(scope="module")
+def split_run(client_hosts):
+    """One server life, one 3 s level of 5 threads split 3 + 2 over the two hosts."""
+    hosts, tmp = client_hosts
+    ssh_config = NetnsHost.write_ssh_config(tmp / "ssh_config_two", hosts)
+    suite = tmp / "two-hosts.toml"
+    suite.write_text(
+        small_suite(
+            "client-hosts-split",
+            sysbench={"threads": [5]},
+            clients={
+                "hosts": [h.alias for h in hosts],
+                "server_address": hosts[0].host_address,
+                "ssh_config": str(ssh_config),
+                "connect_timeout_s": 5,
+            },
+        )
+    )
+    out = tmp / "runs-two"
+    r = mallocsweep(["run", str(suite), "--out", str(out), "--quiet", "--no-report"], tmp / "cache")
+    assert r.returncode == 0, r.stderr[-2000:]
+    return hosts, next(out.iterdir())
+
+
+def _host_records(path: str) -> tuple[list[dict], LatencyHistogram]:
+    recs = [json.loads(ln) for ln in Path(path).read_text().splitlines() if ln.strip()]
+    hist = next(r for r in recs if r["type"] == "histogram")
+    return recs, LatencyHistogram.from_pairs(
+        hist["buckets"], array_size=hist["array_size"], range_min=hist["range_min"],
+        range_max=hist["range_max"],
+    )  # fmt: skip
+
+
+def test_a_level_split_over_two_hosts_is_combined_truly(split_run):
+    hosts, run_dir = split_run
+    (row,) = results(run_dir)
+    assert row["status"] == "ok", row["error"]
+    assert row["client_host"] == f"{hosts[0].alias},{hosts[1].alias}"
+    cell = json.loads((run_dir / "cells" / f"{row['cell']}.json").read_text())
+    (level,) = cell["levels"]
+    each = level["extra"]["client_hosts"]
+    assert [(e["host"], e["threads"]) for e in each] == [(hosts[0].alias, 3), (hosts[1].alias, 2)]
+    # Started together: both hosts' sysbench began within 100 ms of each other (our clock).
+    assert 0 <= level["extra"]["split"]["start_skew_s"] < 0.1, level["extra"]["split"]
+    # The level's rate: each host's rate over the intervals both wrote, summed (from the raw
+    # records, not from the tool's own combination).
+    rates, hists = [], []
+    for e in each:
+        assert e["status"] == "ok" and e["events"] > 0
+        recs, hist = _host_records(e["records"])
+        hists.append(hist)
+        rates.append([r for r in recs if r["type"] == "interval"])
+    common = min(len(x) for x in rates)
+    assert common >= 2
+    tps = sum(
+        sum(r["events"] for r in x[:common]) / sum(r["time_interval"] for r in x[:common])
+        for x in rates
+    )
+    assert float(row["tps"]) == pytest.approx(tps, rel=1e-6)
+    # Percentiles from the two histograms merged bucket by bucket.
+    merged = LatencyHistogram.from_pairs(
+        [(i, c) for h in hists for i, c in h.counts.items()],
+        array_size=hists[0].array_size, range_min=hists[0].range_min,
+        range_max=hists[0].range_max,
+    )  # fmt: skip
+    lat_max = max(e["lat_max_ms"] for e in each)
+    assert float(row["lat_p95_ms"]) == pytest.approx(min(merged.percentile(95), lat_max))
+    assert float(row["lat_max_ms"]) == pytest.approx(lat_max)
+    assert int(row["errors"]) == sum(e["errors"] for e in each)
+    # Each host's client figures kept, summed in the columns. Its own network namespace carried
+    # its own share of the traffic; sysbench's own CPU is each host's.
+    loads = [e["load"] for e in each]
+    for k in ("client_sysbench_user_s", "client_net_rx_kb", "client_net_tx_kb", "client_ctxsw"):
+        assert float(row[k]) == pytest.approx(sum(ld[k] for ld in loads), abs=0.01), k
+    for ld in loads:
+        assert ld["client_net_rx_kb"] > 0 and ld["client_sysbench_user_s"] is not None
+    for e in each:
+        log = Path(e["log"]).read_text()
+        assert f"--mysql-host={hosts[0].host_address}" in log
+        assert f"--threads={e['threads']}" in log
+    c = manifest(run_dir)["clients"]
+    assert [x["host"] for x in c["hosts"]] == [h.alias for h in hosts]
+    assert all("clock_at_end" in x for x in c["hosts"])
+
+
+def test_nothing_is_left_on_either_host_after_a_split_run(split_run):
+    hosts, run_dir = split_run
+    for h, x in zip(hosts, manifest(run_dir)["clients"]["hosts"], strict=True):
+        assert not Path(x["work_dir"]).exists()  # the namespaces share this filesystem
+        names = {Path(f"/proc/{p}/comm").read_text().strip() for p in h.pids()}
+        assert names <= {"sshd"}, names
+
+
+def test_a_level_with_fewer_threads_than_hosts_is_refused(client_hosts, tmp_path):
+    hosts, tmp = client_hosts
+    suite = tmp_path / "few.toml"
+    suite.write_text(
+        small_suite(
+            "few",
+            sysbench={"threads": [1, 4]},
+            clients={"hosts": [h.alias for h in hosts], "server_address": hosts[0].host_address},
+        )
+    )
+    r = mallocsweep(["run", str(suite), "--out", str(tmp_path / "runs"), "--quiet"], tmp / "cache")
+    assert r.returncode == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert "sysbench.threads" in line and "thread level 1 is below the 2 client hosts" in line
