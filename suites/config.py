@@ -117,9 +117,16 @@ class _SuiteRules(Section):
         if self.clients.hosts and not (workloads.of(self).remote_clients and family_of(self).sql):
             raise FieldError(
                 ("clients", "hosts"),
-                "client hosts run sysbench levels on MySQL-family servers only in this version",
+                "client hosts run sysbench and iibench levels on MySQL-family servers only in "
+                "this version",
             )
         hosts = len(self.clients.hosts)
+        if hosts > 1 and workloads.of(self).remote_program != "sysbench":
+            raise FieldError(
+                ("clients", "hosts"),
+                f"{hosts} client hosts: a {self.suite.kind} level runs on one client host in "
+                "this version (sysbench levels can be split over several)",
+            )
         if hosts > 1 and self.suite.kind == "sysbench":
             few = [t for t in self.sysbench.threads if t < hosts]
             if few:

@@ -400,6 +400,12 @@ class ClientsSection(Section):
     connect_timeout_s: PositiveFloat = Field(
         10, description="How long ssh may take to reach a client host before preflight fails."
     )
+    python: str = Field(
+        "",
+        description="The Python of mallocsweep's install on the client hosts (e.g. "
+        '"/opt/mallocsweep/bin/python"): iibench\'s clients are ours and run there with it; '
+        "preflight checks it runs the same code as this machine. Empty: python3 on their PATH.",
+    )
 
     @field_validator("hosts")
     @classmethod

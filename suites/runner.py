@@ -446,12 +446,16 @@ class Matrix:
 def open_clients(suite: Suite):
     """The suite's client host(s), checked and prepared (suites.remote.clients; several:
     suites.remote.hosts)."""
+    from suites import workloads
     from suites.remote.clients import RemoteClients
     from suites.remote.hosts import ClientHosts
     from suites.sysbench.runner import WRAPPER
 
-    kind = ClientHosts if len(suite.clients.hosts) > 1 else RemoteClients
-    clients = kind(suite.clients, suite.max_threads, WRAPPER)
+    if len(suite.clients.hosts) > 1:
+        clients = ClientHosts(suite.clients, suite.max_threads, WRAPPER)
+    else:
+        program = workloads.of(suite).remote_program
+        clients = RemoteClients(suite.clients, suite.max_threads, WRAPPER, program=program)
     clients.open()
     return clients
 

@@ -36,6 +36,8 @@ class Workload:
     options: dict[str, tuple[str, str] | str] = {}
     churns = False  # [memory] churn_cycles can cycle its levels (clients come and go)
     remote_clients = False  # its levels can run on a client host ([clients] hosts)
+    # What runs on a client host: "sysbench", or "python" (our own clients, suites.remote.pylevel)
+    remote_program = "sysbench"
 
     def max_clients(self, suite) -> int:
         """Client connections its largest level opens at once."""

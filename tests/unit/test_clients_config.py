@@ -22,8 +22,8 @@ from suites.errors import SuiteError
         ('[clients]\nhosts = ["c1"]\nserver_address = "0.0.0.0"\n', "cannot be reached"),
         ('[clients]\nhosts = ["c1"]\nserver_address = "db1"\n', "expected an IP address"),
         ('[clients]\nssh_config = "no-such-file"\n', "no such file"),
-        ('[suite]\nkind = "iibench"\n[clients]\nhosts = ["c1"]\nserver_address = "10.0.0.5"\n',
-         "sysbench levels"),
+        ('[suite]\nkind = "iibench"\n[clients]\nhosts = ["c1", "c2"]\nserver_address = "10.0.0.5"\n',
+         "a iibench level runs on one client host"),
     ],
 )  # fmt: skip
 def test_bad_clients_settings(text, expected, tmp_path):
