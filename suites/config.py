@@ -121,20 +121,20 @@ class _SuiteRules(Section):
                 "this version",
             )
         hosts = len(self.clients.hosts)
-        if hosts > 1 and workloads.of(self).remote_program != "sysbench":
+        workload = workloads.of(self)
+        if hosts > 1 and not workload.remote_split:
             raise FieldError(
                 ("clients", "hosts"),
-                f"{hosts} client hosts: a {self.suite.kind} level runs on one client host in "
+                f"{hosts} client hosts: a {workload.kind} level runs on one client host in "
                 "this version (sysbench levels can be split over several)",
             )
-        if hosts > 1 and self.suite.kind == "sysbench":
-            few = [t for t in self.sysbench.threads if t < hosts]
-            if few:
-                raise FieldError(
-                    ("sysbench", "threads"),
-                    f"thread level {few[0]} is below the {hosts} client hosts it is split over "
-                    "(every host runs at least one thread)",
-                )
+        if hosts > 1 and workload.min_clients(self) < hosts:
+            loc, what = workload.clients_field
+            raise FieldError(
+                loc,
+                f"{what} {workload.min_clients(self)} is below the {hosts} client hosts it is "
+                "split over (every host runs at least one thread)",
+            )
         return self
 
     @model_validator(mode="after")

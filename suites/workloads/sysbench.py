@@ -149,9 +149,13 @@ class Sysbench(Workload):
     options = {"threads": ("sysbench", "threads"), "duration": ("sysbench", "duration_s")}
     churns = True
     remote_clients = True
+    remote_split = True
 
     def max_clients(self, suite) -> int:
         return max(suite.sysbench.threads)
+
+    def min_clients(self, suite) -> int:
+        return min(suite.sysbench.threads)
 
     def check_family(self, suite, family) -> None:
         if not family.sql:

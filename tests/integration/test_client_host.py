@@ -12,6 +12,7 @@ import csv
 import json
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -305,3 +306,62 @@ def test_a_level_with_fewer_threads_than_hosts_is_refused(client_hosts, tmp_path
     assert r.returncode == 2
     (line,) = r.stderr.strip().splitlines()
     assert "sysbench.threads" in line and "thread level 1 is below the 2 client hosts" in line
+
+
+# -- iibench on a client host ---------------------------------------------------------------------
+def _iibench_suite(tmp: Path, host, python: str, name: str = "iibench-client-host") -> Path:
+    p = tmp / f"{name}.toml"
+    p.write_text(
+        f'[suite]\nname = "{name}"\nkind = "iibench"\n'
+        '[server]\nbuffer_pool_mb = 64\n[allocators]\nuse = ["glibc"]\n'
+        "[iibench]\nclients = 2\nmax_rows = 1000000\nmax_seconds = 3.0\nbatch_rows = 100\n"
+        "secondary_indexes = 1\n"
+        f'[clients]\nhosts = ["{host.alias}"]\nserver_address = "{host.host_address}"\n'
+        f'ssh_config = "{host.dir / "ssh_config"}"\nconnect_timeout_s = 5\npython = "{python}"\n'
+    )
+    return p
+
+
+def test_iibench_runs_on_the_client_host(client_host):
+    """One server life, one 3 s insert level whose two clients are processes of the namespace
+    host (our venv's Python there: the namespace shares this filesystem, as a host with the
+    playbook's install would have its own)."""
+    host, tmp = client_host
+    out = tmp / "runs-iibench"
+    r = mallocsweep(
+        ["run", str(_iibench_suite(tmp, host, sys.executable)), "--out", str(out), "--quiet",
+         "--no-report"],
+        tmp / "cache",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    run_dir = next(out.iterdir())
+    (row,) = results(run_dir)
+    assert row["status"] == "ok", row["error"]
+    assert row["workload"] == "iibench" and int(row["events"]) > 0 and float(row["qps"]) > 0
+    assert row["client_host"] == host.alias
+    # The inserts crossed the namespace's veth (its own /proc/net/dev): rows sent, acks back.
+    assert float(row["client_net_tx_kb"]) > float(row["client_net_rx_kb"]) > 0
+    assert float(row["client_cpu_user_s"]) > 0 and int(row["client_ctxsw"]) > 0
+    assert row["client_sysbench_user_s"] == ""  # no sysbench ran
+    c = manifest(run_dir)["clients"]
+    assert c["program"] == "python" and c["mallocsweep"]["digest"]
+    # The clients ran in the namespace: the level's log (the agent's, returned over ssh) says so
+    # through the interval rows, and the server saw their connections from the namespace address.
+    log = (run_dir / "logs" / row["cell"] / "iibench@2.log").read_text()
+    assert '"event": "interval"' in log and '"event": "summary"' in log
+    names = {Path(f"/proc/{p}/comm").read_text().strip() for p in host.pids()}
+    assert names <= {"sshd"}, names  # nothing left running there
+
+
+def test_a_client_host_without_our_install_fails_preflight(client_host):
+    host, tmp = client_host
+    out = tmp / "runs-nopython"
+    r = mallocsweep(
+        ["run", str(_iibench_suite(tmp, host, "/usr/bin/python3", "nopython")), "--out", str(out),
+         "--quiet"],
+        tmp / "cache",
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith(f"mallocsweep: error: client host {host.alias}: mallocsweep is not ")
+    assert not out.exists() or not any(out.iterdir())
