@@ -31,6 +31,13 @@ from suites.remote.ssh import SshHost
 # One socket per client thread, plus sysbench's own files and a margin.
 NOFILE_MARGIN = 256
 _PATH = "/usr/local/bin:/usr/bin:/bin"
+# A split level's start on a host (level_command's barrier): "ready" and "start" records with the
+# host's clock on the records stream (fd 3), the go read from ssh's stdin in between.
+_BARRIER = (
+    'printf \'{"type":"ready","t_ns":%s}\\n\' $(date +%s%N) >&3; '
+    "read -r _go || exit 1; "
+    'printf \'{"type":"start","t_ns":%s}\\n\' $(date +%s%N) >&3; '
+)
 
 
 def _reachability_listener(address: str) -> tuple[socket.socket, list]:
@@ -237,15 +244,15 @@ class RemoteClients:
         return out
 
     def level_command(
-        self, argv: list[str], env: dict, limit_s: float, start_at: float | None = None
+        self, argv: list[str], env: dict, limit_s: float, barrier: bool = False
     ) -> tuple[list[str], str]:
         """The ssh argv running one level (argv/env as for a local sysbench: argv[1] is our
         wrapper), and the tag its files have on the host.
 
-        `start_at` (seconds on our clock): the host's shell waits until that moment on its own
-        clock (ours plus the offset measured at open) before sysbench starts, and writes a
-        "start" record with its clock then, so that levels split over several hosts start
-        together and the skew they really had can be measured (suites.remote.hosts)."""
+        `barrier`: the host's shell, once logged in, writes a "ready" record and waits for a line
+        on its stdin (the go the runner sends every host at once, suites.sysbench.split), then
+        writes a "start" record with its clock and starts sysbench: levels split over several
+        hosts start together, and the skew they really had can be measured."""
         self._levels += 1
         tag = f"level{self._levels}"
         d = self.dir
@@ -264,7 +271,7 @@ class RemoteClients:
         # for, `times` can report its CPU (the shell's children: timeout and sysbench).
         line = (
             f"ulimit -n {nofile} 2>/dev/null; cd {shlex.quote(d)} || exit 1; exec 3>&1 1>&2; "
-            + (self._wait_until(start_at) if start_at is not None else "")
+            + (_BARRIER if barrier else "")
             + "env -i "
             + " ".join(f"{k}={shlex.quote(v)}" for k, v in remote_env.items())
             + f" timeout -s KILL {int(limit_s) + 10} "
@@ -273,17 +280,6 @@ class RemoteClients:
         )
         self.last_tag = tag
         return self.host.argv(line), tag
-
-    def _wait_until(self, start_at: float) -> str:
-        """Shell that sleeps until `start_at` (our clock) comes on this host's clock, then writes
-        {"type": "start", "t_ns": its clock} on the records stream (fd 3)."""
-        offset = self.facts["clock_at_start"]["offset_s"]
-        at_ns = int(round((start_at + offset) * 1e9))
-        return (
-            f"d=$(( {at_ns} - $(date +%s%N) )); "
-            "[ $d -gt 0 ] && sleep $(printf '%d.%09d' $((d / 1000000000)) $((d % 1000000000))); "
-            'printf \'{"type":"start","t_ns":%s}\\n\' $(date +%s%N) >&3; '
-        )
 
     def abort(self, tag: str) -> None:
         """End a level's sysbench on the host (its whole process group). Never raises: it runs

@@ -4,15 +4,15 @@ How a level's threads are split (split_threads): as evenly as possible, the firs
 one more when the count does not divide, every host at least one thread; a level with fewer
 threads than hosts is refused when the suite is read (suites.config_sections).
 
-How they start together: every host's shell waits until one moment, set a little ahead on our
-clock and put on each host's clock with the offset measured when the host was opened
-(suites.remote.clock), then starts sysbench and reports its clock. A go-signal sent to all the
-hosts at once would need each ssh session's stdin kept open through our launcher (it is the
-launcher's own gate); a start time needs nothing but the offsets we measure anyway, does not
-depend on how long each ssh session takes to come up (a command through the shared connection
-costs a round trip plus a shell start, more on a loaded host), and its error is bounded by the
-offset's uncertainty (half the smallest round trip). Each host's reported start, put back on our
-clock, gives the skew the level really had (recorded with the level).
+How they start together: a go-barrier. Each host's ssh session logs in, writes a "ready" record
+and waits for a line on its stdin; once every host is ready the runner writes "go" to each
+session's stdin at once (microseconds apart), so the hosts start within a one-way trip of each
+other over their connections, however long each took to come up. A start time set ahead on our
+clock and put on each host's clock with its measured offset was tried first and measured: on
+this machine under load (load average ~80) ssh sessions took 2-10 s to come up, longer than any
+fixed lead, and hosts started up to 10 s apart; a lead long enough for the worst case would add
+that wait to every level. Each host's own clock at its start ("start" record), put on ours with
+its measured offset, gives the skew each level really had (recorded with the level).
 
 Each host is a suites.remote.clients.RemoteClients over its own SSH connection; preflight runs
 per host and a failing host is named in its one-line error.
@@ -20,14 +20,8 @@ per host and a failing host is named in its one-line error.
 
 from __future__ import annotations
 
-import time
-
 from rundir.format import CLIENT_COLUMNS
 from suites.remote.clients import RemoteClients
-
-# How far ahead of "now" a split level's start is set: every host's ssh session must be up and
-# waiting by then (a command through a shared connection takes tens of ms; a loaded host more).
-START_LEAD_S = 1.5
 
 
 def split_threads(threads: int, hosts: int) -> list[int]:
@@ -97,13 +91,9 @@ class ClientHosts:
             "host": self.target,
             "server_address": self.address,
             "split": "threads as evenly as possible, the first hosts taking the remainder; "
-            "started together at one moment set on each host's clock from its measured offset",
+            "started together by a go-barrier (every host ready, then one go to each)",
             "hosts": [h.to_manifest() for h in self.hosts],
         }
-
-    def start_time(self) -> float:
-        """The moment (our clock, seconds) a split level's hosts start at."""
-        return time.time() + START_LEAD_S
 
     def load(self) -> list[dict]:
         return [h.load() for h in self.hosts]

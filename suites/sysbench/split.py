@@ -1,7 +1,7 @@
 """One sysbench level split over several client hosts, and its figures combined truly.
 
-Each host runs its share of the threads (suites.remote.hosts.split_threads) from one start time,
-over its own ssh into its own log and records file (<phase>.<host>.log / .jsonl); the level's
+Each host runs its share of the threads (suites.remote.hosts.split_threads), all started by one
+go once every host is ready (suites.remote.hosts), over its own ssh into its own log and records file (<phase>.<host>.log / .jsonl); the level's
 log names them. The level's figures are combined from the hosts' records, never from their
 rounded results:
 - rates: each host's rate over the common window (the interval reports every host wrote: the
@@ -17,6 +17,7 @@ Each host's own figures stay in the level's record (extra["client_hosts"]).
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import tempfile
@@ -39,11 +40,11 @@ from suites.sysbench.records import (
 from suites.sysbench.runner import (
     _ENV,
     POLL_S,
+    THREAD_INIT_TIMEOUT_S,
     WRAPPER,
     _failure_reason,
     _masked,
     _RecordFollower,
-    _spawn_remote,
     default_timeout,
     records_path,
 )
@@ -194,6 +195,25 @@ def _start_record(path: Path) -> dict | None:
     return next((r for r in found if isinstance(r.get("t_ns"), int)), None)
 
 
+def _spawn_gated(ssh_argv: list[str], log: Path, rec: Path, cwd: Path, go_fd: int):
+    """ssh for one host, its stdin the read end of that host's go pipe (spawn's own stdin is its
+    launch gate, so a shell puts the pipe there and becomes ssh)."""
+    from servers.launch import spawn
+
+    with open(log, "ab") as f:
+        f.write(("# mallocsweep: " + " ".join(_masked(ssh_argv)) + "\n").encode())
+    env = {k: v for k, v in os.environ.items() if k in ("HOME", "USER", "LOGNAME", "SSH_AUTH_SOCK")}
+    return spawn(
+        ["/bin/sh", "-c", f'exec "$@" <&{go_fd} {go_fd}<&-', "sh", *ssh_argv],
+        env=_ENV | env,
+        cwd=cwd,
+        stdout=rec,
+        stderr=log,
+        death_signal=signal.SIGKILL,
+        pass_fds=(go_fd,),
+    )
+
+
 def run_split_level(
     target: ClientTarget,
     workload: str,
@@ -215,21 +235,20 @@ def run_split_level(
     logs = [host_log(log_path, n) for n in names]
     limit = default_timeout(max(shares), seconds)
     scratch = Path(tempfile.mkdtemp(prefix="ms-sbs-", dir="/tmp"))
-    start_at = hosts.start_time()
-    children, tags = [], []
-    followers = []
-    argvs = []
     with open(log_path, "a") as f:
         f.write(
-            f"# mallocsweep: {threads} threads split over {len(names)} client hosts, starting "
-            f"together at {start_at:.3f} (our clock):\n"
+            f"# mallocsweep: {threads} threads split over {len(names)} client hosts, started "
+            "together (each waits for one go):\n"
             + "".join(
                 f"#   {n}: {s} threads, log {lg.name}\n"
                 for n, s, lg in zip(names, shares, logs, strict=True)
             )  # fmt: skip
         )
+    children, tags, followers, argvs, gos = [], [], [], [], []
     started = time.monotonic()
     timed_out = False
+    ready_at: list[float | None] = [None] * len(names)
+    go_at = None
     try:
         for host, share, log in zip(hosts.hosts, shares, logs, strict=True):
             argv = level_argv(WRAPPER, target, opts, share, seconds)
@@ -239,16 +258,41 @@ def run_split_level(
             rec.unlink(missing_ok=True)
             rec.touch()
             followers.append(_RecordFollower(rec))
-            ssh_argv, tag = host.level_command(argv, env, limit, start_at=start_at)
+            ssh_argv, tag = host.level_command(argv, env, limit, barrier=True)
             tags.append(tag)
+            r, w = os.pipe()
+            gos.append(w)
             try:
-                children.append(_spawn_remote(ssh_argv, log, rec, scratch))
+                children.append(_spawn_gated(ssh_argv, log, rec, scratch, r))
             except OSError as e:
                 raise SuiteError(f"cannot run ssh for client host {host.target}: {e}") from None
-        deadline = time.monotonic() + limit + (start_at - time.time())
+            finally:
+                os.close(r)
+        # Every host logged in and waiting: go to all of them at once.
+        ready_by = time.monotonic() + hosts.section.connect_timeout_s + THREAD_INIT_TIMEOUT_S
         seen: list[list[dict]] = [[] for _ in children]
+        while go_at is None:
+            for i, fol in enumerate(followers):
+                for r in fol.new_records():
+                    if r["type"] == "ready":
+                        ready_at[i] = time.monotonic()
+                    elif r["type"] == "interval":
+                        seen[i].append(r)
+            if all(t is not None for t in ready_at):
+                for w in gos:
+                    os.write(w, b"go\n")
+                go_at = time.monotonic()
+                break
+            if any(c.poll() is not None for c in children) or time.monotonic() > ready_by:
+                break  # a host that cannot start: the level ends below, failed
+            interrupts.check()
+            children[0].wait(POLL_S)
+        for w in gos:
+            os.close(w)
+        gos = []
+        deadline = time.monotonic() + limit if go_at is not None else time.monotonic()
         told = 0  # combined intervals handed to the collectors
-        while True:
+        while go_at is not None:
             ended = [c.poll() is not None for c in children]
             for i, fol in enumerate(followers):
                 seen[i] += [r for r in fol.new_records() if r["type"] == "interval"]
@@ -269,6 +313,8 @@ def run_split_level(
             children[ended.index(False)].wait(POLL_S)
     finally:
         with interrupts.held(), interrupts.doing("sysbench on the client hosts to be ended"):
+            for w in gos:
+                os.close(w)
             for host, child, tag in zip(hosts.hosts, children, tags, strict=False):
                 bad = child.poll() is None or timed_out or child.exit.returncode != 0
                 if child.poll() is None:
@@ -282,7 +328,9 @@ def run_split_level(
     for child, rec, log, share in zip(children, recs, logs, shares, strict=True):
         part = level_result(workload, share, rec, log)
         exit_info = child.exit
-        if timed_out and part.status == "ok":
+        if go_at is None and part.status == "ok":
+            part.status, part.error = "failed", "not every client host got ready to start"
+        elif timed_out and part.status == "ok":
             part.status, part.error = "failed", f"did not finish within {limit:.0f}s"
         elif part.status == "ok" and (exit_info is None or exit_info.returncode != 0):
             how = exit_info.describe if exit_info else "ended in an unknown way"
@@ -301,11 +349,12 @@ def run_split_level(
         argv=_masked(argvs[0]),
         client_hosts=each,
         split={
-            "start_at": round(start_at, 6),
+            "start": "go-barrier: every host ready, then one go line to each host's ssh stdin",
+            # how long the slowest host took to log in and be ready, from the first ssh started
+            "ready_s": None if None in ready_at else round(max(ready_at) - started, 3),
             "start_skew_s": round(max(starts) - min(starts), 6)
             if len(starts) == len(each)
             else None,
-            "late_s": round(max(starts) - start_at, 6) if starts else None,
         },
         wall_s=round(time.monotonic() - started, 3),
     )

@@ -237,7 +237,7 @@ def test_a_level_split_over_two_hosts_is_combined_truly(split_run):
     (row,) = results(run_dir)
     assert row["status"] == "ok", row["error"]
     assert row["client_host"] == f"{hosts[0].alias},{hosts[1].alias}"
-    cell = json.loads((run_dir / "cells" / f"{row['cell']}.json").read_text())
+    cell = json.loads((run_dir / "raw" / f"{row['cell']}.json").read_text())
     (level,) = cell["levels"]
     each = level["extra"]["client_hosts"]
     assert [(e["host"], e["threads"]) for e in each] == [(hosts[0].alias, 3), (hosts[1].alias, 2)]
