@@ -365,3 +365,37 @@ def test_a_client_host_without_our_install_fails_preflight(client_host):
     (line,) = r.stderr.strip().splitlines()
     assert line.startswith(f"mallocsweep: error: client host {host.alias}: mallocsweep is not ")
     assert not out.exists() or not any(out.iterdir())
+
+
+# -- MySQL 9.7 over TCP from a client host ----------------------------------------------------------
+def test_mysql_97_serves_a_client_host_over_tcp(client_host):
+    """MySQL 9.x accounts use caching_sha2_password, whose first login over plain TCP needs TLS or
+    the server's RSA key; sysbench 1.0.20 (libmariadb) on the client host must get through it."""
+    from tests.integration.roots import rooted_server
+
+    host, tmp = client_host
+    root = rooted_server("mysql")
+    suite = tmp / "mysql97.toml"
+    suite.write_text(
+        small_suite(
+            "mysql97-client-host",
+            server={"flavor": "mysql", "root": str(root)},
+            allocators={"use": ["builtin"]},  # Debian's mysqld links tcmalloc itself
+            warmup={"cap_s": 2, "threads": 2},
+            sysbench={"threads": [2], "duration_s": 3},
+            clients={
+                "hosts": [host.alias],
+                "server_address": host.host_address,
+                "ssh_config": str(host.dir / "ssh_config"),
+                "connect_timeout_s": 5,
+            },
+        )
+    )
+    out = tmp / "runs-mysql97"
+    r = mallocsweep(["run", str(suite), "--out", str(out), "--quiet", "--no-report"], tmp / "cache")
+    assert r.returncode == 0, r.stderr[-2000:]
+    run_dir = next(out.iterdir())
+    (row,) = results(run_dir)
+    assert row["status"] == "ok", row["error"]
+    assert row["server_version"].startswith("9.") and float(row["qps"]) > 0
+    assert row["client_host"] == host.alias and float(row["client_net_rx_kb"]) > 0
