@@ -399,3 +399,25 @@ def test_mysql_97_serves_a_client_host_over_tcp(client_host):
     assert row["status"] == "ok", row["error"]
     assert row["server_version"].startswith("9.") and float(row["qps"]) > 0
     assert row["client_host"] == host.alias and float(row["client_net_rx_kb"]) > 0
+
+
+def test_a_host_that_does_not_answer_fails_preflight(client_host):
+    """The namespace drops every reply to us (a blackhole route to our address there): ssh's
+    connection attempt gets no answer and times out."""
+    host, tmp = client_host
+    ns = ["ip", "netns", "exec", host.ns, "ip", "route"]
+    subprocess.run([*ns, "add", "blackhole", f"{host.host_address}/32"], check=True)
+    try:
+        suite = _suite(tmp, host, host.alias)
+        suite.write_text(
+            suite.read_text().replace("connect_timeout_s = 5", "connect_timeout_s = 2")
+        )
+        r = mallocsweep(
+            ["run", str(suite), "--out", str(tmp / "runs-silent"), "--quiet"], tmp / "cache"
+        )
+    finally:
+        subprocess.run([*ns, "del", "blackhole", f"{host.host_address}/32"], check=False)
+    assert r.returncode == 2, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith(f"mallocsweep: error: client host {host.alias}: ")
+    assert "it does not answer" in line, line
