@@ -57,12 +57,19 @@ def client_table(run: Run) -> Table | None:
                 num(r.get("client_net_tx_kb")),
             ]
         )
-    clock = clients.get("clock_at_start") or {}
-    if clock:
+    # One client host, or several (each level's threads split over them; the columns summed).
+    for host in clients.get("hosts") or [clients]:
+        clock = host.get("clock_at_start") or {}
+        if clock:
+            t.notes.append(
+                f"Client {host.get('host', '')} clock offset "
+                f"{clock.get('offset_s', 0) * 1000:+.2f} ms "
+                f"(±{clock.get('uncertainty_s', 0) * 1000:.2f} ms, {clock.get('method')}); "
+                f"{host.get('sysbench_version', '')} on {host.get('cpus', '?')} CPUs."
+            )
+    if clients.get("hosts"):
         t.notes.append(
-            f"Client clock offset {clock.get('offset_s', 0) * 1000:+.2f} ms "
-            f"(±{clock.get('uncertainty_s', 0) * 1000:.2f} ms, {clock.get('method')}); "
-            f"{clients.get('sysbench_version', '')} on {clients.get('cpus', '?')} CPUs."
+            "Each level's threads were split over these hosts; client figures are their sums."
         )
     return t
 

@@ -117,7 +117,23 @@ class _SuiteRules(Section):
         if self.clients.hosts and not (workloads.of(self).remote_clients and family_of(self).sql):
             raise FieldError(
                 ("clients", "hosts"),
-                "client hosts run sysbench levels on MySQL-family servers only in this version",
+                "client hosts run sysbench and iibench levels on MySQL-family servers only in "
+                "this version",
+            )
+        hosts = len(self.clients.hosts)
+        workload = workloads.of(self)
+        if hosts > 1 and not workload.remote_split:
+            raise FieldError(
+                ("clients", "hosts"),
+                f"{hosts} client hosts: a {workload.kind} level runs on one client host in "
+                "this version (sysbench levels can be split over several)",
+            )
+        if hosts > 1 and workload.min_clients(self) < hosts:
+            loc, what = workload.clients_field
+            raise FieldError(
+                loc,
+                f"{what} {workload.min_clients(self)} is below the {hosts} client hosts it is "
+                "split over (every host runs at least one thread)",
             )
         return self
 

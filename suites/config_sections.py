@@ -383,8 +383,9 @@ class ClientsSection(Section):
         default_factory=list,
         description='Client hosts ("user@host" or an ssh_config Host alias; --client-host): '
         "sysbench levels run there over SSH (key-based, BatchMode, one shared connection) "
-        "against the server over TCP at server_address. Empty: clients run on this machine "
-        "over the unix socket. One host per run in this version.",
+        "against the server over TCP at server_address. Several hosts: each level's threads "
+        "are split over them as evenly as possible (every host at least one thread) and they "
+        "start together. Empty: clients run on this machine over the unix socket.",
     )
     server_address: str = Field(
         "",
@@ -399,6 +400,12 @@ class ClientsSection(Section):
     connect_timeout_s: PositiveFloat = Field(
         10, description="How long ssh may take to reach a client host before preflight fails."
     )
+    python: str = Field(
+        "",
+        description="The Python of mallocsweep's install on the client hosts (e.g. "
+        '"/opt/mallocsweep/bin/python"): iibench\'s clients are ours and run there with it; '
+        "preflight checks it runs the same code as this machine. Empty: python3 on their PATH.",
+    )
 
     @field_validator("hosts")
     @classmethod
@@ -408,11 +415,6 @@ class ClientsSection(Section):
                 raise ValueError(f'expected "user@host" or a host name, got {h!r}')
         if len(set(v)) != len(v):
             raise ValueError("a client host is named twice")
-        if len(v) > 1:
-            raise ValueError(
-                f"{len(v)} client hosts: this version drives one client host per run "
-                "(split levels over hosts is not implemented)"
-            )
         return v
 
     @field_validator("server_address")

@@ -202,7 +202,7 @@ class Matrix:
             gate.check()  # safe point: nothing written yet
             if self.suite.clients.hosts:
                 # The client host is checked before anything is written, like this machine.
-                self.display.note(f"checking client host {self.suite.clients.hosts[0]}")
+                self.display.note(f"checking client host {', '.join(self.suite.clients.hosts)}")
                 self.clients = open_clients(self.suite)
             if resumed is not None:
                 stale = clear_stale_work(resumed, cells)
@@ -444,11 +444,18 @@ class Matrix:
 
 
 def open_clients(suite: Suite):
-    """The suite's client host, checked and prepared (suites.remote.clients)."""
+    """The suite's client host(s), checked and prepared (suites.remote.clients; several:
+    suites.remote.hosts)."""
+    from suites import workloads
     from suites.remote.clients import RemoteClients
+    from suites.remote.hosts import ClientHosts
     from suites.sysbench.runner import WRAPPER
 
-    clients = RemoteClients(suite.clients, suite.max_threads, WRAPPER)
+    if len(suite.clients.hosts) > 1:
+        clients = ClientHosts(suite.clients, suite.max_threads, WRAPPER)
+    else:
+        program = workloads.of(suite).remote_program
+        clients = RemoteClients(suite.clients, suite.max_threads, WRAPPER, program=program)
     clients.open()
     return clients
 

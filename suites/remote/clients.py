@@ -18,6 +18,7 @@ the connection be lost. The shell's `times` after the wait is sysbench's own CPU
 from __future__ import annotations
 
 import errno
+import json
 import shlex
 import socket
 import threading
@@ -30,6 +31,13 @@ from suites.remote.ssh import SshHost
 # One socket per client thread, plus sysbench's own files and a margin.
 NOFILE_MARGIN = 256
 _PATH = "/usr/local/bin:/usr/bin:/bin"
+# A split level's start on a host (level_command's barrier): "ready" and "start" records with the
+# host's clock on the records stream (fd 3), the go read from ssh's stdin in between.
+_BARRIER = (
+    'printf \'{"type":"ready","t_ns":%s}\\n\' $(date +%s%N) >&3; '
+    "read -r _go || exit 1; "
+    'printf \'{"type":"start","t_ns":%s}\\n\' $(date +%s%N) >&3; '
+)
 
 
 def _reachability_listener(address: str) -> tuple[socket.socket, list]:
@@ -65,11 +73,23 @@ def _reachability_listener(address: str) -> tuple[socket.socket, list]:
 
 
 class RemoteClients:
-    """The run's client host: open() checks it and prepares it, close() leaves nothing there."""
+    """One client host: open() checks it and prepares it, close() leaves nothing there (several
+    hosts: suites.remote.hosts.ClientHosts holds one of these per host)."""
 
-    def __init__(self, clients_section, max_threads: int, wrapper: Path):
+    def __init__(
+        self,
+        clients_section,
+        max_threads: int,
+        wrapper: Path,
+        target: str = "",
+        program: str = "sysbench",
+    ):
         self.section = clients_section
-        self.target = clients_section.hosts[0]
+        # What runs there: "sysbench", or "python" (our own load clients: iibench), which needs
+        # mallocsweep installed there, the same code as ours (suites.remote.level_agent).
+        self.program = program
+        self.python = clients_section.python or "python3"
+        self.target = target or clients_section.hosts[0]
         self.address = clients_section.server_address
         self.max_threads = max_threads
         self.wrapper = Path(wrapper)
@@ -96,11 +116,14 @@ class RemoteClients:
     def _open(self) -> None:
         t = self.target
         self.host.open()
-        where = self.host.run("command -v sysbench")
-        self.sysbench = where.stdout.decode(errors="replace").strip()
-        if where.returncode != 0 or not self.sysbench:
-            raise SuiteError(f"client host {t}: sysbench is not installed (not on PATH)")
-        version = self.host.text(f"{shlex.quote(self.sysbench)} --version").strip()
+        if self.program == "python":
+            version = self._check_python()
+        else:
+            where = self.host.run("command -v sysbench")
+            self.sysbench = where.stdout.decode(errors="replace").strip()
+            if where.returncode != 0 or not self.sysbench:
+                raise SuiteError(f"client host {t}: sysbench is not installed (not on PATH)")
+            version = self.host.text(f"{shlex.quote(self.sysbench)} --version").strip()
         need = self.max_threads + NOFILE_MARGIN
         hard = self.host.text("ulimit -Hn").strip()
         if hard != "unlimited" and (not hard.isdigit() or int(hard) < need):
@@ -117,8 +140,12 @@ class RemoteClients:
         if up.returncode != 0:
             raise SuiteError(f"client host {t}: cannot copy the sysbench wrapper to {self.dir}")
         self.facts = {
-            "sysbench": self.sysbench,
-            "sysbench_version": version,
+            "program": self.program,
+            **(
+                {"python": self.python, "mallocsweep": version}
+                if self.program == "python"
+                else {"sysbench": self.sysbench, "sysbench_version": version}
+            ),
             "nofile_hard": hard,
             "nofile_needed": need,
             "clk_tck": int(facts[0]),
@@ -126,6 +153,60 @@ class RemoteClients:
             "work_dir": self.dir,
             "clock_at_start": clock.measure_offset(self.host),
         }
+
+    def _check_python(self) -> dict:
+        """mallocsweep's Python on the host runs the same code as ours (version and digest of the
+        load clients' sources): a level there must be the level we would run here."""
+        from suites.remote.level_agent import identity
+
+        ours = identity()
+        r = self.host.run(f"{shlex.quote(self.python)} -m suites.remote.level_agent --version")
+        out = r.stdout.decode(errors="replace").strip()
+        try:
+            theirs = json.loads(out.splitlines()[-1]) if r.returncode == 0 and out else None
+        except json.JSONDecodeError:
+            theirs = None
+        if not isinstance(theirs, dict):
+            err = r.stderr.decode(errors="replace").strip().splitlines()
+            raise SuiteError(
+                f"client host {self.target}: mallocsweep is not installed for {self.python} "
+                f"there (clients.python): {err[-1] if err else 'no answer'}"
+            )
+        for key in ("version", "digest"):
+            if theirs.get(key) != ours[key]:
+                raise SuiteError(
+                    f"client host {self.target}: its mallocsweep ({self.python}) is {key} "
+                    f"{theirs.get(key)}, ours is {ours[key]}: install the same one there"
+                )
+        return theirs
+
+    def put(self, name: str, data: bytes) -> str:
+        """A private file (mode 600) in our directory on the host; its path there."""
+        path = f"{self.dir}/{name}"
+        r = self.host.run(f"umask 077; cat > {shlex.quote(path)}", input=data)
+        if r.returncode != 0:
+            raise SuiteError(f"client host {self.target}: cannot write {path}")
+        return path
+
+    def new_tag(self) -> str:
+        """A name for the next level's files on the host."""
+        self._levels += 1
+        return f"level{self._levels}"
+
+    def python_command(self, args: list[str], tag: str) -> list[str]:
+        """The ssh argv running our Python (mallocsweep's install there) with `args`, in its own
+        process group on the host (killed by abort(tag)); its stdout is the records stream."""
+        d = self.dir
+        env = {"PATH": _PATH, "LC_ALL": "C", "HOME": d, "PYTHONDONTWRITEBYTECODE": "1"}
+        line = (
+            f"cd {shlex.quote(d)} || exit 1; env -i "
+            + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+            + " setsid "
+            + " ".join(shlex.quote(a) for a in [self.python, *args])
+            + f" & echo $! > {tag}.pid; wait $!"
+        )
+        self.last_tag = tag
+        return self.host.argv(line)
 
     def _check_reachable(self) -> None:
         """The client host reaches this machine's server_address over TCP (the server's port is
@@ -162,9 +243,16 @@ class RemoteClients:
         out.update(hostload.sysbench_cpu(r.stdout.decode(errors="replace")))
         return out
 
-    def level_command(self, argv: list[str], env: dict, limit_s: float) -> tuple[list[str], str]:
+    def level_command(
+        self, argv: list[str], env: dict, limit_s: float, barrier: bool = False
+    ) -> tuple[list[str], str]:
         """The ssh argv running one level (argv/env as for a local sysbench: argv[1] is our
-        wrapper), and the tag its files have on the host."""
+        wrapper), and the tag its files have on the host.
+
+        `barrier`: the host's shell, once logged in, writes a "ready" record and waits for a line
+        on its stdin (the go the runner sends every host at once, suites.sysbench.split), then
+        writes a "start" record with its clock and starts sysbench: levels split over several
+        hosts start together, and the skew they really had can be measured."""
         self._levels += 1
         tag = f"level{self._levels}"
         d = self.dir
@@ -183,7 +271,8 @@ class RemoteClients:
         # for, `times` can report its CPU (the shell's children: timeout and sysbench).
         line = (
             f"ulimit -n {nofile} 2>/dev/null; cd {shlex.quote(d)} || exit 1; exec 3>&1 1>&2; "
-            "env -i "
+            + (_BARRIER if barrier else "")
+            + "env -i "
             + " ".join(f"{k}={shlex.quote(v)}" for k, v in remote_env.items())
             + f" timeout -s KILL {int(limit_s) + 10} "
             + " ".join(shlex.quote(a) for a in args)

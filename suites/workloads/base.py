@@ -36,10 +36,18 @@ class Workload:
     options: dict[str, tuple[str, str] | str] = {}
     churns = False  # [memory] churn_cycles can cycle its levels (clients come and go)
     remote_clients = False  # its levels can run on a client host ([clients] hosts)
+    # What runs on a client host: "sysbench", or "python" (our own clients, suites.remote.pylevel)
+    remote_program = "sysbench"
+    # Its levels' clients can be split over several client hosts (suites.remote.hosts)
+    remote_split = False
 
     def max_clients(self, suite) -> int:
         """Client connections its largest level opens at once."""
         raise NotImplementedError
+
+    def min_clients(self, suite) -> int:
+        """Client connections its smallest level opens (what a split over hosts must cover)."""
+        return self.max_clients(suite)
 
     def check_family(self, suite, family) -> None:
         """A suites.config_errors.FieldError when it cannot run on the suite's server family."""

@@ -57,6 +57,8 @@ class IIBench(Workload):
     kind = "iibench"
     summary = "insert load"
     database = "iibench"
+    remote_clients = True
+    remote_program = "python"
     sections = {"iibench": IIBenchSection}
     clients_field = (("iibench", "clients"), "clients + query_clients")
     options = {
@@ -87,14 +89,22 @@ class IIBench(Workload):
         from suites import iibench
 
         spec = iibench_spec(cell.ctx.suite, cell.plan.engine)
-        target = cell.target()
+        remote = cell.ctx.clients  # suites.remote.clients.RemoteClients, or None: clients run here
+        target = cell.remote_target() if remote is not None else cell.target()
         phase = f"iibench@{spec.clients}"
 
         def run():
             cell._progress(phase, spec.max_seconds or 60)
-            return iibench.run_level(
-                target, spec, cell.logs / f"{phase}.log", on_interval=cell.on_interval
-            )
+            log = cell.logs / f"{phase}.log"
+            if remote is None:
+                return iibench.run_level(target, spec, log, on_interval=cell.on_interval)
+            from suites.remote.pylevel import run_remote_level
+
+            before = remote.load()
+            res = run_remote_level(remote, "iibench", target, spec, log, cell.on_interval)
+            # the client host's own CPU, context switches and network over the level
+            res.extra["client_load"] = remote.level_load(before)
+            return res
 
         yield phase, run
 

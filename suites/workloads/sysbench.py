@@ -149,9 +149,13 @@ class Sysbench(Workload):
     options = {"threads": ("sysbench", "threads"), "duration": ("sysbench", "duration_s")}
     churns = True
     remote_clients = True
+    remote_split = True
 
     def max_clients(self, suite) -> int:
         return max(suite.sysbench.threads)
+
+    def min_clients(self, suite) -> int:
+        return min(suite.sysbench.threads)
 
     def check_family(self, suite, family) -> None:
         if not family.sql:
@@ -163,6 +167,8 @@ class Sysbench(Workload):
 
     def phases(self, cell):
         from suites import sysbench
+        from suites.remote.hosts import ClientHosts
+        from suites.sysbench.split import run_split_level
 
         s = cell.ctx.suite.sysbench
         if cell.ctx.suite.memory.churn_cycles:
@@ -179,6 +185,16 @@ class Sysbench(Workload):
                 def run(workload=workload, threads=threads, log=log, phase=phase):
                     cell._progress(phase, s.duration_s)
                     before = remote.load() if remote is not None else None
+                    if isinstance(remote, ClientHosts):  # several hosts: the threads split
+                        res = run_split_level(
+                            target, workload, threads, s.duration_s, opts, log, remote,
+                            on_interval=cell.on_interval,
+                        )  # fmt: skip
+                        # summed in the client_* columns, each host's kept in the record
+                        res.extra["client_load"], each = remote.level_load(before)
+                        for rec, load in zip(res.extra["client_hosts"], each, strict=True):
+                            rec["load"] = load
+                        return res
                     res = sysbench.run_level(
                         target,
                         workload,

@@ -186,6 +186,12 @@ class NetnsHost:
                     pass
         raise RuntimeError(f"sshd in {self.ns} did not listen within 20 s")
 
+    def route_to(self, address: str) -> None:
+        """A route from the namespace to one more address of this machine (another host's
+        host-side address, which a server bound for several client hosts listens on): over
+        this host's own veth, to that /32 only."""
+        _ip("route", "add", f"{address}/32", "dev", self.veth_ns, ns=self.ns)
+
     # -- taking down --------------------------------------------------------------------------
     def pids(self) -> list[int]:
         r = subprocess.run(["ip", "netns", "pids", self.ns], capture_output=True, text=True)

@@ -15,14 +15,15 @@ from suites.errors import SuiteError
         ('[clients]\nhosts = ["b@c1"]\n', "clients.server_address"),
         ('[clients]\nhosts = ["-oProxyCommand=x"]\nserver_address = "10.0.0.5"\n', "user@host"),
         ('[clients]\nhosts = ["a b"]\nserver_address = "10.0.0.5"\n', "user@host"),
-        ('[clients]\nhosts = ["c1", "c2"]\nserver_address = "10.0.0.5"\n', "one client host"),
+        ('[sysbench]\nthreads = [2, 1]\n[clients]\nhosts = ["c1", "c2"]\nserver_address = "10.0.0.5"\n',
+         "thread level 1 is below the 2 client hosts"),
         ('[clients]\nhosts = ["c1", "c1"]\nserver_address = "10.0.0.5"\n', "named twice"),
         ('[clients]\nhosts = ["c1"]\nserver_address = "127.0.0.1"\n', "cannot be reached"),
         ('[clients]\nhosts = ["c1"]\nserver_address = "0.0.0.0"\n', "cannot be reached"),
         ('[clients]\nhosts = ["c1"]\nserver_address = "db1"\n', "expected an IP address"),
         ('[clients]\nssh_config = "no-such-file"\n', "no such file"),
-        ('[suite]\nkind = "iibench"\n[clients]\nhosts = ["c1"]\nserver_address = "10.0.0.5"\n',
-         "sysbench levels"),
+        ('[suite]\nkind = "iibench"\n[clients]\nhosts = ["c1", "c2"]\nserver_address = "10.0.0.5"\n',
+         "a iibench level runs on one client host"),
     ],
 )  # fmt: skip
 def test_bad_clients_settings(text, expected, tmp_path):

@@ -1,0 +1,90 @@
+"""Our Python load clients' level, run on a client host (the host side of suites.remote.pylevel).
+
+    python -m suites.remote.level_agent WORK.json     one level; records on stdout
+    python -m suites.remote.level_agent --version     {"version", "digest"} of this install
+
+The work file (written by the runner over SSH, mode 600: it holds the level's account password)
+names the workload, the target (the server over TCP) and the level's spec. The level runs here
+exactly as it would on the server's machine (its clients are processes of this host, started by
+suites.client_procs), and what the runner needs comes back as JSON lines on stdout:
+{"type": "interval", "t_s", "tps", "qps"} as each report happens, then {"type": "result"} with
+the LevelResult. The level's own log follows on stderr when it is over.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+# The sources whose behaviour a remote level depends on: an install on a client host that differs
+# in any of them is refused (same version number or not).
+_ROOT = Path(__file__).resolve().parents[1]
+_SOURCES = ("client_procs.py", "iibench", "remote/level_agent.py", "workload.py")
+
+
+def digest() -> str:
+    h = hashlib.sha256()
+    for name in _SOURCES:
+        p = _ROOT / name
+        for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
+            h.update(f.relative_to(_ROOT).as_posix().encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def identity() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        v = version("mallocsweep")
+    except PackageNotFoundError:
+        v = None
+    return {"version": v, "digest": digest(), "python": sys.version.split()[0]}
+
+
+def _emit(rec: dict) -> None:
+    sys.stdout.write(json.dumps(rec) + "\n")
+    sys.stdout.flush()
+
+
+def run(work_path: Path) -> int:
+    from suites.workload import ClientTarget
+
+    work = json.loads(work_path.read_text())
+    target = ClientTarget(**work["target"])
+    log = Path(work["log"])
+    if work["kind"] != "iibench":
+        print(f"level_agent: unknown workload {work['kind']!r}", file=sys.stderr)
+        return 2
+    from suites.iibench import level
+    from suites.iibench.spec import IIBenchSpec
+
+    spec = IIBenchSpec(**work["spec"])
+
+    def on_interval(t_s: float, tps: float, qps: float) -> None:
+        _emit({"type": "interval", "t_s": t_s, "tps": tps, "qps": qps})
+
+    res = level.run_level(target, spec, log, on_interval=on_interval)
+    out = dataclasses.asdict(res)
+    out["raw_log"] = None
+    _emit({"type": "result", "result": out})
+    for p in (log, log.with_name(log.name + ".clients.stderr")):
+        if p.exists():
+            sys.stderr.write(p.read_text(errors="replace"))
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv == ["--version"]:
+        print(json.dumps(identity()))
+        return 0
+    if len(argv) != 1:
+        print("usage: python -m suites.remote.level_agent WORK.json | --version", file=sys.stderr)
+        return 2
+    return run(Path(argv[0]))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
