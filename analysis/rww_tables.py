@@ -155,6 +155,7 @@ def rss_ratio_table(run: Run) -> Table | None:
     ratios = rss_ratios(run)
     if not ratios:
         return None
+    engines = {x["server"]: _engine(run, x["server"]) or "innodb" for x in ratios}
     t = Table(
         "rww-rss",
         "Read-while-writing: RSS at the end of the run against glibc",
@@ -177,7 +178,8 @@ def rss_ratio_table(run: Run) -> Table | None:
         ],
     )
     for x in ratios:
-        seed = SEED_RSS_KB.get(x["allocator"])
+        # the study measured RocksDB only: its ratio stands beside MyRocks rows, not InnoDB's
+        seed = SEED_RSS_KB.get(x["allocator"]) if engines.get(x["server"]) == "rocksdb" else None
         seed_ratio = seed / SEED_RSS_KB[BASELINE_ALLOCATOR] if seed else None
         if x["allocator"] == BASELINE_ALLOCATOR:
             seed_ratio = None

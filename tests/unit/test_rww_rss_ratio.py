@@ -21,6 +21,7 @@ def _row(alloc: str, rnd: int, rss: float, workload: str = "rww_run") -> dict:
         "repeat": rnd,
         "rss_end_kb": rss,
         "status": "ok",
+        "engine": "rocksdb",
         "cell": f"{SERVER}__{alloc}__thp-system__r{rnd}",
     }
 
@@ -33,9 +34,11 @@ def test_ratios_are_paired_by_round_with_an_interval_and_a_memory_verdict():
     glibc = {1: 400_000.0, 2: 440_000.0, 3: 420_000.0}
     rows = [_row("glibc", r, v) for r, v in glibc.items()]
     # jemalloc: a steady 0.55x of the same round's glibc (give or take 1%): "less memory"
-    rows += [_row("jemalloc", r, v * f) for (r, v), f in zip(glibc.items(), (0.55, 0.56, 0.545))]
+    je = zip(glibc.items(), (0.55, 0.56, 0.545), strict=True)
+    rows += [_row("jemalloc", r, v * f) for (r, v), f in je]
     # tcmalloc: 1.0x within 1%: "none"
-    rows += [_row("tcmalloc", r, v * f) for (r, v), f in zip(glibc.items(), (1.0, 1.01, 0.995))]
+    tc = zip(glibc.items(), (1.0, 1.01, 0.995), strict=True)
+    rows += [_row("tcmalloc", r, v * f) for (r, v), f in tc]
     rows.append(_row("glibc", 1, 1.0, workload="rww_load"))  # load rows are not the run's RSS
     got = {x["allocator"]: x for x in rss_ratios(_run(rows))}
     assert list(got) == ["glibc", "jemalloc", "tcmalloc"]
@@ -57,4 +60,7 @@ def test_one_round_has_a_ratio_but_no_interval_or_verdict():
     got = {x["allocator"]: x for x in rss_ratios(_run(rows))}
     assert abs(got["jemalloc"]["ratio"] - 0.95) < 1e-9
     assert got["jemalloc"]["lo"] is None and got["jemalloc"]["verdict"] == ""
+    assert "0.55×" in rss_ratio_table(_run(rows)).markdown()  # beside MyRocks, the study's ratio
+    innodb = [{**r, "server": "mariadb-10.11.19", "engine": "innodb"} for r in rows]
+    assert "0.55×" not in rss_ratio_table(_run(innodb)).markdown()  # the study had no InnoDB
     assert "no interval" in " ".join(rss_ratio_table(_run(rows)).notes)
