@@ -13,8 +13,10 @@ Figures are medians over rounds (the study averaged its 3 runs).
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
+from analysis.sequential import FASTER, SLOWER, block_contrasts, verdict
 from analysis.stats import median
 from analysis.table_model import Cell, Table, count, num, ratio_text, text
 from rundir.read import BASELINE_ALLOCATOR, Run
@@ -94,41 +96,107 @@ def symas_tables(run: Run) -> list[Table]:
     return out
 
 
-def rss_ratio_table(run: Run) -> Table | None:
-    """Run-end RSS of each allocator over glibc's, per server label (engine), beside the study's
-    RocksDB figures."""
-    by: dict[tuple[str, str], list[float]] = defaultdict(list)
+def _rss_by_round(run: Run) -> dict[str, dict[str, dict[int, float]]]:
+    """server -> allocator -> round -> RSS (kB) when the run level ended (one per server life)."""
+    by: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
     for r in run.ok_rows:
         if r["workload"] == RUN and r.get("rss_end_kb") is not None:
-            by[(r["server"], r["allocator"])].append(r["rss_end_kb"])
-    if not by:
+            by[r["server"]][r["allocator"]][r["repeat"] or 1] = r["rss_end_kb"]
+    return by
+
+
+def rss_ratios(run: Run) -> list[dict]:
+    """Each allocator's run-end RSS over glibc's, per server label (engine), glibc first: the
+    median RSS, the paired ratio, and with 2+ rounds the 95% interval of the paired block design (rounds are blocks, log
+    scale, as the run's memory verdicts) and its verdict in memory words."""
+    from analysis.verdicts import MEANING, RSS_STOP, design_of
+
+    design = design_of(run)
+    out = []
+    for server, values in _rss_by_round(run).items():
+        base = values.get(BASELINE_ALLOCATOR) or {}
+        base_med = median(list(base.values())) if base else None
+        logs = {a: {k: math.log(v) for k, v in vs.items() if v > 0} for a, vs in values.items()}
+        alpha = design.alpha_at(len(base))
+        contrasts = block_contrasts(logs, BASELINE_ALLOCATOR, alpha) if len(base) >= 2 else {}
+        for alloc, vals in sorted(values.items(), key=lambda kv: kv[0] != BASELINE_ALLOCATOR):
+            med = median(list(vals.values()))
+            c = contrasts.get(alloc)
+            lo = hi = None
+            word = ""
+            if c is not None and math.isfinite(c.half):
+                lo, hi = math.exp(c.diff - c.half), math.exp(c.diff + c.half)
+                v = verdict(math.exp(c.diff), lo, hi, design.min_effect_pct)
+                # memory: a ratio above 1 is more memory, so the rule's "faster" reads "more"
+                v = {FASTER: SLOWER, SLOWER: FASTER}.get(v, v)
+                word = MEANING[RSS_STOP].get(v, v)
+            out.append(
+                {
+                    "server": server,
+                    "allocator": alloc,
+                    "rss_kb": med,
+                    "rounds": len(vals),
+                    # paired (the geometric mean of the per-round ratios, which the interval
+                    # is around); the ratio of medians when no round pairs it with glibc
+                    "ratio": math.exp(c.diff)
+                    if c is not None
+                    else (med / base_med if base_med and alloc != BASELINE_ALLOCATOR else None),
+                    "lo": lo,
+                    "hi": hi,
+                    "verdict": word,
+                }
+            )
+    return out
+
+
+def rss_ratio_table(run: Run) -> Table | None:
+    """Run-end RSS of each allocator over glibc's, per server label (engine), with its interval
+    and verdict, beside the study's RocksDB figures."""
+    ratios = rss_ratios(run)
+    if not ratios:
         return None
+    engines = {x["server"]: _engine(run, x["server"]) or "innodb" for x in ratios}
     t = Table(
         "rww-rss",
         "Read-while-writing: RSS at the end of the run against glibc",
         "The study's largest allocator effect was memory: RocksDB ended its read-while-writing "
         "run at 2.26 GB under glibc, 1.25 GB under jemalloc (0.55x) and 1.30 GB under tcmalloc "
-        "(0.57x). Here: each allocator's median RSS when the run level ended, over glibc's on the "
-        "same server and engine.",
-        ["server (engine)", "allocator", "RSS kB", "ratio to glibc", "Symas 2015 RocksDB ratio"],
+        "(0.57x). Here: each allocator's median RSS when the run level ended, and its ratio to "
+        "glibc's on the same server and engine (the geometric mean of the per-round ratios); the "
+        "interval is the 95% interval of the ratio with rounds as "
+        "blocks (each round's RSS paired with glibc's of the same round, log scale), and the "
+        'verdict says "less memory" or "more memory" only when the whole interval is on one '
+        "side of 1.0 and the ratio is beyond the minimum effect.",
+        [
+            "server (engine)",
+            "allocator",
+            "RSS kB",
+            "ratio to glibc",
+            "95% interval",
+            "verdict",
+            "Symas 2015 RocksDB ratio",
+        ],
     )
-    for server in dict.fromkeys(s for s, _ in by):
-        base = by.get((server, BASELINE_ALLOCATOR))
-        base_med = median(base) if base else None
-        for (s, alloc), vals in by.items():
-            if s != server:
-                continue
-            med = median(vals)
-            ratio = med / base_med if base_med else None
-            seed = SEED_RSS_KB.get(alloc)
-            seed_ratio = seed / SEED_RSS_KB[BASELINE_ALLOCATOR] if seed else None
-            t.rows.append(
-                [
-                    text(server),
-                    text(alloc),
-                    count(med),
-                    Cell(ratio, ratio_text(ratio)),
-                    Cell(seed_ratio, ratio_text(seed_ratio)) if seed_ratio else text(""),
-                ]
-            )
+    for x in ratios:
+        # the study measured RocksDB only: its ratio stands beside MyRocks rows, not InnoDB's
+        seed = SEED_RSS_KB.get(x["allocator"]) if engines.get(x["server"]) == "rocksdb" else None
+        seed_ratio = seed / SEED_RSS_KB[BASELINE_ALLOCATOR] if seed else None
+        if x["allocator"] == BASELINE_ALLOCATOR:
+            seed_ratio = None
+        interval = (
+            f"{x['lo']:.2f}–{x['hi']:.2f}" if x["lo"] is not None and x["hi"] is not None else ""
+        )
+        t.rows.append(
+            [
+                text(x["server"]),
+                text(x["allocator"]),
+                count(x["rss_kb"]),
+                Cell(x["ratio"], ratio_text(x["ratio"])),
+                text(interval),
+                text(x["verdict"]),
+                Cell(seed_ratio, ratio_text(seed_ratio)) if seed_ratio else text(""),
+            ]
+        )
+    if any(x["rounds"] < 2 for x in ratios):
+        t.notes.append("An allocator with one round has no interval and no verdict.")
     return t

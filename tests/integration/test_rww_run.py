@@ -1,6 +1,7 @@
 """Read-while-writing and the storage-engine dimension end to end through `mallocsweep run`:
-InnoDB and MyRocks under glibc and jemalloc (one run, four server lives), then iibench's table on
-MyRocks, and the engines a server does not have refused before anything starts.
+InnoDB and MyRocks under glibc and jemalloc (one run, four server lives), then iibench's table and
+sysbench's OLTP_RO and POINT_SELECT on MyRocks, and the engines a server does not have refused
+before anything starts.
 
 What a user of the results relies on: per cell a load row and a run row, both rates above zero,
 the stop rule met (every reader read at least as many rows as the table holds), the phase costs
@@ -62,6 +63,28 @@ max_rows = 4000
 max_seconds = 30
 batch_rows = 200
 secondary_indexes = 1
+"""
+SYSBENCH_ROCKSDB = """
+[suite]
+name = "sysbench-rocksdb"
+[server]
+buffer_pool_mb = 64
+engines = ["rocksdb"]
+rocksdb_block_cache_mb = 48
+rocksdb_write_buffer_mb = 8
+[allocators]
+use = ["glibc"]
+[dataset]
+tables = 1
+table_size = 2000
+[warmup]
+min_s = 1
+cap_s = 4
+threads = 2
+[sysbench]
+workloads = ["oltp_ro", "point_select"]
+threads = [2]
+duration_s = 2
 """
 
 
@@ -177,6 +200,19 @@ def test_iibench_table_on_myrocks(root):
     assert row["status"] == "ok" and int(row["events"]) == 4000
     # The table is on MyRocks: iibench's prepare reads information_schema after CREATE TABLE and
     # fails the cell otherwise (servers.engines.check_tables), so an ok cell proves it.
+    assert manifest(run_dir)["cells"][0]["server"]["settings"]["engine"] == "rocksdb"
+
+
+def test_sysbench_on_myrocks(root):
+    code, run_dir = _run(root, SYSBENCH_ROCKSDB)
+    assert code == 0, manifest(run_dir).get("error")
+    rows = results(run_dir)
+    assert sorted(r["workload"] for r in rows) == ["oltp_ro", "point_select"]
+    for r in rows:
+        assert r["engine"] == "rocksdb" and r["server"].endswith("+rocksdb"), r
+        assert r["status"] == "ok" and float(r["qps"]) > 0, r
+    # The sbtest tables are on MyRocks: the prepare reads information_schema after sysbench's
+    # CREATE TABLE (servers.engines.check_tables) and fails the cell otherwise.
     assert manifest(run_dir)["cells"][0]["server"]["settings"]["engine"] == "rocksdb"
 
 
