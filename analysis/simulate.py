@@ -79,6 +79,8 @@ class SimResult:
     verdicts: dict[str, str]  # arm -> verdict at the stop
     ever_excluded_1: dict[str, bool]  # arm -> some look's interval excluded 1 (the rule's level)
     naive_excluded_1: dict[str, bool]  # arm -> some look's plain 95% interval excluded 1
+    first_called: dict[str, int | None]  # arm -> rounds at the first look that called it faster
+    # or slower (None: never)
 
 
 def life_sd(values: list[float]) -> float:
@@ -106,6 +108,7 @@ def simulate_run(
     values: dict[str, dict[int, float]] = {a: {} for a in arms}
     ever = {a: False for a in true_ratio}
     naive = {a: False for a in true_ratio}
+    called: dict[str, int | None] = dict.fromkeys(true_ratio)
     final: dict[str, str] = {}
     life = 0
     for rnd in range(1, design.max_rounds + 1):
@@ -121,48 +124,63 @@ def simulate_run(
         for a, c in judged.items():
             ratio, lo, hi = math.exp(c.diff), math.exp(c.diff - c.half), math.exp(c.diff + c.half)
             final[a] = verdict(ratio, lo, hi, design.min_effect_pct)
+            if called[a] is None and final[a] in (FASTER, SLOWER):
+                called[a] = rnd
             ever[a] |= lo > 1 or hi < 1
             p = plain[a]
             naive[a] |= abs(p.diff) > p.half
         if stop_when_decided and all(v in DECIDED for v in final.values()):
-            return SimResult(rnd, final, ever, naive)
-    return SimResult(design.max_rounds, final, ever, naive)
+            return SimResult(rnd, final, ever, naive, called)
+    return SimResult(design.max_rounds, final, ever, naive, called)
 
 
 def rounds_to_decide(
     rng: np.random.Generator,
     effect: float,
-    sigma: float,
+    sigma: float | Noise,
     design: Design,
     runs: int,
     others: int = 0,
+    order: Order = fixed_order,
 ) -> tuple[float, float, float]:
-    """(share of runs that found `effect` as faster, median rounds used, share called slower)
-    for one arm with true ratio `effect` among `others` null arms."""
+    """(share of runs that found `effect` as faster, median rounds to the first look that called
+    it (a run that never did counts as the planned maximum), share called slower) for one arm
+    with true ratio `effect` among `others` null arms. The run itself goes on while any arm is
+    undecided, as the budget does; the rounds counted are those the 10% arm needed."""
     truth = {"x": effect} | {f"null{i}": 1.0 for i in range(others)}
     found, rounds, wrong = 0, [], 0
     for _ in range(runs):
-        r = simulate_run(rng, truth, sigma, design)
+        r = simulate_run(rng, truth, sigma, design, order=order)
         v = r.verdicts.get("x")
         found += v == FASTER
         wrong += v == SLOWER
-        rounds.append(r.rounds)
+        rounds.append(r.first_called["x"] or design.max_rounds)
     return found / runs, float(np.median(rounds)), wrong / runs
 
 
 def budget_vs_fixed(
-    sigma: float, effect: float = 1.10, max_rounds: int = 60, runs: int = 300, seed: int = 1
+    sigma: float,
+    effect: float = 1.10,
+    max_rounds: int = 60,
+    runs: int = 300,
+    seed: int = 1,
+    others: int = 0,
+    order: Order = fixed_order,
 ) -> dict:
     """`make bench`'s figure: rounds the budgeted sequential design needs to decide a true
-    `effect` at noise `sigma` per server life, against the fixed 3-round design (simulated)."""
+    `effect` at noise `sigma` per server life, among `others` allocators without a difference,
+    against the fixed 3-round design (simulated)."""
     rng = np.random.default_rng(seed)
-    found, rounds, wrong = rounds_to_decide(rng, effect, sigma, Design(3, max_rounds), runs)
-    fixed, _, fixed_wrong = rounds_to_decide(rng, effect, sigma, Design(3, 3), runs)
+    found, rounds, wrong = rounds_to_decide(
+        rng, effect, sigma, Design(3, max_rounds), runs, others, order
+    )
+    fixed, _, fixed_wrong = rounds_to_decide(rng, effect, sigma, Design(3, 3), runs, others, order)
     return {
         "sigma": sigma,
         "effect": effect,
         "max_rounds": max_rounds,
         "runs": runs,
+        "others": others,
         "budget_found": found,
         "budget_median_rounds": rounds,
         "budget_wrong_direction": wrong,
