@@ -2,8 +2,9 @@
 
 A point is (server, workload, THP mode, thread level) for throughput, and (server, THP mode) for
 memory (whole server lives). Each allocator's ratio to the baseline (glibc unless the run or
-`--baseline` says otherwise) comes from the paired block design of analysis/sequential.py: rounds
-are blocks, so drift common to a round cancels. Throughput is compared on the log scale; RSS at
+`--baseline` says otherwise) comes from its paired differences to the baseline, round by round
+(analysis/sequential.py): drift common to a round cancels, and the interval's spread is that of
+the differences themselves, so a baseline life that is off widens every interval. Throughput is compared on the log scale; RSS at
 stop too; RSS growth (which can be zero or negative) on the additive scale, expressed as a ratio
 1 + (mean difference) / (baseline's mean RSS at stop), as `compare` does.
 
