@@ -1,19 +1,41 @@
 """Paired intervals between allocators of one run, and a stopping rule that keeps them honest.
 
-The design: every round runs every allocator once (order rotated, suites/plan.py), so a round is a
-block. For one point (workload, THP mode, thread level) the log-throughputs y[a, r] of allocator a
-in round r follow the two-way model of a randomised complete block design:
+The design: every round runs every allocator once (order balanced, suites/plan.py), so a round is
+a block. For one point (workload, THP mode, thread level) let y[a, r] be the log-throughput of
+allocator a in round r, and d[a, r] = y[a, r] - y[b, r] its paired difference to the baseline b in
+the same round. Drift that hits a whole round alike (a noisy neighbour, the page cache, a load
+that changed between rounds) cancels in d. The contrast is mean_r d[a, r]; its variance is
+estimated from the spread of the paired differences themselves,
 
-    y[a, r] = mu + allocator[a] + round[r] + e[a, r]
+    s_d^2 = sum over arms a, rounds r of (d[a, r] - mean_r d[a, r])^2 / (m (R - 1))
 
-The round term absorbs drift that hits every allocator of a round alike (a noisy neighbour, the
-page cache, thermal state); the residual variance s^2 is pooled over all allocators of the point,
-with (A - 1)(R - 1) degrees of freedom. The contrast allocator a against the baseline b is
-mean(y[a]) - mean(y[b]) with standard error sqrt(2 s^2 / R), and a Student t interval on it. With
-two allocators this is exactly the paired t test; with the quick suite's seven arms over 3 rounds
-it has 12 degrees of freedom instead of 2, which is what makes 3 rounds informative at all. Its
-assumption is a common residual variance for the allocators of a point (the A/A arm checks it:
-an allocator noisier than the rest shows up as a wide A/A-like spread in the report).
+pooled over the m allocators of the point that have every round, and the interval is
+mean(d[a]) +- t * s_d / sqrt(R). With one allocator besides the baseline this is exactly the
+paired t test.
+
+Why the paired differences and not the residual of the two-way block model y = mu + allocator +
+round + e (this module's first version: pooled over all cells, (A - 1)(R - 1) degrees of freedom): the baseline's one life per round
+is in EVERY contrast, so a load change that hits the baseline's life and not the others (the
+machine quietens or fills up during that one life, or the run's very first life is off) moves
+every allocator's ratio, the A/A arm's included, by the same amount. The block model's residual
+spreads that one life's deviation over all A x R cells and under-estimates the variance of what
+the contrasts average: simulated with a load change inside rounds or the first life 30% off, its
+A/A arm excluded 1 in ~6% of runs at a stated 5% (analysis/simulate.py's scenarios). The spread
+of d sees the baseline's deviation in full, in every arm's differences, so such a life widens
+the intervals instead of shifting them past 1.
+
+Degrees of freedom. The m arms' differences share the baseline's noise (correlation 1/2 between
+arms under a common variance), so s_d^2 is worth fewer than m (R - 1) independent squares. Its
+exact law under the model is sigma^2 [(m + 1) chi2(R - 1) + chi2((m - 1)(R - 1))] / (m (R - 1)),
+and Satterthwaite's matching of the first two moments gives
+
+    df = 4 m (R - 1) / (m + 3)
+
+(m = 1: R - 1, the paired t; the quick suite's m = 6 over 3 rounds: 5.3, against 2 for one arm
+alone and 12 for the block model's pooled residual, which assumed the baseline was no noisier than
+anyone else). The mean differences are independent of s_d^2 under the model, so the interval is a
+Student t interval with that df; tests/unit/test_sequential.py checks its coverage by simulation,
+with iid noise and with load changes between and inside rounds.
 
 Sequential looks. A budget adds rounds while points are undecided, and looks at the data after
 each round from the first planned look (the suite's `repeat`) to the planned maximum (from the
@@ -120,18 +142,19 @@ class Contrast:
     diff: float  # mean difference allocator - baseline
     half: float  # half-width of its interval at the look's level (inf: no interval)
     rounds: int
-    df: int
+    df: float  # degrees of freedom of its t interval (fractional: Satterthwaite's, see above)
 
 
 def block_contrasts(
     values: Mapping[str, Mapping[int, float]], baseline: str, level: float
 ) -> dict[str, Contrast]:
-    """Contrasts of every allocator with `baseline` in the block design of the module docstring.
+    """Contrasts of every allocator with `baseline` from paired differences (module docstring).
 
-    `values[allocator][round]` are the (already log-transformed, or additive) values. The block
-    design uses the rounds the baseline has; allocators with every one of them share one pooled
-    residual variance; an allocator that misses some (a failed cell) is paired with the baseline
-    over the rounds both have. Fewer than 2 shared rounds: no interval (half = inf)."""
+    `values[allocator][round]` are the (already log-transformed, or additive) values. The rounds
+    are those the baseline has; allocators with every one of them share one pooled variance of
+    their paired differences; an allocator that misses some (a failed cell) is paired with the
+    baseline alone over the rounds both have. Fewer than 2 shared rounds: no interval
+    (half = inf)."""
     base = values.get(baseline) or {}
     rounds = sorted(base)
     full = [a for a in values if a != baseline and all(r in values[a] for r in rounds)]
@@ -139,7 +162,7 @@ def block_contrasts(
     if full and len(rounds) >= 2:
         arms = [baseline, *full]
         y = np.array([[values[a][r] for r in rounds] for a in arms], dtype=float)
-        out.update(_rcbd(y, arms, level))
+        out.update(_paired(y, arms, level))
     elif full:
         for a in full:
             out[a] = Contrast(values[a][rounds[0]] - base[rounds[0]], math.inf, len(rounds), 0)
@@ -149,26 +172,29 @@ def block_contrasts(
         shared = sorted(set(values[a]) & set(rounds))
         if len(shared) >= 2:
             y = np.array([[base[r] for r in shared], [values[a][r] for r in shared]])
-            out[a] = _rcbd(y, [baseline, a], level)[a]
+            out[a] = _paired(y, [baseline, a], level)[a]
         elif shared:
             out[a] = Contrast(values[a][shared[0]] - base[shared[0]], math.inf, 1, 0)
     return out
 
 
-def _rcbd(y: np.ndarray, arms: Sequence[str], level: float) -> dict[str, Contrast]:
-    """y[arm, round], arms[0] the baseline: contrasts with the pooled block-design residual."""
-    n_arms, n_rounds = y.shape
-    resid = y - y.mean(axis=1, keepdims=True) - y.mean(axis=0, keepdims=True) + y.mean()
-    df = (n_arms - 1) * (n_rounds - 1)
-    s2 = float((resid**2).sum()) / df
-    se = math.sqrt(2 * s2 / n_rounds)
+def paired_df(arms: int, rounds: int) -> float:
+    """Satterthwaite degrees of freedom of the pooled variance of `arms` allocators' paired
+    differences to one baseline over `rounds` rounds (module docstring)."""
+    return 4 * arms * (rounds - 1) / (arms + 3)
+
+
+def _paired(y: np.ndarray, arms: Sequence[str], level: float) -> dict[str, Contrast]:
+    """y[arm, round], arms[0] the baseline: each arm's mean paired difference, with the spread of
+    the paired differences pooled over the arms."""
+    n_rounds = y.shape[1]
+    d = y[1:] - y[0]
+    m = d.shape[0]
+    s2 = float(((d - d.mean(axis=1, keepdims=True)) ** 2).sum()) / (m * (n_rounds - 1))
+    df = paired_df(m, n_rounds)
+    se = math.sqrt(s2 / n_rounds)
     q = t_quantile(1 - level / 2, df) if se > 0 else 0.0
-    means = y.mean(axis=1)
-    return {
-        a: Contrast(float(means[i] - means[0]), q * se, n_rounds, df)
-        for i, a in enumerate(arms)
-        if i > 0
-    }
+    return {a: Contrast(float(d[i].mean()), q * se, n_rounds, df) for i, a in enumerate(arms[1:])}
 
 
 def verdict(ratio: float, lo: float, hi: float, min_effect_pct: float) -> str:

@@ -20,6 +20,7 @@ from analysis.verdicts import (
     aa_alarm,
     design_of,
     noise_floor,
+    paired_noise,
     why_no_verdicts,
 )
 from rundir.read import Run
@@ -156,6 +157,17 @@ def noise_table(run: Run, verdicts: list[Verdict], baseline: str) -> Table:
         t.notes.append(
             "This run had no A/A arm (run.aa = true adds one): the noise floor below is the "
             "spread of repeated lives only."
+        )
+    paired = paired_noise(run, baseline)
+    if paired is not None:
+        t.rows.append(
+            [
+                text("noise the verdicts saw (paired differences to the baseline, per life)"),
+                text(
+                    f"{pct((math.exp(paired.sigma) - 1) * 100)} over {paired.points} points "
+                    "(drift shared by a round cancels in the pairs)"
+                ),
+            ]
         )
     t.rows.append(
         [

@@ -2,8 +2,9 @@
 
 A point is (server, workload, THP mode, thread level) for throughput, and (server, THP mode) for
 memory (whole server lives). Each allocator's ratio to the baseline (glibc unless the run or
-`--baseline` says otherwise) comes from the paired block design of analysis/sequential.py: rounds
-are blocks, so drift common to a round cancels. Throughput is compared on the log scale; RSS at
+`--baseline` says otherwise) comes from its paired differences to the baseline, round by round
+(analysis/sequential.py): drift common to a round cancels, and the interval's spread is that of
+the differences themselves, so a baseline life that is off widens every interval. Throughput is compared on the log scale; RSS at
 stop too; RSS growth (which can be zero or negative) on the additive scale, expressed as a ratio
 1 + (mean difference) / (baseline's mean RSS at stop), as `compare` does.
 
@@ -194,6 +195,61 @@ def _judge(
     return out
 
 
+def throughput_points(run: Run) -> list[tuple[tuple, dict[str, dict[int, float]]]]:
+    """((server, workload, thp, threads), allocator -> round -> throughput) for every point: one
+    value per server life at each level (a churn life's cycles are one, see analysis/lives.py);
+    the round is the life's repeat."""
+    out = []
+    for wl in run.workloads:
+        metric = study_tables.metric_of(run, wl)
+        by_point: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+        lives = by_life(
+            (r for r in run.ok_rows if r["workload"] == wl and not run.is_standin(r["cell"])),
+            lambda r: (r["server"], r["thp"], r["threads"], r["allocator"], r["repeat"] or 1),
+            lambda r, metric=metric: r.get(metric),
+        )
+        for (server, thp, th, alloc, rnd), per_cell in lives.items():
+            by_point[(server, thp, th)][alloc][rnd] = median(list(per_cell.values()))
+        for (server, thp, th), values in sorted(by_point.items(), key=lambda kv: kv[0]):
+            out.append(((server, wl, thp, th), values))
+    return out
+
+
+@dataclass(frozen=True)
+class PairedNoise:
+    """The noise the verdicts of a run saw: the sd of one server life's log-throughput, from the
+    spread of the paired differences to the baseline (sd of a difference / sqrt 2), pooled over
+    every throughput point; what `make bench` simulates with when a real run is at hand."""
+
+    sigma: float
+    points: int
+    arms: int  # allocators of a point besides the baseline (most seen)
+    rounds: int  # rounds of a point (most seen)
+
+
+def paired_noise(run: Run, baseline: str | None = None) -> PairedNoise | None:
+    """None when the run has no point with the baseline and another allocator over >= 2 rounds."""
+    base = baseline_of(run, baseline)
+    squares, dfs, points, arms, rounds = 0.0, 0, 0, 0, 0
+    for _point, values in throughput_points(run):
+        b = values.get(base) or {}
+        for a, vs in values.items():
+            shared = sorted(set(vs) & set(b))
+            if a == base or len(shared) < 2 or min(vs[r] for r in shared) <= 0:
+                continue
+            d = [math.log(vs[r]) - math.log(b[r]) for r in shared]
+            m = sum(d) / len(d)
+            squares += sum((x - m) ** 2 for x in d)
+            dfs += len(d) - 1
+        n_arms = sum(1 for a in values if a != base and len(set(values[a]) & set(b)) >= 2)
+        if n_arms:
+            points += 1
+            arms, rounds = max(arms, n_arms), max(rounds, len(b))
+    if not dfs:
+        return None
+    return PairedNoise(math.sqrt(squares / dfs / 2), points, arms, rounds)
+
+
 def run_verdicts(
     run: Run, baseline: str | None = None, min_effect_pct: float | None = None
 ) -> list[Verdict]:
@@ -215,20 +271,8 @@ def run_verdicts(
                     )
                 )
 
-    # Throughput: one value per server life at each level (a churn life's cycles are one, see
-    # analysis/lives.py); the round is the life's repeat.
-    for wl in run.workloads:
-        metric = study_tables.metric_of(run, wl)
-        by_point: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
-        lives = by_life(
-            (r for r in run.ok_rows if r["workload"] == wl and not run.is_standin(r["cell"])),
-            lambda r: (r["server"], r["thp"], r["threads"], r["allocator"], r["repeat"] or 1),
-            lambda r, metric=metric: r.get(metric),
-        )
-        for (server, thp, th, alloc, rnd), per_cell in lives.items():
-            by_point[(server, thp, th)][alloc][rnd] = median(list(per_cell.values()))
-        for (server, thp, th), values in sorted(by_point.items(), key=lambda kv: kv[0]):
-            add(server, wl, thp, th, THROUGHPUT, _judge(values, base, design, "log"))
+    for (server, wl, thp, th), values in throughput_points(run):
+        add(server, wl, thp, th, THROUGHPUT, _judge(values, base, design, "log"))
 
     # Memory: one value per complete server life.
     basis = memory.memory_basis(run)

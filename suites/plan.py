@@ -1,8 +1,9 @@
 """The matrix: which cells run, in what order, and how long it should take.
 
-A cell is one server life: server x allocator x THP mode x repeat round. Rounds alternate the
-allocator order (and the THP order) so slow drift of the machine — thermal, page cache, a noisy
-neighbour — does not always favour the allocator that runs first (asv/pyperf interleaving).
+A cell is one server life: server x allocator x THP mode x repeat round. Rounds change the
+allocator order (a Williams design, see allocator_order) and alternate the THP order, so slow drift
+of the machine — thermal, page cache, a noisy neighbour — does not always favour the allocator that
+runs first or the one that runs next to the baseline (asv/pyperf interleaving).
 """
 
 from __future__ import annotations
@@ -61,20 +62,56 @@ def plan_round(
     first_index: int,
     engines: tuple[str, ...] = (DEFAULT_ENGINE,),
 ) -> list[CellPlan]:
-    """One round's cells (a budget adds rounds one at a time). Round r starts its allocator list
-    r - 1 places further on, and even rounds run it backwards: every allocator takes every place
-    in turn, so neither a drift (first vs last) nor a neighbour (who ran just before) favours one.
-    With two allocators this is the old strict alternation."""
-    n = len(allocators)
-    shift = (rnd - 1) // 2 % n if n else 0
-    rotated = allocators[shift:] + allocators[:shift]
-    order = [(e, t, a) for e in engines for t in thp_modes for a in rotated]
+    """One round's cells (a budget adds rounds one at a time), allocators in the order of
+    `allocator_order`; even rounds run the THP modes (and engines) backwards."""
+    groups = [(e, t) for e in engines for t in thp_modes]
     if rnd % 2 == 0:
-        order.reverse()
+        groups.reverse()
+    order = [(e, t, a) for e, t in groups for a in allocator_order(allocators, rnd)]
     return [
         CellPlan(first_index + i, rnd, engine_label(server_label, e), alloc, thp, e)
         for i, (e, thp, alloc) in enumerate(order)
     ]
+
+
+def allocator_order(allocators: list[str], rnd: int) -> list[str]:
+    """The allocators' order in round `rnd`: row rnd - 1 of a Williams design (a Latin square
+    balanced for neighbours). Over n rounds (2n for an odd n) every allocator takes every place
+    once and runs right after every other allocator equally often, so neither a drift within the
+    round (first vs last) nor a neighbour (who ran just before) favours one, and the baseline is
+    not always next to the same arms (the rotation of one fixed list used before kept it beside
+    the same two, the A/A arm one of them, in every round). With two allocators this is strict
+    alternation.
+
+    The first allocator listed opens the run: put the baseline there (baseline_first). The run's
+    first server life is often off (three recorded quick runs: by 4-25%, either way), and the
+    verdicts' variance is that of the paired differences to the baseline (analysis/sequential.py):
+    a baseline life that is off shows in every allocator's differences and widens every interval,
+    while another allocator's life that is off would move that allocator's ratio alone."""
+    n = len(allocators)
+    if n < 2:
+        return list(allocators)
+    rows = _williams_rows(n)
+    return [allocators[i] for i in rows[(rnd - 1) % len(rows)]]
+
+
+def baseline_first(allocators: list[str], baseline: str) -> list[str]:
+    """The allocator names with the baseline moved to the front (allocator_order says why)."""
+    return sorted(allocators, key=lambda a: a != baseline)
+
+
+def _williams_rows(n: int) -> list[list[int]]:
+    """Williams' rows for n treatments: 0, 1, n-1, 2, n-2, ... shifted by k = 0..n-1 (mod n),
+    and for an odd n the same rows reversed as well (an odd n needs 2n rows for the balance)."""
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:
+        first.append(lo)
+        lo += 1
+        if len(first) < n:
+            first.append(hi)
+            hi -= 1
+    rows = [[(x + k) % n for x in first] for k in range(n)]
+    return rows + [row[::-1] for row in rows] if n % 2 else rows
 
 
 def estimate_cell_seconds(suite) -> float:

@@ -38,7 +38,13 @@ from suites.config import MAX_REPEAT, LoadedSuite, Suite
 from suites.display import Display
 from suites.errors import Interrupted, SuiteError
 from suites.families import family_of
-from suites.plan import CellPlan, estimate_cell_seconds, plan_cells, plan_round
+from suites.plan import (
+    CellPlan,
+    baseline_first,
+    estimate_cell_seconds,
+    plan_cells,
+    plan_round,
+)
 from suites.resume import check_allocators, check_resumable, clear_stale_work, plan_from_manifest
 from suites.thp import ThpController
 
@@ -177,7 +183,7 @@ class Matrix:
                 allocators = with_aa_arm(self.resolve_allocators(binary), self.suite)
                 cells = plan_cells(
                     label,
-                    [a.name for a in allocators],
+                    baseline_first([a.name for a in allocators], self.suite.run.baseline),
                     list(self.suite.thp.modes),
                     self.suite.run.repeat,
                     tuple(self.suite.server.engines),
@@ -311,7 +317,7 @@ class Matrix:
             rounds += 1
             new = plan_round(
                 label,
-                [a.name for a in allocators],
+                baseline_first([a.name for a in allocators], self.suite.run.baseline),
                 list(self.suite.thp.modes),
                 rounds,
                 len(cells),

@@ -7,11 +7,11 @@ round-robin of single cells would instead tie some allocators to some hosts more
 others: a host difference would read as an allocator difference. The cost: N shards need at least
 N rounds (run.repeat >= N).
 
-Rounds are dealt like a snake: 1..N to shards 1..N, then N+1..2N to shards N..1, and so on. Odd
-rounds run the allocator list forwards and even rounds backwards (suites.plan); dealing K, K+N,
-K+2N... would give, with two shards, every odd round to one host and every even round to the
-other, so on each host the same allocator would always run just before the same neighbour. The
-snake gives every shard with two or more rounds both directions.
+Rounds are dealt like a snake: 1..N to shards 1..N, then N+1..2N to shards N..1, and so on. Each
+round runs its own row of a neighbour-balanced order (suites.plan.allocator_order); dealing K,
+K+N, K+2N... would give a host rows a fixed stride apart (with two shards and an even number of
+allocators, only every other row), so on each host the same allocators would keep meeting. The
+snake mixes the rows each shard gets.
 
 Cells keep the index and round they have in the whole plan, so `mallocsweep merge` puts the shards
 back in the plan's order without renumbering anything.

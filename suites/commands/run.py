@@ -315,7 +315,14 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
     baseline, its interval and the verdict; memory likewise. With one round there is no verdict:
     ([], [why]) and the caller shows the raw single figures, labelled as such."""
     from analysis.verdict_tables import aa_alarm_text, ratio_ci
-    from analysis.verdicts import aa_alarm, baseline_of, noise_floor, run_verdicts, why_no_verdicts
+    from analysis.verdicts import (
+        aa_alarm,
+        baseline_of,
+        noise_floor,
+        paired_noise,
+        run_verdicts,
+        why_no_verdicts,
+    )
     from rundir.read import load_run
 
     run = load_run(run_dir)
@@ -357,6 +364,12 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
         notes.append(
             f"noise floor: A/A ratios {nf.aa_ratio_min:.2f}-{nf.aa_ratio_max:.2f}, interval "
             f"±{nf.aa_half_width_pct_median:.1f}% median (±{nf.aa_half_width_pct_max:.1f}% widest)"
+        )
+    paired = paired_noise(run, base)
+    if paired is not None:
+        notes.append(
+            f"noise the verdicts saw: ±{(math.exp(paired.sigma) - 1) * 100:.1f}% per server life "
+            "(paired differences to the baseline)"
         )
     if nf.life_spread_pct_median is not None:
         notes.append(

@@ -71,7 +71,12 @@ def main(argv: list[str] | None = None) -> int:
                 lambda: bench.collectors_on_off(2),
             ),
             ("iibench", "iibench client scaling and cost", bench.iibench),
-            ("verdicts", "rounds to decide a 10% difference (simulated)", verdicts_figure),
+            (
+                "verdicts",
+                "rounds to decide a 10% difference (simulated at the noise of the newest run "
+                f"under {args.out}, else of the recorded fixtures)",
+                lambda: verdicts_figure(args.out),
+            ),
             (
                 "sweep_vs_raw",
                 "the sweep vs raw sysbench (stock scripts), paired blocks in one server life",

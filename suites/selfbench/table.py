@@ -118,8 +118,9 @@ def table(figures: dict) -> Table:
 
 def verdicts_row(t: Table, v: dict) -> None:
     t.add_row(
-        f"rounds to decide a true {v['effect'] - 1:.0%} difference (simulated, recorded noise "
-        f"{v['sigma'] * 100:.1f}% per life)",
+        f"rounds to decide a true {v['effect'] - 1:.0%} difference (simulated at "
+        f"{v['sigma'] * 100:.1f}% noise per server life, "
+        f"{v.get('noise_source', 'recorded in the test fixtures')})",
         f"budget (<= {v['max_rounds']} rounds): found {v['budget_found']:.0%} of {v['runs']} runs, "
         f"median {v['budget_median_rounds']:.0f} rounds; fixed 3 rounds: found "
         f"{v['fixed3_found']:.0%}",

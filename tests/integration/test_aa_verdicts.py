@@ -4,9 +4,11 @@ out as "none" (no difference beyond the minimum effect) — or, when the run mea
 lives too noisy for that, "undecided" with the budget saying so — never faster or slower, with the
 proof of the alias identical to glibc's, and every server stopped.
 
-The minimum effect is wide (40%) because a few 3-second server lives on this shared 2-core VM
-differ by +-15% from each other (the noise floor the run reports); what the test checks is the
-machinery end to end — rounds, pairing, the budget's looks, the verdict — on real servers.
+The minimum effect is wide (40%) so that a call of "faster" or "slower" needs a 40% ratio, which
+the same library cannot honestly produce; nothing asserts how narrow the intervals came out (how
+noisy the machine was: a shared VM's server lives differed by +-10% quiet and +-43% under load).
+What the test checks is the machinery end to end — rounds, pairing, the budget's looks, the
+verdict following from its interval — on real servers.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import math
 
 import pytest
 
+from analysis.sequential import verdict
 from analysis.verdicts import noise_floor, run_verdicts
 from rundir.read import load_run
 from tests.integration.runs_helpers import (
@@ -41,11 +44,12 @@ PROOF_KEYS = (
     "verdict",
 )
 
+MIN_EFFECT = 40
 SUITE = small_suite(
     "aa",
     "A/A arm: glibc twice under two names",
     sysbench={"threads": [8]},
-    run={"repeat": 3, "aa": True, "budget_s": 90, "min_effect_pct": 40},
+    run={"repeat": 3, "aa": True, "budget_s": 90, "min_effect_pct": MIN_EFFECT},
 )
 
 
@@ -56,6 +60,10 @@ def aa_run():
 
 
 def test_aa_arm_gets_none(aa_run):
+    """Only logic that holds on any machine: the A/A arm is never called faster or slower, every
+    verdict is the one its own ratio and interval give, and an "undecided" one is undecided because
+    its interval reaches past the minimum effect, which the noise floor and the budget then say.
+    How wide the intervals are (how noisy this VM's server lives were) is not asserted."""
     code, run_dir = aa_run
     assert code == 0
     rows = list(csv.DictReader((run_dir / "verdicts.csv").open()))
@@ -63,25 +71,25 @@ def test_aa_arm_gets_none(aa_run):
     assert {r["allocator"] for r in rows} == {"glibc-aa"}
     assert all(r["aa_arm"] == "yes" and r["baseline"] == "glibc" for r in rows)
     assert {r["metric"] for r in rows} == {"throughput", "rss_stop", "rss_growth"}
+    up = 1 + MIN_EFFECT / 100
     for r in rows:
+        ratio, lo, hi = float(r["ratio"]), float(r["lo"]), float(r["hi"])
         assert r["verdict"] in ("none", "undecided"), r  # never faster or slower
-        assert float(r["lo"]) <= 1 <= float(r["hi"]), r
-    memory = [r for r in rows if r["metric"] != "throughput"]
-    assert all(r["verdict"] == "none" for r in memory), memory  # the same heap, within 40%
+        assert lo <= ratio <= hi, r
+        assert verdict(ratio, lo, hi, MIN_EFFECT) == r["verdict"], r
+        assert int(r["rounds"]) >= 3, r
+        if r["verdict"] == "undecided":
+            assert lo < 1 / up or hi > up, r
     tp = next(r for r in rows if r["metric"] == "throughput")
-    assert int(tp["rounds"]) >= 3
-    if tp["verdict"] == "undecided":
-        # Allowed only when the run's own interval is wider than the 40% minimum effect (this VM
-        # is shared: lives differed by +-43% in one run under load), the noise floor the report
-        # shows says as much, and the budget said it stopped undecided. Whether the lives were
-        # noisy is the machine's business; that the verdict follows from the interval is ours.
-        up = 1 + 40 / 100
-        assert float(tp["lo"]) < 1 / up or float(tp["hi"]) > up, tp
-        floor = noise_floor(load_run(run_dir), run_verdicts(load_run(run_dir)))
-        half = (math.sqrt(float(tp["hi"]) / float(tp["lo"])) - 1) * 100
-        assert floor.aa_points == 1, floor
-        assert floor.aa_half_width_pct_max == pytest.approx(half, rel=0.01), (tp, floor)
-        assert "undecided" in manifest(run_dir)["design"]["stopped"]
+    floor = noise_floor(load_run(run_dir), run_verdicts(load_run(run_dir)))
+    half = (math.sqrt(float(tp["hi"]) / float(tp["lo"])) - 1) * 100
+    assert floor.aa_points == 1, floor
+    assert floor.aa_half_width_pct_max == pytest.approx(half, rel=0.01), (tp, floor)
+    stopped = manifest(run_dir)["design"]["stopped"]
+    if any(r["verdict"] == "undecided" for r in rows):
+        assert "undecided" in stopped, stopped
+    else:
+        assert "every point decided" in stopped, stopped
 
 
 def test_aa_arm_is_glibc_under_another_name(aa_run):

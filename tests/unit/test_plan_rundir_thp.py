@@ -12,37 +12,80 @@ from rundir.format import FORMAT_VERSION, OWNER_MARKER, RESULTS_COLUMNS
 from rundir.write import RunDir, make_owned_dir
 from suites import thp as thpmod
 from suites.errors import SuiteError
-from suites.plan import plan_cells
+from suites.plan import baseline_first, plan_cells
 
 
-def test_rounds_rotate_allocator_order():
+def test_rounds_change_allocator_order():
     cells = plan_cells("mariadb-10.11", ["glibc", "jemalloc", "tcmalloc"], ["system"], 3)
     order = [c.allocator for c in cells]
+    # Williams rows 0, 1, 2 for three allocators: the first one listed opens the run.
     assert order == [
         "glibc",
         "jemalloc",
         "tcmalloc",
-        "tcmalloc",
-        "jemalloc",
-        "glibc",
         "jemalloc",
         "tcmalloc",
         "glibc",
+        "tcmalloc",
+        "glibc",
+        "jemalloc",
     ]
     assert [c.index for c in cells] == list(range(9))
     assert len({c.id for c in cells}) == 9
     assert cells[0].id == "mariadb-10.11__glibc__thp-system__r1"
 
 
-def test_rotation_gives_every_allocator_every_place():
-    """Over 2n rounds each of n allocators runs first, last and in between equally often, so a
-    drift within rounds favours none of them."""
-    allocs = ["a", "b", "c", "d"]
-    cells = plan_cells("m", allocs, ["system"], 2 * len(allocs))
-    places = {a: [0] * len(allocs) for a in allocs}
-    for c in cells:
-        places[c.allocator][c.index % len(allocs)] += 1
-    assert all(p == [2, 2, 2, 2] for p in places.values())
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 7])
+def test_every_allocator_takes_every_place_and_follows_every_other_equally(n):
+    """Over n rounds (2n for an odd n) each allocator runs first, last and in between equally
+    often (a drift within rounds favours none), and runs right after each other allocator equally
+    often (a neighbour's after-effects favour none)."""
+    allocs = [f"a{i}" for i in range(n)]
+    rounds = n if n % 2 == 0 else 2 * n
+    cells = plan_cells("m", allocs, ["system"], rounds)
+    places = {(c.allocator, c.index % n) for c in cells}
+    counts = {a: [0] * n for a in allocs}
+    follows: dict[tuple, int] = {}
+    for i, c in enumerate(cells):
+        counts[c.allocator][c.index % n] += 1
+        if i % n:
+            pair = (cells[i - 1].allocator, c.allocator)
+            follows[pair] = follows.get(pair, 0) + 1
+    assert len(places) == n * n
+    assert len({tuple(p) for p in counts.values()}) == 1
+    assert len(follows) == n * (n - 1) and len(set(follows.values())) == 1
+
+
+def test_the_baseline_is_not_always_beside_the_same_allocators():
+    """The quick suite's seven arms, first look and two more rounds: the baseline opens the run
+    wherever it was listed, and its neighbours change from round to round (the old rotation of one
+    list kept it next to the same two, the A/A arm one of them, in every round)."""
+    allocs = ["jemalloc", "tcmalloc", "tcmalloc-minimal", "glibc", "mimalloc", "tbbmalloc"]
+    allocs = baseline_first([*allocs, "glibc-aa"], "glibc")
+    assert allocs[0] == "glibc" and allocs[1:3] == ["jemalloc", "tcmalloc"]
+    cells = plan_cells("m", allocs, ["system"], 5)
+    assert cells[0].allocator == "glibc"
+    neighbours = []
+    for r in range(1, 6):
+        order = [c.allocator for c in cells if c.round == r]
+        i = order.index("glibc")
+        neighbours.append(frozenset(order[max(i - 1, 0) : i] + order[i + 1 : i + 2]))
+    assert len(set(neighbours)) == 5
+    assert len(set().union(*neighbours)) == 6  # every other arm sat beside it at least once
+
+
+def test_thp_modes_alternate_between_rounds():
+    cells = plan_cells("m", ["a", "b"], ["never", "always"], 2)
+    assert [c.thp for c in cells] == [
+        "never",
+        "never",
+        "always",
+        "always",
+        "always",
+        "always",
+        "never",
+        "never",
+    ]
 
 
 def test_cell_ids_are_file_name_safe():

@@ -21,6 +21,7 @@ from analysis.sequential import (
     Design,
     block_contrasts,
     look_alpha,
+    paired_df,
     plan_max_rounds,
     spent,
     verdict,
@@ -88,8 +89,51 @@ def test_block_design_cancels_round_drift():
     }
     c = block_contrasts(y, "b", 0.05)
     assert c["x"].diff == pytest.approx(0.0967, abs=1e-3)
-    assert c["x"].df == 4
+    assert c["x"].df == pytest.approx(paired_df(2, 3)) == pytest.approx(3.2)
     assert math.exp(c["x"].diff - c["x"].half) > 1  # significant despite the 30% drift
+
+
+def test_the_spread_is_that_of_the_paired_differences_pooled_over_arms():
+    y = {
+        "b": {1: 0.0, 2: 0.3, 3: 0.01, 4: -0.1},
+        "x": {1: 0.1, 2: 0.45, 3: 0.1, 4: 0.0},
+        "z": {1: -0.05, 2: 0.31, 3: 0.0, 4: -0.02},
+    }
+    d = np.array([[y[a][r] - y["b"][r] for r in (1, 2, 3, 4)] for a in ("x", "z")])
+    s2 = ((d - d.mean(axis=1, keepdims=True)) ** 2).sum() / (2 * 3)
+    c = block_contrasts(y, "b", 0.05)
+    assert c["z"].diff == pytest.approx(d[1].mean())
+    assert (
+        c["x"].half
+        == c["z"].half
+        == pytest.approx(t_quantile(0.975, paired_df(2, 4)) * math.sqrt(s2 / 4))
+    )
+
+
+def test_a_baseline_life_that_is_off_widens_every_interval_instead_of_moving_them_past_1():
+    """One baseline life 40% slow (a load change during it): every arm's ratio moves up by the
+    same amount, and with it the spread of every arm's paired differences; no interval leaves 1
+    behind (the block model's pooled residual spread the baseline's deviation over all cells and
+    called every arm faster here)."""
+    rng = np.random.default_rng(3)
+    y = {a: {r: float(rng.normal(0, 0.02)) for r in range(1, 5)} for a in ("b", *"uvwxyz")}
+    y["b"][2] -= 0.4
+    for a, c in block_contrasts(y, "b", 0.05).items():
+        assert c.diff > 0.05, a
+        assert c.diff - c.half < 0, a
+
+
+def test_degrees_of_freedom_match_the_law_of_the_pooled_variance():
+    """Satterthwaite's df for m arms over R rounds: R - 1 for one arm (the paired t test), and the
+    simulated variance of s_d^2 under a common variance agrees with 2 E^2 / df."""
+    assert paired_df(1, 5) == 4
+    rng = np.random.default_rng(0)
+    m, rounds = 6, 3
+    e = rng.normal(size=(20000, m + 1, rounds))
+    d = e[:, 1:, :] - e[:, :1, :]
+    s2 = ((d - d.mean(axis=2, keepdims=True)) ** 2).sum(axis=(1, 2)) / (m * (rounds - 1))
+    assert s2.mean() == pytest.approx(2, rel=0.02)
+    assert 2 * s2.mean() ** 2 / s2.var() == pytest.approx(paired_df(m, rounds), rel=0.05)
 
 
 def test_a_missing_round_pairs_that_allocator_over_what_it_has():

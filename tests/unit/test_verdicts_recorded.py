@@ -162,3 +162,28 @@ def test_budget_adds_rounds_while_undecided_and_runs_out_gracefully(tmp_path):
     assert not out.more and "budget left" in out.message and "undecided" in out.message
     last = Budget(3600, Design(3, 5), "glibc", started).after_round(run_dir, 5, 10.0)
     assert not last.more and "planned maximum" in last.message
+
+
+def test_paired_noise_is_the_spread_of_the_differences_to_the_baseline(tmp_path):
+    """The recorded A/A pair: the noise `make bench` simulates with is sd(log b - log a) / sqrt 2
+    over the five rounds, and the bench's verdict figure says it came from that run."""
+    import math
+
+    from analysis.verdicts import paired_noise, throughput_points
+    from suites.selfbench.bench import verdicts_figure
+
+    run_dir = joined(tmp_path, "real-regress-base-b", "glibc-aa")
+    run = load_run(run_dir)
+    noise = paired_noise(run)
+    ((_, values),) = throughput_points(run)
+    d = [math.log(values["glibc-aa"][r] / values["glibc"][r]) for r in sorted(values["glibc"])]
+    m = sum(d) / len(d)
+    sd = math.sqrt(sum((x - m) ** 2 for x in d) / (len(d) - 1))
+    assert noise.sigma == pytest.approx(sd / math.sqrt(2))
+    assert (noise.points, noise.arms, noise.rounds) == (1, 1, 5)
+    assert paired_noise(load_run(RUNS / "real-smoke-1")) is None  # one round: nothing to measure
+    fig = verdicts_figure(tmp_path)
+    assert fig["sigma"] == pytest.approx(noise.sigma) and str(run_dir) in fig["noise_source"]
+    assert 0 <= fig["fixed3_found"] <= 1 and 3 <= fig["budget_median_rounds"] <= 60
+    fallback = verdicts_figure(tmp_path / "nothing-here")
+    assert "recorded in tests/fixtures" in fallback["noise_source"]
