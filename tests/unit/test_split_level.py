@@ -100,3 +100,48 @@ def test_client_columns_are_summed_over_hosts():
         ]
         is None
     )
+
+
+class _Host:
+    """A client host's connection answering `--version` with `answer` (stdout)."""
+
+    def __init__(self, answer: str, rc: int = 0):
+        self.answer, self.rc = answer, rc
+
+    def run(self, command, input=None, timeout_s=30):
+        import subprocess
+
+        return subprocess.CompletedProcess(command, self.rc, self.answer.encode(), b"no module")
+
+
+def _clients(answer: str, rc: int = 0):
+    from types import SimpleNamespace
+
+    from suites.remote.clients import RemoteClients
+
+    section = SimpleNamespace(
+        hosts=["bench@c1"], server_address="10.0.0.5", ssh_config="", connect_timeout_s=5,
+        python="/opt/ms/bin/python",
+    )  # fmt: skip
+    clients = RemoteClients(section, 4, Path("x.lua"), program="python")
+    clients.host.close()  # its temp directory: the stub below answers instead
+    clients.host = _Host(answer, rc)
+    return clients
+
+
+def test_a_client_host_running_other_code_is_refused_in_one_line():
+    import json
+
+    from suites.errors import SuiteError
+    from suites.remote.level_agent import identity
+
+    ours = identity()
+    assert _clients(json.dumps(ours))._check_python() == ours
+    for changed in ({"digest": "0" * 16}, {"version": "0.0.1"}):
+        with pytest.raises(SuiteError) as e:
+            _clients(json.dumps(ours | changed))._check_python()
+        msg = str(e.value)
+        assert "\n" not in msg and msg.startswith("client host bench@c1: its mallocsweep")
+        assert f"ours is {ours[next(iter(changed))]}" in msg
+    with pytest.raises(SuiteError, match="mallocsweep is not installed for /opt/ms/bin/python"):
+        _clients("", rc=1)._check_python()
