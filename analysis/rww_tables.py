@@ -7,7 +7,8 @@ where usr/sys are the server process's CPU seconds over the level's measured win
 this workload spans the whole load: from the first report at t=0 to the last, when the last
 operation returned), % is (usr + sys) / wall, the study's CPU "overhead", wall that window, and
 RSS the server's resident memory when the level ended (kB, as the study gave it). Then the RSS
-comparison the study drew its conclusion from: each allocator's run-end RSS over glibc's.
+comparison the study drew its conclusion from: each allocator's run-end RSS over glibc's, paired
+by round, with its 95% interval and a verdict in memory words (rss_ratios).
 Figures are medians over rounds (the study averaged its 3 runs).
 """
 

@@ -62,6 +62,12 @@ WORDS: Mapping[str, Words] = MappingProxyType(
             insert_table=True,
             load_section="iibench",
         ),
+        # The read-while-writing suite kind (its levels are rww_load and rww_run): only for the
+        # run's header, whose load is the [rww] section (the suite has no [dataset]).
+        "rww": Words(
+            "read-while-writing (Symas 2015): a load, then 1 writer and N readers.",
+            load_section="rww",
+        ),
         "rww_load": Words(
             "read-while-writing, load: one client inserts every row in key order, in batches"
             " (one multi-row INSERT each); ops are rows.",

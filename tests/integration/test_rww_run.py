@@ -84,7 +84,8 @@ threads = 2
 [sysbench]
 workloads = ["oltp_ro", "point_select"]
 threads = [2]
-duration_s = 2
+duration_s = 3
+report_interval_s = 1
 """
 
 
@@ -205,7 +206,7 @@ def test_iibench_table_on_myrocks(root):
 
 def test_sysbench_on_myrocks(root):
     code, run_dir = _run(root, SYSBENCH_ROCKSDB)
-    assert code == 0, manifest(run_dir).get("error")
+    assert code == 0 and run_dir is not None, run_dir and manifest(run_dir).get("error")
     rows = results(run_dir)
     assert sorted(r["workload"] for r in rows) == ["oltp_ro", "point_select"]
     for r in rows:

@@ -1,5 +1,6 @@
-"""The read-while-writing RSS comparison (the Symas study's conclusion): each allocator's run-end
-RSS over glibc's with the paired interval and a verdict in memory words, from results rows."""
+"""The read-while-writing report: the RSS comparison (the Symas study's conclusion), each
+allocator's run-end RSS over glibc's with the paired interval and a verdict in memory words, from
+results rows; and the run's header naming the [rww] load, not the unused [dataset]."""
 
 from __future__ import annotations
 
@@ -64,3 +65,13 @@ def test_one_round_has_a_ratio_but_no_interval_or_verdict():
     innodb = [{**r, "server": "mariadb-10.11.19", "engine": "innodb"} for r in rows]
     assert "0.55×" not in rss_ratio_table(_run(innodb)).markdown()  # the study had no InnoDB
     assert "no interval" in " ".join(rss_ratio_table(_run(rows)).notes)
+
+
+def test_the_header_names_the_rww_load_not_an_unused_dataset():
+    from analysis.cells import metadata
+
+    suite = {"suite": {"kind": "rww"}, "rww": {"records": 20000, "value_bytes": 4000}}
+    # [dataset] defaults are recorded for every suite; a read-while-writing suite never uses them
+    manifest = {"run_id": "t", "suite": {**suite, "dataset": {"tables": 4, "table_size": 10000}}}
+    meta = dict(metadata(Run(Path("/nonexistent"), manifest, [])))
+    assert meta["load"] == "records=20000, value_bytes=4000" and "dataset" not in meta
