@@ -70,6 +70,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats as scipy_stats
 
 from analysis.stats import t_quantile
 
@@ -186,15 +187,48 @@ def paired_df(arms: int, rounds: int) -> float:
 
 def _paired(y: np.ndarray, arms: Sequence[str], level: float) -> dict[str, Contrast]:
     """y[arm, round], arms[0] the baseline: each arm's mean paired difference, with the spread of
-    the paired differences pooled over the arms."""
+    the paired differences pooled over the arms, except for an arm far noisier than the others
+    (its_own_spread), which is judged on its own differences alone (the paired t test)."""
     n_rounds = y.shape[1]
     d = y[1:] - y[0]
     m = d.shape[0]
-    s2 = float(((d - d.mean(axis=1, keepdims=True)) ** 2).sum()) / (m * (n_rounds - 1))
-    df = paired_df(m, n_rounds)
-    se = math.sqrt(s2 / n_rounds)
-    q = t_quantile(1 - level / 2, df) if se > 0 else 0.0
-    return {a: Contrast(float(d[i].mean()), q * se, n_rounds, df) for i, a in enumerate(arms[1:])}
+    squares = ((d - d.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+    s2 = float(squares.sum()) / (m * (n_rounds - 1))
+    out = {}
+    for i, a in enumerate(arms[1:]):
+        own = its_own_spread(squares, i, n_rounds)
+        var, df = (own, n_rounds - 1) if own is not None else (s2, paired_df(m, n_rounds))
+        se = math.sqrt(var / n_rounds)
+        q = t_quantile(1 - level / 2, df) if se > 0 else 0.0
+        out[a] = Contrast(float(d[i].mean()), q * se, n_rounds, df)
+    return out
+
+
+HETEROGENEITY_P = 0.99  # the F quantile past which an arm is noisier than the others
+
+
+def its_own_spread(squares: np.ndarray, i: int, rounds: int) -> float | None:
+    """Arm i's own variance of paired differences when it is far larger than the others' pooled
+    one (beyond the 99% point of F(R - 1, their Satterthwaite df)), else None.
+
+    Pooling assumes every arm's differences are equally noisy. An arm with a stalled life of its
+    own (measured here: one life at a third of the others' throughput) breaks that: pooled with
+    five quiet arms, its own spread counts for a sixth, and its mean, dragged by that one life,
+    looks significant. Judged on its own differences, with R - 1 degrees of freedom, it is as
+    uncertain as it is. The switch only ever widens an interval (its variance is then far above
+    the pooled one, and its t quantile above the pooled one's), so the pooled design's
+    false-positive rate remains an upper bound."""
+    m = len(squares)
+    if m < 2 or rounds < 2:
+        return None
+    own = float(squares[i]) / (rounds - 1)
+    others = (float(squares.sum()) - float(squares[i])) / ((m - 1) * (rounds - 1))
+    if own <= 0:
+        return None
+    if others <= 0:
+        return own
+    crit = float(scipy_stats.f.ppf(HETEROGENEITY_P, rounds - 1, paired_df(m - 1, rounds)))
+    return own if own / others > crit else None
 
 
 def verdict(ratio: float, lo: float, hi: float, min_effect_pct: float) -> str:

@@ -17,8 +17,10 @@ back (or interleaved) in this process, never an absolute time compared with a co
                                                                    goal: >= 1 within the noise
 6. iibench client CPU as a fraction of server CPU                  goal: < 1 (client lighter)
 7. verdicts: rounds the budgeted sequential design needs to decide a true 10% difference, against
-   the fixed 3-round design. A SIMULATION (analysis/simulate.py, the runner's own rule) with the
-   recorded noise of one server life here (tests/fixtures/runs/real-regress-base-a and -b)
+   the fixed 3-round design. A SIMULATION (analysis/simulate.py, the runner's own rule and order)
+   at the noise per server life that the newest real run under --out (runs/) measured, with its
+   number of allocators; without one, at the recorded noise of tests/fixtures/runs/
+   real-regress-base-a and -b with the quick suite's seven allocators. The row says which.
                                                                    goal: found in >= 80% of runs
 8. the sweep vs raw sysbench (stock scripts, nothing of ours attached), paired within ONE server
    life in short blocks A B B A ..., per workload and thread level: the ratio with its 95%

@@ -20,6 +20,7 @@ from analysis.sequential import (
     UNDECIDED,
     Design,
     block_contrasts,
+    its_own_spread,
     look_alpha,
     paired_df,
     plan_max_rounds,
@@ -203,3 +204,42 @@ def test_a_true_ten_percent_difference_is_found_with_a_budget_and_rarely_in_thre
     assert 3 < rounds < 60  # it stops early
     fixed, _, _ = rounds_to_decide(rng, 1.10, sigma, Design(3, 3), 400)
     assert fixed < 0.3  # the old fixed 3 rounds miss it most of the time at this noise
+
+
+def test_an_allocator_with_a_stalled_life_of_its_own_is_judged_on_its_own_spread():
+    """Recorded: tbbmalloc's paired differences at OLTP_RO@8 in a loaded run (one life at a third
+    of the others' throughput) beside five quiet arms. Pooled, its mean looked significant
+    (0.62x); on its own spread (the paired t test, R - 1 df) it is undecided, while the quiet arms
+    keep the pooled spread."""
+    d = {
+        "tbbmalloc": [-0.408, 0.052, -1.066],
+        "jemalloc": [-0.151, 0.071, -0.039],
+        "mimalloc": [-0.088, -0.132, 0.089],
+        "tcmalloc": [0.119, 0.032, -0.023],
+        "tcmalloc-minimal": [-0.206, 0.024, 0.02],
+        "glibc-aa": [0.147, -0.31, 0.13],
+    }
+    y = {"glibc": {1: 0.0, 2: 0.0, 3: 0.0}} | {
+        a: dict(zip((1, 2, 3), v, strict=True)) for a, v in d.items()
+    }
+    c = block_contrasts(y, "glibc", 0.0297)  # the first look's level in that run
+    assert c["tbbmalloc"].df == 2
+    assert math.exp(c["tbbmalloc"].diff + c["tbbmalloc"].half) > 1  # no longer called slower
+    assert c["jemalloc"].df == pytest.approx(paired_df(6, 3))
+    squares = np.array([np.sum((np.array(v) - np.mean(v)) ** 2) for v in d.values()])
+    assert its_own_spread(squares, 0, 3) is not None
+    assert all(its_own_spread(squares, i, 3) is None for i in range(1, 6))
+
+
+def test_arms_of_a_common_noise_are_rarely_judged_apart():
+    """Under a common variance the switch to an arm's own spread happens rarely (it is a 1% test
+    per arm, on correlated arms), so the pooled design's power is kept."""
+    rng = np.random.default_rng(4)
+    switched = 0
+    n = 3000
+    for _ in range(n):
+        e = rng.normal(size=(7, 4))
+        d = e[1:] - e[0]
+        squares = ((d - d.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+        switched += its_own_spread(squares, 0, 4) is not None
+    assert switched / n < 0.03
