@@ -73,13 +73,18 @@ def glance_table(run: Run, verdicts: list[Verdict], baseline: str) -> Table:
     if why:
         t.notes.append(f"No verdicts: {why}.")
         return t
+    # A run over several servers or engines (mariadb-10.11.19 and mariadb-10.11.19+rocksdb) gets a
+    # server column: without it an engine's rows read as repeats of the other's.
+    servers = sorted({v.server for v in verdicts if not v.aa_arm})
+    if len(servers) > 1:
+        t.columns.insert(0, "server")
     points: dict[tuple, list[Verdict]] = {}
     for v in verdicts:
         if v.aa_arm:
             continue
         wl = v.workload if v.metric == THROUGHPUT else METRIC_TEXT[v.metric]
         points.setdefault((v.server, wl, v.thp, v.threads), []).append(v)
-    for (_server, wl, thp, th), vs in points.items():
+    for (server, wl, thp, th), vs in points.items():
         better = [v for v in vs if v.verdict == FASTER]  # memory verdicts: FASTER = less memory
         worse = [v for v in vs if v.verdict == SLOWER]
         none = [v.allocator for v in vs if v.verdict == NONE]
@@ -89,16 +94,15 @@ def glance_table(run: Run, verdicts: list[Verdict], baseline: str) -> Table:
             same.append(f"{', '.join(none)} (within ±{m:g}%)")
         if open_:
             same.append(f"{', '.join(open_)} (undecided)")
-        t.rows.append(
-            [
-                text(wl),
-                text(thp),
-                text("–" if th is None else str(th)),
-                text("; ".join(_named(v) for v in better) or "–"),
-                text("; ".join(_named(v) for v in worse) or "–"),
-                text("; ".join(same) or "–"),
-            ]
-        )
+        row = [
+            text(wl),
+            text(thp),
+            text("–" if th is None else str(th)),
+            text("; ".join(_named(v) for v in better) or "–"),
+            text("; ".join(_named(v) for v in worse) or "–"),
+            text("; ".join(same) or "–"),
+        ]
+        t.rows.append([text(server), *row] if len(servers) > 1 else row)
     t.notes.append(_level_text(verdicts) + f"; minimum effect {m:g}%.")
     alarm = aa_alarm(verdicts)
     if alarm:
