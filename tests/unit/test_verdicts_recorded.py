@@ -192,3 +192,18 @@ def test_paired_noise_is_the_spread_of_the_differences_to_the_baseline(tmp_path,
     assert str(run_dir) in fig["noise_source"]
     fallback = verdicts_figure(tmp_path / "nothing-here")
     assert "recorded in tests/fixtures" in fallback["noise_source"] and fallback["others"] == 5
+
+
+def test_glance_has_a_server_column_only_when_a_run_holds_several_servers(tmp_path):
+    from dataclasses import replace
+
+    from analysis.verdict_tables import glance_table
+
+    run = load_run(joined(tmp_path, "real-regress-base-a", "fast", scale=1.5))
+    vs = run_verdicts(run)
+    one = glance_table(run, vs, "glibc")
+    assert "server" not in one.columns
+    # the same verdicts again under a second engine's label: its rows must say which is which
+    two = glance_table(run, vs + [replace(v, server=v.server + "+rocksdb") for v in vs], "glibc")
+    assert two.columns[0] == "server" and len(two.rows) == 2 * len(one.rows)
+    assert {r[0].text for r in two.rows} == {vs[0].server, vs[0].server + "+rocksdb"}
