@@ -130,3 +130,27 @@ def test_run_with_an_unknown_server_name_is_one_line(capsys, tmp_path):
     )
     assert code == 2 and "server 'no-such-mysqld' not found" in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_ctrl_c_while_the_modules_load_prints_no_traceback():
+    """A SIGINT in the first moments (imports take seconds on a loaded machine; the fault
+    campaign's SIGINT once landed there) ends the command like any interrupt: one line, no
+    Python traceback."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    for delay in (0.03, 0.06, 0.1, 0.15, 0.2):
+        p = subprocess.Popen(
+            [sys.executable, "-m", "suites.cli", "allocators", "--json"],
+            cwd=Path(__file__).resolve().parents[2],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(delay)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+        assert "Traceback" not in err, (delay, err)
+        assert p.returncode in (0, 130, -signal.SIGINT), (delay, p.returncode, err)
