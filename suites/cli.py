@@ -15,13 +15,19 @@ import sys
 import traceback
 from pathlib import Path
 
-from analysis.errors import AnalysisError
-from collectors.errors import CollectorError
-from rundir.errors import RunDirError
-from servers.errors import ServerError
-from suites import stdout_guard
-from suites.commands import allocators, compare, doctor, merge, report, run, servers
-from suites.errors import Interrupted, SuiteError
+try:
+    from analysis.errors import AnalysisError
+    from collectors.errors import CollectorError
+    from rundir.errors import RunDirError
+    from servers.errors import ServerError
+    from suites import stdout_guard
+    from suites.commands import allocators, compare, doctor, merge, report, run, servers
+    from suites.errors import Interrupted, SuiteError
+except KeyboardInterrupt:
+    # Ctrl-C while the modules load (seconds on a loaded machine; the fault campaign's SIGINT
+    # found it): nothing has run yet, so no traceback, the exit code of any interrupt.
+    print("mallocsweep: interrupted", file=sys.stderr)
+    raise SystemExit(130) from None
 
 COMMANDS = [allocators, doctor, servers, run, merge, report, compare]
 USER_ERRORS = (SuiteError, ServerError, CollectorError, AnalysisError, RunDirError)
@@ -78,9 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    stdout_guard.install()  # `run ... | head -1` must not change the exit code or skip the report
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        stdout_guard.install()  # `run ... | head -1` must not change the exit code or the report
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:
+        print("mallocsweep: interrupted", file=sys.stderr)
+        return 130
     try:
         return args.func(args)
     except Interrupted as e:

@@ -14,10 +14,13 @@ the pid may belong to something else by now). Never by process name.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from collectors.errors import CollectorError
+from collectors.procfs import ProcFS
 from rundir.atomic import atomic_write
 from rundir.format import MANIFEST
 from rundir.write import WORK_DIR
@@ -91,6 +94,33 @@ def process_in(pid: int, directory: Path, proc_root: str = "/proc") -> tuple[str
     if state == "Z" or not _mentions(cmdline, directory):
         return None
     return comm, ppid
+
+
+def runner_identity() -> dict:
+    """This process as a manifest names its runner: its pid and its start time (clock ticks since
+    boot), which tells it from a later process that is given the same pid."""
+    pid = os.getpid()
+    return {"runner_pid": pid, "runner_start_ticks": ProcFS().stat(pid).starttime_ticks}
+
+
+def runner_running(manifest: dict) -> int | None:
+    """The pid of the runner the manifest names if that very process still runs (not this one).
+
+    Pids are reused: this machine has 32,768, and under test load they wrapped within minutes, so
+    a runner killed with SIGKILL may have its pid taken by anything (a thread id counts too) by
+    the time --resume looks. Runs that recorded the runner's start time are matched on both; older
+    ones on the pid alone, as before."""
+    pid = manifest.get("runner_pid")
+    if not pid or pid == os.getpid():
+        return None
+    try:
+        stat = ProcFS().stat(int(pid))
+    except (CollectorError, ValueError, TypeError):  # gone (ProcessGone) or unreadable
+        return None
+    started = manifest.get("runner_start_ticks")
+    if stat.state == "Z" or (started is not None and stat.starttime_ticks != started):
+        return None
+    return int(pid)
 
 
 def runner_pid(run_dir: Path) -> int | None:

@@ -284,7 +284,14 @@ def merged_manifest(shards: list[Shard], run_id: str, noted: list[str]) -> dict:
     ends = [s.manifest.get("finished_at") for s in shards if s.manifest.get("finished_at")]
     m["started_at"] = min(starts) if starts else None
     m["finished_at"] = max(ends) if ends else None
-    for k in ("shard", "runner_pid", "preflight", "resumed_at", "stale_work_removed"):
+    for k in (
+        "shard",
+        "runner_pid",
+        "runner_start_ticks",
+        "preflight",
+        "resumed_at",
+        "stale_work_removed",
+    ):
         m.pop(k, None)
     m["merged"] = {
         "merged_at": now_iso(),

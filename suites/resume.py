@@ -8,14 +8,12 @@ work directories behind: they are removed here, but only when no server of the r
 
 from __future__ import annotations
 
-import os
 import shutil
 
-from collectors.procfs import ProcFS
 from rundir.format import FORMAT_VERSION
 from rundir.write import WORK_DIR, RunDir, owned
 from suites.errors import SuiteError
-from suites.leftovers import live_servers
+from suites.leftovers import live_servers, runner_running
 from suites.plan import CellPlan
 
 # Host facts that change allocator behaviour (collectors.host.host_metadata's keys).
@@ -52,8 +50,8 @@ def check_resumable(manifest: dict, suite: dict, label: str, host: dict) -> None
         raise SuiteError(
             f"--resume: the server is now {label}, the run used {', '.join(sorted(labels))}"
         )
-    pid = m.get("runner_pid")
-    if m.get("status") == "running" and pid and pid != os.getpid() and ProcFS().alive(pid):
+    pid = runner_running(m) if m.get("status") == "running" else None
+    if pid is not None:
         raise SuiteError(f"--resume: the run is still in progress (runner pid {pid})")
 
 

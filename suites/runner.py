@@ -16,7 +16,6 @@ arrives. A second signal says what is still awaited, a third skips the server's 
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 from dataclasses import replace
@@ -385,7 +384,7 @@ class Matrix:
             elif c.get("status") in ("running", "interrupted"):
                 c["status"] = "pending"
         self.manifest["status"] = "running"
-        self.manifest["runner_pid"] = os.getpid()
+        self.manifest.update(leftovers.runner_identity())
         self.manifest.pop("error", None)
         self.manifest.setdefault("resumed_at", []).append(now_iso())
         if stale:
@@ -409,7 +408,7 @@ class Matrix:
             "status": "running",
             "started_at": now_iso(),
             "finished_at": None,
-            "runner_pid": os.getpid(),
+            **leftovers.runner_identity(),
             "host": host_metadata(),
             # Whether a server's own THP opt-out also blocks MADV_HUGEPAGE here (the report's advice).
             "thp_prctl_probe": prctl_blocks_madvise(),

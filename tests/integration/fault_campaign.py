@@ -39,6 +39,7 @@ from tests.integration.runs_helpers import (
     manifest,
     results,
     scratch_dir,
+    server_pid,
     start_run,
 )
 
@@ -203,17 +204,6 @@ def clients_of(run_dir: Path, suite: str) -> list[int]:
     return [pid for pid, cmd in ours([run_dir]) if f" -m suites.client_procs {module} " in cmd]
 
 
-def server_of(run_dir: Path) -> int | None:
-    for pidfile in run_dir.glob("work/*/mysqld.pid"):
-        try:
-            pid = int(pidfile.read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            continue
-        if Path(f"/proc/{pid}").exists():
-            return pid
-    return None
-
-
 def _until(pred, timeout_s: float, step: float = 0.05):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -332,7 +322,7 @@ def one_fault(
                 rd = run_dir_in(out)
                 if rd is None or phase_of(rd, cache) != "level":
                     return None
-                pids = sysbench_of(rd) if kind == "kill-sysbench" else [server_of(rd)]
+                pids = sysbench_of(rd) if kind == "kill-sysbench" else [server_pid(rd)]
                 running = [x["id"] for x in manifest(rd)["cells"] if x["status"] == "running"]
                 pids = [p for p in pids if p]
                 return (rd, running[0], pids) if pids and running else None

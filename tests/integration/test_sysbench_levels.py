@@ -9,11 +9,9 @@ import time
 
 import pytest
 
-from servers.allocators import resolve
-from servers.mysql import MySQLServer, MySQLSettings, find_mysql
-from suites.sysbench import SysbenchOptions, prepare, run_level
+from servers.mysql import MySQLSettings
+from suites.sysbench import SysbenchOptions, run_level
 from suites.sysbench.runner import WRAPPER, records_path
-from suites.workload import ClientTarget
 from tests.integration.mariadb import start_prepared
 from tests.integration.runs_helpers import scratch_dir
 
@@ -112,25 +110,11 @@ def test_a_stalled_level_is_killed_and_failed(server):
 
 def test_server_gone_mid_level_is_a_failed_level(tmp_path):
     """A server that dies under load: the level fails with the reason; nothing raises."""
-
+    opts = SysbenchOptions(tables=1, table_size=500)
+    settings = MySQLSettings(buffer_pool_mb=32, max_threads=64, innodb_log_file_mb=16)
     with scratch_dir("ms-sbg-") as work:
-        srv = MySQLServer(
-            find_mysql(),
-            work,
-            MySQLSettings(buffer_pool_mb=32, max_threads=64, innodb_log_file_mb=16),
-            resolve(["glibc"])[0],
-        )
+        srv, target, _ = start_prepared(work, opts, settings, tmp_path / "prepare.log")
         try:
-            srv.initialize()
-            srv.start(timeout_s=120)
-            conn = srv.connect()
-            conn.cursor().execute("CREATE DATABASE sbtest")
-            conn.close()
-            target = ClientTarget(
-                kind="mysql", socket=srv.client_target()["socket"], database="sbtest"
-            )
-            opts = SysbenchOptions(tables=1, table_size=500)
-            prepare(target, opts, tmp_path / "prepare.log")
             killer = threading.Timer(1.5, lambda: srv.child.signal_group(9))
             killer.start()
             res = run_level(target, "point_select", 4, 5, opts, tmp_path / "gone.log", timeout_s=40)

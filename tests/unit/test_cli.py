@@ -130,3 +130,35 @@ def test_run_with_an_unknown_server_name_is_one_line(capsys, tmp_path):
     )
     assert code == 2 and "server 'no-such-mysqld' not found" in err
     assert not (tmp_path / "runs").exists()
+
+
+CTRL_C_WHILE_LOADING = """
+import importlib.abc, os, signal, sys
+class CtrlC(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "suites.commands":  # cli.py is importing its commands: Ctrl-C now
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, CtrlC())
+sys.argv = ["mallocsweep", "allocators", "--json"]
+import runpy
+runpy.run_module("suites.cli", run_name="__main__")
+"""
+
+
+def test_ctrl_c_while_the_modules_load_prints_no_traceback():
+    """A SIGINT while cli.py is still importing (seconds on a loaded machine; the fault campaign's
+    SIGINT once landed there) ends the command like any interrupt: one line and 130, no Python
+    traceback. The signal is sent from inside the import, so the moment is exact."""
+    import subprocess
+    import sys
+
+    p = subprocess.run(
+        [sys.executable, "-c", CTRL_C_WHILE_LOADING],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "Traceback" not in p.stderr, p.stderr
+    assert p.returncode == 130 and p.stderr.strip() == "mallocsweep: interrupted", p.stderr

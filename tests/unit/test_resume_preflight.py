@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from collectors.host import host_metadata
+from collectors.procfs import ProcFS
 from rundir.format import FORMAT_VERSION, OWNER_MARKER
 from rundir.write import RunDir
 from servers.allocators import resolve
@@ -94,6 +95,34 @@ def test_resume_refuses_a_changed_host(key, value):
     m = _manifest(suite, dict(host, **{key: value}))
     with pytest.raises(SuiteError, match=rf"--resume: host {key} changed \({value!r} -> "):
         check_resumable(m, suite, "mariadb-10.11.19", host)
+
+
+def test_a_runner_pid_taken_by_another_process_does_not_block_resume():
+    """A runner killed with SIGKILL leaves "running" and its pid in the manifest. Pids are reused
+    (32,768 here; under test load they wrapped within minutes), so by the time --resume looks the
+    pid may be another process's: the runner's start time, recorded beside its pid, tells them
+    apart. A run that recorded no start time is judged by the pid alone, as before."""
+    host = host_metadata()
+    suite = load_suite(SMOKE).suite.as_dict()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        ticks = ProcFS().stat(other.pid).starttime_ticks
+        m = _manifest(suite, host) | {"status": "running", "runner_pid": other.pid}
+        with pytest.raises(SuiteError, match=rf"still in progress \(runner pid {other.pid}\)"):
+            check_resumable(m | {"runner_start_ticks": ticks}, suite, "mariadb-10.11.19", host)
+        with pytest.raises(SuiteError, match="still in progress"):
+            check_resumable(m, suite, "mariadb-10.11.19", host)  # an older run: the pid decides
+        # The runner started at another time: this live pid is someone else's.
+        check_resumable(m | {"runner_start_ticks": ticks - 1}, suite, "mariadb-10.11.19", host)
+    finally:
+        other.kill()
+        other.wait()
+    # Gone altogether: resumable, with or without the start time.
+    check_resumable(m | {"runner_start_ticks": ticks}, suite, "mariadb-10.11.19", host)
+    check_resumable(m, suite, "mariadb-10.11.19", host)
+    me = leftovers.runner_identity()
+    assert me == {"runner_pid": os.getpid(), "runner_start_ticks": me["runner_start_ticks"]}
+    assert leftovers.runner_running(me) is None  # this process resuming its own run
 
 
 def test_plan_comes_from_the_manifest():
