@@ -328,8 +328,10 @@ def one_fault(
                 return (rd, running[0], pids) if pids and running else None
 
             time.sleep(rng.uniform(0.0, 1.0))
-            found = _until(lambda: proc.poll() is None and target(), 300)
-            if found:
+            # A run that ends before its level is reached (a fast cell, a refusal) ends the wait:
+            # waiting out the 300 s for a level that will never come cost CI five minutes.
+            found = _until(lambda: target() if proc.poll() is None else "ended", 300)
+            if found and found != "ended":
                 rd, cell, pids = found
                 landed = "level"
                 for p in pids:
