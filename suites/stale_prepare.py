@@ -5,7 +5,10 @@ Preparing a dataset works in `<cache>/.prepare-<key>-<pid>/` and stores through
 power cut) leaves them behind: a few hundred MB each, forever. They are stale when
 
 - the name is ours (.prepare-/.store- followed by a dataset key and a pid),
-- the directory carries our owner marker (we never delete a directory we did not create),
+- the directory carries our owner marker (we never delete a directory we did not create) — or
+  it holds nothing at all but, at most, the marker's own temp file: a SIGKILL between the mkdir and
+  the marker's write leaves such a shell (seen in the fault campaign under load), and removing an
+  empty directory cannot lose anybody's data,
 - the pid in the name is gone (a live pid, even a reused one, is left alone: never guess), and
 - no live process names the directory on its command line (a server started in it that outlived
   its runner keeps it until `mallocsweep doctor` has it stopped).
@@ -48,6 +51,18 @@ def _mentioned_by_a_process(path: Path, proc: Path = Path("/proc")) -> bool:
     return False
 
 
+def _ours(path: Path) -> bool:
+    """Marked as ours, or an empty shell of our making (see the module's docstring)."""
+    if (path / OWNER_MARKER).is_file():
+        return True
+    try:
+        names = [p.name for p in path.iterdir()]
+    except OSError:
+        return False
+    # atomic_write's temp file of the marker: `.<marker>.<random>.tmp`
+    return all(n.startswith(f".{OWNER_MARKER}.") and n.endswith(".tmp") for n in names)
+
+
 def stale_dirs(cache_root: Path) -> list[Path]:
     root = Path(cache_root)
     if not root.is_dir():
@@ -55,7 +70,7 @@ def stale_dirs(cache_root: Path) -> list[Path]:
     out = []
     for p in sorted(root.iterdir()):
         m = _NAME.match(p.name)
-        if not m or p.is_symlink() or not p.is_dir() or not (p / OWNER_MARKER).is_file():
+        if not m or p.is_symlink() or not p.is_dir() or not _ours(p):
             continue
         if _pid_alive(int(m.group(1))) or _mentioned_by_a_process(p):
             continue

@@ -60,3 +60,23 @@ def test_only_our_dirs_of_dead_owners_are_removed(tmp_path, monkeypatch):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_an_empty_shell_left_between_mkdir_and_marker_is_ours(tmp_path):
+    # The fault campaign under load: a SIGKILL after make_owned_dir's mkdir and before its marker
+    # was written left an empty .prepare-* directory, and every later run refused the cache as
+    # "holds ..., which mallocsweep did not create". An empty shell (or one holding only the
+    # marker's temp file) of our name with a dead owner is removed; anything with content is not.
+    root = tmp_path / "datasets"
+    dead = _dead_pid()
+    shell = root / f".prepare-10.11.19-abc123-{dead}"
+    shell.mkdir(parents=True)
+    half = root / f".store-10.11.19-abc123-{dead}"
+    half.mkdir()
+    (half / f".{OWNER_MARKER}.x1y2.tmp").write_text("")
+    foreign = root / f".prepare-10.11.19-def456-{dead}"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("somebody's\n")
+    assert stale_dirs(root) == [shell, half]
+    remove_stale(root)
+    assert not shell.exists() and not half.exists() and (foreign / "notes.txt").exists()
