@@ -239,10 +239,10 @@ def test_a_level_split_over_two_hosts_is_combined_truly(split_run):
     assert row["client_host"] == f"{hosts[0].alias},{hosts[1].alias}"
     cell = json.loads((run_dir / "raw" / f"{row['cell']}.json").read_text())
     (level,) = cell["levels"]
-    each = level["extra"]["client_hosts"]
+    each = level["sysbench"]["client_hosts"]
     assert [(e["host"], e["threads"]) for e in each] == [(hosts[0].alias, 3), (hosts[1].alias, 2)]
     # Started together: both hosts' sysbench began within 100 ms of each other (our clock).
-    assert 0 <= level["extra"]["split"]["start_skew_s"] < 0.1, level["extra"]["split"]
+    assert 0 <= level["sysbench"]["split"]["start_skew_s"] < 0.1, level["sysbench"]["split"]
     # The level's rate: each host's rate over the intervals both wrote, summed (from the raw
     # records, not from the tool's own combination).
     rates, hists = [], []
