@@ -42,10 +42,10 @@ class CellContext:
     suite: object  # suites.config.Suite
     plan: CellPlan
     run_dir: RunDir
-    server_binary: object  # servers.mysql.ServerBinary or servers.mongodb.MongoBinary
+    server_binary: object  # what the server family resolved (Family.resolve)
     allocator: object  # servers.allocators.Allocator
     thp: object  # suites.thp.ThpController
-    dataset: object | None  # suites.dataset_prepare.Prepared (sysbench / MySQL iibench) or None
+    dataset: object | None  # suites.dataset_prepare.Prepared (a family that restores one) or None
     on_progress: Callable[[str, float], None] | None = None  # (phase label, seconds expected)
     on_interval: Callable[[float, float, float], None] | None = None
     on_note: Callable[[str], None] | None = None  # one line for the user, e.g. a server warning
@@ -54,7 +54,8 @@ class CellContext:
 
 
 class CellRunner:
-    """Runs one cell. Subclasses know a server family (MySQL, MongoDB) and a workload kind."""
+    """Runs one cell. Its subclass (suites.cell_kinds.WorkloadCell) joins the suite's server family
+    and workload plugins through the hooks below."""
 
     def __init__(self, ctx: CellContext):
         self.ctx = ctx

@@ -174,7 +174,8 @@ def spawn_over_ssh(
     env = {k: v for k, v in os.environ.items() if k in ("HOME", "USER", "LOGNAME", "SSH_AUTH_SOCK")}
     argv = ssh_argv
     if go_fd is not None:
-        argv = ["/bin/sh", "-c", f'exec "$@" <&{go_fd} {go_fd}<&-', "sh", *ssh_argv]
+        # bash: the pipe's descriptor may have two digits, which dash's redirections refuse
+        argv = ["/bin/bash", "-c", f'exec "$@" <&{go_fd} {go_fd}<&-', "bash", *ssh_argv]
     return spawn(
         argv,
         env=_ENV | env,

@@ -292,6 +292,44 @@ def test_nothing_is_left_on_either_host_after_a_split_run(split_run):
         assert names <= {"sshd"}, names
 
 
+def test_a_users_script_runs_split_over_two_client_hosts(client_hosts, tmp_path):
+    """A user's own sysbench script (with a module of its own beside it) is copied to each host
+    and run there split, as a stock workload is."""
+    hosts, tmp = client_hosts
+    ssh_config = NetnsHost.write_ssh_config(tmp / "ssh_config_two", hosts)
+    lua = Path(__file__).resolve().parents[1] / "fixtures" / "lua" / "orders.lua"
+    suite = tmp_path / "orders.toml"
+    suite.write_text(
+        small_suite(
+            "client-hosts-script",
+            sysbench={"workloads": ["orders"], "threads": [4]},
+            clients={
+                "hosts": [h.alias for h in hosts],
+                "server_address": hosts[0].host_address,
+                "ssh_config": str(ssh_config),
+                "connect_timeout_s": 5,
+            },
+        ).replace(
+            "[sysbench]\n",
+            f'[sysbench]\nscripts = {{ orders = "{lua}" }}\n'
+            "script_options = { orders = { items = 300 } }\n",
+        )
+    )
+    out = tmp_path / "runs"
+    r = mallocsweep(["run", str(suite), "--out", str(out), "--quiet", "--no-report"], tmp / "cache")
+    assert r.returncode == 0, r.stderr[-2000:]
+    run_dir = next(out.iterdir())
+    (row,) = results(run_dir)
+    assert row["status"] == "ok" and row["workload"] == "orders", row["error"]
+    assert float(row["tps"]) > 0 and float(row["lat_p95_ms"]) > 0
+    raw = json.loads((run_dir / "raw" / f"{row['cell']}.json").read_text())
+    for e in raw["levels"][0]["sysbench"]["client_hosts"]:
+        assert e["status"] == "ok" and e["events"] > 0
+        assert "--items=300" in Path(e["log"]).read_text()
+    for x in manifest(run_dir)["clients"]["hosts"]:
+        assert not Path(x["work_dir"]).exists()  # the script's copy went with the rest
+
+
 def test_a_level_with_fewer_threads_than_hosts_is_refused(client_hosts, tmp_path):
     hosts, tmp = client_hosts
     suite = tmp_path / "few.toml"
