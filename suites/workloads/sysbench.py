@@ -256,10 +256,21 @@ def _tables(conn, database: str) -> set[str]:
     return names
 
 
+def _primary_keyed(cur, database: str) -> set[str]:
+    """The tables of `database` that have a PRIMARY KEY."""
+    cur.execute(
+        "SELECT DISTINCT table_name FROM information_schema.statistics "
+        "WHERE table_schema = %s AND index_name = 'PRIMARY'",
+        (database,),
+    )
+    return {str(r[0]) for r in cur.fetchall()}
+
+
 def scan_tables(connect, database: str, tables: list[str], stock: bool) -> float:
     """The warmup's full PRIMARY-key scans; returns seconds. The stock tables get the classic
     `SELECT AVG(id) ... FORCE KEY (PRIMARY)`; a user's script's tables (no `id` column known)
-    `SELECT COUNT(*) ... FORCE KEY (PRIMARY)`, which reads the same clustered index. SuiteError
+    `SELECT COUNT(*) ... FORCE KEY (PRIMARY)`, which reads the same clustered index, or a plain
+    `SELECT COUNT(*)` for a table without a primary key (TPC-C's history has none). SuiteError
     naming the table on failure."""
     started = time.monotonic()
     try:
@@ -268,11 +279,13 @@ def scan_tables(connect, database: str, tables: list[str], stock: bool) -> float
         raise SuiteError(f"warmup could not connect to the server: {e}") from None
     try:
         cur = conn.cursor()
+        keyed = set(tables) if stock else _primary_keyed(cur, database)
         for name in tables:
             table = f"`{database}`.`{name}`"
             what = "AVG(id)" if stock else "COUNT(*)"
+            force = " FORCE KEY (PRIMARY)" if name in keyed else ""
             try:
-                cur.execute(f"SELECT {what} FROM {table} FORCE KEY (PRIMARY)")
+                cur.execute(f"SELECT {what} FROM {table}{force}")
                 cur.fetchall()
             except Exception as e:  # noqa: BLE001 - any driver error becomes a one-line SuiteError
                 raise SuiteError(f"warmup scan of {table} failed: {e}") from None
