@@ -22,9 +22,9 @@ from suites.datadir_cache import DatasetCache, restore_vs_prepare
 from suites.server_families.mysql import MYSQL
 from suites.sysbench import SysbenchOptions
 from suites.sysbench.options import as_script, stock_tables
+from suites.sysbench.warm import scan_tables, sysbench_warm_up
 from suites.warmup import status_counters, warm_vs_fixed
 from suites.workload import ClientTarget
-from suites.workloads.sysbench import scan_tables, sysbench_warm_up
 
 # The MySQL family's status counters by meaning (bench servers are MariaDB, on InnoDB).
 COUNTERS = MYSQL.counters("innodb")

@@ -443,7 +443,7 @@ def run(bench, pairs: int, block_s: int, high: int, source_cycles: int = 0, prog
     from collectors.session import Collectors
     from rundir.format import SAMPLE_COLUMNS
     from suites.sysbench.options import stock_tables
-    from suites.workloads.sysbench import scan_tables
+    from suites.sysbench.warm import scan_tables
 
     points = [PairedPoint(w, t, pairs) for w in ("oltp_ro", "point_select") for t in (8, high)]
     sources = PairedPoint("point_select", 8, source_cycles, SOURCE_ARMS) if source_cycles else None

@@ -6,22 +6,22 @@ its own tables, made by its own prepare), run and recorded the same way (suites.
 from __future__ import annotations
 
 import re
-import time
 from typing import Annotated, Literal
 
 from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_validator
 
 from rundir.records import ChurnLevel
-from servers.engines import SQL_NAME, check_tables
+from servers.engines import SQL_NAME
 from suites import churn
 from suites.config_errors import FieldError, did_you_mean
-from suites.errors import SuiteError
 from suites.settings import MAX_THREADS, NonNegFloat, Section, existing
-from suites.sysbench import SysbenchOptions, prepare, prepared_statements_needed, run_level
+from suites.sysbench import SysbenchOptions, prepared_statements_needed, run_level
 from suites.sysbench import scripts as user_scripts
+from suites.sysbench.dataset import prepare_tables
 from suites.sysbench.options import WORKLOADS as STOCK
 from suites.sysbench.options import Script, as_script, stock_tables
-from suites.warmup import CHECK_S, FILL, MISSES, cache_counters, warm_up
+from suites.sysbench.warm import sysbench_warm_up
+from suites.warmup import FILL, MISSES, cache_counters
 from suites.workloads.base import PreparedData, Workload
 
 # On-disk size of a sysbench row with InnoDB overhead (page fill, secondary index on k).
@@ -245,105 +245,6 @@ def sysbench_scripts(suite) -> list[Script]:
     return out
 
 
-def _tables(conn, database: str) -> set[str]:
-    cur = conn.cursor()
-    cur.execute(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
-        (database,),
-    )
-    names = {str(r[0]) for r in cur.fetchall()}
-    cur.close()
-    return names
-
-
-def _primary_keyed(cur, database: str) -> set[str]:
-    """The tables of `database` that have a PRIMARY KEY."""
-    cur.execute(
-        "SELECT DISTINCT table_name FROM information_schema.statistics "
-        "WHERE table_schema = %s AND index_name = 'PRIMARY'",
-        (database,),
-    )
-    return {str(r[0]) for r in cur.fetchall()}
-
-
-def scan_tables(connect, database: str, tables: list[str], stock: bool) -> float:
-    """The warmup's full PRIMARY-key scans; returns seconds. The stock tables get the classic
-    `SELECT AVG(id) ... FORCE KEY (PRIMARY)`; a user's script's tables (no `id` column known)
-    `SELECT COUNT(*) ... FORCE KEY (PRIMARY)`, which reads the same clustered index, or a plain
-    `SELECT COUNT(*)` for a table without a primary key (TPC-C's history has none). SuiteError
-    naming the table on failure."""
-    started = time.monotonic()
-    try:
-        conn = connect()
-    except Exception as e:  # noqa: BLE001 - a server gone before warmup is a failed cell, one line
-        raise SuiteError(f"warmup could not connect to the server: {e}") from None
-    try:
-        cur = conn.cursor()
-        keyed = set(tables) if stock else _primary_keyed(cur, database)
-        for name in tables:
-            table = f"`{database}`.`{name}`"
-            what = "AVG(id)" if stock else "COUNT(*)"
-            force = " FORCE KEY (PRIMARY)" if name in keyed else ""
-            try:
-                cur.execute(f"SELECT {what} FROM {table}{force}")
-                cur.fetchall()
-            except Exception as e:  # noqa: BLE001 - any driver error becomes a one-line SuiteError
-                raise SuiteError(f"warmup scan of {table} failed: {e}") from None
-        cur.close()
-    finally:
-        conn.close()
-    return time.monotonic() - started
-
-
-def sysbench_warm_up(
-    connect,
-    target,
-    opts: SysbenchOptions,
-    counters,
-    names: tuple[str, str],
-    *,
-    load: Script,
-    stock: list[str],
-    own: list[str],
-    cap_s: float,
-    min_s: float,
-    log_dir,
-    scan: bool = True,
-    threads: int = 8,
-    on_interval=None,
-    engine: str = "innodb",
-    check_s: float = CHECK_S,
-) -> dict:
-    """suites.warmup.warm_up with sysbench's parts: the scans of the `stock` tables and the
-    user's scripts' `own` tables, then one continuous run of `load` (one sysbench process, its
-    clients connected once) stopped when warm. `counters` reads the cache's two counters,
-    `names` are the server's names for them."""
-
-    def scan_all() -> float:
-        took = scan_tables(connect, target.database, stock, stock=True) if stock else 0.0
-        return took + (scan_tables(connect, target.database, own, stock=False) if own else 0.0)
-
-    def run(seconds, interval, stop_when):
-        return run_level(
-            target, load, threads, seconds, opts, log_dir / "warmup.log",
-            on_interval=interval, stop_when=stop_when,
-        )  # fmt: skip
-
-    return warm_up(
-        counters,
-        names,
-        cap_s=cap_s,
-        min_s=min_s,
-        scan=scan_all if scan else None,
-        load=run,
-        load_name=load.name.upper(),
-        threads=threads,
-        check_s=check_s,
-        on_interval=on_interval,
-        engine=engine,
-    )
-
-
 class Sysbench(Workload):
     kind = "sysbench"
     summary = "thread sweep of OLTP_RO/POINT_SELECT or your own sysbench scripts"
@@ -477,46 +378,10 @@ class Sysbench(Workload):
     def prepare_dataset(
         self, suite, target, logs, engine: str = "innodb", connect=None
     ) -> PreparedData:
-        opts = sysbench_options(suite, engine)
-        scripts = sysbench_scripts(suite)
-        took, tables = 0.0, {}
-        stock = [x for x in scripts if x.stock]
-        if stock:
-            took += prepare(target, opts, logs / "prepare.log")
-            for x in stock:
-                tables[x.name] = stock_tables(opts.tables)
-        for x in scripts:
-            if x.stock:
-                continue
-            # Its tables are what its prepare made: the database before and after.
-            before = self._tables(connect, target.database)
-            took += prepare(target, opts, logs / f"prepare-{x.name}.log", workload=x)
-            made = sorted(self._tables(connect, target.database) - before)
-            if not made:
-                raise SuiteError(
-                    f"sysbench.scripts.{x.name}: its prepare made no table in database "
-                    f"{target.database!r} (sysbench's --mysql-db); see {logs}/prepare-{x.name}.log"
-                )
-            tables[x.name] = made
-        if connect is not None:
-            conn = connect()
-            try:
-                # --mysql-storage-engine took (a user's script's CREATE TABLE decides its own)
-                every = sorted({t for names in tables.values() for t in names})
-                check_tables(conn.cursor(), target.database, engine, every)
-            finally:
-                conn.close()
+        took, tables = prepare_tables(
+            sysbench_scripts(suite), target, sysbench_options(suite, engine), logs, engine, connect
+        )
         return PreparedData(took, tables)
-
-    @staticmethod
-    def _tables(connect, database: str) -> set[str]:
-        if connect is None:
-            return set()
-        conn = connect()
-        try:
-            return _tables(conn, database)
-        finally:
-            conn.close()
 
     def dataset_kb(self, suite) -> int:
         if not any(x.stock for x in sysbench_scripts(suite)):

@@ -14,8 +14,8 @@ from suites.errors import SuiteError
 from suites.server_families.mysql import MYSQL
 from suites.sysbench import SysbenchOptions
 from suites.sysbench.options import as_script, stock_tables
+from suites.sysbench.warm import sysbench_warm_up
 from suites.warmup import status_counters, warm_up, warm_vs_fixed
-from suites.workloads.sysbench import sysbench_warm_up
 from tests.integration.mariadb import sbtest_target, start_prepared
 from tests.integration.runs_helpers import scratch_dir
 
