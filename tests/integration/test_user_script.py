@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from servers.allocators import resolve
-from servers.mysql import MySQLServer, MySQLSettings, find_mysql
+from servers.mysql import MySQLServer, MySQLSettings
 from suites.cli import main
 from suites.sysbench import Script, SysbenchOptions, prepare, run_level
-from suites.workload import ClientTarget
+from tests.integration.mariadb import sbtest_target, start_empty
 from tests.integration.runs_helpers import manifest, results, run_in_process, scratch_dir
 
 pytestmark = pytest.mark.integration
@@ -39,14 +38,9 @@ def _tables(srv: MySQLServer) -> set[str]:
 def test_a_users_script_prepares_runs_and_cleans_up_through_our_wrapper():
     settings = MySQLSettings(buffer_pool_mb=64, max_threads=32, innodb_log_file_mb=16)
     with scratch_dir("ms-us-") as work:
-        srv = MySQLServer(find_mysql(), work / "srv", settings, resolve(["glibc"])[0])
+        srv = start_empty(work / "srv", settings)
         try:
-            srv.initialize()
-            srv.start(timeout_s=120)
-            conn = srv.connect()
-            conn.cursor().execute("CREATE DATABASE sbtest")
-            conn.close()
-            target = ClientTarget.mysql(srv.client_target(), "sbtest")
+            target = sbtest_target(srv)
             opts = SysbenchOptions(tables=1, table_size=100)  # the stock sizes: not the script's
             prepare(target, opts, work / "prepare.log", workload=ORDERS)
             assert _tables(srv) == {"stock", "order_line"}  # made by its own module's code
