@@ -183,8 +183,8 @@ def snap_raw(snap: Snapshot, t0: float) -> dict:
         "threads": snap.threads,
         "cpu_user_s": snap.cpu_user_s,
         "cpu_sys_s": snap.cpu_sys_s,
-        "ctx_voluntary": snap.ctx.voluntary if snap.ctx else None,
-        "ctx_involuntary": snap.ctx.involuntary if snap.ctx else None,
+        "ctxsw_voluntary": snap.ctx.voluntary if snap.ctx else None,
+        "ctxsw_involuntary": snap.ctx.involuntary if snap.ctx else None,
         "thp_enabled": snap.thp_enabled,
         "anon_huge_kb": snap.anon_huge_kb,
         "live": snap.live,
@@ -239,6 +239,7 @@ class Collectors:
         self._last: Snapshot | None = None
         self._status_fn: Callable[[], dict[str, float]] | None = None
         self._live_status_fn: Callable[[], dict[str, float]] | None = None
+        self._counters: dict[str, str] = {}  # meaning -> the server's counter (phase figures)
         self._tps: float | None = None
         self._qps: float | None = None
         self._boundary_cpu_s = 0.0
@@ -295,12 +296,16 @@ class Collectors:
         self,
         fn: Callable[[], dict[str, float]] | None,
         live_fn: Callable[[], dict[str, float]] | None = None,
+        counters: dict[str, str] | None = None,
     ) -> None:
         """`fn`: the server's status at phase boundaries (outside any measured window).
         `live_fn`: the narrower read taken once while a level runs (Threads_connected); `fn`
-        when not given. It runs inside the measured window, so it should cost the server little."""
+        when not given. It runs inside the measured window, so it should cost the server little.
+        `counters`: which of the status's counters has which meaning (its family's declaration,
+        rundir.format.COUNTER_MEANINGS), for the phase figures."""
         self._status_fn = fn
         self._live_status_fn = live_fn
+        self._counters = dict(counters or {})
 
     def elapsed(self) -> float:
         """Seconds since start(): the timeline's t_s of this moment."""
@@ -525,7 +530,7 @@ class Collectors:
     def _figures(self, ph: _Phase) -> dict:
         """Deltas over the whole phase, from what was observed (rundir.derive.phases)."""
         ph.raw = ph.to_raw(self._t0)
-        return phase_figures(ph.raw)
+        return phase_figures(ph.raw, self._counters)
 
     def window_figures(self, name: str, first: int = 0, last: int = -1) -> dict | None:
         """Deltas between marks `first` and `last` of phase `name` (list indices), or None when

@@ -6,7 +6,7 @@ and comes with a migration in rundir/migrations.py (and a line in HISTORY); a fi
 directory is never rewritten.
 """
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 # What each format added or changed, newest last (docs/architecture.md tells the same story).
 HISTORY = {
@@ -24,6 +24,11 @@ HISTORY = {
     "(cells[].alloc_memory, raw alloc_readings, the idle phase, [memory]); a client host's "
     "client_* figures (manifest clients, cells[].server.bind_address); shards and merges "
     "(manifest shard, merged); manifest dataset.stale_removed; status failed when every cell failed",
+    4: "server families as plugins: raw records (raw_version 2) name the server's status counters "
+    "by meaning (CellRaw.counters, declared by the family), keep each level's workload figures in "
+    "typed records (RawLevel.sysbench/iibench/rww/churn/client_load instead of an untyped extra) "
+    "and call the context-switch counters ctxsw_* as results.csv does; the suite's [server] "
+    "section records only its family's settings (format 3 recorded every family's defaults)",
 }
 
 MANIFEST = "manifest.json"
@@ -35,7 +40,9 @@ CELLS_DIR = (
 )
 # What each cell observed (rundir.records.CellRaw), written once before its cells/ record (format 3)
 RAW_DIR = "raw"
-RAW_VERSION = 1  # the raw record's own schema version (CellRaw.raw_version)
+# The raw record's own schema version (CellRaw.raw_version): 2 since format 4; a version-1 record
+# is upgraded in memory when read (rundir.migrations.upgrade_raw).
+RAW_VERSION = 2
 # Rows and window records re-derived by `report --rederive` from raw/; results.csv prefers them
 DERIVED_DIR = "derived"
 # Derived, rewritten by `report`: every allocator against the baseline per point (analysis/verdicts.py)
@@ -251,6 +258,20 @@ WINDOW_ERA_COLUMNS = (
 # run recorded before measured windows existed).
 SPAN_WINDOW = "window"
 SPAN_LEVEL = "level"
+
+# A server's status counters by what they mean. A server family names its own counter for each
+# meaning it has (suites' family plugins), each cell records that mapping in its raw record
+# (CellRaw.counters), and rundir.derive reads a boundary's status through it: this layer knows no
+# server's names. Workloads read a counter by its meaning too (suites.level_context).
+COUNTER_MEANINGS = {
+    "threads_created": "server threads created (a counter; its delta is thread churn)",
+    "clients_connected": "client connections open now (a gauge)",
+    "pages_read_from_disk": "data pages read from disk because the server's cache missed them",
+    "page_read_requests": "data page reads asked of the server's cache",
+    "memory_used_bytes": "memory the server accounts for itself, in bytes (a gauge)",
+    "cache_misses": "reads that missed the cache of the tables' storage engine (warmup)",
+    "cache_fill": "what that cache holds, or has added: levelled off means warm (warmup)",
+}
 
 # Columns kept as text; every other column of results.csv and samples/*.csv is a number or empty.
 TEXT_COLUMNS = frozenset(

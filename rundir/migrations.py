@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rundir.errors import RunDirError
-from rundir.format import FORMAT_VERSION, RESULTS_COLUMNS, SPAN_LEVEL, SPAN_WINDOW
+from rundir.format import FORMAT_VERSION, RAW_VERSION, RESULTS_COLUMNS, SPAN_LEVEL, SPAN_WINDOW
 
 
 @dataclass
@@ -78,8 +78,160 @@ def update_to_3(raw: RawRun) -> RawRun:
     return RawRun(manifest=manifest, columns=list(raw.columns), rows=list(raw.rows))
 
 
+# Format 3 recorded every server family's [server] settings in every suite, each family's with
+# its defaults where the suite was of another family; format 4 records only the suite's own
+# family's. The keys one family alone had in format 3, by the flavors of that family (frozen
+# history: what format 3 wrote, not what the families are now).
+_FORMAT3_SERVER_KEYS = {
+    ("mariadb", "mysql", "percona"): (
+        "basedir",
+        "fetched",
+        "buffer_pool_mb",
+        "engines",
+        "rocksdb_block_cache_mb",
+        "rocksdb_write_buffer_mb",
+        "settings",
+    ),
+    ("mongodb",): ("cache_gb",),
+}
+
+
+def update_to_4(raw: RawRun) -> RawRun:
+    """Format 3 -> 4.
+
+    Format 4 makes server families plugins. What a reader sees of it in the manifest: the suite's
+    [server] section holds only its family's settings; format 3 held every family's (a MariaDB
+    suite recorded MongoDB's cache_gb, a MongoDB suite MySQL's buffer_pool_mb, engines,
+    settings... at their defaults), so here the other families' keys are dropped, and a compare
+    of a format-3 run with a format-4 one sees no setting that was never the suite's.
+    Raw records change too (raw_version 2: counters by meaning, typed level records, ctxsw_*
+    names); they are upgraded when read (upgrade_raw). Results columns are unchanged.
+    """
+    manifest = dict(raw.manifest)
+    # -- plugins (issue 24): the [server] section as its family declares it --------------------
+    suite = manifest.get("suite")
+    server = suite.get("server") if isinstance(suite, dict) else None
+    if isinstance(server, dict):
+        flavor = server.get("flavor", "mariadb")
+        foreign = {
+            key for owners, keys in _FORMAT3_SERVER_KEYS.items() if flavor not in owners
+            for key in keys
+        }  # fmt: skip
+        manifest["suite"] = {
+            **suite, "server": {k: v for k, v in server.items() if k not in foreign}
+        }  # fmt: skip
+    return RawRun(manifest=manifest, columns=list(raw.columns), rows=list(raw.rows))
+
+
 # format N -> the function upgrading a format-N run to N+1
-MIGRATIONS: dict[int, Callable[[RawRun], RawRun]] = {1: update_to_2, 2: update_to_3}
+MIGRATIONS: dict[int, Callable[[RawRun], RawRun]] = {1: update_to_2, 2: update_to_3, 3: update_to_4}
+
+
+# -- raw records (raw/<cell>.json, their own raw_version) ---------------------------------------
+
+# What rundir.derive read from a raw_version-1 record's boundary status, before families named
+# their counters (frozen history: the names format 3 derived its status columns from, for every
+# family; a family without them got empty columns, as it still does).
+_RAW1_COUNTERS = {
+    "threads_created": "Threads_created",
+    "clients_connected": "Threads_connected",
+    "pages_read_from_disk": "Innodb_buffer_pool_reads",
+    "page_read_requests": "Innodb_buffer_pool_read_requests",
+    "memory_used_bytes": "Memory_used",
+}
+# Where a raw_version-1 level's untyped `extra` keys go in the typed records of version 2.
+_RAW1_SYSBENCH = (
+    "latency_histogram", "lat_min_ms", "sysbench_percentile", "problems", "partial",
+    "stopped_early", "argv", "records", "wall_s", "exit", "nofile", "priority", "follow",
+    "client_hosts", "split", "common_window",
+)  # fmt: skip
+_RAW1_IIBENCH = (
+    "rows", "duration_s", "per_client", "client_cpu_s", "client_life_cpu_s", "client_mode",
+    "startup_s", "batch_rows", "secondary_indexes", "latency_unit", "query", "wall_s",
+)  # fmt: skip
+_RAW1_RWW = (
+    "engine", "client_cpu_s", "client_life_cpu_s", "per_reader_reads", "misses", "capped",
+    "latency_unit",
+)  # fmt: skip
+# Keys only one of them wrote: which workload's record a version-1 level's extra was.
+_RAW1_ONLY_SYSBENCH = {"latency_histogram", "lat_min_ms", "sysbench_percentile", "argv", "records",
+                       "nofile", "priority", "follow", "client_hosts", "split", "common_window",
+                       "stopped_early", "partial"}  # fmt: skip
+_RAW1_ONLY_IIBENCH = {"per_client", "client_mode", "startup_s", "batch_rows", "query"}
+
+
+def _raw1_snap(snap):
+    if not isinstance(snap, dict):
+        return snap
+    out = {k: v for k, v in snap.items() if k not in ("ctx_voluntary", "ctx_involuntary")}
+    for old in ("ctx_voluntary", "ctx_involuntary"):
+        if old in snap:
+            out["ctxsw_" + old.removeprefix("ctx_")] = snap[old]
+    return out
+
+
+def _raw1_phase(ph):
+    if not isinstance(ph, dict):
+        return ph
+    out = dict(ph)
+    for key in ("start", "end"):
+        b = ph.get(key)
+        if isinstance(b, dict):
+            out[key] = {**b, "snap": _raw1_snap(b.get("snap"))}
+    out["first_server"] = _raw1_snap(ph.get("first_server"))
+    if isinstance(ph.get("marks"), list):
+        out["marks"] = [_raw1_snap(m) for m in ph["marks"]]
+    return out
+
+
+def _raw1_level(level):
+    """A version-1 level: its untyped extra sorted into the typed records."""
+    if not isinstance(level, dict):
+        return level
+    out = {k: v for k, v in level.items() if k != "extra"}
+    extra = dict(level.get("extra") or {})
+    for key, to in (("client_load", "client_load"), ("client_host_level", "agent")):
+        if key in extra:
+            out[to] = extra.pop(key)
+    if "row" in extra:
+        out["churn"] = extra.pop("row")
+    if "rww" in extra:
+        out["rww"] = {"figures": extra.pop("rww")}
+        out["rww"].update({k: extra.pop(k) for k in _RAW1_RWW if k in extra})
+    elif set(extra) & _RAW1_ONLY_SYSBENCH:
+        out["sysbench"] = {k: extra.pop(k) for k in _RAW1_SYSBENCH if k in extra}
+    elif set(extra) & _RAW1_ONLY_IIBENCH:
+        out["iibench"] = {k: extra.pop(k) for k in _RAW1_IIBENCH if k in extra}
+    if extra:
+        out["legacy_extra"] = extra
+    return out
+
+
+def upgrade_raw(raw: dict, where: str) -> dict:
+    """A raw record in the current raw_version (in memory; the file is never rewritten), or
+    RunDirError for a version this mallocsweep does not know.
+
+    Version 1 -> 2 (format 4): the snapshots' ctx_voluntary/ctx_involuntary become ctxsw_*, as
+    results.csv calls them; `counters` says which status counters the record's derivations read
+    (the ones format 3 always read); each level's untyped `extra` goes into the typed records
+    (sysbench, iibench, rww, churn from `row`, client_load, agent from `client_host_level`).
+    """
+    version = raw.get("raw_version") if isinstance(raw, dict) else None
+    if version == RAW_VERSION:
+        return raw
+    if version != 1:
+        raise RunDirError(
+            f"{where}: raw_version {version!r} (this mallocsweep reads 1 to {RAW_VERSION}); "
+            "upgrade mallocsweep to read it"
+        )
+    out = dict(raw)
+    out["raw_version"] = RAW_VERSION
+    out.setdefault("counters", dict(_RAW1_COUNTERS))
+    if isinstance(raw.get("phases"), dict):
+        out["phases"] = {n: _raw1_phase(p) for n, p in raw["phases"].items()}
+    if isinstance(raw.get("levels"), list):
+        out["levels"] = [_raw1_level(lv) for lv in raw["levels"]]
+    return out
 
 
 def check_version(manifest: dict, where: str) -> int:

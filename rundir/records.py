@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rundir.errors import RunDirError
 from rundir.format import CELL_STATUSES, FORMAT_VERSION, RAW_VERSION, SPAN_WINDOW
+from rundir.migrations import upgrade_raw
 
 
 class _Record(BaseModel):
@@ -85,7 +86,8 @@ class _Strict(BaseModel):
 
 class RawSnap(_Strict):
     """The server process at one moment; t_s in seconds since the collectors started. Counters
-    (CPU, context switches) are whole-process totals; ctx_* from the cell's ctxsw_source."""
+    (CPU, context switches) are whole-process totals; ctxsw_* from the cell's ctxsw_source (named
+    as results.csv names them; raw_version 1 said ctx_*)."""
 
     t_s: float
     rss_kb: int | None = None
@@ -95,8 +97,8 @@ class RawSnap(_Strict):
     threads: int | None = None
     cpu_user_s: float | None = None
     cpu_sys_s: float | None = None
-    ctx_voluntary: int | None = None
-    ctx_involuntary: int | None = None
+    ctxsw_voluntary: int | None = None
+    ctxsw_involuntary: int | None = None
     thp_enabled: int | None = None
     anon_huge_kb: int | None = None
     live: bool = True  # False: the process was gone, these are its last known values
@@ -129,8 +131,142 @@ class RawPhase(_Strict):
     marks: list[RawSnap] = Field(default_factory=list)  # measured-window marks, in time order
 
 
+class LatencyHistogram(_Strict):
+    """A level's whole latency distribution (sysbench's 1024 log buckets), as counts per bucket."""
+
+    array_size: int
+    range_min_ms: float
+    range_max_ms: float
+    buckets: list[tuple[int, int]] = Field(default_factory=list)  # [bucket index, count]
+
+
+class SysbenchPercentile(_Strict):
+    """sysbench's own single --percentile figure, kept as a cross-check of the histogram's."""
+
+    p: float | None = None
+    ms: float | None = None
+
+
+class SysbenchLevel(_Strict):
+    """What a sysbench level (a stock script or the user's own) recorded besides its figures."""
+
+    latency_histogram: LatencyHistogram | None = None
+    lat_min_ms: float | None = None
+    sysbench_percentile: SysbenchPercentile | None = None
+    problems: list[str] = Field(default_factory=list)  # malformed records, histogram mismatches
+    partial: str | None = None  # the level failed: its figures are from its interval reports
+    stopped_early: bool = False  # stopped on purpose (a warmup that got warm)
+    argv: list[str] = Field(default_factory=list)  # the command line, passwords masked
+    records: str | None = None  # the wrapper's JSON records file
+    wall_s: float | None = None
+    exit: dict[str, Any] | None = None  # sysbench's exit (servers.launch ExitInfo)
+    nofile: dict[str, Any] | None = None  # the open-file limit it was given
+    priority: dict[str, Any] | None = None  # which threads ran boosted (collectors.priority)
+    follow: str | None = None  # how its records were followed (inotify+pidfd or polling)
+    # Split over several client hosts (suites.sysbench.split): each host's own figures, how they
+    # started together, and the intervals every host wrote (the rates' common window).
+    client_hosts: list[dict[str, Any]] | None = None
+    split: dict[str, Any] | None = None
+    common_window: dict[str, Any] | None = None
+
+
+class IIBenchQuery(_Strict):
+    """iibench's query clients over their own run time."""
+
+    clients: int
+    queries: int
+    duration_s: float
+    queries_per_s: float
+    lat_avg_ms: float | None = None
+    lat_p50_ms: float | None = None
+    lat_p95_ms: float | None = None
+    lat_p99_ms: float | None = None
+    lat_p999_ms: float | None = None
+    lat_max_ms: float | None = None
+
+
+class IIBenchLevel(_Strict):
+    """What an iibench level recorded besides its figures (suites.iibench.level)."""
+
+    rows: int | None = None
+    duration_s: float | None = None
+    per_client: list[dict[str, Any]] = Field(default_factory=list)  # rows, batches, rate, CPU
+    client_cpu_s: float | None = None
+    client_life_cpu_s: float | None = None  # whole lives of the client processes (wait4)
+    client_mode: str | None = None  # processes (measurements) or threads (the bench's baseline)
+    startup_s: float | None = None
+    batch_rows: int | None = None
+    secondary_indexes: int | None = None
+    latency_unit: str | None = None
+    query: IIBenchQuery | None = None
+    wall_s: float | None = None  # a level that failed on its client host: how long it ran
+
+
+class RwwFigures(_Strict):
+    """Read-while-writing's results columns (rundir.format.ADDED_RWW_COLUMNS)."""
+
+    write_ops_s: float | None = None
+    read_ops_s: float | None = None
+    write_lat_p50_ms: float | None = None
+    write_lat_p95_ms: float | None = None
+    write_lat_p99_ms: float | None = None
+    write_lat_max_ms: float | None = None
+    read_lat_p50_ms: float | None = None
+    read_lat_p95_ms: float | None = None
+    read_lat_p99_ms: float | None = None
+    read_lat_max_ms: float | None = None
+    table_rows: int | None = None
+    reads_min: int | None = None
+
+
+class RwwLevel(_Strict):
+    """What a read-while-writing level recorded besides its figures (suites.rww.level)."""
+
+    figures: RwwFigures
+    engine: str | None = None
+    client_cpu_s: float | None = None
+    client_life_cpu_s: float | None = None
+    per_reader_reads: list[int] = Field(default_factory=list)
+    misses: int | None = None
+    capped: bool = False  # cut by max_seconds before the stop rule was met
+    latency_unit: str | None = None
+
+
+class ChurnLevel(_Strict):
+    """A thread-churn level's place (suites.churn): results columns churn_cycle and
+    thread_cache_size."""
+
+    churn_cycle: int
+    thread_cache_size: int | None = None
+
+
+class ClientLoad(_Strict):
+    """The client host's own figures over a level (rundir.format.CLIENT_COLUMNS)."""
+
+    client_host: str
+    client_wall_s: float | None = None
+    client_cpu_user_s: float | None = None
+    client_cpu_sys_s: float | None = None
+    client_cpu_busy_pct: float | None = None
+    client_ctxsw: int | None = None
+    client_net_rx_kb: float | None = None
+    client_net_tx_kb: float | None = None
+    client_sysbench_user_s: float | None = None
+    client_sysbench_sys_s: float | None = None
+
+
+class AgentLevel(_Strict):
+    """A level run by our agent on a client host (suites.remote.pylevel): where its records are."""
+
+    records: str
+    tag: str
+
+
 class RawLevel(_Strict):
-    """One level as the workload reported it."""
+    """One level as the workload reported it. `report` holds the figures every workload has;
+    what is particular to one workload is in its own typed record (at most one of sysbench,
+    iibench, rww), and what any workload may add beside (churn, a client host's load, the agent
+    that ran it) in theirs."""
 
     phase: str
     workload: str
@@ -140,7 +276,25 @@ class RawLevel(_Strict):
     report: dict[str, Any]  # the workload's figures (suites.workload.LevelResult.row())
     # [t_s in the workload's clock, operations/s over the interval, our mark's t_s or None]
     intervals: list[tuple[float, float, float | None]] = Field(default_factory=list)
-    extra: dict[str, Any] = Field(default_factory=dict)  # e.g. sysbench's latency histogram
+    sysbench: SysbenchLevel | None = None
+    iibench: IIBenchLevel | None = None
+    rww: RwwLevel | None = None
+    churn: ChurnLevel | None = None
+    client_load: ClientLoad | None = None
+    agent: AgentLevel | None = None
+    # Only in records upgraded from raw_version 1: keys of its untyped `extra` that no typed
+    # record holds (kept, never read by a derivation).
+    legacy_extra: dict[str, Any] | None = None
+
+    def result_columns(self) -> dict[str, Any]:
+        """The results columns its typed records add to the level's row (rww's figures, churn's
+        place, the client host's load): each record type says what it holds, so a derivation
+        needs no workload's name."""
+        out: dict[str, Any] = {}
+        for rec in (self.client_load, self.rww.figures if self.rww else None, self.churn):
+            if rec is not None:
+                out.update(rec.model_dump())
+        return out
 
 
 class RawClock(_Strict):
@@ -162,19 +316,20 @@ class CellRaw(_Strict):
     phases: dict[str, RawPhase] = Field(default_factory=dict)
     levels: list[RawLevel] = Field(default_factory=list)
     exit: dict[str, Any] | None = None  # wait4's whole-life reading (servers.life exit record)
+    # The server's status counters by meaning (rundir.format.COUNTER_MEANINGS -> the name its
+    # family gives it): how rundir.derive reads the boundaries' status (raw_version 2).
+    counters: dict[str, str] = Field(default_factory=dict)
     # The allocator's own accounting, one reading per phase boundary and idle sample
     # (suites.alloc_memory); absent when [memory] alloc_stats is off or the family cannot preload.
     alloc_readings: list[dict[str, Any]] | None = None
 
 
-def check_raw(raw: dict, where: str) -> None:
-    """RunDirError naming the first field of a raw record that does not fit CellRaw."""
-    if raw.get("raw_version") != RAW_VERSION:
-        raise RunDirError(
-            f"{where}: raw_version {raw.get('raw_version')!r} (this mallocsweep reads "
-            f"{RAW_VERSION}); upgrade mallocsweep to read it"
-        )
+def check_raw(raw: dict, where: str) -> dict:
+    """The raw record in the current raw_version (a version-1 record upgraded in memory), or a
+    RunDirError naming the first field that does not fit CellRaw."""
+    raw = upgrade_raw(raw, where)
     _validate(CellRaw, raw, where)
+    return raw
 
 
 def check_manifest(manifest: dict, where: str) -> None:
@@ -194,15 +349,25 @@ def _validate(model, data: dict, where: str) -> None:
 
 
 __all__ = [
+    "AgentLevel",
     "Cell",
     "CellRaw",
+    "ChurnLevel",
+    "ClientLoad",
     "Figures",
+    "IIBenchLevel",
+    "IIBenchQuery",
+    "LatencyHistogram",
     "Manifest",
     "RawBoundary",
     "RawClock",
     "RawLevel",
     "RawPhase",
     "RawSnap",
+    "RwwFigures",
+    "RwwLevel",
+    "SysbenchLevel",
+    "SysbenchPercentile",
     "Tool",
     "check_manifest",
     "check_raw",

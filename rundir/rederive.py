@@ -74,7 +74,7 @@ def _rederive(path: Path) -> list[Rederived]:
             raw = json.loads(raw_path.read_text())
             if not isinstance(raw, dict):
                 raise RunDirError(f"{raw_path}: not a JSON object; the file is damaged")
-            check_raw(raw, str(raw_path))
+            raw = check_raw(raw, str(raw_path))
         except (OSError, json.JSONDecodeError, RunDirError) as e:
             first = str(e).splitlines()[0]
             out.append(Rederived(cid, KEPT, f"raw record unusable ({first}); keeps its figures"))

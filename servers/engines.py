@@ -61,14 +61,17 @@ def check_engine(binary, engine: str) -> None:
         raise ServerError(f"server.engines: rocksdb: {who} has no {plugin} ({hint})")
 
 
-def check_tables(cur, schema: str, engine: str) -> None:
-    """ServerError unless every table of `schema` is on `engine` (a DB-API cursor): a server
-    that lacks an engine may substitute its default engine without failing the CREATE TABLE."""
+def check_tables(cur, schema: str, engine: str, tables: list[str] | None = None) -> None:
+    """ServerError unless every table of `schema` (or those named: the workload's own) is on
+    `engine` (a DB-API cursor): a server that lacks an engine may substitute its default engine
+    without failing the CREATE TABLE."""
     cur.execute(
         "SELECT table_name, engine FROM information_schema.tables WHERE table_schema = %s",
         (schema,),
     )
     rows = cur.fetchall()
+    if tables is not None:
+        rows = [(t, e) for t, e in rows if str(t) in set(tables)]
     wrong = [(t, e) for t, e in rows if str(e).lower() != engine]
     if not rows or wrong:
         got = ", ".join(f"{t}={e}" for t, e in wrong) or "no tables"

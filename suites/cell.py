@@ -42,10 +42,10 @@ class CellContext:
     suite: object  # suites.config.Suite
     plan: CellPlan
     run_dir: RunDir
-    server_binary: object  # servers.mysql.ServerBinary or servers.mongodb.MongoBinary
+    server_binary: object  # what the server family resolved (Family.resolve)
     allocator: object  # servers.allocators.Allocator
     thp: object  # suites.thp.ThpController
-    dataset: object | None  # suites.dataset_prepare.Prepared (sysbench / MySQL iibench) or None
+    dataset: object | None  # suites.dataset_prepare.Prepared (a family that restores one) or None
     on_progress: Callable[[str, float], None] | None = None  # (phase label, seconds expected)
     on_interval: Callable[[float, float, float], None] | None = None
     on_note: Callable[[str], None] | None = None  # one line for the user, e.g. a server warning
@@ -54,7 +54,8 @@ class CellContext:
 
 
 class CellRunner:
-    """Runs one cell. Subclasses know a server family (MySQL, MongoDB) and a workload kind."""
+    """Runs one cell. Its subclass (suites.cell_kinds.WorkloadCell) joins the suite's server family
+    and workload plugins through the hooks below."""
 
     def __init__(self, ctx: CellContext):
         self.ctx = ctx
@@ -89,6 +90,10 @@ class CellRunner:
     def live_status_source(self):
         """A cheaper status read for inside a level (None: status_source's)."""
         return None
+
+    def counters(self) -> dict[str, str]:
+        """The status counter the server has for each meaning (rundir.format.COUNTER_MEANINGS)."""
+        return {}
 
     def workload_phases(self):
         """Yield (phase name, callable returning LevelResult) for each level."""
@@ -163,7 +168,7 @@ class CellRunner:
             self.record["server"] = self.server.to_manifest() | {"label": plan.server_label}
             self._note_server_warnings()
             self.record["verification"] = self.server.evidence
-            coll.set_status_source(self.status_source(), self.live_status_source())
+            coll.set_status_source(self.status_source(), self.live_status_source(), self.counters())
             interrupts.check()  # safe point: the server is up, nothing half-done
             if self.alloc_stats is not None:
                 from suites.alloc_memory import AllocMemory
@@ -194,9 +199,9 @@ class CellRunner:
                     "error": disk_full.note_if_full(res.error, self.run_dir.path),
                     "phase": phase,
                 }
-                if res.extra.get("priority"):
+                if res.sysbench is not None and res.sysbench.priority:
                     # which threads ran boosted, and a boost withdrawn because its thread ran
-                    level["priority"] = res.extra["priority"]
+                    level["priority"] = res.sysbench.priority
                 self.record["levels"].append(level)
                 self._check_alive(phase)
                 self._alloc_read(phase, "level end")
@@ -288,12 +293,14 @@ class CellRunner:
                     "intervals": [
                         [iv.t_s, iv.ops_per_s, iv.mark_t] for iv in self.intervals.get(phase, [])
                     ],
-                    # JSON-safe (a Path in a workload's extra becomes its text)
-                    "extra": json.loads(json.dumps(res.extra, default=str)),
+                    # what is particular to the workload, and what its level adds beside
+                    **res.records(),
                 }
                 for phase, res in self.levels
             ],
             "exit": self.record.get("exit"),
+            # which of the status's counters means what: how the derivations read it
+            "counters": self.counters(),
             # the allocator's own accounting (suites.alloc_memory): its level columns are derived
             "alloc_readings": self.alloc_memory.readings if self.alloc_memory is not None else None,
         }

@@ -1,138 +1,100 @@
-"""The leaves: a cell on a MySQL-family server and on MongoDB.
+"""The cell of a suite: its server family's server running its workload's levels.
 
-Each overrides only what its server family does differently — how the server is made, where its
-data comes from, what the clients connect to, where its status is read. What runs on it (levels,
-clock, warmup) is the suite's workload plugin (suites/workloads/), the same for every family.
+What the server is (how it is made, where its data comes from, what clients connect to, where
+its status is read and what its counters mean) is the suite's family plugin's
+(suites/server_families/); what runs on it (levels, clock, warmup) is the suite's workload
+plugin's (suites/workloads/). This class only joins the two for suites.cell.CellRunner, which
+owns the life (start, proof, collectors, phases, stop, records). Workloads see the cell through
+a suites.level_context.LevelContext, never this class.
 """
 
 from __future__ import annotations
 
+from servers.allocstats import AllocStats
+from servers.thpshim import keep_thp_library
 from suites import workloads
 from suites.cell import CellRunner
+from suites.families import family_of
+from suites.level_context import LevelContext
+from suites.server_families.base import Family, ServerLaunch
 from suites.workload import ClientTarget
 
 
-def mysql_settings(suite, max_threads: int | None = None, engine: str = "innodb"):
-    from servers.mysql import MySQLSettings
-
-    return MySQLSettings(
-        engine=engine,
-        rocksdb_block_cache_mb=suite.server.rocksdb_block_cache_mb,
-        rocksdb_write_buffer_mb=suite.server.rocksdb_write_buffer_mb,
-        buffer_pool_mb=suite.server.buffer_pool_mb,
-        max_threads=max_threads or suite.max_threads,
-        # What the largest level's clients hold at once, so max_prepared_stmt_count never caps it.
-        prepared_statements=workloads.of(suite).prepared_statements(suite),
-        extra={k: str(v) for k, v in suite.server.settings.items()},
-    )
-
-
 class WorkloadCell(CellRunner):
-    """A cell whose levels, clock and warmup are its suite's workload plugin's."""
+    """A cell whose server is its family's and whose levels, clock and warmup are its workload's."""
+
+    @property
+    def family(self) -> Family:
+        return family_of(self.ctx.suite)
 
     @property
     def workload(self) -> workloads.Workload:
         return workloads.of(self.ctx.suite)
 
-    def workload_phases(self):
-        return self.workload.phases(self)
-
-    def level_clock(self) -> tuple[float | None, float | None, bool]:
-        return self.workload.clock(self.ctx.suite)
-
-    def warmup(self) -> dict | None:
-        return self.workload.warmup(self)
-
-    def warmup_throughput(self, t: float, tps: float, qps: float) -> None:
-        """Warmup intervals go to the timeline only (no measured window: nothing is per-op)."""
-        if self.collectors is not None:
-            self.collectors.set_throughput(tps, qps)
-
-
-class MySQLCell(WorkloadCell):
+    # -- the family's part ------------------------------------------------------------------
     def prepare_datadir(self) -> dict:
+        if not self.family.restores_dataset:
+            return {"method": "empty", "seconds": 0.0}
         ds = self.ctx.dataset
-        return ds.cache.restore(ds.key, self.work / "datadir")
+        return ds.cache.restore(ds.key, self.family.datadir(self.work))
 
     def make_server(self, thp_disable: bool):
-        from servers.mysql import MySQLServer
-
-        extra = ()
-        if self.ctx.suite.thp.keep_server_thp:
-            from servers.thpshim import keep_thp_library
-
+        suite, family = self.ctx.suite, self.family
+        extra, late, env = (), (), {}
+        if family.preloads and suite.thp.keep_server_thp:
             extra = (str(keep_thp_library()),)
             self.record["experiment"] = (
                 "keep_server_thp: a preload shim ignored the server's prctl(PR_SET_THP_DISABLE), "
                 "so the system THP mode reached its heap; MariaDB's own behaviour was changed"
             )
-        clients = self.ctx.suite.clients
-        late, env = (), {}
-        if self.ctx.suite.memory.alloc_stats:
-            from servers.allocstats import AllocStats
-
+        if family.preloads and suite.memory.alloc_stats:
             self.alloc_stats = AllocStats(self.work)
             lib, env = self.alloc_stats.prepare()
             late = (lib,)
-        return MySQLServer(
-            self.ctx.server_binary,
-            self.work,
-            mysql_settings(self.ctx.suite, engine=self.plan.engine),
-            self.ctx.allocator,
-            thp_disable=thp_disable,
-            extra_preload=extra,
-            bind_address=clients.server_address if clients.hosts else "127.0.0.1",
-            late_preload=late,
-            extra_env=env,
+        clients = suite.clients
+        return family.make_server(
+            ServerLaunch(
+                binary=self.ctx.server_binary,
+                workdir=self.work,
+                server=suite.server,
+                allocator=self.ctx.allocator,
+                engine=self.plan.engine,
+                max_threads=suite.max_threads,
+                prepared_statements=self.workload.prepared_statements(suite),
+                thp_disable=thp_disable,
+                bind_address=clients.server_address if clients.hosts else "127.0.0.1",
+                extra_preload=extra,
+                late_preload=late,
+                extra_env=env,
+            )
         )
 
     def target(self) -> ClientTarget:
-        return ClientTarget.mysql(self.server.client_target(), self.workload.database)
+        return self.family.target(self.server, self.workload.database)
 
     def remote_target(self) -> ClientTarget:
-        """Where a client host connects: TCP to the bound address, as an account of this server
-        life only (a fresh random password per cell; root is local-only)."""
-        from suites.remote.account import client_account
-
-        user, password = client_account(self.server.connect, self.workload.database)
-        info = self.server.client_target()
-        return ClientTarget(
-            kind="mysql",
-            host=info["host"],
-            port=info["port"],
-            socket=None,
-            user=user,
-            password=password,
-            database=self.workload.database,
-        )
+        return self.family.remote_target(self.server, self.workload.database)
 
     def status_source(self):
-        return self.server.global_status
+        return self.family.status(self.server)
 
     def live_status_source(self):
-        return self.server.connection_status
+        return self.family.live_status(self.server)
 
+    def counters(self) -> dict[str, str]:
+        return self.family.counters(self.plan.engine)
 
-class MongoCell(WorkloadCell):
-    def prepare_datadir(self) -> dict:
-        return {"method": "empty", "seconds": 0.0}
+    # -- the workload's part ----------------------------------------------------------------
+    def workload_phases(self):
+        return self.workload.phases(LevelContext(self))
 
-    def make_server(self, thp_disable: bool):
-        from servers.mongodb import MongoServer
+    def level_clock(self) -> tuple[float | None, float | None, bool]:
+        return self.workload.clock(self.ctx.suite)
 
-        return MongoServer(
-            self.ctx.server_binary,
-            self.work,
-            self.ctx.suite.server.cache_gb,
-            self.ctx.allocator,
-            thp_disable=thp_disable,
-        )
+    def warmup(self) -> dict | None:
+        return self.workload.warmup(LevelContext(self))
 
-    def target(self) -> ClientTarget:
-        info = self.server.client_target()
-        return ClientTarget(
-            kind="mongodb", host=info["host"], port=info["port"], database="iibench"
-        )
-
-    def status_source(self):
-        return self.server.server_status
+    def warmup_throughput(self, t: float, tps: float, qps: float) -> None:
+        """Warmup intervals go to the timeline only (no measured window: nothing is per-op)."""
+        if self.collectors is not None:
+            self.collectors.set_throughput(tps, qps)

@@ -67,6 +67,23 @@ def set_thread_cache(connect, size: int) -> None:
         conn.close()
 
 
+def server_thread_cache(connect) -> int | None:
+    """The thread_cache_size the running server has (what churn levels without a size of their
+    own run under); None when it does not say."""
+    conn = connect()
+    try:
+        cur = conn.cursor()
+        cur.execute("SHOW GLOBAL VARIABLES LIKE 'thread_cache_size'")
+        row = cur.fetchone()
+        cur.close()
+    finally:
+        conn.close()
+    try:
+        return int(row[1]) if row else None
+    except (TypeError, ValueError):
+        return None
+
+
 def row_columns(level: ChurnLevel, server_thread_cache: int | None) -> dict:
     """The results.csv columns a churn level adds to its row."""
     tc = level.thread_cache if level.thread_cache is not None else server_thread_cache

@@ -22,7 +22,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from servers.allocators import custom_allocator, load_registry
 from servers.errors import AllocatorError
 from suites import workloads
-from suites.config_errors import FieldError, did_you_mean, first_error, format_loc, one_line, reason
+from suites.config_errors import (
+    FieldError,
+    did_you_mean,
+    first_error,
+    format_loc,
+    models_of,
+    one_line,
+    reason,
+)
 from suites.config_errors import describe as describe_error
 from suites.config_sections import (
     MAX_REPEAT,
@@ -32,12 +40,11 @@ from suites.config_sections import (
     CustomAllocator,
     MemorySection,
     RunSection,
-    ServerSection,
     SuiteInfo,
     ThpSection,
 )
 from suites.errors import SuiteError
-from suites.families import family_of
+from suites.families import family_of, section_models, server_section
 from suites.settings import OWN_CONNECTIONS, Section, mycnf_int
 
 __all__ = [
@@ -72,12 +79,7 @@ class _SuiteRules(Section):
         # The workload first (can it run on this family at all?), then what the family refuses.
         workload, family = workloads.of(self), family_of(self)
         workload.check_family(self, family)
-        family.check_suite(self)
-        if self.server.root and self.server.basedir:
-            raise FieldError(
-                ("server", "basedir"),
-                "with server.root, name the binary inside the root (server.binary), not a basedir",
-            )
+        family.check_suite(self, self.server)
         return self
 
     @model_validator(mode="after")
@@ -140,7 +142,7 @@ class _SuiteRules(Section):
     @model_validator(mode="after")
     def _connections(self):
         workload = workloads.of(self)
-        limit = family_of(self).connection_limit(self)
+        limit = family_of(self).connection_limit(self.server)
         clients = workload.max_clients(self)
         if limit is not None and clients > limit - OWN_CONNECTIONS:
             loc, what = workload.clients_field
@@ -177,7 +179,7 @@ def _sections() -> dict[str, type[BaseModel]]:
     workloads' own sections (in the order they are registered), then collection and the run."""
     head = {
         "suite": SuiteInfo,
-        "server": ServerSection,
+        "server": server_section(),
         "allocators": AllocatorsSection,
         "thp": ThpSection,
     }
@@ -187,7 +189,7 @@ def _sections() -> dict[str, type[BaseModel]]:
         "memory": MemorySection,
         "run": RunSection,
     }
-    out = dict(head)
+    out: dict = dict(head)
     for w in workloads.REGISTRY.values():
         for name, model in w.sections.items():
             if name in out or name in tail:
@@ -197,11 +199,16 @@ def _sections() -> dict[str, type[BaseModel]]:
     return {**out, **tail}
 
 
+def _default(name: str, model) -> Field:
+    # [server]'s default is the default family's section (suites.families)
+    return Field(default_factory=models_of(model)[0] if name == "server" else model)
+
+
 Suite = create_model(
     "Suite",
     __base__=_SuiteRules,
     __module__=__name__,
-    **{name: (model, Field(default_factory=model)) for name, model in _sections().items()},
+    **{name: (model, _default(name, model)) for name, model in _sections().items()},
 )
 Suite.__doc__ = "A whole suite file: every section, each with its defaults."
 
@@ -286,12 +293,18 @@ def require_workload(data: dict, path: str) -> None:
 
 
 def template_settings() -> list[tuple[str, str, Any, str]]:
-    """(section, key, default, help) for every setting, core and workload sections alike, from
-    their declarations: configs/suites/template.toml is checked against it (tests/unit)."""
+    """(section, key, default, help) for every setting, core, workload and family sections alike,
+    from their declarations: configs/suites/template.toml is checked against it (tests/unit). A
+    [server] key comes once, from the first family that declares it (registry order)."""
     out = []
     for section, field in Suite.model_fields.items():
-        model = field.annotation
-        for key, f in model.model_fields.items():
-            default = f.get_default(call_default_factory=True)
-            out.append((section, key, default, f.description or ""))
+        models = section_models() if section == "server" else models_of(field.annotation)
+        seen: set[str] = set()
+        for model in models:
+            for key, f in model.model_fields.items():
+                if key in seen:
+                    continue
+                seen.add(key)
+                default = f.get_default(call_default_factory=True)
+                out.append((section, key, default, f.description or ""))
     return out

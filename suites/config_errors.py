@@ -14,6 +14,38 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+# The tag of one variant of a section validated by one of several models (suites.families: the
+# [server] table by its family's model). Pydantic puts the tag in an error's location; it is not
+# where the user writes anything, so messages leave it out.
+VARIANT_TAG = "variant:"
+
+
+def _is_tag(part) -> bool:
+    return isinstance(part, str) and part.startswith(("function-", VARIANT_TAG))
+
+
+def models_of(annotation) -> list[type[BaseModel]]:
+    """The models a field's annotation validates with: itself, or each variant of a union."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    out: list[type[BaseModel]] = []
+    for inner in getattr(annotation, "__args__", None) or ():
+        out += [m for m in models_of(inner) if m not in out]
+    return out
+
+
+def _variant(annotation, tag: str) -> type[BaseModel] | None:
+    """The model of the union member tagged `tag` in `annotation` (None: no such member)."""
+    meta = getattr(annotation, "__metadata__", ())
+    if any(getattr(m, "tag", None) == tag for m in meta):
+        found = models_of(annotation)
+        return found[0] if found else None
+    for inner in getattr(annotation, "__args__", None) or ():
+        got = _variant(inner, tag)
+        if got is not None:
+            return got
+    return None
+
 
 class FieldError(ValueError):
     """A rule across fields, reported at the field the user should change (not "(top level)")."""
@@ -29,19 +61,22 @@ def did_you_mean(word: str, choices) -> str:
 
 
 def _fields_of(model: type[BaseModel], loc: tuple) -> list[str]:
-    """The allowed keys at `loc` (for a "did you mean" on an unknown key)."""
-    for part in loc:
+    """The allowed keys at `loc` (for a "did you mean" on an unknown key); `loc` may hold a
+    variant's tag (pydantic's own location), which picks that variant's model."""
+    parts = list(loc)
+    while parts:
+        part = parts.pop(0)
         if isinstance(part, int):
             continue
         field = model.model_fields.get(part)
         if field is None:
             return []
         ann = field.annotation
-        inner = getattr(ann, "__args__", None)
-        candidates = [ann, *(inner or ())]
-        nxt = next(
-            (c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None
-        )
+        if parts and isinstance(parts[0], str) and parts[0].startswith(VARIANT_TAG):
+            nxt = _variant(ann, parts.pop(0))
+        else:
+            candidates = models_of(ann)
+            nxt = candidates[0] if len(candidates) == 1 else None
         if nxt is None:
             return []
         model = nxt
@@ -152,7 +187,7 @@ _BOUNDS = {
 
 def reason(err: dict) -> tuple[tuple, str]:
     """(where, what is expected) of one pydantic error."""
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    loc = tuple(p for p in err["loc"] if not _is_tag(p))
     kind = err["type"]
     cause = (err.get("ctx") or {}).get("error")
     if isinstance(cause, FieldError):
@@ -172,7 +207,8 @@ def describe(err: dict, text: str, path: str, root: type[BaseModel]) -> str:
     where = f"{path}:{line}" if line else path
     field = format_loc(loc) or "(top level)"
     if err["type"] == "extra_forbidden":
-        allowed = _fields_of(root, loc[:-1])
+        raw = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
+        allowed = _fields_of(root, tuple(raw[:-1]))
         hint = did_you_mean(str(loc[-1]), allowed)
         expected = f"; allowed here: {', '.join(allowed)}" if allowed else ""
         return f"{where}: unknown setting {field}{hint}{expected}"

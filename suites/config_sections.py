@@ -1,29 +1,25 @@
-"""The core sections of a suite file: what it is, the server, allocators, THP, collection,
-client hosts, memory phases and the run. A workload's own sections ([sysbench], [iibench], [rww],
-...) are declared by its plugin in suites/workloads/; suites/config.py assembles both into Suite.
+"""The core sections of a suite file: what it is, the server's common settings, allocators, THP,
+collection, client hosts, memory phases and the run. A workload's own sections ([sysbench],
+[iibench], [rww], ...) are declared by its plugin in suites/workloads/, a server family's [server]
+settings by its plugin in suites/server_families/; suites/config.py assembles them into Suite.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     Field,
     PositiveFloat,
-    PositiveInt,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from analysis.sequential import MIN_EFFECT_PCT
-from servers.errors import ServerError
-from servers.mysql_config import extra_lines
 from suites.config_errors import LINE_BREAKS, FieldError
-from suites.families import FAMILIES
-from suites.settings import NonNegFloat, Section, existing, mycnf_int
+from suites.settings import NonNegFloat, Section, existing
 from suites.workloads import REGISTRY as WORKLOADS
 
 # Each round runs the whole matrix again; the plan lists every cell up front.
@@ -57,7 +53,12 @@ class SuiteInfo(Section):
 
 
 class ServerSection(Section):
-    flavor: Literal[tuple(FAMILIES)] = Field(  # type: ignore[valid-type]
+    """What every server family's [server] section has. Each family's own section
+    (suites/server_families/: Family.section) subclasses this with its settings and narrows
+    `flavor` to its flavors; the suite's [server] is validated by the section of the family its
+    flavor names (suites.families.server_section), so no family reads another's settings."""
+
+    flavor: str = Field(
         "mariadb", description="Server family; MySQL-family flavors are detected from --version."
     )
     root: str = Field(
@@ -71,49 +72,9 @@ class ServerSection(Section):
         description="Server binary (mariadbd, mysqld, mongod); empty = default. A path is taken "
         "relative to the suite file's directory and must exist; a bare name is looked up on PATH.",
     )
-    basedir: str = Field(
-        "",
-        description="A MySQL/Percona install directory with bin/mysqld inside (relative to the "
-        "suite file's directory).",
-    )
-    fetched: str = Field(
-        "",
-        description='A server of `mallocsweep servers fetch`, by its SPEC (e.g. "mariadb-10.11.18"); '
-        "instead of binary/basedir.",
-    )
-    buffer_pool_mb: PositiveInt = Field(256, description="innodb_buffer_pool_size in MiB.")
-    engines: list[Literal["innodb", "rocksdb"]] = Field(
-        default_factory=lambda: ["innodb"],
-        description="Storage engines of the workload's tables, a matrix dimension (--engines): "
-        "innodb, rocksdb (MyRocks: MariaDB's ha_rocksdb.so plugin, Debian package "
-        "mariadb-plugin-rocksdb). The dataset is prepared once per engine.",
-    )
-    rocksdb_block_cache_mb: PositiveInt = Field(
-        256, description="MyRocks rocksdb_block_cache_size in MiB (its buffer pool)."
-    )
-    rocksdb_write_buffer_mb: PositiveInt = Field(
-        64,
-        description="MyRocks memtable size in MiB (write_buffer_size of the default column "
-        "family); with the block cache, the engine's own memory.",
-    )
-    cache_gb: PositiveFloat = Field(1.0, description="MongoDB WiredTiger cache size in GiB.")
-    settings: dict[str, str | int | float | bool] = Field(
-        default_factory=dict,
-        description="Extra my.cnf [mysqld] settings, as written in my.cnf (MySQL family only); "
-        "the port, socket, directories and bind address are ours.",
-    )
     startup_timeout_s: PositiveFloat = Field(
         180, description="How long a server may take to accept connections."
     )
-
-    @field_validator("engines")
-    @classmethod
-    def _engines(cls, v: list[str]) -> list[str]:
-        if not v:
-            raise ValueError("expected at least one engine")
-        if len(set(v)) != len(v):
-            raise ValueError(f"duplicate engines in {v}")
-        return v
 
     @field_validator("binary")
     @classmethod
@@ -130,55 +91,6 @@ class ServerSection(Section):
     @classmethod
     def _root(cls, v: str, info: ValidationInfo) -> str:
         return existing(v, info, "directory") if v else v
-
-    @field_validator("basedir")
-    @classmethod
-    def _basedir(cls, v: str, info: ValidationInfo) -> str:
-        return existing(v, info, "directory") if v else v
-
-    @field_validator("fetched")
-    @classmethod
-    def _fetched(cls, v: str) -> str:
-        # Only the shape here: whether it is fetched is the runner's question (servers.fetch.lookup).
-        if v:
-            from servers.archive import parse_spec
-
-            try:
-                parse_spec(v)
-            except ServerError as e:
-                raise ValueError(str(e)) from None
-        return v
-
-    @model_validator(mode="after")
-    def _one_server(self) -> ServerSection:
-        if self.fetched and (self.binary or self.basedir or self.root):
-            raise ValueError("give either fetched or binary/basedir/root, not both")
-        return self
-
-    @field_validator("settings", mode="before")
-    @classmethod
-    def _settings(cls, v: Any) -> Any:
-        # Checked here, not when my.cnf is rendered in the first cell: a bad key must stop the run
-        # before a run directory exists, with the file and line.
-        if not isinstance(v, dict):
-            return v  # the type check says what is expected
-        for key, value in v.items():
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ValueError(f"the value of {key!r} is not a finite number")
-            if not isinstance(value, str | int | float | bool):
-                raise ValueError(
-                    f"the value of {key!r} must be a string, a number or true/false (a my.cnf value)"
-                )
-        try:
-            extra_lines({str(k): str(x) for k, x in v.items()})
-        except ServerError as e:
-            raise ValueError(str(e).removeprefix("server.settings: ")) from None
-        for key in ("max_connections", "max_allowed_packet"):
-            if key in v and mycnf_int(v[key]) is None:
-                raise ValueError(
-                    f'{key} = {v[key]!r}: expected a whole number (e.g. 2000 or "64M")'
-                )
-        return v
 
 
 class CustomAllocator(Section):

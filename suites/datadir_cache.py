@@ -1,19 +1,18 @@
-"""A pristine sysbench datadir, prepared once per (server version, dataset spec), restored per cell.
+"""A pristine datadir, prepared once per (server version, dataset spec), restored per cell.
 
 Loading 4 x 50M rows takes hours; copying the files takes minutes. Every cell must start from
 byte-identical files and a cold buffer pool, and no cell may inherit what another cell wrote.
+Which server family's datadir it is does not matter here: the family says what a datadir must be
+to be stored (`check`: e.g. a MySQL-family one has its mysql/ schema) and which files a restore
+may hard-link (`linkable`: only files its server never writes in place).
 
 How a restore shares data with the pristine copy, file by file:
 - reflink (FICLONE) where the filesystem supports it (btrfs, XFS with reflink, bcachefs):
   copy-on-write, so a cell's writes never reach the pristine blocks. Costs almost nothing.
-- a hard link only for files InnoDB and the server never write in place. That is `*.frm` alone:
-  the server writes a table definition once at CREATE and replaces it by rename at ALTER.
-  Everything else is written in place even under a read-only workload — *.ibd pages are flushed
-  (purge, change-buffer merges, statistics updates dirty pages), ibdata1/undo*, ib_logfile0 (redo),
-  ib_buffer_pool (dump), Aria system tables (open counters in their headers), aria_log*,
-  db.opt (rewritten with O_TRUNC by ALTER DATABASE), CSV log tables. A hard-linked file written by
-  one cell would silently change the pristine copy and every later cell.
-- a plain copy otherwise, skipping holes (InnoDB preallocates files; holes stay holes).
+- a hard link only for the files the family calls linkable (the MySQL family: `*.frm` alone). A
+  hard-linked file written by one cell would silently change the pristine copy and every later
+  cell, so nothing is linkable unless the family says so.
+- a plain copy otherwise, skipping holes (servers preallocate files; holes stay holes).
 
 The pristine files are made read-only and fingerprinted (size + mtime of every file) when stored;
 a restore refuses a pristine copy whose fingerprint changed.
@@ -30,6 +29,7 @@ import re
 import shutil
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rundir.atomic import atomic_write
@@ -43,16 +43,18 @@ _MARKER_TEXT = "created by mallocsweep; safe for mallocsweep to delete\n"
 _NO_REFLINK = {errno.EOPNOTSUPP, errno.ENOTTY, errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EPERM}
 
 
-def never_written_in_place(rel: Path) -> bool:
-    """True for the files a restore may hard-link (see the module docstring for why only .frm)."""
-    return rel.suffix == ".frm"
+def _nothing(rel: Path) -> bool:
+    return False
 
 
 class DatasetCache:
-    """Pristine datadirs under `cache_root`, one directory per key (marker, meta.json, datadir/)."""
+    """Pristine datadirs under `cache_root`, one directory per key (marker, meta.json, datadir/).
+    `linkable(relative path)`: whether a restore may hard-link that pristine file (the server
+    family's rule; by default none is)."""
 
-    def __init__(self, cache_root: Path):
+    def __init__(self, cache_root: Path, linkable: Callable[[Path], bool] = _nothing):
         self.root = Path(cache_root)
+        self.linkable = linkable
         self._reflink_ok: bool | None = None  # learnt at the first restore
 
     # -- naming ------------------------------------------------------------------------------
@@ -81,15 +83,23 @@ class DatasetCache:
             raise SuiteError(f"{self.path(key) / META}: unreadable dataset meta ({e})") from None
 
     # -- store -------------------------------------------------------------------------------
-    def store(self, key: str, datadir: Path, meta: dict) -> None:
-        """Keep a pristine copy of `datadir` (whose server has shut down cleanly) under `key`."""
+    def store(
+        self,
+        key: str,
+        datadir: Path,
+        meta: dict,
+        check: Callable[[Path], str | None] | None = None,
+    ) -> None:
+        """Keep a pristine copy of `datadir` (whose server has shut down cleanly) under `key`.
+        `check(datadir)`: why it is not a datadir of the family that made it (None: it is)."""
         datadir = Path(datadir)
         if self.has(key):
             raise SuiteError(
                 f"dataset {key} is already cached in {self.path(key)}; restore it instead"
             )
-        if not (datadir / "mysql").is_dir():
-            raise SuiteError(f"{datadir}: not a MySQL-family datadir (no mysql/ schema)")
+        problem = check(datadir) if check is not None else None
+        if problem:
+            raise SuiteError(f"{datadir}: {problem}")
         running = sorted(p.name for p in datadir.glob("*.pid"))
         if running:
             raise SuiteError(
@@ -105,7 +115,7 @@ class DatasetCache:
         (tmp / OWNER_MARKER).write_text(_MARKER_TEXT)
         try:
             started = time.monotonic()
-            counts = _clone_tree(datadir, tmp / PRISTINE, allow_links=False, reflink=self._reflink)
+            counts = _clone_tree(datadir, tmp / PRISTINE, links=_nothing, reflink=self._reflink)
             _make_read_only(tmp / PRISTINE)
             full = dict(meta)
             full.update(
@@ -156,7 +166,7 @@ class DatasetCache:
                 "and let it be prepared again"
             )
         started = time.monotonic()
-        counts = _clone_tree(src, dest, allow_links=True, reflink=self._reflink)
+        counts = _clone_tree(src, dest, links=self.linkable, reflink=self._reflink)
         _make_writable(dest)
         (dest / OWNER_MARKER).write_text(_MARKER_TEXT)
         seconds = time.monotonic() - started
@@ -196,7 +206,7 @@ def fingerprint(root: Path) -> str:
     return h.hexdigest()
 
 
-def _clone_tree(src: Path, dst: Path, *, allow_links: bool, reflink) -> dict:
+def _clone_tree(src: Path, dst: Path, *, links: Callable[[Path], bool], reflink) -> dict:
     counts = {"reflink": 0, "hardlink": 0, "copy": 0, "bytes": 0}
     dst.mkdir(parents=True, exist_ok=True)
     os.chmod(dst, 0o700)
@@ -213,7 +223,7 @@ def _clone_tree(src: Path, dst: Path, *, allow_links: bool, reflink) -> dict:
             if not stat.S_ISREG(st.st_mode):
                 raise SuiteError(f"{s}: not a regular file; a datadir to cache holds only files")
             counts["bytes"] += st.st_size
-            if allow_links and never_written_in_place(rel):
+            if links(rel):
                 try:
                     os.link(s, d)
                     counts["hardlink"] += 1

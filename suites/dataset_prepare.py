@@ -2,7 +2,10 @@
 
 Preparing 4 x 50M sysbench rows takes hours; restoring a pristine copy takes minutes. The pristine
 datadir is made by a server under glibc malloc (no allocator is under test while loading data) and
-shut down cleanly, so every cell starts from byte-identical files and a cold buffer pool.
+shut down cleanly, so every cell starts from byte-identical files and a cold buffer pool. What the
+datadir is and how its server is made, started and given databases is the server family's
+(Family.restores_dataset, make_server, initialize, create_database, datadir, datadir_problem);
+what goes into it is the workload's (dataset_spec, databases, prepare_dataset).
 """
 
 from __future__ import annotations
@@ -15,14 +18,20 @@ from pathlib import Path
 
 from rundir.write import make_owned_dir
 from servers import interrupts
+from servers.allocators import resolve
+from servers.cachedir import cache_base
+from servers.errors import ServerError
+from servers.verify import linked_allocators
+from suites import workloads
 from suites.datadir_cache import DatasetCache
 from suites.errors import SuiteError
+from suites.families import family_of
+from suites.plan import DEFAULT_ENGINE
+from suites.server_families.base import ServerLaunch
 from suites.stale_prepare import remove_stale
 
 
 def default_cache_root() -> Path:
-    from servers.cachedir import cache_base
-
     return cache_base() / "datasets"
 
 
@@ -35,6 +44,9 @@ class Prepared:
     prepare_s: float | None
     # work directories of killed runs removed from the cache first (suites/stale_prepare.py)
     stale_removed: list[str] = field(default_factory=list)
+    # each workload's tables, as its prepare made them (a dataset cached before this was kept:
+    # none known, and a stock workload's are known by name)
+    tables: dict[str, list[str]] = field(default_factory=dict)
 
     def to_manifest(self) -> dict:
         return {
@@ -44,13 +56,12 @@ class Prepared:
             "prepare_s": self.prepare_s,
             "cache": str(self.cache.root) if hasattr(self.cache, "root") else None,
             "stale_removed": list(self.stale_removed),
+            "tables": self.tables,
         }
 
 
 def dataset_spec(suite) -> dict:
     """What the workload's pristine datadir holds (its plugin says)."""
-    from suites import workloads
-
     return workloads.of(suite).dataset_spec(suite)
 
 
@@ -69,23 +80,22 @@ def binary_identity(path: str | os.PathLike) -> dict:
 def cache_spec(suite, binary, engine: str = "innodb") -> dict:
     """Everything a pristine datadir depends on, hashed into its cache key.
 
-    The dataset itself, the server flavor and build, and every [server] setting the suite writes
-    into my.cnf: some change the on-disk format (innodb_page_size, innodb_checksum_algorithm,
-    innodb_default_row_format, lower_case_table_names, character sets...), and telling those from
-    the harmless ones per server version is guesswork; a needless prepare costs time, a wrong
-    reuse costs correctness. The buffer pool and connection sizing are ours and format-neutral.
+    The dataset itself, the server flavor and build, and what the family says its files depend
+    on (Family.dataset_key: for the MySQL family every [server] setting the suite writes into
+    my.cnf, some of which change the on-disk format; a needless prepare costs time, a wrong reuse
+    costs correctness).
     """
-    # The engine is in the key when it is not InnoDB (every pristine datadir cached before engines
-    # existed is InnoDB's, and keeps its key). MyRocks' memory settings are not: format-neutral.
-    engine_key = {} if engine == "innodb" else {"engine": engine}
+    # The engine is in the key when it is not the default (every pristine datadir cached before
+    # engines existed is InnoDB's, and keeps its key).
+    engine_key = {} if engine == DEFAULT_ENGINE else {"engine": engine}
     return (
         dataset_spec(suite)
         | engine_key
         | {
             "flavor": binary.flavor,
             "binary": binary_identity(getattr(binary, "host_path", binary.path)),
-            "server_settings": {str(k): str(v) for k, v in sorted(suite.server.settings.items())},
         }
+        | family_of(suite).dataset_key(suite.server)
     )
 
 
@@ -100,16 +110,14 @@ def is_cached(suite, binary, cache_root: Path) -> bool:
     """Whether `ensure` would find this suite's pristine datadirs for `binary`, one per engine
     (no preparation)."""
     cache = DatasetCache(Path(cache_root))
-    return all(cache.has(cache_key(suite, binary, cache, e)[0]) for e in suite.server.engines)
+    engines = family_of(suite).engines(suite.server)
+    return all(cache.has(cache_key(suite, binary, cache, e)[0]) for e in engines)
 
 
 def _loading_allocator(binary) -> str:
     """The allocator the data is loaded under: glibc, unless the binary links an allocator itself
     (Debian's MySQL 9.7 has libtcmalloc.so.4 in DT_NEEDED): then its own, `builtin`, which is
     what it runs with when nothing is preloaded. No allocator is under test while loading."""
-    from servers.errors import ServerError
-    from servers.verify import linked_allocators
-
     try:
         linked = linked_allocators(Path(getattr(binary, "host_path", binary.path)))
     except ServerError:  # unreadable here: the server's own start says why
@@ -117,50 +125,50 @@ def _loading_allocator(binary) -> str:
     return "builtin" if linked else "glibc"
 
 
-def ensure(suite, binary, cache_root: Path, run_dir, engine: str = "innodb") -> Prepared:
+def ensure(suite, binary, cache_root: Path, run_dir, engine: str = DEFAULT_ENGINE) -> Prepared:
     """The cached pristine datadir for this suite, server and engine, preparing it if missing."""
-    from servers.allocators import resolve
-    from servers.errors import ServerError
-    from servers.mysql import MySQLServer
-    from suites import workloads
-    from suites.cell_kinds import mysql_settings
-    from suites.workload import ClientTarget
-
-    cache = DatasetCache(Path(cache_root))
+    family = family_of(suite)
+    wl = workloads.of(suite)
+    cache = DatasetCache(Path(cache_root), linkable=family.linkable)
     key, spec = cache_key(suite, binary, cache, engine)
     stale = remove_stale(Path(cache_root))  # what a SIGKILL during an earlier prepare left
     if cache.has(key):
-        return Prepared(cache, key, spec, False, None, stale)
+        tables = cache.meta(key).get("tables") or {}
+        return Prepared(cache, key, spec, False, None, stale, tables)
     Path(cache_root).mkdir(parents=True, exist_ok=True)
     work = make_owned_dir(Path(cache_root) / f".prepare-{key}-{os.getpid()}")
-    logs = run_dir.path / "logs" / ("dataset" if engine == "innodb" else f"dataset-{engine}")
+    logs = run_dir.path / "logs" / ("dataset" if engine == DEFAULT_ENGINE else f"dataset-{engine}")
     logs.mkdir(parents=True, exist_ok=True)
     glibc = resolve([_loading_allocator(binary)], root=getattr(binary, "root", None))[0]
-    settings = mysql_settings(suite, max_threads=64, engine=engine)
-    server = MySQLServer(binary, work, settings, glibc)
+    server = family.make_server(
+        ServerLaunch(
+            binary=binary,
+            workdir=work,
+            server=suite.server,
+            allocator=glibc,
+            engine=engine,
+            max_threads=64,
+            prepared_statements=wl.prepared_statements(suite),
+        )
+    )
     t0 = time.monotonic()
     try:
-        server.initialize()
+        family.initialize(server)
         server.start(timeout_s=suite.server.startup_timeout_s)
-        conn = server.connect()
-        try:
-            cur = conn.cursor()
-            cur.execute("CREATE DATABASE IF NOT EXISTS sbtest")
-            cur.execute("CREATE DATABASE IF NOT EXISTS iibench")
-        finally:
-            conn.close()
-        wl = workloads.of(suite)
-        target = ClientTarget.mysql(server.client_target(), wl.database)
-        prepare_s = wl.prepare_dataset(suite, target, logs, engine, connect=server.connect)
+        for database in wl.databases(suite):
+            family.create_database(server, database)
+        target = family.target(server, wl.database)
+        made = wl.prepare_dataset(suite, target, logs, engine, connect=family.connect(server))
         server.stop()
         meta = {
             "spec": spec,
             "server_version": binary.version,
-            "prepare_s": round(prepare_s, 3),
+            "prepare_s": round(made.seconds, 3),
             "total_s": round(time.monotonic() - t0, 3),
+            "tables": made.tables,
         }
-        cache.store(key, work / "datadir", meta)
-        return Prepared(cache, key, spec, True, round(prepare_s, 3), stale)
+        cache.store(key, family.datadir(work), meta, check=family.datadir_problem)
+        return Prepared(cache, key, spec, True, round(made.seconds, 3), stale, made.tables)
     except ServerError as e:
         # The work directory goes below: keep the server's error log in the run's logs and name
         # that copy, not a file that will not exist when the user reads the message.

@@ -1,174 +1,137 @@
-"""Server families as plugins: what the runner does differently for MariaDB/MySQL/Percona and
-for MongoDB, by the suite's `server.flavor`.
+"""The server family plugins, by the flavors that name them (`[server] flavor`).
 
-A family names its cell class (suites/cell_kinds.py: make the server, where its data comes from,
-what clients connect to, where status is read), how its binary is resolved, the refusal of
-allocators it cannot run with, whether its cells restore a prepared dataset, and the [server]
-settings it cannot take (checked when the suite file is read, at their line). Adding a family:
-a servers/ module with make / start / status / stop and the allocator verification, a cell class,
-and one Family here (docs/architecture.md).
+A family is one module in suites/server_families/ with a suites.server_families.base.Family
+subclass (its [server] section, how its binary is found, how its servers are made, read, reached
+and their datasets kept); it is registered here by its flavors, which are also the choices of
+`server.flavor`. Adding a family: its module, a servers/ module with its ServerLife (start,
+readiness, allocator proof, stop), one line in REGISTRY, its [server] keys in
+configs/suites/template.toml, and its tests (docs/architecture.md). The runner, the dataset cache,
+the preflight, the warmup and the suite validation ask `family_of(suite)` only.
+
+The suite's [server] table is validated by the section of the family its flavor names
+(server_section): a setting of another family is refused with that family's reason when it is
+given a value, and ignored at its default (one section once held every family's settings, and
+suites copied from the template carry them at their defaults).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
+from typing import Annotated, Any, Literal, Union
 
-from suites.cell_kinds import MongoCell, MySQLCell, WorkloadCell
-from suites.config_errors import FieldError
+from pydantic import BeforeValidator, ConfigDict, Discriminator, Field, Tag
+
+from suites.config_errors import VARIANT_TAG, FieldError
+from suites.config_sections import ServerSection
 from suites.errors import SuiteError
-from suites.settings import mycnf_int
+from suites.server_families.base import Family
+from suites.server_families.mongodb import MONGODB
+from suites.server_families.mysql import MYSQL
+
+# Every family, in the template's order; the first is the default (its first flavor is
+# server.flavor's default).
+REGISTRY: dict[str, Family] = {f.name: f for f in (MYSQL, MONGODB)}
+# server.flavor -> its family
+FAMILIES: dict[str, Family] = {flavor: f for f in REGISTRY.values() for flavor in f.flavors}
+DEFAULT = next(iter(REGISTRY.values()))
+_UNKNOWN = VARIANT_TAG + "unknown"
 
 
-def _resolve_mongod(server):
-    from servers.mongodb import find_mongod
-    from servers.mysql_flavor import which_server
-
-    # NAME or PATH, as for MySQL-family servers (`--server mongod`).
-    b = find_mongod(str(which_server(server.binary)) if server.binary else None)
-    return b, f"mongodb-{b.version}"
+def register(family: Family) -> None:
+    """Add a family (a plugin outside this package, or a test's). Before suites.config is first
+    imported: the Suite model's [server] is built from the registry then."""
+    REGISTRY[family.name] = family
+    FAMILIES.update({flavor: family for flavor in family.flavors})
 
 
-def _resolve_mysql(server):
-    from servers.mysql import find_mysql
-
-    if server.fetched:
-        from servers.fetch import lookup
-
-        # A fetched server is a basedir on the host's libraries or a root of another release.
-        f = lookup(server.fetched)
-        if f.kind == "basedir":
-            b = find_mysql(None, f.path)
-        else:
-            b = find_mysql(f.binary, None, root=f.path)
-    else:
-        b = find_mysql(server.binary or None, server.basedir or None, root=server.root or None)
-    if server.flavor != "mariadb" and b.flavor != server.flavor:
+def family_for(server) -> Family:
+    """The family of one server's section (a suite's [server]); SuiteError for an unknown flavor."""
+    try:
+        return FAMILIES[server.flavor]
+    except KeyError:
         raise SuiteError(
-            f"server.flavor is {server.flavor!r} but {b.path} is {b.flavor} {b.version}"
-        )
-    return b, f"{b.flavor}-{b.version}"
-
-
-def _mongod_allocators(binary, allocators) -> None:
-    # A mongod with its own allocator refuses every preload: said once, up front, not once per
-    # cell after THP was already changed.
-    from servers.mongodb import check_allocators
-
-    check_allocators(binary, allocators)
-
-
-def _mysql_allocators(binary, allocators) -> None:
-    # A MySQL-family binary that links an allocator itself (Debian's MySQL 9.7 links tcmalloc)
-    # has no glibc arm; said once, before anything runs.
-    from servers.verify import refuse_self_allocating
-
-    for a in allocators:
-        refuse_self_allocating(Path(binary.host_path), a)
-
-
-def _mysql_engines(binary, engines) -> None:
-    from servers.engines import check_engine
-
-    for engine in engines:
-        check_engine(binary, engine)
-
-
-def _mongod_engines(binary, engines) -> None:
-    # WiredTiger is mongod's one engine here; [server] engines is a MySQL-family dimension.
-    if tuple(engines) != ("innodb",):
-        raise SuiteError(
-            f"server.engines {list(engines)}: storage engines are a MySQL-family dimension; "
-            "a MongoDB suite runs mongod's own engine"
-        )
-
-
-def _mongod_suite(suite) -> None:
-    # [server] settings of the MySQL family: refused at their line rather than silently unused.
-    server = suite.server
-    if server.engines != ["innodb"]:
-        raise FieldError(
-            ("server", "engines"),
-            "engines are MySQL-family storage engines; MongoDB runs WiredTiger",
-        )
-    if server.settings:
-        raise FieldError(
-            ("server", "settings"),
-            "these are my.cnf lines for a MySQL-family server; MongoDB does not read them",
-        )
-    if server.root:
-        raise FieldError(
-            ("server", "root"), "a server root runs MySQL-family servers only (not mongod)"
-        )
-
-
-def _mysql_connection_limit(suite) -> int | None:
-    # Without max_connections in the suite the server is sized for the workload (mysql_settings).
-    given = suite.server.settings.get("max_connections")
-    return None if given is None else mycnf_int(given)
-
-
-@dataclass(frozen=True)
-class Family:
-    name: str
-    cell: type[WorkloadCell]
-    resolve: object  # (suite.server) -> (binary, label)
-    check_allocators: object  # (binary, allocators) -> None, or a refusal
-    check_engines: object  # (binary, engines) -> None, or a refusal naming the engine
-    # Cells restore a pristine prepared datadir (MySQL family); MongoDB starts empty.
-    restores_dataset: bool
-    # An allocator linked into the binary is measured as `builtin` under `all` (MySQL family).
-    links_allocators: bool
-    cache_kb: object  # (suite) -> the server's data cache (buffer pool, WiredTiger cache), kB
-    # Its clients speak SQL and it reads my.cnf ([server] settings): what SQL workloads need.
-    sql: bool
-    # (suite) -> None, or a FieldError naming the [server] setting it cannot take.
-    check_suite: object
-    # (suite) -> the connections the suite lets the server take, or None: sized for the workload.
-    connection_limit: object
-
-
-MYSQL = Family(
-    "mysql",
-    MySQLCell,
-    _resolve_mysql,
-    _mysql_allocators,
-    _mysql_engines,
-    restores_dataset=True,
-    links_allocators=True,
-    cache_kb=lambda suite: suite.server.buffer_pool_mb * 1024,
-    sql=True,
-    check_suite=lambda suite: None,
-    connection_limit=_mysql_connection_limit,
-)
-MONGODB = Family(
-    "mongodb",
-    MongoCell,
-    _resolve_mongod,
-    _mongod_allocators,
-    _mongod_engines,
-    restores_dataset=False,
-    links_allocators=False,
-    cache_kb=lambda suite: int(suite.server.cache_gb * 1024 * 1024),
-    sql=False,
-    check_suite=_mongod_suite,
-    connection_limit=lambda suite: None,
-)
-
-FAMILIES: dict[str, Family] = {
-    "mariadb": MYSQL,
-    "mysql": MYSQL,
-    "percona": MYSQL,
-    "mongodb": MONGODB,
-}
+            f"server.flavor {server.flavor!r}: no such server family "
+            f"({', '.join(sorted(FAMILIES))})"
+        ) from None
 
 
 def family_of(suite) -> Family:
     """The server family of a loaded suite (its server.flavor)."""
-    try:
-        return FAMILIES[suite.server.flavor]
-    except KeyError:
-        raise SuiteError(
-            f"server.flavor {suite.server.flavor!r}: no such server family "
-            f"({', '.join(sorted(FAMILIES))})"
-        ) from None
+    return family_for(suite.server)
+
+
+def _unknown_flavor() -> type[ServerSection]:
+    """The section chosen for a flavor no family has: its only error is the flavor's, naming
+    every family's flavors (those registered when the Suite model is built)."""
+
+    class UnknownFlavor(ServerSection):
+        model_config = ConfigDict(extra="ignore")
+        flavor: Literal[tuple(FAMILIES)] = Field(DEFAULT.flavors[0])  # type: ignore[valid-type]
+
+    return UnknownFlavor
+
+
+def _flavor(data: Any) -> Any:
+    if isinstance(data, dict):
+        return data.get("flavor", DEFAULT.flavors[0])
+    return getattr(data, "flavor", DEFAULT.flavors[0])
+
+
+def _family(data: Any) -> Family | None:
+    flavor = _flavor(data)
+    return FAMILIES.get(flavor) if isinstance(flavor, str) else None
+
+
+def _tag(data: Any) -> str:
+    family = _family(data)
+    if family is None:
+        return _UNKNOWN if isinstance(data, dict) else VARIANT_TAG + DEFAULT.name
+    return VARIANT_TAG + family.name
+
+
+def _settle_foreign(data: Any) -> Any:
+    """Another family's settings in this [server]: dropped at their defaults, refused otherwise."""
+    family = _family(data) if isinstance(data, dict) else None
+    if family is None:
+        return data  # not a table, or an unknown flavor: the section's own errors say so
+    own = family.section.model_fields
+    out = dict(data)
+    for key, value in data.items():
+        owner = next(
+            (f for f in REGISTRY.values() if f is not family and key in f.section.model_fields),
+            None,
+        )
+        if key in own or owner is None:
+            continue  # its own, or unknown to every family (the section names it)
+        if value == owner.section.model_fields[key].get_default(call_default_factory=True):
+            del out[key]
+            continue
+        why = family.refusals.get(key) or (
+            f"a setting of {owner.summary} servers; a {data.get('flavor')} server does not take it"
+        )
+        raise FieldError(("server", key), why, value)
+    return out
+
+
+def server_section() -> Any:
+    """The type of the suite's [server]: the section of the family its flavor names."""
+    members = [Annotated[f.section, Tag(VARIANT_TAG + f.name)] for f in REGISTRY.values()]
+    members.append(Annotated[_unknown_flavor(), Tag(_UNKNOWN)])
+    union = Annotated[Union[tuple(members)], Discriminator(_tag)]  # noqa: UP007 - built at runtime
+    return Annotated[union, BeforeValidator(_settle_foreign)]
+
+
+def section_models() -> list[type[ServerSection]]:
+    """Every family's [server] model, in registry order (the template's and the help's)."""
+    return [f.section for f in REGISTRY.values()]
+
+
+__all__ = [
+    "DEFAULT",
+    "FAMILIES",
+    "REGISTRY",
+    "Family",
+    "family_for",
+    "family_of",
+    "register",
+    "server_section",
+]

@@ -18,13 +18,11 @@ from pathlib import Path
 
 from collectors.procfs import ProcFS
 from servers.checks import open_files_needed, threads_needed
+from suites import workloads
 from suites.errors import SuiteError
+from suites.families import family_of
+from suites.server_families.base import ServerNeeds
 
-# Per-connection memory of a MySQL-family server thread at rest (thread stack + net buffers +
-# sort/join buffers touched by OLTP_RO); deliberately generous.
-PER_CONNECTION_KB = 1024
-# A fresh MariaDB datadir besides its redo log: ibdata1 (12 MiB), Aria logs, the mysql schema.
-SYSTEM_FILES_KB = 32 * 1024
 # Redo, undo and temporary growth of a cell's datadir copy while its workload runs.
 GROWTH = 1.25
 
@@ -71,14 +69,11 @@ def dir_size_kb(path: Path) -> int:
     return total // 1024
 
 
-def estimate_dataset_kb(kind: str, tables: int, table_size: int, redo_mb: int = 256) -> int:
-    """A prepared datadir: the redo log (preallocated to its full size), the system files, and
-    for sysbench ~230 bytes per row. Measured: a fresh MariaDB 10.11 datadir with a 256 MiB redo
-    log takes 273 MiB."""
-    from suites import workloads
-
-    base = redo_mb * 1024 + SYSTEM_FILES_KB
-    return base + workloads.workload(kind).dataset_kb(tables, table_size)
+def estimate_dataset_kb(suite, needs: ServerNeeds) -> int:
+    """A prepared datadir: a fresh one of the server family's (for MySQL the redo log,
+    preallocated to its full size, and the system files) and the workload's data (sysbench
+    ~230 bytes per row)."""
+    return needs.base_datadir_kb + workloads.of(suite).dataset_kb(suite)
 
 
 def existing_ancestor(path: Path) -> Path:
@@ -128,30 +123,30 @@ def checks(
     dataset_kb: int,
     cache_root: Path | None = None,
     cached: bool = True,
-    server_open_files: int | None = None,
+    needs: ServerNeeds | None = None,
 ) -> list[Need]:
     max_threads = suite.max_threads
-    needs = disk_needs(out_root, cache_root, dataset_kb, cached)
-    # Memory: the buffer pool (or WiredTiger cache) plus per-connection memory at the top level.
-    from suites.families import family_of
-
-    pool_kb = family_of(suite).cache_kb(suite)
-    needs.append(
+    family = family_of(suite)
+    server = needs or family.needs(suite.server, max_threads)
+    found = disk_needs(out_root, cache_root, dataset_kb, cached)
+    # Memory: the server's cache (its family's: buffer pool, WiredTiger cache) plus its
+    # per-connection memory at the top level.
+    found.append(
         Need(
             "available memory for the server",
-            pool_kb + max_threads * PER_CONNECTION_KB,
+            family.cache_kb(suite.server) + max_threads * server.per_connection_kb,
             mem_available_kb(),
             "kB",
         )
     )
     # Descriptors: the server and the clients inherit our limit; the larger need decides.
-    want_fd = open_files_needed(max_threads, server_open_files)["limit"]
+    want_fd = open_files_needed(max_threads, server.open_files)["limit"]
     have_fd = raise_nofile(want_fd)
-    needs.append(Need("open-file limit (ulimit -n)", want_fd, have_fd, "descriptors"))
+    found.append(Need("open-file limit (ulimit -n)", want_fd, have_fd, "descriptors"))
     # Threads: the server's threads plus the clients' share the user's process limit (not for root).
     soft_proc, _ = resource.getrlimit(resource.RLIMIT_NPROC)
     unlimited = soft_proc == resource.RLIM_INFINITY or os.geteuid() == 0
-    needs.append(
+    found.append(
         Need(
             "process/thread limit (ulimit -u)",
             threads_needed(max_threads),
@@ -159,7 +154,7 @@ def checks(
             "threads",
         )
     )
-    return needs
+    return found
 
 
 def usable_cache(path: Path) -> None:
@@ -180,12 +175,12 @@ def preflight(
     dataset_kb: int,
     cache_root: Path | None = None,
     cached: bool = True,
-    server_open_files: int | None = None,
+    needs: ServerNeeds | None = None,
 ) -> list[dict]:
     """Run the checks; SuiteError naming the first shortfall. Returns the checks for the manifest."""
     if cache_root is not None:
         usable_cache(Path(cache_root))
-    results = checks(suite, Path(out_root), dataset_kb, cache_root, cached, server_open_files)
+    results = checks(suite, Path(out_root), dataset_kb, cache_root, cached, needs)
     for n in results:
         if not n.ok:
             raise SuiteError(f"preflight: {n.line()}")

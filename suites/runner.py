@@ -30,9 +30,10 @@ from rundir.records import Tool
 from rundir.write import RunDir, now_iso
 from servers import interrupts
 from servers.errors import ServerError
-from suites import dataset_prepare, leftovers, preflight
+from suites import dataset_prepare, leftovers, preflight, workloads
 from suites.budget import Budget, plan_design
 from suites.cell import CellContext
+from suites.cell_kinds import WorkloadCell
 from suites.config import MAX_REPEAT, LoadedSuite, Suite
 from suites.display import Display
 from suites.errors import Interrupted, SuiteError
@@ -44,7 +45,11 @@ from suites.plan import (
     plan_cells,
     plan_round,
 )
+from suites.remote.clients import RemoteClients
+from suites.remote.hosts import ClientHosts
 from suites.resume import check_allocators, check_resumable, clear_stale_work, plan_from_manifest
+from suites.sysbench.runner import WRAPPER
+from suites.sysbench.scripts import modules as script_modules
 from suites.thp import ThpController
 
 
@@ -74,6 +79,10 @@ class Matrix:
         self.design = plan_design(suite, 0.0, MAX_REPEAT)
 
     # -- resolution ------------------------------------------------------------------------------
+    def _engines(self) -> tuple[str, ...]:
+        """The storage engines its cells run (a matrix dimension; its family's)."""
+        return family_of(self.suite).engines(self.suite.server)
+
     def resolve_server(self):
         b, label = family_of(self.suite).resolve(self.suite.server)
         # A server root's allocators are its own (server.root or fetched); None for mongod.
@@ -142,28 +151,18 @@ class Matrix:
         """Before anything is written: disk on --out's (and the dataset cache's) filesystem,
         memory, descriptors, threads."""
         s = self.suite
-        cached = True
-        server_files = 0
-        redo_mb = 256
-        restores = family_of(s).restores_dataset
-        if restores:
-            from suites.cell_kinds import mysql_settings
-
-            settings = mysql_settings(s)
-            server_files = settings.open_files_limit
-            redo_mb = settings.innodb_log_file_mb
-            # A cached dataset needs no preparation room (the key is dataset_prepare.ensure's own).
-            cached = dataset_prepare.is_cached(s, binary, self.cache_root)
-        ds_kb = preflight.estimate_dataset_kb(
-            s.suite.kind, s.dataset.tables, s.dataset.table_size, redo_mb
-        )
+        family = family_of(s)
+        needs = family.needs(s.server, s.max_threads, workloads.of(s).prepared_statements(s))
+        # A cached dataset needs no preparation room (the key is dataset_prepare.ensure's own).
+        restores = family.restores_dataset
+        cached = dataset_prepare.is_cached(s, binary, self.cache_root) if restores else True
         return preflight.preflight(
             s,
             out_root,
-            ds_kb,
+            preflight.estimate_dataset_kb(s, needs),
             cache_root=self.cache_root if restores else None,
             cached=cached,
-            server_open_files=server_files,
+            needs=needs,
         )
 
     # -- the run -----------------------------------------------------------------------------------
@@ -185,11 +184,9 @@ class Matrix:
                     baseline_first([a.name for a in allocators], self.suite.run.baseline),
                     list(self.suite.thp.modes),
                     self.suite.run.repeat,
-                    tuple(self.suite.server.engines),
+                    self._engines(),
                 )
-                per_round = (
-                    len(allocators) * len(self.suite.thp.modes) * len(self.suite.server.engines)
-                )
+                per_round = len(allocators) * len(self.suite.thp.modes) * len(self._engines())
                 if self.shard is not None:
                     self.manifest_shard = self.shard.to_manifest(cells, self.suite.run.repeat)
                     cells = self.shard.select(cells, self.suite.run.repeat)
@@ -200,7 +197,7 @@ class Matrix:
             family = family_of(self.suite)
             family.check_allocators(binary, allocators)
             # An engine the server does not have (MyRocks on MySQL, or without its plugin).
-            family.check_engines(binary, self.suite.server.engines)
+            family.check_engines(binary, self._engines())
             # Refuse before writing anything: THP modes this machine cannot set, and shortfalls.
             ThpController(None).check(list(self.suite.thp.modes))
             checks = self._preflight(binary, self.resume or Path(self.suite.run.out))
@@ -320,7 +317,7 @@ class Matrix:
                 list(self.suite.thp.modes),
                 rounds,
                 len(cells),
-                tuple(self.suite.server.engines),
+                self._engines(),
             )
             cells += new
             self.manifest["cells"] += [_pending(c) for c in new]
@@ -353,7 +350,7 @@ class Matrix:
             on_note=self.display.note,
             clients=self.clients,
         )
-        cell = family_of(self.suite).cell(ctx)
+        cell = WorkloadCell(ctx)
         try:
             outcome = cell.run()
         except Interrupted:
@@ -450,17 +447,16 @@ class Matrix:
 
 def open_clients(suite: Suite):
     """The suite's client host(s), checked and prepared (suites.remote.clients; several:
-    suites.remote.hosts)."""
-    from suites import workloads
-    from suites.remote.clients import RemoteClients
-    from suites.remote.hosts import ClientHosts
-    from suites.sysbench.runner import WRAPPER
-
+    suites.remote.hosts), with the files its workload's clients need there."""
+    workload = workloads.of(suite)
+    scripts = {p: [str(m) for m in script_modules(p)] for p in workload.remote_files(suite)}
     if len(suite.clients.hosts) > 1:
-        clients = ClientHosts(suite.clients, suite.max_threads, WRAPPER)
+        clients = ClientHosts(suite.clients, suite.max_threads, WRAPPER, scripts=scripts)
     else:
-        program = workloads.of(suite).remote_program
-        clients = RemoteClients(suite.clients, suite.max_threads, WRAPPER, program=program)
+        program = workload.remote_program
+        clients = RemoteClients(
+            suite.clients, suite.max_threads, WRAPPER, program=program, scripts=scripts
+        )
     clients.open()
     return clients
 

@@ -2,19 +2,29 @@
 
 A workload (sysbench sweep, iibench) is a thin leaf over this: it prepares its data once, and runs
 one level (a thread/client count for a duration) into a LevelResult. The runner owns servers and
-collectors; a workload only talks to the server as a client.
+collectors; a workload only talks to the server as a client (suites.level_context).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+
+from rundir.records import (
+    AgentLevel,
+    ChurnLevel,
+    ClientLoad,
+    IIBenchLevel,
+    RwwLevel,
+    SysbenchLevel,
+)
 
 
 @dataclass(frozen=True)
 class ClientTarget:
-    """How clients reach the server under test. Local only: a unix socket or 127.0.0.1."""
+    """How clients reach the server under test: a unix socket or 127.0.0.1 on this machine, or
+    the server's bound address over TCP from a client host (with that host's own account)."""
 
     kind: str  # "mysql" or "mongodb"
     host: str = "127.0.0.1"
@@ -44,6 +54,19 @@ class ClientTarget:
 IntervalCallback = Callable[[float, float, float], None]
 
 
+# The typed records a LevelResult may carry, by field name (rundir.records: RawLevel has the same
+# fields). At most one of sysbench/iibench/rww (what is particular to the workload); churn,
+# client_load and agent are what any workload's level may add beside.
+RECORDS = {
+    "sysbench": SysbenchLevel,
+    "iibench": IIBenchLevel,
+    "rww": RwwLevel,
+    "churn": ChurnLevel,
+    "client_load": ClientLoad,
+    "agent": AgentLevel,
+}
+
+
 @dataclass
 class LevelResult:
     """One level's figures as the workload itself measured them (server-side figures come from
@@ -69,13 +92,38 @@ class LevelResult:
         default_factory=list
     )  # per-interval figures, t_s relative to level start
     raw_log: Path | None = None
-    extra: dict = field(
-        default_factory=dict
-    )  # workload-specific (e.g. iibench rows, per-client rates)
+    sysbench: SysbenchLevel | None = None
+    iibench: IIBenchLevel | None = None
+    rww: RwwLevel | None = None
+    churn: ChurnLevel | None = None
+    client_load: ClientLoad | None = None
+    agent: AgentLevel | None = None
 
     def row(self) -> dict:
         """The results.csv fields this result owns."""
-        d = asdict(self)
-        for k in ("intervals", "raw_log", "extra", "status", "error"):
-            d.pop(k)
-        return d
+        skip = {"intervals", "raw_log", "status", "error", *RECORDS}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+
+    def records(self) -> dict:
+        """Its typed records as the raw record keeps them (JSON-safe), the absent ones left out."""
+        return {
+            name: rec.model_dump(mode="json")
+            for name in RECORDS
+            if (rec := getattr(self, name)) is not None
+        }
+
+    def to_json(self) -> dict:
+        """Everything, JSON-safe (a level run by our agent on a client host comes back as this)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in RECORDS}
+        out["raw_log"] = None if self.raw_log is None else str(self.raw_log)
+        return out | self.records()
+
+    @classmethod
+    def from_json(cls, data: dict) -> LevelResult:
+        data = dict(data)
+        for name, model in RECORDS.items():
+            if data.get(name) is not None:
+                data[name] = model.model_validate(data[name])
+        if data.get("raw_log") is not None:
+            data["raw_log"] = Path(data["raw_log"])
+        return cls(**data)

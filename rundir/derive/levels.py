@@ -19,6 +19,7 @@ from rundir.derive.window import (
     window_rates,
 )
 from rundir.format import CELL_IDENTITY_COLUMNS, CPU_CTXSW_COLUMNS, RESULTS_COLUMNS
+from rundir.records import RawLevel
 
 # The row's identity, from the raw record's `identity` (the cell's plan and resolved server);
 # engine is absent in raw records written before engines existed: read as empty.
@@ -64,10 +65,9 @@ def level_row(
     row["status"] = level["status"]
     row["error"] = level.get("error") or ""
     row.update(level["report"])
-    extra = level.get("extra") or {}
-    row.update(extra.get("client_load") or {})  # a client host's figures
-    row.update(extra.get("rww") or {})  # read-while-writing's columns (suites.rww.level)
-    for k, v in (extra.get("row") or {}).items():  # columns a workload adds (churn cycle)
+    # What the level's typed records add (a client host's load, read-while-writing's figures, a
+    # churn level's cycle): each record says which results columns it holds.
+    for k, v in RawLevel.model_validate(level).result_columns().items():
         if k in RESULTS_COLUMNS:
             row[k] = v
     for k in FIGURE_KEYS:  # the phase figures that are results columns
@@ -124,7 +124,11 @@ def derive_level(raw: dict, level: dict) -> tuple[dict, dict]:
     source = raw.get("ctxsw_source")
     ph = (raw.get("phases") or {}).get(level["phase"])
     # A phase that never closed (the cell failed inside it) has no figures.
-    fig = phase_figures(ph) if ph is not None and ph.get("end") is not None else {}
+    fig = (
+        phase_figures(ph, raw.get("counters"))
+        if ph is not None and ph.get("end") is not None
+        else {}
+    )
     times = mark_times(ph) if fig else []
     intervals = [Interval(float(t), float(r), m) for t, r, m in level.get("intervals") or ()]
     window = measured_window(
@@ -143,8 +147,9 @@ def derive_level(raw: dict, level: dict) -> tuple[dict, dict]:
 
 
 def derive_cell(raw: dict) -> DerivedCell:
-    """Every level's row and window record. Raises on a record it cannot derive from; the caller
-    records the error against this cell only."""
+    """Every level's row and window record, from a raw record of the current raw_version
+    (rundir.records.check_raw upgrades an older one). Raises on a record it cannot derive from;
+    the caller records the error against this cell only."""
     out = DerivedCell()
     for level in raw.get("levels") or ():
         row, win = derive_level(raw, level)

@@ -26,11 +26,14 @@ THP_COUNTERS = {
     "thp_collapse_alloc": "thp_collapse_alloc",
     "thp_split": "thp_split_page",
 }
-# SHOW GLOBAL STATUS counters that become per-phase columns (deltas).
+# Server status counters that become per-phase columns (deltas), by their meaning
+# (rundir.format.COUNTER_MEANINGS): the cell's record says which of the server's counters has
+# each meaning (CellRaw.counters, as its family declared them). A server without one leaves its
+# column empty.
 STATUS_DELTAS = {
-    "threads_created": "Threads_created",
-    "bp_reads": "Innodb_buffer_pool_reads",
-    "bp_read_requests": "Innodb_buffer_pool_read_requests",
+    "threads_created": "threads_created",
+    "bp_reads": "pages_read_from_disk",
+    "bp_read_requests": "page_read_requests",
 }
 
 # A phase's figures: results columns (rundir.format's groups) and what only the manifest keeps.
@@ -66,8 +69,10 @@ def int_if_whole(x: float):
     return int(x) if float(x).is_integer() else x
 
 
-def phase_figures(ph: dict) -> dict:
-    """Deltas over a closed phase: from its start boundary to its end boundary (FIGURE_KEYS)."""
+def phase_figures(ph: dict, counters: dict[str, str] | None = None) -> dict:
+    """Deltas over a closed phase: from its start boundary to its end boundary (FIGURE_KEYS).
+    `counters`: the server's status counter for each meaning (CellRaw.counters); without it the
+    status columns stay empty."""
     s, e = ph["start"], ph["end"]
     if e is None:
         raise ValueError(f"phase {ph.get('name')!r} has no end boundary")
@@ -86,8 +91,8 @@ def phase_figures(ph: dict) -> dict:
         else ph.get("last_anon_huge_kb"),
         "cpu_user_s": _delta(a.get("cpu_user_s"), b.get("cpu_user_s"), 3),
         "cpu_sys_s": _delta(a.get("cpu_sys_s"), b.get("cpu_sys_s"), 3),
-        "ctxsw_voluntary": _delta(a.get("ctx_voluntary"), b.get("ctx_voluntary")),
-        "ctxsw_involuntary": _delta(a.get("ctx_involuntary"), b.get("ctx_involuntary")),
+        "ctxsw_voluntary": _delta(a.get("ctxsw_voluntary"), b.get("ctxsw_voluntary")),
+        "ctxsw_involuntary": _delta(a.get("ctxsw_involuntary"), b.get("ctxsw_involuntary")),
         "wall_s": round(b["t_s"] - a["t_s"], 3),
         "process_thp_enabled": b["thp_enabled"]
         if b.get("thp_enabled") is not None
@@ -105,13 +110,14 @@ def phase_figures(ph: dict) -> dict:
             if k in e["status"]
         }
     fig["status_delta"] = sd
-    for key, var in STATUS_DELTAS.items():
-        fig[key] = sd.get(var) if sd else None
-    used = (e.get("status") or {}).get("Memory_used")
+    names = counters or {}
+    for key, meaning in STATUS_DELTAS.items():
+        fig[key] = sd.get(names[meaning]) if sd and meaning in names else None
+    used = _named(e.get("status"), names, "memory_used_bytes")
     fig["server_memory_used_kb"] = round(used / 1024) if used is not None else None
     # A gauge: at a boundary no client is connected, so it is read once while the level runs
     # (the clients are connected). Includes our own status connection.
-    tc = (ph.get("mid_status") or {}).get("Threads_connected")
+    tc = _named(ph.get("mid_status"), names, "clients_connected")
     fig["threads_connected"] = int_if_whole(tc) if tc is not None else None
     # The server answers a status query when its thread gets a CPU: under 1536 clients that can be
     # seconds later, even after the clients left. The level's row keeps the figure only if the
@@ -120,6 +126,13 @@ def phase_figures(ph: dict) -> dict:
     fig["threads_connected_t_s"] = round(t, 3) if t is not None else None
     fig["window_marks"] = len(ph.get("marks") or ())
     return {k: fig[k] for k in FIGURE_KEYS}
+
+
+def _named(status: dict | None, names: dict[str, str], meaning: str):
+    """The status value with `meaning`, or None (no status, or no counter of that meaning)."""
+    if not status or meaning not in names:
+        return None
+    return status.get(names[meaning])
 
 
 def mark_times(ph: dict) -> list[float]:
@@ -148,7 +161,7 @@ def window_figures(ph: dict, first: int, last: int, ctxsw_source: str | None) ->
         "window_s": round(b["t_s"] - a["t_s"], 4),
         "cpu_user_s": _delta(a.get("cpu_user_s"), b.get("cpu_user_s"), 3),
         "cpu_sys_s": _delta(a.get("cpu_sys_s"), b.get("cpu_sys_s"), 3),
-        "ctxsw_voluntary": _delta(a.get("ctx_voluntary"), b.get("ctx_voluntary")),
-        "ctxsw_involuntary": _delta(a.get("ctx_involuntary"), b.get("ctx_involuntary")),
+        "ctxsw_voluntary": _delta(a.get("ctxsw_voluntary"), b.get("ctxsw_voluntary")),
+        "ctxsw_involuntary": _delta(a.get("ctxsw_involuntary"), b.get("ctxsw_involuntary")),
         "ctxsw_source": ctxsw_source,
     }

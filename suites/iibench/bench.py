@@ -56,7 +56,7 @@ def process_vs_thread_rate(
         for mode in order:
             res = level(mode, f"{mode}-{r}")
             rates[mode].append(res.qps)
-            cpu[mode].append(res.extra["client_cpu_s"])
+            cpu[mode].append(res.iibench.client_cpu_s)
     p, t = statistics.median(rates[PROCESSES]), statistics.median(rates[THREADS])
     return {
         "clients": spec.clients,
@@ -80,7 +80,7 @@ def client_cpu_fraction(
     before = process_cpu_s(server_pid)
     res = _checked(run_level(target, spec, Path(log_path), mode=PROCESSES), "client-cpu")
     server = process_cpu_s(server_pid) - before
-    client = res.extra["client_cpu_s"]
+    client = res.iibench.client_cpu_s
     return {
         "rows": res.events,
         "rows_per_s": res.qps,

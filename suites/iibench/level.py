@@ -35,6 +35,7 @@ import json
 import time
 from pathlib import Path
 
+from rundir.records import IIBenchLevel, IIBenchQuery
 from servers import interrupts
 from suites.client_procs import ClientSet
 from suites.iibench import client
@@ -232,7 +233,7 @@ def run_level(
             **{k: v for k, v in result.row().items()},
             status=result.status,
             error=result.error,
-            extra={k: v for k, v in result.extra.items()},
+            extra=result.records(),
         )
         log.close()
     return result
@@ -258,32 +259,32 @@ def _result(level: _Level, spec: IIBenchSpec, mode: str, startup_s: float, log: 
             }
         )
     client_cpu = sum(c.get("cpu_s", 0.0) for c in inserts + queries)
-    extra = {
-        "rows": rows,
-        "duration_s": round(duration, 3),
-        "per_client": per_client,
-        "client_cpu_s": round(client_cpu, 3),
+    record = IIBenchLevel(
+        rows=rows,
+        duration_s=round(duration, 3),
+        per_client=per_client,
+        client_cpu_s=round(client_cpu, 3),
         # Whole lives of the client processes (wait4: start-up, connect, load, disconnect).
-        "client_life_cpu_s": level.client_life_cpu_s,
-        "client_mode": mode,
-        "startup_s": round(startup_s, 3),
-        "batch_rows": spec.batch_rows,
-        "secondary_indexes": spec.secondary_indexes,
-        "latency_unit": "one insert batch",
-    }
+        client_life_cpu_s=level.client_life_cpu_s,
+        client_mode=mode,
+        startup_s=round(startup_s, 3),
+        batch_rows=spec.batch_rows,
+        secondary_indexes=spec.secondary_indexes,
+        latency_unit="one insert batch",
+    )
     if spec.query_clients:
         qhist = merge([c.get("histogram", b"") for c in queries])
         nq = sum(c.get("queries", 0) for c in queries)
         # Over the query clients' own time (from go to the last one's end), not the inserts'.
         q_ends = [c["end"] for c in queries if c.get("end")]
         q_duration = max(0.0, max(q_ends) - level.t0) if q_ends and level.t0 else 0.0
-        extra["query"] = {
-            "clients": spec.query_clients,
-            "queries": nq,
-            "duration_s": round(q_duration, 3),
-            "queries_per_s": round(nq / q_duration, 1) if q_duration else 0.0,
+        record.query = IIBenchQuery(
+            clients=spec.query_clients,
+            queries=nq,
+            duration_s=round(q_duration, 3),
+            queries_per_s=round(nq / q_duration, 1) if q_duration else 0.0,
             **summary_ms(qhist),
-        }
+        )
     return LevelResult(
         workload="iibench",
         threads=spec.clients,
@@ -296,6 +297,6 @@ def _result(level: _Level, spec: IIBenchSpec, mode: str, startup_s: float, log: 
         errors=len(level.failures),
         intervals=level.intervals,
         raw_log=log,
-        extra=extra,
+        iibench=record,
         **summary_ms(hist),
     )

@@ -83,8 +83,14 @@ class RemoteClients:
         wrapper: Path,
         target: str = "",
         program: str = "sysbench",
+        scripts: dict[str, list[str]] | None = None,
     ):
         self.section = clients_section
+        # The user's own sysbench scripts its levels run, each with its modules (the .lua files
+        # of its directory: suites.sysbench.scripts.modules): copied there, each script into a
+        # directory of its own.
+        self.scripts = dict(scripts or {})
+        self.script_paths: dict[str, str] = {}  # our path -> its path on the host
         # What runs there: "sysbench", or "python" (our own load clients: iibench), which needs
         # mallocsweep installed there, the same code as ours (suites.remote.level_agent).
         self.program = program
@@ -139,6 +145,8 @@ class RemoteClients:
         )
         if up.returncode != 0:
             raise SuiteError(f"client host {t}: cannot copy the sysbench wrapper to {self.dir}")
+        for i, (script, files) in enumerate(self.scripts.items()):
+            self.script_paths[script] = self._put_script(i, Path(script), files)
         self.facts = {
             "program": self.program,
             **(
@@ -179,6 +187,23 @@ class RemoteClients:
                     f"{theirs.get(key)}, ours is {ours[key]}: install the same one there"
                 )
         return theirs
+
+    @property
+    def hosts(self) -> list[RemoteClients]:
+        """The client hosts a level's threads run on: this one (suites.remote.hosts.ClientHosts
+        has several)."""
+        return [self]
+
+    def _put_script(self, i: int, script: Path, files: list[str]) -> str:
+        """A user's script and its modules in a directory of their own there; its path there."""
+        where = f"{self.dir}/script{i}"
+        self.host.text(f"mkdir {shlex.quote(where)}")
+        for f in map(Path, files):
+            to = f"{shlex.quote(where)}/{shlex.quote(f.name)}"
+            r = self.host.run(f"cat > {to}", input=f.read_bytes())
+            if r.returncode != 0:
+                raise SuiteError(f"client host {self.target}: cannot copy {f} to {where}")
+        return f"{where}/{script.name}"
 
     def put(self, name: str, data: bytes) -> str:
         """A private file (mode 600) in our directory on the host; its path there."""
@@ -260,11 +285,14 @@ class RemoteClients:
             "PATH": _PATH,
             "LC_ALL": "C",
             "HOME": d,
-            "MALLOCSWEEP_WORKLOAD": env["MALLOCSWEEP_WORKLOAD"],
             "MALLOCSWEEP_OUT": "/dev/fd/3",
             "MALLOCSWEEP_DONE": f"{d}/{tag}.done",
             "MALLOCSWEEP_THREADS": env["MALLOCSWEEP_THREADS"],
         }
+        if "MALLOCSWEEP_SCRIPT" in env:  # the user's own script: its copy there
+            remote_env["MALLOCSWEEP_SCRIPT"] = self.script_paths[env["MALLOCSWEEP_SCRIPT"]]
+        else:
+            remote_env["MALLOCSWEEP_WORKLOAD"] = env["MALLOCSWEEP_WORKLOAD"]
         args = [self.sysbench, f"{d}/mallocsweep.lua", *argv[2:]]
         nofile = self.max_threads + NOFILE_MARGIN
         # sysbench runs in the background of the remote shell so that, once it has been waited

@@ -64,14 +64,14 @@ def combine_loads(per_host: list[dict], cpus: list[int]) -> dict:
 class ClientHosts:
     """The run's client hosts: open() checks and prepares every one, close() leaves nothing."""
 
-    def __init__(self, clients_section, max_threads: int, wrapper):
+    def __init__(self, clients_section, max_threads: int, wrapper, scripts=None):
         self.section = clients_section
         self.address = clients_section.server_address
         # Each host is sized for the largest share it can get (its nofile limit is checked).
         n = len(clients_section.hosts)
         most = split_threads(max(max_threads, n), n)[0]
-        self.hosts = [RemoteClients(clients_section, most, wrapper, target=t) for t in
-                      clients_section.hosts]  # fmt: skip
+        self.hosts = [RemoteClients(clients_section, most, wrapper, target=t, scripts=scripts)
+                      for t in clients_section.hosts]  # fmt: skip
 
     @property
     def target(self) -> str:

@@ -13,7 +13,6 @@ the LevelResult. The level's own log follows on stderr when it is over.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import sys
@@ -21,8 +20,14 @@ from pathlib import Path
 
 # The sources whose behaviour a remote level depends on: an install on a client host that differs
 # in any of them is refused (same version number or not).
-_ROOT = Path(__file__).resolve().parents[1]
-_SOURCES = ("client_procs.py", "iibench", "remote/level_agent.py", "workload.py")
+_ROOT = Path(__file__).resolve().parents[2]
+_SOURCES = (
+    "suites/client_procs.py",
+    "suites/iibench",
+    "suites/remote/level_agent.py",
+    "suites/workload.py",
+    "rundir/records.py",  # the level's typed record travels back as JSON
+)
 
 
 def digest() -> str:
@@ -67,7 +72,7 @@ def run(work_path: Path) -> int:
         _emit({"type": "interval", "t_s": t_s, "tps": tps, "qps": qps})
 
     res = level.run_level(target, spec, log, on_interval=on_interval)
-    out = dataclasses.asdict(res)
+    out = res.to_json()
     out["raw_log"] = None
     _emit({"type": "result", "result": out})
     for p in (log, log.with_name(log.name + ".clients.stderr")):

@@ -14,16 +14,25 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
-import signal
-import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-from servers import interrupts
-from suites.sysbench.runner import POLL_S, _RecordFollower, _spawn_remote
+from rundir.records import AgentLevel, ClientLoad, IIBenchLevel
+from servers.launch import Child
+from suites.level_loop import Stream, run_streams
+from suites.sysbench.runner import spawn_over_ssh
 from suites.workload import ClientTarget, LevelResult
+
+
+class AgentIntervals:
+    """How the agent's interval records read (suites.level_loop.Intervals): one stream, its
+    rates as the agent computed them."""
+
+    def rates(self, rec: dict) -> tuple[float, float, float]:
+        return float(rec["t_s"]), float(rec["tps"]), float(rec["qps"])
+
+    def combine(self, recs: list[dict]) -> dict:
+        raise NotImplementedError("an agent level runs on one client host")
 
 
 def run_remote_level(
@@ -34,13 +43,12 @@ def run_remote_level(
     log_path: Path,
     on_interval: Callable[[float, float, float], None] | None = None,
 ) -> LevelResult:
-    """The level's result as the agent reported it; status "failed" with the reason when the
-    agent or the connection failed (never raises for that)."""
+    """The level's result as the agent reported it, with the client host's own load over it;
+    status "failed" with the reason when the agent or the connection failed (never raises for
+    that)."""
     log_path = Path(log_path).absolute()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     rec_path = log_path.with_suffix(".jsonl")
-    rec_path.unlink(missing_ok=True)
-    rec_path.touch()
     tag = remote.new_tag()
     work = {
         "kind": kind,
@@ -50,35 +58,30 @@ def run_remote_level(
     }
     path = remote.put(f"{tag}.work.json", json.dumps(work).encode())
     argv = remote.python_command(["-m", "suites.remote.level_agent", path], tag)
-    scratch = Path(tempfile.mkdtemp(prefix="ms-py-", dir="/tmp"))
-    follower = _RecordFollower(rec_path)
-    result = None
-    child = None
-    started = time.monotonic()
-    try:
-        child = _spawn_remote(argv, log_path, rec_path, scratch)
-        while True:
-            ended = child.poll()
-            for rec in follower.new_records():
-                if rec["type"] == "interval" and on_interval is not None:
-                    on_interval(float(rec["t_s"]), float(rec["tps"]), float(rec["qps"]))
-                elif rec["type"] == "result":
-                    result = rec["result"]
-            if ended is not None:
-                break
-            interrupts.check()
-            child.wait(POLL_S)
-    finally:
-        with interrupts.held(), interrupts.doing("the client host's level to be ended"):
-            bad = child is None or child.poll() is None or child.exit.returncode != 0
-            if child is not None and child.poll() is None:
-                child.signal_group(signal.SIGKILL)
-                child.wait(10)
-            if bad:
-                remote.abort(tag)
-            shutil.rmtree(scratch, ignore_errors=True)
-    if result is None:
-        how = child.exit.describe if child.exit else "ended in an unknown way"
+
+    def start(scratch: Path, _go) -> Child:
+        return spawn_over_ssh(argv, log_path, rec_path, scratch)
+
+    stream = Stream(remote.target, start, rec_path, abort=lambda: remote.abort(tag))
+    result: list[dict] = []
+
+    def record(_stream: Stream, rec: dict) -> None:
+        if rec["type"] == "result":
+            result.append(rec["result"])
+
+    before = remote.load()
+    # No deadline of ours: the agent's level has its own caps (max_seconds, stall_timeout_s).
+    run = run_streams(
+        [stream], AgentIntervals(), limit_s=None, on_interval=on_interval, on_record=record,
+        what="the client host's level",
+    )  # fmt: skip
+    if not result:
+        child = stream.child
+        how = (
+            f"could not start ({stream.start_error})"
+            if child is None
+            else (child.exit.describe if child.exit else "ended in an unknown way")
+        )
         tail = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
         return LevelResult(
             workload=kind,
@@ -87,9 +90,11 @@ def run_remote_level(
             error=f"client host {remote.target}: the level {how}"
             + (f": {tail[-1][:200]}" if tail else ""),
             raw_log=log_path,
-            extra={"wall_s": round(time.monotonic() - started, 3)},
+            iibench=IIBenchLevel(wall_s=run.wall_s),
         )
-    result["raw_log"] = log_path
-    res = LevelResult(**result)
-    res.extra["client_host_level"] = {"records": str(rec_path), "tag": tag}
+    res = LevelResult.from_json(result[0])
+    res.raw_log = log_path
+    res.agent = AgentLevel(records=str(rec_path), tag=tag)
+    # the client host's own CPU, context switches and network over the level
+    res.client_load = ClientLoad(**remote.level_load(before))
     return res

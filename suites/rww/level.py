@@ -24,6 +24,7 @@ import json
 import time
 from pathlib import Path
 
+from rundir.records import RwwFigures, RwwLevel
 from servers import interrupts
 from suites.client_procs import ClientSet
 from suites.iibench.latency import merge, summary_ms
@@ -166,7 +167,7 @@ def run_level(
                     **result.row(),
                     "status": result.status,
                     "error": result.error,
-                    "extra": result.extra,
+                    "extra": result.records(),
                 },
                 default=str,
             )
@@ -204,25 +205,25 @@ def _result(level: _Level, path: Path) -> LevelResult:
         )
     total = writes + reads
     both = merge([wfig.get("histogram", b"")] + [f.get("histogram", b"") for f in rfigs])
-    rww = {
-        "write_ops_s": round(writes / duration, 1) if duration else 0.0,
-        "read_ops_s": round(reads / duration, 1) if duration and level.phase == RUN else None,
-        "table_rows": spec.records,
-        "reads_min": reads_min,
+    figures = RwwFigures(
+        write_ops_s=round(writes / duration, 1) if duration else 0.0,
+        read_ops_s=round(reads / duration, 1) if duration and level.phase == RUN else None,
+        table_rows=spec.records,
+        reads_min=reads_min,
         **_lat("write", whist),
         **(_lat("read", rhist) if level.phase == RUN else {}),
-    }
-    extra = {
-        "rww": rww,
-        "engine": spec.engine,
-        "client_cpu_s": round(sum(f.get("cpu_s", 0.0) for f in [wfig, *rfigs]), 3),
+    )
+    record = RwwLevel(
+        figures=figures,
+        engine=spec.engine,
+        client_cpu_s=round(sum(f.get("cpu_s", 0.0) for f in [wfig, *rfigs]), 3),
         # Whole lives of the client processes (wait4: start-up, connect, load, disconnect).
-        "client_life_cpu_s": level.clients.life_cpu_s(),
-        "per_reader_reads": per_reader,
-        "misses": sum(f.get("misses", 0) for f in rfigs),
-        "capped": level.capped,
-        "latency_unit": "one INSERT batch" if level.phase == LOAD else "one statement",
-    }
+        client_life_cpu_s=level.clients.life_cpu_s(),
+        per_reader_reads=per_reader,
+        misses=sum(f.get("misses", 0) for f in rfigs),
+        capped=level.capped,
+        latency_unit="one INSERT batch" if level.phase == LOAD else "one statement",
+    )
     return LevelResult(
         workload=WORKLOAD[level.phase],
         threads=len(level.roles),
@@ -237,6 +238,6 @@ def _result(level: _Level, path: Path) -> LevelResult:
         errors=len(failures),
         intervals=level.intervals,
         raw_log=path,
-        extra=extra,
+        rww=record,
         **summary_ms(both),
     )

@@ -19,9 +19,15 @@ from servers.allocators import resolve
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
 from suites import sysbench
 from suites.datadir_cache import DatasetCache, restore_vs_prepare
+from suites.server_families.mysql import MYSQL
 from suites.sysbench import SysbenchOptions
-from suites.warmup import scan_tables, warm_up, warm_vs_fixed
+from suites.sysbench.options import as_script, stock_tables
+from suites.sysbench.warm import scan_tables, sysbench_warm_up
+from suites.warmup import status_counters, warm_vs_fixed
 from suites.workload import ClientTarget
+
+# The MySQL family's status counters by meaning (bench servers are MariaDB, on InnoDB).
+COUNTERS = MYSQL.counters("innodb")
 
 console = Console(stderr=True)
 
@@ -161,15 +167,19 @@ class Bench:
         try:
             t0 = time.monotonic()  # the clock starts at server start; the restore is item 1
             server.start()
-            w = warm_up(
+            names = (COUNTERS["cache_misses"], COUNTERS["cache_fill"])
+            w = sysbench_warm_up(
                 server.connect,
                 _target(server, "sbtest"),
-                self.opts.tables,
                 self.opts,
+                status_counters(server.global_status, names),
+                names,
+                load=as_script("oltp_ro"),
+                stock=stock_tables(self.opts.tables),
+                own=[],
                 cap_s=120,
                 min_s=2,
                 log_dir=self.work,
-                status_fn=server.global_status,
             )
             elapsed = time.monotonic() - t0
         finally:
@@ -217,10 +227,10 @@ class Bench:
                 before_reap=coll.before_reap if coll else None,
             )
             if coll:
-                coll.set_status_source(server.global_status, server.connection_status)
+                coll.set_status_source(server.global_status, server.connection_status, COUNTERS)
                 coll.begin_phase("warmup", mark="server_start")
             # The same cold start in every life: the scans load the pool before any level.
-            scan_tables(server.connect, "sbtest", self.opts.tables)
+            scan_tables(server.connect, "sbtest", stock_tables(self.opts.tables), stock=True)
             for threads, rec in levels.items():
                 phase = f"point_select@{threads}"
                 cpu0 = w0 = 0.0

@@ -45,6 +45,7 @@ from collectors.errors import CollectorError
 from collectors.procfs import CLK_TCK, ProcFS
 from suites import sysbench
 from suites.selfbench.raw import run_raw_level
+from suites.server_families.mysql import MYSQL
 from suites.workload import ClientTarget
 
 GOAL = 0.98  # ours / raw QPS, at every level
@@ -441,7 +442,8 @@ def run(bench, pairs: int, block_s: int, high: int, source_cycles: int = 0, prog
     from) in the same life."""
     from collectors.session import Collectors
     from rundir.format import SAMPLE_COLUMNS
-    from suites.warmup import scan_tables
+    from suites.sysbench.options import stock_tables
+    from suites.sysbench.warm import scan_tables
 
     points = [PairedPoint(w, t, pairs) for w in ("oltp_ro", "point_select") for t in (8, high)]
     sources = PairedPoint("point_select", 8, source_cycles, SOURCE_ARMS) if source_cycles else None
@@ -456,9 +458,11 @@ def run(bench, pairs: int, block_s: int, high: int, source_cycles: int = 0, prog
     t0, load0 = time.monotonic(), os.getloadavg()
     try:
         server.start(on_spawn=attach, before_reap=coll.before_reap)
-        coll.set_status_source(server.global_status, server.connection_status)
+        coll.set_status_source(
+            server.global_status, server.connection_status, MYSQL.counters("innodb")
+        )
         coll.begin_phase("warmup", mark="server_start")
-        scan_tables(server.connect, "sbtest", bench.opts.tables)
+        scan_tables(server.connect, "sbtest", stock_tables(bench.opts.tables), stock=True)
         every = points + ([sources] if sources is not None else [])
         one_life(server, coll, bench.opts, every, block_s, server.workdir, progress)
         coll.resume()

@@ -1,16 +1,20 @@
-"""The sysbench sweep: OLTP_RO and POINT_SELECT levels through our Lua wrapper.
+"""The sysbench sweep: OLTP_RO and POINT_SELECT levels, or the user's own scripts, through our Lua
+wrapper.
 
-A thin leaf over suites.workload: the stock sysbench scripts do the work unchanged; our wrapper
-(mallocsweep.lua) records sysbench's own counters and full latency histogram as JSON records.
+A thin leaf over suites.workload: the scripts do the work unchanged (sysbench's stock ones, or the
+user's: suites.sysbench.scripts); our wrapper (mallocsweep.lua) records sysbench's own counters
+and full latency histogram as JSON records.
 """
 
 from suites.sysbench.histogram import LatencyHistogram
-from suites.sysbench.options import WORKLOADS, SysbenchOptions, prepared_statements_needed
-from suites.sysbench.runner import prepare, records_path, run_level
+from suites.sysbench.options import WORKLOADS, Script, SysbenchOptions, prepared_statements_needed
+from suites.sysbench.records import records_path
+from suites.sysbench.runner import prepare, run_level
 
 __all__ = [
     "WORKLOADS",
     "LatencyHistogram",
+    "Script",
     "SysbenchOptions",
     "prepare",
     "prepared_statements_needed",

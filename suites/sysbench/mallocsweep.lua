@@ -1,11 +1,14 @@
--- mallocsweep's sysbench 1.0.20 wrapper: run a stock workload unchanged, record what it measured.
+-- mallocsweep's sysbench 1.0.20 wrapper: run a workload's script unchanged (a stock one of
+-- sysbench's, or the user's own), record what it measured.
 --
 -- Why a wrapper and not sysbench's own output:
 --   * the built-in JSON reporter writes invalid JSON, and the human report has one percentile;
 --   * --histogram prints the distribution as a text table, and deadlocks when a run completes
 --     zero events (sb_histogram_print returns with its lock held).
--- So this script `require`s the stock workload (its event(), thread_init() ... stay exactly as
--- shipped), then adds report hooks that append one JSON object per line to $MALLOCSWEEP_OUT:
+-- So this script loads the workload's script (its event(), thread_init(), commands and options
+-- stay exactly as written): a stock one by its module name ($MALLOCSWEEP_WORKLOAD, `require`d
+-- from sysbench's data dir), or the user's own by its path ($MALLOCSWEEP_SCRIPT, run with its own
+-- directory first on package.path, so that its own modules are found). Then it adds report hooks that append one JSON object per line to $MALLOCSWEEP_OUT:
 --   {"type":"interval", ...}   every --report-interval, from sysbench.hooks.report_intermediate
 --   {"type":"histogram", ...}  the full latency histogram (1024 log buckets), once, at the end
 --   {"type":"cumulative", ...} the whole run, from sysbench.hooks.report_cumulative
@@ -24,13 +27,42 @@
 local ffi = require("ffi")
 
 local workload = os.getenv("MALLOCSWEEP_WORKLOAD")
+local script = os.getenv("MALLOCSWEEP_SCRIPT")
+local check_path = os.getenv("MALLOCSWEEP_CHECK")
 local out_path = os.getenv("MALLOCSWEEP_OUT")
 local done_path = os.getenv("MALLOCSWEEP_DONE")
-if not workload or not out_path or not done_path then
-   error("mallocsweep.lua needs MALLOCSWEEP_WORKLOAD, MALLOCSWEEP_OUT and MALLOCSWEEP_DONE")
+if not (workload or script) or not (check_path or (out_path and done_path)) then
+   error("mallocsweep.lua needs MALLOCSWEEP_WORKLOAD or MALLOCSWEEP_SCRIPT, and MALLOCSWEEP_OUT " ..
+         "and MALLOCSWEEP_DONE (or MALLOCSWEEP_CHECK)")
 end
 
-require(workload)
+if script then
+   local dir = script:match("^(.*)/[^/]*$") or "."
+   package.path = dir .. "/?.lua;" .. package.path
+   dofile(script)
+else
+   require(workload)
+end
+
+-- MALLOCSWEEP_CHECK (`sysbench mallocsweep.lua help`, when a suite is read): say what the script
+-- defines, as one JSON object in that file, and add nothing else.
+if check_path then
+   local commands = type(sysbench.cmdline.commands) == "table" and sysbench.cmdline.commands or {}
+   local function has(name)
+      return type(commands[name]) == "table" or type(_G[name]) == "function"
+   end
+   local names = {}
+   for name, _ in pairs(type(sysbench.cmdline.options) == "table" and sysbench.cmdline.options or {}) do
+      names[#names + 1] = string.format("%q", tostring(name))
+   end
+   table.sort(names)
+   local f = assert(io.open(check_path, "w"))
+   f:write(string.format('{"event":%s,"prepare":%s,"cleanup":%s,"options":[%s]}\n',
+                         tostring(type(event) == "function"), tostring(has("prepare")),
+                         tostring(has("cleanup")), table.concat(names, ",")))
+   f:close()
+   return
+end
 
 -- Layouts of sysbench 1.0.20 (src/sb_histogram.h, src/sysbench.h) under names of our own, so
 -- they cannot clash with sysbench's opaque declarations. The histogram's array size and range

@@ -1,4 +1,5 @@
-"""What a sysbench level is run with: our workload names, options, and the command line.
+"""What a sysbench level is run with: our workload names, the user's own scripts, options, and
+the command line.
 
 One place builds sysbench's argv, so a level, a warmup chunk and `prepare` cannot drift apart.
 """
@@ -13,6 +14,34 @@ from suites.workload import ClientTarget
 
 # our name -> the stock script in sysbench's data dir (/usr/share/sysbench), used unchanged
 WORKLOADS = {"oltp_ro": "oltp_read_only", "point_select": "oltp_point_select"}
+# The stock scripts' tables: sbtest1..N of the dataset's `tables` (oltp_common.lua).
+STOCK_TABLE = "sbtest{n}"
+
+
+@dataclass(frozen=True)
+class Script:
+    """A sysbench workload: a stock script of sysbench's (by its module name), or the user's own
+    Lua script ([sysbench] scripts), both run through our wrapper (mallocsweep.lua), which
+    records the same figures for either."""
+
+    name: str  # as results.csv names the workload (oltp_ro, point_select, tpcc)
+    module: str = ""  # a stock script's module in sysbench's data dir
+    path: str = ""  # the user's own script (absolute)
+    options: tuple[tuple[str, str], ...] = ()  # its own --options, as the suite gives them
+
+    @property
+    def stock(self) -> bool:
+        return bool(self.module)
+
+    def environment(self) -> dict[str, str]:
+        """What tells our wrapper which script to load."""
+        if self.stock:
+            return {"MALLOCSWEEP_WORKLOAD": self.module}
+        return {"MALLOCSWEEP_SCRIPT": self.path}
+
+    def option_args(self) -> list[str]:
+        return [f"--{k}={v}" for k, v in self.options]
+
 
 # Server-side prepared statements one client thread keeps open with --db-ps-mode=auto
 # (oltp_common.lua): oltp_read_only prepares BEGIN and COMMIT plus five statements per table,
@@ -79,14 +108,28 @@ def stock_script(workload: str) -> str:
         ) from None
 
 
+def as_script(workload: str | Script) -> Script:
+    """A Script, given one or the name of a stock workload."""
+    if isinstance(workload, Script):
+        return workload
+    return Script(workload, module=stock_script(workload))
+
+
+def stock_tables(tables: int) -> list[str]:
+    """The stock scripts' tables of a dataset of `tables` tables."""
+    return [STOCK_TABLE.format(n=n) for n in range(1, tables + 1)]
+
+
 def prepared_statements_needed(
-    workload: str, threads: int, tables: int, ps_mode: str = "auto"
+    workload: str | Script, threads: int, tables: int, ps_mode: str = "auto"
 ) -> int:
-    """Server-side prepared statements a level holds at once (0 with ps_mode "disable")."""
-    stock_script(workload)
-    if ps_mode == "disable":
+    """Server-side prepared statements a level holds at once (0 with ps_mode "disable"). What a
+    user's own script prepares is not known: 0, and the server keeps its per-connection default
+    (servers.mysql_config.PREPARED_PER_THREAD per connection)."""
+    script = as_script(workload)
+    if ps_mode == "disable" or not script.stock:
         return 0
-    return threads * (_PS_FIXED[workload] + _PS_PER_TABLE[workload] * tables)
+    return threads * (_PS_FIXED[script.name] + _PS_PER_TABLE[script.name] * tables)
 
 
 def connection_args(target: ClientTarget) -> list[str]:
@@ -106,16 +149,28 @@ def connection_args(target: ClientTarget) -> list[str]:
     return args
 
 
+def dataset_args(opts: SysbenchOptions, workload: Script | None) -> list[str]:
+    """The dataset's options: a stock script's tables and rows, or the user's script's own."""
+    if workload is not None and not workload.stock:
+        return workload.option_args()
+    return [f"--tables={opts.tables}", f"--table-size={opts.table_size}"]
+
+
 def level_argv(
-    script: str | Path, target: ClientTarget, opts: SysbenchOptions, threads: int, duration_s: int
+    script: str | Path,
+    target: ClientTarget,
+    opts: SysbenchOptions,
+    threads: int,
+    duration_s: int,
+    workload: Script | None = None,
 ) -> list[str]:
-    """argv of one `run` level. --percentile=95 makes sysbench's own figure the p95 we cross-check."""
+    """argv of one `run` level of our wrapper `script` running `workload` (a stock one when not
+    given). --percentile=95 makes sysbench's own figure the p95 we cross-check."""
     argv = [
         opts.sysbench,
         str(script),
         *connection_args(target),
-        f"--tables={opts.tables}",
-        f"--table-size={opts.table_size}",
+        *dataset_args(opts, workload),
         f"--threads={threads}",
         f"--time={duration_s}",
         "--events=0",
@@ -128,8 +183,26 @@ def level_argv(
     return [*argv, *opts.extra_args, "run"]
 
 
-def prepare_argv(target: ClientTarget, opts: SysbenchOptions, threads: int) -> list[str]:
-    """argv of `prepare`: tables are created in parallel, one thread per table at most."""
+def prepare_argv(
+    target: ClientTarget,
+    opts: SysbenchOptions,
+    threads: int,
+    workload: Script | None = None,
+    wrapper: str | Path | None = None,
+    command: str = "prepare",
+) -> list[str]:
+    """argv of `prepare` (or `cleanup`). The stock scripts' tables are created in parallel, one
+    thread per table at most, by sysbench's own oltp_read_only. A user's script runs its command
+    through our wrapper (which finds the script and its own modules), with its own options only:
+    its CREATE TABLE says its engine (sysbench refuses an option the script does not declare)."""
+    if workload is not None and not workload.stock:
+        return [
+            opts.sysbench,
+            str(wrapper),
+            *connection_args(target),
+            *workload.option_args(),
+            command,
+        ]
     return [
         opts.sysbench,
         WORKLOADS["oltp_ro"],
@@ -138,5 +211,5 @@ def prepare_argv(target: ClientTarget, opts: SysbenchOptions, threads: int) -> l
         f"--table-size={opts.table_size}",
         f"--threads={threads}",
         f"--mysql-storage-engine={opts.storage_engine}",
-        "prepare",
+        command,
     ]

@@ -9,10 +9,12 @@ cross-check.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rundir.records import LatencyHistogram as HistogramRecord
+from rundir.records import SysbenchLevel, SysbenchPercentile
+from suites.level_loop import parse_record
 from suites.sysbench.histogram import LatencyHistogram
 from suites.workload import LevelResult
 
@@ -28,16 +30,9 @@ class LevelRecords:
     problems: list[str] = field(default_factory=list)  # malformed lines, layout errors
 
 
-def parse_line(line: str) -> dict | None:
-    """One record, or None for a blank or partial line (a process killed mid-write)."""
-    line = line.strip()
-    if not line:
-        return None
-    try:
-        rec = json.loads(line)
-    except json.JSONDecodeError:
-        return None
-    return rec if isinstance(rec, dict) and "type" in rec else None
+def records_path(log_path: Path) -> Path:
+    """Where the wrapper's JSON records of the level logged at `log_path` are kept."""
+    return Path(log_path).with_suffix(".jsonl")
 
 
 def read_records(path: Path) -> LevelRecords:
@@ -48,7 +43,7 @@ def read_records(path: Path) -> LevelRecords:
     except FileNotFoundError:
         return out
     for n, line in enumerate(text.splitlines(), 1):
-        rec = parse_line(line)
+        rec = parse_record(line)
         if rec is None:
             if line.strip():
                 out.problems.append(f"{path}:{n}: not a complete JSON record")
@@ -113,7 +108,7 @@ def level_result(
     workload: str, threads: int, recs: LevelRecords, raw_log: Path | None
 ) -> LevelResult:
     """The level's figures; status "failed" with a reason when sysbench reported no events."""
-    res = LevelResult(workload=workload, threads=threads, raw_log=raw_log)
+    res = LevelResult(workload=workload, threads=threads, raw_log=raw_log, sysbench=SysbenchLevel())
     res.intervals = [interval_figures(r) for r in recs.intervals]
     cum = recs.cumulative
     if cum is None:
@@ -135,10 +130,10 @@ def level_result(
     res.lat_max_ms = _ms(cum.get("latency_max"))
     lat_min = _ms(cum.get("latency_min"))
     hist = recs.histogram
-    res.extra["sysbench_percentile"] = {
-        "p": cum.get("percentile"),
-        "ms": _ms(cum.get("latency_pct")),
-    }
+    rec = res.sysbench
+    rec.sysbench_percentile = SysbenchPercentile(
+        p=cum.get("percentile"), ms=_ms(cum.get("latency_pct"))
+    )
     if hist is not None and hist.total > 0:
         for attr, p in PERCENTILES.items():
             v = hist.percentile(p)
@@ -149,22 +144,26 @@ def level_result(
             if lat_min is not None:
                 v = max(v, lat_min)
             setattr(res, attr, v)
-        res.extra["latency_histogram"] = {
-            "array_size": hist.array_size,
-            "range_min_ms": hist.range_min,
-            "range_max_ms": hist.range_max,
-            "buckets": [[i, c] for i, c in sorted(hist.counts.items())],
-        }
+        rec.latency_histogram = histogram_record(hist)
         if hist.total != res.events:
             recs.problems.append(
                 f"histogram holds {hist.total} events, sysbench counted {res.events}"
             )
     else:
         recs.problems.append("no latency histogram was recorded; percentiles left empty")
-    res.extra["lat_min_ms"] = lat_min
-    if recs.problems:
-        res.extra["problems"] = list(recs.problems)
+    rec.lat_min_ms = lat_min
+    rec.problems = list(recs.problems)
     return res
+
+
+def histogram_record(hist: LatencyHistogram) -> HistogramRecord:
+    """A histogram as the raw record keeps it."""
+    return HistogramRecord(
+        array_size=hist.array_size,
+        range_min_ms=hist.range_min,
+        range_max_ms=hist.range_max,
+        buckets=sorted(hist.counts.items()),
+    )
 
 
 def _partial_from_intervals(res: LevelResult, recs: LevelRecords) -> None:
@@ -172,6 +171,5 @@ def _partial_from_intervals(res: LevelResult, recs: LevelRecords) -> None:
     if recs.intervals:
         res.events = int(sum(float(r.get("events", 0)) for r in recs.intervals))
         res.duration_s = float(recs.intervals[-1].get("time_total", 0))
-        res.extra["partial"] = "figures are from interval reports before the failure"
-    if recs.problems:
-        res.extra["problems"] = list(recs.problems)
+        res.sysbench.partial = "figures are from interval reports before the failure"
+    res.sysbench.problems = list(recs.problems)

@@ -1,10 +1,14 @@
-"""Run one sysbench level (or `prepare`) as our child and turn what it recorded into figures.
+"""Run one sysbench level (or `prepare`) as our child — here, on a client host, or split over
+several — and turn what it recorded into figures.
 
-sysbench runs our wrapper (mallocsweep.lua), which requires the stock workload and appends JSON
-records to <log>.jsonl; its human-readable output goes to <log> untouched. We follow the records
-while it runs (per-interval callback), and never wait for it unboundedly: a level that hangs
-(zero events with --histogram, a server that stopped answering) is killed with its whole process
-group at the deadline and reported as failed. A failing level never raises.
+sysbench runs our wrapper (mallocsweep.lua), which loads the workload's script (a stock one of
+sysbench's, or the user's own) unchanged and appends JSON records to <log>.jsonl; its
+human-readable output goes to <log> untouched. The level's client processes are followed by the
+one level loop (suites.level_loop): one stream here or on one client host, one per host when the
+threads are split over several (suites.sysbench.split combines their figures). We never wait for
+a level unboundedly: one that hangs (zero events with --histogram, a server that stopped
+answering) is killed with its whole process group at the deadline and reported as failed. A
+failing level never raises.
 """
 
 from __future__ import annotations
@@ -15,33 +19,30 @@ import resource
 import shutil
 import signal
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from collectors.priority import IdleBoost, boost, unboost
+from rundir.records import ClientLoad, SysbenchLevel
 from servers import interrupts
 from servers.launch import Child, spawn
 from suites.errors import SuiteError
+from suites.level_loop import Stream, run_streams, run_to_end
+from suites.remote.hosts import combine_loads, split_threads
 from suites.sysbench.options import (
+    Script,
     SysbenchOptions,
+    as_script,
     level_argv,
     prepare_argv,
-    stock_script,
     whole_seconds,
 )
-from suites.sysbench.records import level_result, parse_line, read_records
-from suites.sysbench.watch import LevelWatch
+from suites.sysbench.records import level_result, read_records, records_path
+from suites.sysbench.split import SysbenchIntervals, host_log, split_result
 from suites.workload import ClientTarget, LevelResult
 
 WRAPPER = Path(__file__).resolve().with_name("mallocsweep.lua")
 THREAD_INIT_TIMEOUT_S = 30  # hard-coded in sysbench 1.0.20: all threads connected, or exit 2
-# How often a running level's records are read where the kernel cannot wake us when they are
-# written (suites.sysbench.watch): interval reports drive the collectors' window marks.
-POLL_S = 0.05
-# The longest sleep between two looks while a level runs: the report thread's boost is judged
-# (IdleBoost.check) at least this often, even when no record comes.
-WAKE_MAX_S = 1.0
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
 
 # What a DBA should do about the failures a sweep meets, keyed by what sysbench says.
@@ -68,11 +69,6 @@ _HINTS = [
     ),
     (re.compile(r"doesn't exist|1146"), "the dataset is missing: run prepare for these tables"),
 ]
-
-
-def records_path(log_path: Path) -> Path:
-    """Where the wrapper's JSON records of the level logged at `log_path` are kept."""
-    return Path(log_path).with_suffix(".jsonl")
 
 
 def _boost_report_thread(pid: int, tid) -> IdleBoost | dict:
@@ -125,13 +121,14 @@ def ensure_nofile(needed: int) -> dict:
     return out
 
 
-def _failure_reason(log_path: Path, default: str) -> str:
+def failure_reason(log_path: Path, default: str) -> str:
     """The most telling FATAL line sysbench wrote, plus what to do about it."""
     try:
         lines = log_path.read_text(errors="replace").splitlines()
     except OSError:
         lines = []
-    fatal = [ln.strip() for ln in lines if "FATAL" in ln]
+    # sysbench says why as FATAL lines; an option the script does not take, on a line of its own
+    fatal = [ln.strip() for ln in lines if "FATAL" in ln or ln.startswith("invalid option")]
     pick = next(
         (
             ln
@@ -149,28 +146,7 @@ def _failure_reason(log_path: Path, default: str) -> str:
     return reason
 
 
-class _RecordFollower:
-    """Reads complete lines appended to the records file since the last call."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.offset = 0
-        self.pending = b""
-
-    def new_records(self) -> list[dict]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                chunk = f.read()
-        except FileNotFoundError:
-            return []
-        self.offset += len(chunk)
-        data = self.pending + chunk
-        *lines, self.pending = data.split(b"\n")
-        return [r for r in (parse_line(ln.decode(errors="replace")) for ln in lines) if r]
-
-
-def _spawn(
+def spawn_local(
     argv: list[str], env: dict, log_path: Path, cwd: Path, nofile: int | None = None
 ) -> Child:
     with open(log_path, "ab") as log:
@@ -187,29 +163,91 @@ def _spawn(
     )
 
 
-def _spawn_remote(ssh_argv: list[str], log_path: Path, rec_path: Path, cwd: Path) -> Child:
-    """ssh running a level on the client host: its stdout is the records, its stderr the log."""
+def spawn_over_ssh(
+    ssh_argv: list[str], log_path: Path, rec_path: Path, cwd: Path, go_fd: int | None = None
+) -> Child:
+    """ssh running a level on a client host: its stdout is the records, its stderr the log.
+    `go_fd`: the read end of the level's go pipe, ssh's stdin (spawn's own stdin is its launch
+    gate, so a shell puts the pipe there and becomes ssh)."""
     with open(log_path, "ab") as log:
-        log.write(("# mallocsweep: " + " ".join(_masked(ssh_argv)) + "\n").encode())
+        log.write(("# mallocsweep: " + " ".join(masked(ssh_argv)) + "\n").encode())
     env = {k: v for k, v in os.environ.items() if k in ("HOME", "USER", "LOGNAME", "SSH_AUTH_SOCK")}
+    argv = ssh_argv
+    if go_fd is not None:
+        # bash: the pipe's descriptor may have two digits, which dash's redirections refuse
+        argv = ["/bin/bash", "-c", f'exec "$@" <&{go_fd} {go_fd}<&-', "bash", *ssh_argv]
     return spawn(
-        ssh_argv,
+        argv,
         env=_ENV | env,
         cwd=cwd,
         stdout=rec_path,
         stderr=log_path,
         death_signal=signal.SIGKILL,
+        pass_fds=(go_fd,) if go_fd is not None else (),
     )
 
 
-def _masked(argv: list[str]) -> list[str]:
+def masked(argv: list[str]) -> list[str]:
     """argv as recorded: a client account's password never reaches the run directory."""
     return [re.sub(r"(--mysql-password=)\S*", r"\1***", a) for a in argv]
 
 
+def _local_stream(argv, env, log_path: Path, rec_path: Path, nofile: int) -> Stream:
+    def start(scratch: Path, _go) -> Child:
+        # HOME: no ~/.luarocks module may shadow the stock scripts
+        full = env | {"HOME": str(scratch), "MALLOCSWEEP_OUT": str(rec_path),
+                      "MALLOCSWEEP_DONE": str(scratch / "finished")}  # fmt: skip
+        return spawn_local(argv, full, log_path, scratch, nofile)
+
+    return Stream("local", start, rec_path)
+
+
+def _host_stream(host, argv, env, limit, log_path: Path, rec_path: Path, gated: bool) -> Stream:
+    """sysbench on a client host (suites.remote.clients): its records come back on ssh's stdout
+    into `rec_path`, its output on ssh's stderr into the log; ended there by abort()."""
+    ssh_argv, tag = host.level_command(argv, env, limit, barrier=gated)
+
+    def start(scratch: Path, go) -> Child:
+        return spawn_over_ssh(ssh_argv, log_path, rec_path, scratch, go_fd=go)
+
+    return Stream(host.target, start, rec_path, abort=lambda: host.abort(tag), gated=gated)
+
+
+class _ReportThread:
+    """sysbench's report thread, once it has named itself (a local level only): its boost and
+    the guard that withdraws it (see _boost_report_thread)."""
+
+    def __init__(self, remote: bool):
+        self.remote = remote
+        self.report: IdleBoost | dict | None = None
+
+    def record(self, stream: Stream, rec: dict) -> None:
+        if rec["type"] == "interval" and isinstance(self.report, IdleBoost):
+            if rec.get("tid") != self.report.tid:
+                # The hook ran elsewhere: whatever we boosted is not the report thread.
+                self.report.revoke(f"an interval report came from thread {rec.get('tid')}")
+            return
+        if rec["type"] != "report_thread" or self.report is not None or stream.ended:
+            return
+        if self.remote:
+            self.report = {"tid": rec.get("tid"), "policy": None, "refused": "on the client host"}
+        else:
+            self.report = _boost_report_thread(stream.child.pid, rec.get("tid"))
+
+    def tick(self) -> None:
+        if isinstance(self.report, IdleBoost):
+            self.report.check()
+
+    def stop(self) -> dict | None:
+        if isinstance(self.report, IdleBoost):
+            self.report.stop()
+            return self.report.to_record()
+        return self.report
+
+
 def run_level(
     target: ClientTarget,
-    workload: str,
+    workload: str | Script,
     threads: int,
     duration_s: float,
     opts: SysbenchOptions,
@@ -217,21 +255,23 @@ def run_level(
     on_interval: Callable[[float, float, float], None] | None = None,
     timeout_s: float | None = None,
     stop_when: Callable[[], bool] | None = None,
-    remote=None,
+    clients=None,
 ) -> LevelResult:
-    """One level: `threads` clients of `workload` for `duration_s` seconds.
+    """One level: `threads` clients of `workload` (a stock workload's name, or a Script) for
+    `duration_s` seconds.
 
     Bad arguments (unknown workload, threads < 1, fractional duration) raise SuiteError; anything
     that goes wrong while running returns a LevelResult with status "failed" and the reason.
-    `on_interval(t_s, tps, qps)` is called from this thread once per report interval, within
-    POLL_S of sysbench writing it (the collectors mark their measured window there).
+    `on_interval(t_s, tps, qps)` is called from this thread once per report interval, as soon as
+    sysbench wrote it (the collectors mark their measured window there).
     `stop_when()` is asked after each interval report; when it says True, sysbench is stopped
-    (SIGTERM to its group) and the result is "ok" with extra["stopped_early"], its figures from
+    (SIGTERM to its group) and the result is "ok" with sysbench.stopped_early, its figures from
     the interval reports (a warmup that got warm needs no more).
-    `remote` (suites.remote.clients.RemoteClients): sysbench runs on that client host over SSH;
-    its records come back on ssh's stdout into the same records file.
+    `clients` (suites.remote.clients.RemoteClients or suites.remote.hosts.ClientHosts): sysbench
+    runs on that client host over SSH, or split over those hosts, started together; the level's
+    client_load is their own CPU, context switches and network over it.
     """
-    script = stock_script(workload)
+    script = as_script(workload)
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise SuiteError(f"sysbench threads must be a positive integer, got {threads!r}")
     seconds = whole_seconds(duration_s, "duration_s")
@@ -239,188 +279,203 @@ def run_level(
         raise SuiteError(f"duration_s must be at least 1 second, got {duration_s!r}")
     log_path = Path(log_path).absolute()  # sysbench runs in another cwd
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    rec_path = records_path(log_path)
-    rec_path.unlink(missing_ok=True)
-    rec_path.touch()  # watched from the start; the wrapper appends to it
-    argv = level_argv(WRAPPER, target, opts, threads, seconds)
+    hosts = list(clients.hosts) if clients is not None else []
+    if len(hosts) > 1:
+        return _split_level(target, script, threads, seconds, opts, log_path, hosts, on_interval)
+    argv = level_argv(WRAPPER, target, opts, threads, seconds, script)
     limit = timeout_s if timeout_s is not None else default_timeout(threads, seconds)
-    scratch = Path(tempfile.mkdtemp(prefix="ms-sb-", dir="/tmp"))
-    env = _ENV | {
-        "HOME": str(scratch),  # no ~/.luarocks module may shadow the stock scripts
-        "MALLOCSWEEP_WORKLOAD": script,
-        "MALLOCSWEEP_OUT": str(rec_path),
-        "MALLOCSWEEP_DONE": str(scratch / "finished"),
-        "MALLOCSWEEP_THREADS": str(threads),  # tells the report thread's Lua state apart
-    }
+    # MALLOCSWEEP_THREADS tells the report thread's Lua state apart
+    env = _ENV | script.environment() | {"MALLOCSWEEP_THREADS": str(threads)}
     nofile = ensure_nofile(threads + 256)
-    follower = _RecordFollower(rec_path)
-    timed_out = stopped = False
-    child = None
+    rec_path = records_path(log_path)
+    host = hosts[0] if hosts else None
+    stream = (
+        _host_stream(host, argv, env, limit, log_path, rec_path, gated=False)
+        if host is not None
+        else _local_stream(argv, env, log_path, rec_path, nofile["soft"])
+    )
+    before = host.load() if host is not None else None
+    report = _ReportThread(remote=host is not None)
     priority: dict = {}
-    report: IdleBoost | dict | None = None  # sysbench's report thread, once it has named itself
-    watch: LevelWatch | None = None
-    remote_tag = None
-    started = time.monotonic()
-    try:
-        try:
-            if remote is not None:
-                ssh_argv, remote_tag = remote.level_command(argv, env, limit)
-                child = _spawn_remote(ssh_argv, log_path, rec_path, scratch)
-            else:
-                child = _spawn(argv, env, log_path, scratch, nofile["soft"])
-        except OSError as e:
-            res = LevelResult(
-                workload=workload,
-                threads=threads,
-                status="failed",
-                error=f"cannot run {opts.sysbench}: {e.strerror}",
-                raw_log=log_path,
-            )
-            return res
-        deadline = started + limit
+
+    def started() -> None:
         # Reports reach the collectors' window marks through this thread: wake it promptly
         # (children it creates from now on start with the normal policy again). It sleeps in
-        # select() between records (watch.py), so it does not take CPU from the server: measured
-        # on this 2-core machine (issue 17), one MariaDB life, 8 threads, 10 s levels, FIFO and
-        # normal policy interleaved over 6 rounds: QPS FIFO/normal median 1.04 (POINT_SELECT) and
-        # 1.13 (OLTP_RO), server CPU 0.72 vs 0.73 and 0.94 vs 0.88 cores.
-        priority = {"runner": boost(), "report_thread": None}
-        watch = LevelWatch(rec_path, child.pid, POLL_S)
-        while True:
-            ended = child.poll()
-            for rec in follower.new_records():
-                if rec["type"] == "report_thread" and report is None and ended is None:
-                    report = (
-                        {"tid": rec.get("tid"), "policy": None, "refused": "on the client host"}
-                        if remote is not None
-                        else _boost_report_thread(child.pid, rec.get("tid"))
-                    )
-                    continue
-                if rec["type"] != "interval":
-                    continue
-                if isinstance(report, IdleBoost) and rec.get("tid") != report.tid:
-                    # The hook ran elsewhere: whatever we boosted is not the report thread.
-                    report.revoke(f"an interval report came from thread {rec.get('tid')}")
-                if on_interval is not None:
-                    dt = float(rec.get("time_interval") or 1.0) or 1.0
-                    q = sum(float(rec.get(k, 0)) for k in ("reads", "writes", "other"))
-                    on_interval(
-                        float(rec.get("time_total", 0)), float(rec.get("events", 0)) / dt, q / dt
-                    )
-                if ended is None and not stopped and stop_when is not None and stop_when():
-                    stopped = True
-                    child.signal_group(signal.SIGTERM)
-            if isinstance(report, IdleBoost):
-                report.check()
-            if ended is not None:
-                break
-            # A safe point: on a signal, the finally below kills and reaps sysbench.
-            interrupts.check()
-            now = time.monotonic()
-            if now >= deadline:
-                timed_out = True
-                child.signal_group(signal.SIGKILL)
-                child.wait(10)
-                break
-            watch.wait(min(deadline - now, WAKE_MAX_S))
-    finally:
-        with interrupts.held(), interrupts.doing("sysbench to be killed and reaped"):
-            unboost()
-            if watch is not None:
-                watch.close()
-            if isinstance(report, IdleBoost):
-                report.stop()
-            ended_badly = child is not None and (
-                child.poll() is None or timed_out or stopped or child.exit.returncode != 0
-            )
-            if child is not None and child.poll() is None:  # interrupted: no clients left behind
-                child.signal_group(signal.SIGKILL)
-                child.wait(10)
-            if remote_tag is not None and (ended_badly or child is None):
-                remote.abort(remote_tag)  # on the client host too
-            shutil.rmtree(scratch, ignore_errors=True)
+        # select() between records (suites.level_loop.LevelWatch), so it does not take CPU
+        # from the server: measured on this 2-core machine (issue 17), one MariaDB life, 8
+        # threads, 10 s levels, FIFO and normal policy interleaved over 6 rounds: QPS
+        # FIFO/normal median 1.04 (POINT_SELECT) and 1.13 (OLTP_RO), server CPU 0.72 vs 0.73
+        # and 0.94 vs 0.88 cores.
+        priority.update(runner=boost(), report_thread=None)
 
-    if isinstance(report, IdleBoost):
-        priority["report_thread"] = report.to_record()
-    elif report is not None:
-        priority["report_thread"] = report
+    try:
+        run = run_streams(
+            [stream],
+            SysbenchIntervals(),
+            limit_s=limit,
+            on_interval=on_interval,
+            stop_when=stop_when,
+            on_record=report.record,
+            on_tick=report.tick,
+            on_started=started,
+            what="sysbench",
+        )
+    finally:
+        with interrupts.held():
+            unboost()
+            priority["report_thread"] = report.stop()
+    if stream.start_error is not None:
+        return LevelResult(
+            workload=script.name,
+            threads=threads,
+            status="failed",
+            error=f"cannot run {opts.sysbench}: {stream.start_error.strerror}",
+            raw_log=log_path,
+        )
     recs = read_records(rec_path)
-    res = level_result(workload, threads, recs, log_path)
-    exit_info = child.exit
-    res.extra.update(
-        argv=_masked(argv),
-        records=str(rec_path),
-        wall_s=round(time.monotonic() - started, 3),
-        exit=exit_info.to_manifest() if exit_info else None,
-        nofile=nofile,
-        priority=priority,
-        follow=watch.mode if watch is not None else None,
-    )
-    if stopped:
-        res.extra["stopped_early"] = True
+    res = level_result(script.name, threads, recs, log_path)
+    exit_info = stream.child.exit
+    rec: SysbenchLevel = res.sysbench
+    rec.argv = masked(argv)
+    rec.records = str(rec_path)
+    rec.wall_s = run.wall_s
+    rec.exit = exit_info.to_manifest() if exit_info else None
+    rec.nofile = nofile
+    rec.priority = priority or None
+    rec.follow = run.follow
+    if host is not None:
+        # the client host's own CPU, context switches and network over the level
+        res.client_load = ClientLoad(**host.level_load(before))
+    if run.stopped:
+        rec.stopped_early = True
         if recs.cumulative is None:
             # Ours to stop: what the intervals saw is the result (no cumulative report).
             res.status, res.error = "ok", None
             _from_intervals(res, recs)
         return res  # its exit status is our SIGTERM's
-    if timed_out:
+    if run.timed_out:
         seen = (
             "zero events"
             if not any(float(r.get("events", 0)) for r in recs.intervals)
             else (f"{res.events} events before it stalled")
         )
         res.status = "failed"
-        res.error = _failure_reason(
+        res.error = failure_reason(
             log_path, f"sysbench did not finish within {limit:.0f}s and was killed ({seen})"
         )
     elif exit_info is None or exit_info.returncode != 0:
         how = exit_info.describe if exit_info else "ended in an unknown way"
         res.status = "failed"
-        res.error = _failure_reason(log_path, f"sysbench {how}")
+        res.error = failure_reason(log_path, f"sysbench {how}")
+    return res
+
+
+def _split_level(
+    target: ClientTarget, script: Script, threads: int, seconds: int, opts: SysbenchOptions,
+    log_path: Path, hosts: list, on_interval,
+) -> LevelResult:  # fmt: skip
+    """One level over several client hosts: each runs its share of the threads, all started by
+    one go once every host is ready (suites.level_loop), into its own log and records file
+    (suites.sysbench.split.host_log); the level's figures are combined from their records."""
+    shares = split_threads(threads, len(hosts))
+    names = [h.target for h in hosts]
+    logs = [host_log(log_path, n) for n in names]
+    limit = default_timeout(max(shares), seconds)
+    with open(log_path, "a") as f:
+        f.write(
+            f"# mallocsweep: {threads} threads split over {len(names)} client hosts, started "
+            "together (each waits for one go):\n"
+            + "".join(
+                f"#   {n}: {s} threads, log {lg.name}\n"
+                for n, s, lg in zip(names, shares, logs, strict=True)
+            )  # fmt: skip
+        )
+    argvs = [level_argv(WRAPPER, target, opts, share, seconds, script) for share in shares]
+    streams = [
+        _host_stream(
+            h, argv, _ENV | script.environment() | {"MALLOCSWEEP_THREADS": str(share)}, limit,
+            log, records_path(log), gated=True,
+        )
+        for h, argv, share, log in zip(hosts, argvs, shares, logs, strict=True)
+    ]  # fmt: skip
+    before = [h.load() for h in hosts]
+    run = run_streams(
+        streams,
+        SysbenchIntervals(),
+        limit_s=limit,
+        on_interval=on_interval,
+        ready_timeout_s=hosts[0].section.connect_timeout_s + THREAD_INIT_TIMEOUT_S,
+        what="sysbench on the client hosts",
+    )
+    if any(s.start_error is not None for s in streams):
+        bad = next(s for s in streams if s.start_error is not None)
+        raise SuiteError(f"cannot run ssh for client host {bad.name}: {bad.start_error}")
+    parts = []
+    recs = [read_records(records_path(lg)) for lg in logs]
+    for stream, rec, log, share in zip(streams, recs, logs, shares, strict=True):
+        part = level_result(script.name, share, rec, log)
+        exit_info = stream.child.exit
+        if run.go_at is None and part.status == "ok":
+            part.status, part.error = "failed", "not every client host got ready to start"
+        elif run.timed_out and part.status == "ok":
+            part.status, part.error = "failed", f"did not finish within {limit:.0f}s"
+        elif part.status == "ok" and (exit_info is None or exit_info.returncode != 0):
+            how = exit_info.describe if exit_info else "ended in an unknown way"
+            part.status, part.error = "failed", failure_reason(log, f"sysbench {how}")
+        elif part.status != "ok":
+            part.error = failure_reason(log, part.error or "failed")
+        parts.append(part)
+    res = split_result(script.name, threads, hosts, shares, streams, recs, parts, logs, log_path,
+                       run)  # fmt: skip
+    res.sysbench.argv = masked(argvs[0])
+    # summed in the client_* columns, each host's kept in the level's record
+    each = [h.level_load(b) for h, b in zip(hosts, before, strict=True)]
+    res.client_load = ClientLoad(**combine_loads(each, [h.facts["cpus"] for h in hosts]))
+    for host_rec, load in zip(res.sysbench.client_hosts, each, strict=True):
+        host_rec["load"] = load
     return res
 
 
 def prepare(
-    target: ClientTarget, opts: SysbenchOptions, log_path: Path, timeout_s: float | None = None
+    target: ClientTarget,
+    opts: SysbenchOptions,
+    log_path: Path,
+    timeout_s: float | None = None,
+    workload: str | Script | None = None,
+    command: str = "prepare",
 ) -> float:
-    """`sysbench prepare` of opts.tables x opts.table_size rows; returns the seconds it took.
+    """`sysbench prepare` of the stock scripts' opts.tables x opts.table_size rows, or a user's
+    script's own `prepare` (or `cleanup`: `command`); returns the seconds it took.
 
     The database (target.database) must exist. Raises SuiteError naming the log on failure.
     """
+    script = None if workload is None else as_script(workload)
     log_path = Path(log_path).absolute()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     threads = max(1, min(opts.tables, os.cpu_count() or 1))
-    argv = prepare_argv(target, opts, threads)
+    argv = prepare_argv(target, opts, threads, script, WRAPPER, command)
     scratch = Path(tempfile.mkdtemp(prefix="ms-sbp-", dir="/tmp"))
-    started = time.monotonic()
-    child = None
+    env = _ENV | {"HOME": str(scratch)}
+    if script is not None and not script.stock:
+        # through our wrapper: it finds the script's own modules; its records go nowhere
+        env |= script.environment() | {
+            "MALLOCSWEEP_OUT": str(scratch / "records.jsonl"),
+            "MALLOCSWEEP_DONE": str(scratch / "finished"),
+        }
     try:
+        with open(log_path, "ab") as log:
+            log.write(("# mallocsweep: " + " ".join(masked(argv)) + "\n").encode())
         try:
-            child = _spawn(argv, _ENV | {"HOME": str(scratch)}, log_path, scratch)
+            ended, seconds = run_to_end(argv, env, log_path, scratch, timeout_s, "sysbench")
         except OSError as e:
             raise SuiteError(f"cannot run {opts.sysbench}: {e.strerror}") from None
-        deadline = None if timeout_s is None else started + timeout_s
-        while True:
-            # Safe points every half second: a signal kills sysbench in the finally below.
-            step = 0.5 if deadline is None else min(0.5, max(0.0, deadline - time.monotonic()))
-            ended = child.wait(step)
-            if ended is not None or (deadline is not None and time.monotonic() >= deadline):
-                break
-            interrupts.check()
-        if ended is None:
-            child.signal_group(signal.SIGKILL)
-            child.wait(10)
-            raise SuiteError(
-                f"sysbench prepare did not finish within {timeout_s:.0f}s; see {log_path}"
-            )
     finally:
-        with interrupts.held():
-            if child is not None and child.poll() is None:
-                child.signal_group(signal.SIGKILL)
-                child.wait(10)
-            shutil.rmtree(scratch, ignore_errors=True)
-    seconds = time.monotonic() - started
+        shutil.rmtree(scratch, ignore_errors=True)
+    if ended is None:
+        raise SuiteError(
+            f"sysbench {command} did not finish within {timeout_s:.0f}s; see {log_path}"
+        )
     if ended.returncode != 0:
-        reason = _failure_reason(log_path, f"sysbench prepare {ended.describe}")
+        reason = failure_reason(log_path, f"sysbench {command} {ended.describe}")
         raise SuiteError(f"{reason}; see {log_path}")
     return seconds

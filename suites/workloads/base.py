@@ -9,17 +9,30 @@ It declares its settings: the suite sections it reads (pydantic models on suites
 with help and defaults; one is named like its kind, and a suite file names its workload by that
 section), which suites/config.py puts into the Suite model and the template; the CLI options that
 set its fields; and the rules across sections only it knows (can it run on this server family,
-its statements against max_allowed_packet). Its results are a
-suites.workload.LevelResult per level, from which rundir.derive derives the rows.
+its statements against the server's statement limit). Its levels and warmup get a
+suites.level_context.LevelContext (connect, run a client, report progress and intervals, read a
+server counter by its meaning), never the cell. Its results are a suites.workload.LevelResult per
+level — the figures every workload has, plus its own typed record (rundir.records: what
+rundir.derive and the report read back) — from which rundir.derive derives the rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 from suites.workload import LevelResult
 
 Phase = tuple[str, Callable[[], LevelResult]]  # (phase name, runs the level)
+
+
+@dataclass
+class PreparedData:
+    """What prepare_dataset made: the seconds it took, and each of its workloads' tables (the
+    warmup scans them; kept in the dataset cache's meta)."""
+
+    seconds: float
+    tables: dict[str, list[str]] = field(default_factory=dict)
 
 
 class Workload:
@@ -56,9 +69,9 @@ class Workload:
         """A FieldError when a statement or row of its would exceed what the server takes (checked
         last, after the server and allocator settings, before any server starts)."""
 
-    def phases(self, cell) -> Iterator[Phase]:
-        """(phase name, callable returning the level's LevelResult) per level, in order. `cell`
-        is the running suites.cell.CellRunner: its target(), logs, on_interval and _progress."""
+    def phases(self, ctx) -> Iterator[Phase]:
+        """(phase name, callable returning the level's LevelResult) per level, in order. `ctx`
+        is the cell's suites.level_context.LevelContext."""
         raise NotImplementedError
 
     def clock(self, suite) -> tuple[float | None, float | None, bool]:
@@ -66,8 +79,9 @@ class Workload:
         the load): how rundir.derive.window.measured_window places each level's window end."""
         raise NotImplementedError
 
-    def warmup(self, cell) -> dict | None:
-        """Run before the first level, once the server answers; the manifest's cells[].warmup."""
+    def warmup(self, ctx) -> dict | None:
+        """Run before the first level, once the server answers (`ctx`: a LevelContext); the
+        manifest's cells[].warmup."""
         return None
 
     def prepared_statements(self, suite) -> int:
@@ -82,17 +96,27 @@ class Workload:
         """What its pristine datadir holds (the dataset cache's key); {"kind": "empty"}: none."""
         return {"kind": "empty"}
 
-    def prepare_dataset(self, suite, target, logs, engine: str = "innodb", connect=None) -> float:
-        """Fill a fresh MySQL-family datadir's database (`target`) with its dataset_spec, its
-        tables in `engine`; the seconds it took. `connect()` opens a server connection (to check
-        what was made). Called once per dataset spec, engine and server version (the cache key)."""
-        return 0.0
+    def databases(self, suite) -> list[str]:
+        """The databases its dataset's tables live in (created before prepare_dataset)."""
+        return [self.database]
+
+    def prepare_dataset(
+        self, suite, target, logs, engine: str = "innodb", connect=None
+    ) -> PreparedData:
+        """Fill a fresh datadir's database (`target`) with its dataset_spec, its tables in
+        `engine`. `connect()` opens a server connection (to check what was made). Called once per
+        dataset spec, engine and server version (the cache key)."""
+        return PreparedData(0.0)
 
     def console_units(self, name: str) -> tuple[str, str]:
         """(throughput, latency) headings of the console's final table for the recorded workload
         `name` (its qps and lat_p95_ms columns) of a run of this kind."""
         return "QPS", "p95 ms"
 
-    def dataset_kb(self, tables: int, table_size: int) -> int:
+    def dataset_kb(self, suite) -> int:
         """Disk its dataset takes beyond a fresh datadir (preflight)."""
         return 0
+
+    def remote_files(self, suite) -> list[str]:
+        """Files of the suite's its clients need on a client host (a user's script)."""
+        return []

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
+from suites import iibench
 from suites.config_errors import FieldError
 from suites.iibench.spec import IIBenchSettingError, IIBenchSpec, insert_statement_bytes
-from suites.settings import Section, packet_limit
+from suites.remote.pylevel import run_remote_level
+from suites.settings import Section
 from suites.workloads.base import Workload
 
 
@@ -75,7 +77,7 @@ class IIBench(Workload):
             return
         i = suite.iibench
         need = insert_statement_bytes(i.batch_rows, i.data_length)
-        limit, given = packet_limit(suite.server.settings)
+        limit, given = family.statement_limit(suite.server)
         if limit is not None and need > limit:
             raise FieldError(
                 ("iibench", "batch_rows"),
@@ -85,26 +87,19 @@ class IIBench(Workload):
                 "data_length, or set server.settings.max_allowed_packet",
             )
 
-    def phases(self, cell):
-        from suites import iibench
-
-        spec = iibench_spec(cell.ctx.suite, cell.plan.engine)
-        remote = cell.ctx.clients  # suites.remote.clients.RemoteClients, or None: clients run here
-        target = cell.remote_target() if remote is not None else cell.target()
+    def phases(self, ctx):
+        spec = iibench_spec(ctx.suite, ctx.engine)
+        remote = ctx.clients  # suites.remote.clients.RemoteClients, or None: clients run here
+        target = ctx.remote_target() if remote is not None else ctx.target()
         phase = f"iibench@{spec.clients}"
 
         def run():
-            cell._progress(phase, spec.max_seconds or 60)
-            log = cell.logs / f"{phase}.log"
+            ctx.progress(phase, spec.max_seconds or 60)
+            log = ctx.logs / f"{phase}.log"
             if remote is None:
-                return iibench.run_level(target, spec, log, on_interval=cell.on_interval)
-            from suites.remote.pylevel import run_remote_level
-
-            before = remote.load()
-            res = run_remote_level(remote, "iibench", target, spec, log, cell.on_interval)
-            # the client host's own CPU, context switches and network over the level
-            res.extra["client_load"] = remote.level_load(before)
-            return res
+                return iibench.run_level(target, spec, log, on_interval=ctx.on_interval)
+            # the whole level runs there (our agent); its client_load is that host's own
+            return run_remote_level(remote, "iibench", target, spec, log, ctx.on_interval)
 
         yield phase, run
 
@@ -113,10 +108,8 @@ class IIBench(Workload):
         # the last insert has returned, before any client disconnects (suites.iibench.level).
         return None, float(iibench_spec(suite).report_interval_s), True
 
-    def warmup(self, cell):
-        from suites import iibench
-
-        iibench.prepare(cell.target(), iibench_spec(cell.ctx.suite, cell.plan.engine))
+    def warmup(self, ctx):
+        iibench.prepare(ctx.target(), iibench_spec(ctx.suite, ctx.engine))
         return {
             "kind": "iibench",
             "note": "insert load starts from an empty table (collection); no warmup",

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
+from suites import rww
 from suites.config_errors import FieldError
-from suites.settings import Section, packet_limit
+from suites.settings import Section
 from suites.workloads.base import Workload
 
 
@@ -85,14 +86,14 @@ class ReadWhileWriting(Workload):
         # would fail at the first CREATE TABLE or INSERT, after servers had started.
         from suites.rww.spec import RwwSettingError, load_statement_bytes
 
-        for engine in suite.server.engines:
+        for engine in family.engines(suite.server):
             try:
                 suite.rww.to_spec(engine)
             except RwwSettingError as e:
                 raise FieldError(("rww", e.field), e.reason, e.value) from None
         r = suite.rww
         need = load_statement_bytes(r.batch_rows, r.value_bytes)
-        limit, _ = packet_limit(suite.server.settings)
+        limit, _ = family.statement_limit(suite.server)
         if limit is not None and need > limit:
             raise FieldError(
                 ("rww", "batch_rows"),
@@ -101,11 +102,9 @@ class ReadWhileWriting(Workload):
                 "lower batch_rows or set server.settings.max_allowed_packet",
             )
 
-    def phases(self, cell):
-        from suites import rww
-
-        spec = cell.ctx.suite.rww.to_spec(cell.plan.engine)
-        target = cell.target()
+    def phases(self, ctx):
+        spec = ctx.suite.rww.to_spec(ctx.engine)
+        target = ctx.target()
         for phase_kind, clients, cap in (
             (rww.LOAD, 1, spec.load_max_seconds),
             (rww.RUN, spec.clients, spec.max_seconds),
@@ -113,9 +112,9 @@ class ReadWhileWriting(Workload):
             phase = f"{rww.WORKLOAD[phase_kind]}@{clients}"
 
             def run(phase_kind=phase_kind, phase=phase, cap=cap):
-                cell._progress(phase, cap)
+                ctx.progress(phase, cap)
                 return rww.run_level(
-                    target, spec, phase_kind, cell.logs / f"{phase}.log", cell.on_interval
+                    target, spec, phase_kind, ctx.logs / f"{phase}.log", ctx.on_interval
                 )
 
             yield phase, run
@@ -124,10 +123,8 @@ class ReadWhileWriting(Workload):
         # Like iibench: the last report comes when the last operation has returned.
         return None, float(suite.rww.report_interval_s), True
 
-    def warmup(self, cell):
-        from suites import rww
-
-        rww.prepare(cell.target(), cell.ctx.suite.rww.to_spec(cell.plan.engine))
+    def warmup(self, ctx):
+        rww.prepare(ctx.target(), ctx.suite.rww.to_spec(ctx.engine))
         return {"kind": "rww", "note": "the load level starts from an empty table; no warmup"}
 
     def estimate_cell_seconds(self, suite) -> float:

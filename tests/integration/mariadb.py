@@ -15,11 +15,9 @@ def sbtest_target(srv: MySQLServer) -> ClientTarget:
     return ClientTarget.mysql(srv.client_target(), "sbtest")
 
 
-def start_prepared(workdir: Path, opts: SysbenchOptions, settings: MySQLSettings, log: Path):
-    """Initialise a datadir in `workdir`, start MariaDB under glibc, create and load sbtest.
-
-    Returns (server, target, prepare seconds). The server is running: the caller stops it.
-    """
+def start_empty(workdir: Path, settings: MySQLSettings) -> MySQLServer:
+    """Initialise a datadir in `workdir`, start MariaDB under glibc, create an empty sbtest.
+    The server is running: the caller stops it."""
     srv = MySQLServer(find_mysql(), workdir, settings, resolve(["glibc"])[0])
     try:
         srv.initialize()
@@ -27,6 +25,19 @@ def start_prepared(workdir: Path, opts: SysbenchOptions, settings: MySQLSettings
         conn = srv.connect()
         conn.cursor().execute("CREATE DATABASE sbtest")
         conn.close()
+        return srv
+    except BaseException:
+        srv.stop()
+        raise
+
+
+def start_prepared(workdir: Path, opts: SysbenchOptions, settings: MySQLSettings, log: Path):
+    """start_empty, and sbtest loaded with the stock tables.
+
+    Returns (server, target, prepare seconds). The server is running: the caller stops it.
+    """
+    srv = start_empty(workdir, settings)
+    try:
         target = sbtest_target(srv)
         return srv, target, prepare(target, opts, log)
     except BaseException:

@@ -239,10 +239,10 @@ def test_a_level_split_over_two_hosts_is_combined_truly(split_run):
     assert row["client_host"] == f"{hosts[0].alias},{hosts[1].alias}"
     cell = json.loads((run_dir / "raw" / f"{row['cell']}.json").read_text())
     (level,) = cell["levels"]
-    each = level["extra"]["client_hosts"]
+    each = level["sysbench"]["client_hosts"]
     assert [(e["host"], e["threads"]) for e in each] == [(hosts[0].alias, 3), (hosts[1].alias, 2)]
     # Started together: both hosts' sysbench began within 100 ms of each other (our clock).
-    assert 0 <= level["extra"]["split"]["start_skew_s"] < 0.1, level["extra"]["split"]
+    assert 0 <= level["sysbench"]["split"]["start_skew_s"] < 0.1, level["sysbench"]["split"]
     # The level's rate: each host's rate over the intervals both wrote, summed (from the raw
     # records, not from the tool's own combination).
     rates, hists = [], []
@@ -290,6 +290,44 @@ def test_nothing_is_left_on_either_host_after_a_split_run(split_run):
         assert not Path(x["work_dir"]).exists()  # the namespaces share this filesystem
         names = {Path(f"/proc/{p}/comm").read_text().strip() for p in h.pids()}
         assert names <= {"sshd"}, names
+
+
+def test_a_users_script_runs_split_over_two_client_hosts(client_hosts, tmp_path):
+    """A user's own sysbench script (with a module of its own beside it) is copied to each host
+    and run there split, as a stock workload is."""
+    hosts, tmp = client_hosts
+    ssh_config = NetnsHost.write_ssh_config(tmp / "ssh_config_two", hosts)
+    lua = Path(__file__).resolve().parents[1] / "fixtures" / "lua" / "orders.lua"
+    suite = tmp_path / "orders.toml"
+    suite.write_text(
+        small_suite(
+            "client-hosts-script",
+            sysbench={"workloads": ["orders"], "threads": [4]},
+            clients={
+                "hosts": [h.alias for h in hosts],
+                "server_address": hosts[0].host_address,
+                "ssh_config": str(ssh_config),
+                "connect_timeout_s": 5,
+            },
+        ).replace(
+            "[sysbench]\n",
+            f'[sysbench]\nscripts = {{ orders = "{lua}" }}\n'
+            "script_options = { orders = { items = 300 } }\n",
+        )
+    )
+    out = tmp_path / "runs"
+    r = mallocsweep(["run", str(suite), "--out", str(out), "--quiet", "--no-report"], tmp / "cache")
+    assert r.returncode == 0, r.stderr[-2000:]
+    run_dir = next(out.iterdir())
+    (row,) = results(run_dir)
+    assert row["status"] == "ok" and row["workload"] == "orders", row["error"]
+    assert float(row["tps"]) > 0 and float(row["lat_p95_ms"]) > 0
+    raw = json.loads((run_dir / "raw" / f"{row['cell']}.json").read_text())
+    for e in raw["levels"][0]["sysbench"]["client_hosts"]:
+        assert e["status"] == "ok" and e["events"] > 0
+        assert "--items=300" in Path(e["log"]).read_text()
+    for x in manifest(run_dir)["clients"]["hosts"]:
+        assert not Path(x["work_dir"]).exists()  # the script's copy went with the rest
 
 
 def test_a_level_with_fewer_threads_than_hosts_is_refused(client_hosts, tmp_path):

@@ -10,6 +10,7 @@ import pytest
 from servers.allocators import resolve
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
 from suites.datadir_cache import DatasetCache, restore_vs_prepare
+from suites.server_families.mysql import MYSQL
 from suites.sysbench import SysbenchOptions, run_level
 from tests.integration.mariadb import sbtest_target, start_prepared
 from tests.integration.runs_helpers import scratch_dir
@@ -46,12 +47,13 @@ def cached(tmp_path_factory):
             )
             srv.stop()
             assert srv.exit.returncode == 0
-            cache = DatasetCache(work / "cache")
+            cache = DatasetCache(work / "cache", linkable=MYSQL.linkable)
             key = cache.key(binary.version, SPEC)
             cache.store(
                 key,
                 srv.datadir,
                 {"server_version": binary.version, "spec": SPEC, "prepare_s": round(prepare_s, 3)},
+                check=MYSQL.datadir_problem,
             )
             yield binary, cache, key, work
         finally:

@@ -101,10 +101,10 @@ def test_every_row_is_accounted_for(pristine, short_tmp, allocator):
         assert [s[2] for s in seen[1:]] == [i["rows_per_s"] for i in res.intervals]
         assert sum(i["batches"] for i in res.intervals) == 20_000 // 250
         assert res.qps == pytest.approx(res.events / res.duration_s, rel=0.01)
-        assert sum(c["rows"] for c in res.extra["per_client"]) == res.events
-        assert all(c["rows"] > 0 for c in res.extra["per_client"])
+        assert sum(c["rows"] for c in res.iibench.per_client) == res.events
+        assert all(c["rows"] > 0 for c in res.iibench.per_client)
         assert 0 < res.lat_p50_ms <= res.lat_p99_ms <= res.lat_max_ms
-        assert res.extra["client_cpu_s"] > 0
+        assert res.iibench.client_cpu_s > 0
         exit_info = server.stop()
     assert exit_info.returncode == 0
 
@@ -123,7 +123,7 @@ def test_time_limit_and_index_count_and_query_clients(pristine, short_tmp):
         assert 1.9 <= res.duration_s <= 6.0
         assert res.events == iibench.count_rows(target, spec) > 0
         assert iibench.index_keys(target, spec) == [("ix_price_customer", ("price", "customerid"))]
-        q = res.extra["query"]
+        q = res.iibench.query.model_dump()
         assert q["queries"] > 0
         # Query clients stop with the inserts (or at max_seconds, while the inserts' last batch
         # is still in flight: 0.8 s past it at a load average of 150); their rate is over their

@@ -68,7 +68,7 @@ def test_mongodb_path_end_to_end(standin, short_tmp):
         assert res.events == 5_000 == iibench.count_rows(target, spec)
         assert iibench.index_keys(target, spec) == list(SECONDARY_INDEXES)
         assert sum(i["rows"] for i in res.intervals) == res.events
-        assert res.threads == 10 and len(res.extra["per_client"]) == 10
+        assert res.threads == 10 and len(res.iibench.per_client) == 10
         exit_info = server.stop()
     # The shutdown command ended it cleanly; wait4 gave its whole-life rusage.
     assert exit_info.returncode == 0 and exit_info.signal is None

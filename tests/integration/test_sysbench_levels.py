@@ -69,7 +69,7 @@ def test_level_figures_match_sysbench_raw_log(server, workload):
     assert (
         0 < res.lat_p50_ms <= res.lat_p95_ms <= res.lat_p99_ms <= res.lat_p999_ms <= res.lat_max_ms
     )
-    assert "problems" not in res.extra  # the histogram holds exactly sysbench's event count
+    assert res.sysbench.problems == []  # the histogram holds exactly sysbench's event count
     assert len(seen) >= 2 and all(qps > 0 for _, _, qps in seen)
     assert len(res.intervals) == len(seen) and res.intervals[0]["lat_p95_ms"] > 0
     assert res.events > 0 and res.errors == 0 and 2.9 < res.duration_s < 4
@@ -83,7 +83,7 @@ def test_1536_point_select_threads_complete(server):
     assert res.lat_p50_ms <= res.lat_p95_ms <= res.lat_p99_ms <= res.lat_max_ms
     status = srv.global_status()
     assert status["Max_used_connections"] >= 1536
-    report = res.extra["priority"]["report_thread"]
+    report = res.sysbench.priority["report_thread"]
     assert report is not None and report["tid"] > 0  # it named itself among 1536 workers
     if report["policy"]:  # boosted (root): it stayed idle, so the guard kept the boost
         assert report["revoked"] is None and report["max_cpu_share"] < 0.05, report
@@ -105,7 +105,7 @@ def test_a_stalled_level_is_killed_and_failed(server):
         locker.close()
     assert res.status == "failed" and "killed" in res.error and "zero events" in res.error
     assert took < 20
-    assert res.extra["exit"]["signal"] == 9
+    assert res.sysbench.exit["signal"] == 9
 
 
 def test_server_gone_mid_level_is_a_failed_level(tmp_path):
@@ -160,8 +160,8 @@ def test_only_the_reporting_threads_are_boosted(server):
 
     res = run_level(target, "point_select", 64, 2, OPTS, logs / "prio.log", on_interval=during)
     assert res.status == "ok", res.error
-    report = res.extra["priority"]["report_thread"]
-    assert res.extra["priority"]["runner"] and report["policy"] and report["revoked"] is None
+    report = res.sysbench.priority["report_thread"]
+    assert res.sysbench.priority["runner"] and report["policy"] and report["revoked"] is None
     # it used next to no CPU while boosted (the guard's own measure)
     assert 0 <= report["max_cpu_share"] < 0.05
     policies = seen.pop("policies")

@@ -11,8 +11,11 @@ from servers.allocators import resolve
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
 from suites.datadir_cache import DatasetCache
 from suites.errors import SuiteError
+from suites.server_families.mysql import MYSQL
 from suites.sysbench import SysbenchOptions
-from suites.warmup import warm_up, warm_vs_fixed
+from suites.sysbench.options import as_script, stock_tables
+from suites.sysbench.warm import sysbench_warm_up
+from suites.warmup import status_counters, warm_up, warm_vs_fixed
 from tests.integration.mariadb import sbtest_target, start_prepared
 from tests.integration.runs_helpers import scratch_dir
 
@@ -25,6 +28,25 @@ def settings():
 
 
 target_of = sbtest_target
+# the server's names of the two counters the warmup watches (the MySQL family's, InnoDB)
+NAMES = (MYSQL.counters()["cache_misses"], MYSQL.counters()["cache_fill"])
+
+
+def warm(srv, log_dir, status_fn=None, scan=True, **kw) -> dict:
+    """The sysbench workload's warmup on a bare server: scans of sbtest1..N, then OLTP_RO."""
+    return sysbench_warm_up(
+        srv.connect,
+        target_of(srv),
+        OPTS,
+        status_counters(status_fn or srv.global_status, NAMES),
+        NAMES,
+        load=as_script("oltp_ro"),
+        stock=stock_tables(OPTS.tables),
+        own=[],
+        log_dir=log_dir,
+        scan=scan,
+        **kw,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +57,7 @@ def dataset():
         try:
             srv, _, _ = start_prepared(work / "prep", OPTS, settings(), work / "prepare.log")
             srv.stop()
-            cache = DatasetCache(work / "cache")
+            cache = DatasetCache(work / "cache", linkable=MYSQL.linkable)
             key = cache.key(binary.version, {"tables": 2, "table_size": 20000})
             cache.store(key, srv.datadir, {"prepare_s": None})
             yield binary, cache, key, work
@@ -53,16 +75,7 @@ def test_fresh_server_reads_during_warmup_and_gets_warm(dataset, cell, capsys):
     try:
         t0 = time.monotonic()
         srv.start(timeout_s=120)
-        got = warm_up(
-            srv.connect,
-            target_of(srv),
-            OPTS.tables,
-            OPTS,
-            cap_s=30,
-            min_s=2,
-            log_dir=work / f"{cell}-logs",
-            status_fn=srv.global_status,
-        )
+        got = warm(srv, work / f"{cell}-logs", cap_s=30, min_s=2)
         start_to_warm = time.monotonic() - t0
     finally:
         srv.stop()
@@ -99,17 +112,7 @@ def test_cap_stops_a_warmup_that_never_gets_warm(dataset):
     try:
         srv.start(timeout_s=120)
         t0 = time.monotonic()
-        got = warm_up(
-            srv.connect,
-            target_of(srv),
-            OPTS.tables,
-            OPTS,
-            cap_s=4,
-            min_s=1,
-            log_dir=work / "cap-logs",
-            status_fn=restless_status,
-            scan=False,
-        )
+        got = warm(srv, work / "cap-logs", restless_status, scan=False, cap_s=4, min_s=1)
         took = time.monotonic() - t0
     finally:
         srv.stop()
@@ -126,16 +129,7 @@ def test_scan_only_with_cap_zero(dataset):
     srv = MySQLServer(binary, work / "scan", settings(), resolve(["glibc"])[0])
     try:
         srv.start(timeout_s=120)
-        got = warm_up(
-            srv.connect,
-            target_of(srv),
-            OPTS.tables,
-            OPTS,
-            cap_s=0,
-            min_s=0,
-            log_dir=work / "scan-logs",
-            status_fn=srv.global_status,
-        )
+        got = warm(srv, work / "scan-logs", cap_s=0, min_s=0)
     finally:
         srv.stop()
     assert got["checks"] == [] and got["warm"] is False and got["bp_reads_during"] > 0
@@ -148,19 +142,4 @@ def test_warmup_refuses_min_above_cap_before_touching_the_server(min_s, cap_s, t
         raise AssertionError("the refusal must come before any server access")
 
     with pytest.raises(SuiteError, match=r"0 <= min_s <= cap_s"):
-        warm_up(
-            no_server,
-            sbtest_target_stub(),
-            2,
-            OPTS,
-            cap_s=cap_s,
-            min_s=min_s,
-            log_dir=tmp_path,
-            status_fn=no_server,
-        )
-
-
-def sbtest_target_stub():
-    from suites.workload import ClientTarget
-
-    return ClientTarget(kind="mysql", socket="/nonexistent.sock")
+        warm_up(no_server, NAMES, cap_s=cap_s, min_s=min_s, scan=no_server)

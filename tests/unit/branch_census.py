@@ -24,8 +24,16 @@ WORKLOAD = {"sysbench", "iibench", "rww", "oltp_ro", "point_select", "rww_load",
 ENGINE = {"innodb", "rocksdb"}
 NAMES = {"kind", "flavor", "family", "workload", "engine", "engines"}
 KINDS = ("family", "workload", "engine", "other")
-# Where branching on them is the point: workload plugins, the family table, servers' families.
-PLUGINS = ("suites/workloads/", "suites/families.py", "servers/mysql", "servers/mongodb")
+# Where branching on them is the point: workload plugins, family plugins and their registry,
+# servers' families (servers/engines.py: the MySQL family's storage engines).
+PLUGINS = (
+    "suites/workloads/",
+    "suites/server_families/",
+    "suites/families.py",
+    "servers/mysql",
+    "servers/mongodb",
+    "servers/engines.py",
+)
 ROOTS = ("suites", "servers", "collectors", "analysis", "rundir")
 
 

@@ -16,11 +16,15 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from suites.config import CustomAllocator, Suite
+from suites.config_errors import models_of
 
-SECTIONS: dict[str, type[BaseModel]] = {k: f.annotation for k, f in Suite.model_fields.items()}
+# Each section's models: one, or (for [server]) each server family's.
+SECTIONS: dict[str, list[type[BaseModel]]] = {
+    k: models_of(f.annotation) for k, f in Suite.model_fields.items()
+}
 ALL_KEYS = sorted(
     set(SECTIONS)
-    | {k for m in (*SECTIONS.values(), CustomAllocator) for k in m.model_fields}
+    | {k for m in (*sum(SECTIONS.values(), []), CustomAllocator) for k in m.model_fields}
     | {"x", "nmae", "thread"}
 )
 SETTING_KEYS = [
@@ -127,9 +131,9 @@ def suite_docs(draw) -> dict:
         st.sampled_from(["x", "sever", "threads"]), st.sampled_from(list(SECTIONS)), odds=30
     )
     for name in draw(st.lists(names, unique=True, max_size=len(SECTIONS))):
-        model = SECTIONS.get(name)
-        wrong = model is None or draw(st.integers(1, 30)) == 1  # a section of the wrong type
-        doc[name] = draw(GARBAGE if wrong else _table(model))
+        models = SECTIONS.get(name)
+        wrong = models is None or draw(st.integers(1, 30)) == 1  # a section of the wrong type
+        doc[name] = draw(GARBAGE if wrong else st.sampled_from(models).flatmap(_table))
     return doc
 
 

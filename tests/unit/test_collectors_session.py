@@ -13,6 +13,7 @@ from collectors.errors import CollectorError
 from collectors.procfs import CLK_TCK
 from collectors.session import Collectors
 from rundir.derive.phases import FIGURE_KEYS
+from suites.server_families.mysql import MYSQL
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "procfs"
 COLUMNS = [
@@ -107,7 +108,7 @@ def test_phase_deltas_status_and_manifest(tmp_path, proc):
               "Uptime": 5, "version": "10.11.6-MariaDB"}  # fmt: skip
     c.on_spawn(PID)
     c.start(PID, "startup")
-    c.set_status_source(lambda: dict(status))
+    c.set_status_source(lambda: dict(status), counters=MYSQL.counters())
     proc.set(vm={"thp_fault_alloc": 500, "thp_collapse_alloc": 1, "thp_split_page": 0})
     c.begin_phase("oltp_ro@8")
     proc.set(rss=500_000, utime=1234 + 3 * CLK_TCK, invol_worker=140, huge=4096,
@@ -194,7 +195,7 @@ def test_status_source_failure_is_tolerated(tmp_path, proc):
     def broken():
         raise ConnectionError("server has gone away")
 
-    c.set_status_source(broken)
+    c.set_status_source(broken, counters=MYSQL.counters())
     c.begin_phase("warmup")
     section = c.stop(None)
     assert c.phase_figures("startup")["threads_created"] is None
@@ -251,7 +252,7 @@ def test_gate_snapshots_before_exec_give_no_memory_figures(tmp_path, proc):
     exe.symlink_to("/usr/sbin/mariadbd")  # execve
     _wait_for(lambda: c.writer.rows >= 2)
     proc.set(rss=120_000)
-    c.set_status_source(lambda: {"Threads_connected": 1})
+    c.set_status_source(lambda: {"Threads_connected": 1}, counters=MYSQL.counters())
     c.begin_phase("warmup", mark="server_start")
     proc.set(rss=150_000)
     c.begin_phase("shutdown", mark="server_stop")
@@ -300,7 +301,7 @@ def test_window_marks_bound_per_op_figures_inside_a_phase(tmp_path, proc):
 
     c.on_spawn(PID)
     c.start(PID)
-    c.set_status_source(status_fn)
+    c.set_status_source(status_fn, counters=MYSQL.counters())
     c.begin_phase("point_select@64")
     proc.set(utime=1234 + 2 * CLK_TCK, invol_worker=60)  # clients connecting: outside
     status.update(Threads_connected=65, Threads_created=70)

@@ -19,8 +19,10 @@ from suites.config import (
     parse_suite,
     template_settings,
 )
+from suites.config_errors import models_of
 from suites.config_overrides import apply_overrides
 from suites.errors import SuiteError
+from suites.families import REGISTRY
 from tests.unit.suite_fuzz import ALL_KEYS, SECTIONS, suite_docs, toml_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,12 +33,26 @@ TEMPLATE = REPO / "configs/suites/template.toml"
 # -- the template and the shipped suites -------------------------------------------------------
 
 
+def _other_families_keys() -> set[str]:
+    """[server] keys only a family other than the default one has (shown commented out)."""
+    default = set(REGISTRY[next(iter(REGISTRY))].section.model_fields)
+    return {k for f in REGISTRY.values() for k in f.section.model_fields} - default
+
+
 def test_template_lists_every_setting_with_its_default():
     data = tomllib.loads(TEMPLATE.read_text())
+    text = TEMPLATE.read_text()
+    others = _other_families_keys()
+    assert others  # MongoDB's cache_gb at least
     for section, key, default, help_text in template_settings():
         assert section in data, f"template lacks [{section}]"
         if section == "allocators" and key == "custom":
             continue  # shown commented out: an example, not a default
+        if section == "server" and key in others:
+            # another family's: commented out, with its default
+            shown = re.search(rf"^# {key} = (\S+)", text, re.M)
+            assert shown and tomllib.loads(f"x = {shown.group(1)}")["x"] == default, key
+            continue
         assert key in data[section], f"template lacks {section}.{key}"
         assert data[section][key] == default, f"template default of {section}.{key} differs"
         assert help_text, f"{section}.{key} has no help text"
@@ -46,7 +62,8 @@ def test_template_sections_are_exactly_the_models():
     data = tomllib.loads(TEMPLATE.read_text())
     assert set(data) == set(Suite.model_fields)
     for section, body in data.items():
-        model = Suite.model_fields[section].annotation
+        # [server]: the default family's section (the others' keys are commented out)
+        model = models_of(Suite.model_fields[section].annotation)[0]
         assert set(body) == set(model.model_fields) - {"custom"}, section
 
 
@@ -671,8 +688,8 @@ def test_override_keeps_the_files_resolved_paths(tmp_path, monkeypatch, allocato
 
 def test_the_fuzzer_reaches_every_key():
     # The strategies are built from the models: every field of every section is drawn from.
-    for name, model in SECTIONS.items():
-        for key in model.model_fields:
+    for name, models in SECTIONS.items():
+        for key in (k for m in models for k in m.model_fields):
             assert key in ALL_KEYS, f"{name}.{key}"
     for key in CustomAllocator.model_fields:
         assert key in ALL_KEYS

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from suites.config import Suite, template_settings
+from suites.config_errors import models_of
 from suites.config_overrides import apply_overrides
 from suites.config_sections import SuiteInfo
 from suites.errors import SuiteError
@@ -67,9 +68,19 @@ def test_kinds_and_flavors_come_from_the_registries():
         SuiteInfo.model_validate({"kind": "nope"})
     for kind in REGISTRY:
         assert repr(kind) in str(e.value)
-    assert Suite.model_fields["server"].annotation.model_fields["flavor"].annotation.__args__ == (
-        tuple(FAMILIES)
-    )
+    # [server] is validated by the section of the family its flavor names, and each section
+    # takes exactly its family's flavors
+    sections = models_of(Suite.model_fields["server"].annotation)
+    for family in {id(f): f for f in FAMILIES.values()}.values():
+        assert family.section in sections
+        assert family.section.model_fields["flavor"].annotation.__args__ == family.flavors
+    from suites.config import parse_suite
+
+    with pytest.raises(SuiteError) as e:
+        parse_suite('[server]\nflavor = "nope"\n', "x.toml")
+    assert str(e.value).startswith("x.toml:2: server.flavor: expected ")
+    for flavor in FAMILIES:
+        assert repr(flavor) in str(e.value)
 
 
 def test_an_option_a_workload_does_not_take_names_the_workload():

@@ -11,10 +11,10 @@ from rundir.format import OWNER_MARKER
 from suites.datadir_cache import (
     DatasetCache,
     fingerprint,
-    never_written_in_place,
     restore_vs_prepare,
 )
 from suites.errors import SuiteError
+from suites.server_families.mysql import MYSQL
 
 SPEC = {"kind": "sysbench", "tables": 2, "table_size": 100}
 
@@ -47,10 +47,11 @@ def digest(root: Path) -> dict:
 
 @pytest.fixture
 def cached(tmp_path):
-    cache = DatasetCache(tmp_path / "cache")
+    cache = DatasetCache(tmp_path / "cache", linkable=MYSQL.linkable)
     key = cache.key("10.11.19-MariaDB", SPEC)
     src = fake_datadir(tmp_path)
-    cache.store(key, src, {"server_version": "10.11.19-MariaDB", "spec": SPEC, "prepare_s": 12.5})
+    meta = {"server_version": "10.11.19-MariaDB", "spec": SPEC, "prepare_s": 12.5}
+    cache.store(key, src, meta, check=MYSQL.datadir_problem)
     return cache, key, src
 
 
@@ -64,7 +65,9 @@ def test_key_is_stable_readable_and_specific():
 
 
 def test_only_frm_may_be_hard_linked():
-    assert never_written_in_place(Path("sbtest/sbtest1.frm"))
+    # the MySQL family's rule; a cache of no family's links nothing
+    assert MYSQL.linkable(Path("sbtest/sbtest1.frm"))
+    assert not DatasetCache(Path("/nonexistent")).linkable(Path("sbtest/sbtest1.frm"))
     for name in (
         "sbtest/sbtest1.ibd",
         "ibdata1",
@@ -77,7 +80,7 @@ def test_only_frm_may_be_hard_linked():
         "sbtest/db.opt",
         "mysql/general_log.CSV",
     ):
-        assert not never_written_in_place(Path(name)), name
+        assert not MYSQL.linkable(Path(name)), name
 
 
 def test_store_is_owned_complete_and_read_only(cached):
@@ -150,7 +153,7 @@ def test_store_refuses_running_server_and_duplicates(tmp_path, cached):
     with pytest.raises(SuiteError, match="clean shutdown"):
         cache.store(cache.key("other", SPEC), src, {})
     with pytest.raises(SuiteError, match="no mysql/ schema"):
-        cache.store(cache.key("other", SPEC), tmp_path, {})
+        cache.store(cache.key("other", SPEC), tmp_path, {}, check=MYSQL.datadir_problem)
 
 
 def test_unknown_key_and_foreign_root(tmp_path):
@@ -188,7 +191,8 @@ def _suite(settings=None, tables=2):
     return NS(
         suite=NS(kind="sysbench"),
         dataset=NS(tables=tables, table_size=100),
-        server=NS(settings=dict(settings or {})),
+        sysbench=NS(workloads=["oltp_ro"], scripts={}, script_options={}),
+        server=NS(flavor="mariadb", settings=dict(settings or {})),
     )
 
 
@@ -206,6 +210,9 @@ def test_cache_key_follows_settings_and_the_build(tmp_path):
     exe.write_bytes(b"\x7fELF build one")
     base, spec = cache_key(_suite(), _binary(exe), cache)
     assert spec["binary"]["path"] == str(exe.resolve()) and spec["binary"]["size"] == 14
+    # what every pristine datadir of a stock suite was cached under before families were
+    # plugins: its key is unchanged, so those caches are still found
+    assert set(spec) == {"kind", "tables", "table_size", "flavor", "binary", "server_settings"}
     assert cache_key(_suite(), _binary(exe), cache)[0] == base  # stable
     # a setting that changes the on-disk format must not reuse the 16k-page datadir
     assert cache_key(_suite({"innodb_page_size": "4k"}), _binary(exe), cache)[0] != base

@@ -66,11 +66,11 @@ def test_query_clients_stop_with_the_inserts_and_rate_over_their_own_time(monkey
     res = run_level(ClientTarget(kind="mysql"), spec, short_tmp / "l.log", mode=THREADS)
     assert res.status == "ok", res.error
     assert res.events == 4000 and res.tps == pytest.approx(40 / res.duration_s, rel=0.02)
-    q = res.extra["query"]
-    assert q["queries"] > 0
+    q = res.iibench.query
+    assert q.queries > 0
     # Stopped when the inserts ended: at most one query (50 ms) in flight past the inserts' end.
-    assert res.duration_s - 0.01 <= q["duration_s"] <= res.duration_s + 0.5
-    assert q["queries_per_s"] == pytest.approx(q["queries"] / q["duration_s"], rel=0.01)
+    assert res.duration_s - 0.01 <= q.duration_s <= res.duration_s + 0.5
+    assert q.queries_per_s == pytest.approx(q.queries / q.duration_s, rel=0.01)
 
 
 def test_reports_bracket_the_load_and_clients_disconnect_after_the_last(monkeypatch, short_tmp):

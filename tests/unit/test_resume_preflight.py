@@ -21,7 +21,7 @@ from servers.checks import open_files_needed
 from servers.mysql_config import MySQLSettings
 from suites import dataset_prepare, leftovers, preflight
 from suites.commands import doctor
-from suites.config import load_suite
+from suites.config import Suite, load_suite
 from suites.display import Display
 from suites.errors import SuiteError
 from suites.plan import plan_cells
@@ -32,6 +32,7 @@ from suites.resume import (
     plan_from_manifest,
 )
 from suites.runner import Matrix
+from suites.server_families.mysql import MYSQL
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "configs/suites/smoke.toml"
@@ -326,7 +327,10 @@ def test_resume_refuses_a_changed_allocator_and_an_unknown_one(tmp_path, monkeyp
 
 
 def test_disk_estimate_counts_one_cell_copy_and_the_cache(tmp_path):
-    kb = preflight.estimate_dataset_kb("sysbench", 4, 1_000_000, redo_mb=256)
+    suite = Suite.model_validate({"dataset": {"tables": 4, "table_size": 1_000_000}})
+    needs = MYSQL.needs(suite.server, suite.max_threads)
+    kb = preflight.estimate_dataset_kb(suite, needs)
+    # the redo log (256 MiB, preallocated), the system files, ~230 bytes a row
     assert kb == 256 * 1024 + 32 * 1024 + 4 * 1_000_000 * 230 // 1024
     (only,) = preflight.disk_needs(tmp_path / "out", tmp_path / "cache", kb, cached=True)
     assert only.need == pytest.approx(kb * 1.25) and "one cell's datadir copy" in only.what

@@ -1,5 +1,6 @@
 """The pure derivations (rundir.derive) on recorded raw data: a real format-3 run's raw records
-give back its recorded rows, and the phase and window figures follow what was observed."""
+(raw_version 1, upgraded in memory) give back its recorded rows, and the phase and window figures
+follow what was observed."""
 
 from __future__ import annotations
 
@@ -18,13 +19,13 @@ RAWS = sorted((RUN / "raw").glob("*.json"))
 
 
 def _raw(path: Path) -> dict:
-    return json.loads(path.read_text())
+    """A recorded raw record, upgraded to the current raw_version."""
+    return check_raw(json.loads(path.read_text()), str(path))
 
 
 @pytest.mark.parametrize("path", RAWS, ids=lambda p: p.stem)
 def test_recorded_raw_gives_back_the_recorded_rows_and_windows(path):
     raw = _raw(path)
-    check_raw(raw, str(path))
     cell = json.loads((RUN / "cells" / path.name).read_text())
     derived = derive_cell(raw)
     assert derived.rows == cell["rows"]
@@ -32,7 +33,24 @@ def test_recorded_raw_gives_back_the_recorded_rows_and_windows(path):
     # The manifest's phase figures (what the wait4 reconciliation summed) are the same function's.
     for name, ph in raw["phases"].items():
         want = {k: v for k, v in cell["cell"]["collectors"]["phases"][name].items()}
-        assert phase_figures(ph) == want
+        assert phase_figures(ph, raw["counters"]) == want
+
+
+def test_a_version_1_raw_record_is_upgraded_in_memory():
+    path = RAWS[0]
+    old = json.loads(path.read_text())
+    raw = _raw(path)
+    assert old["raw_version"] == 1 and raw["raw_version"] == 2
+    # which counters format 3 derived its status columns from, now said by the record
+    assert raw["counters"]["threads_created"] == "Threads_created"
+    assert raw["counters"]["pages_read_from_disk"] == "Innodb_buffer_pool_reads"
+    # ctx_* became ctxsw_*, as results.csv names them
+    snap = raw["phases"]["point_select@16"]["end"]["snap"]
+    assert "ctxsw_voluntary" in snap and "ctx_voluntary" not in snap
+    # the untyped extra became the typed sysbench record
+    level = raw["levels"][0]
+    assert "extra" not in level and level["sysbench"]["latency_histogram"]["buckets"]
+    assert level["sysbench"]["argv"] == old["levels"][0]["extra"]["argv"]
 
 
 def _level(raw, phase):
@@ -42,11 +60,11 @@ def _level(raw, phase):
 def test_phase_figures_are_deltas_between_its_boundaries():
     raw = _raw(RAWS[0])
     ph = raw["phases"]["point_select@16"]
-    fig = phase_figures(ph)
+    fig = phase_figures(ph, raw["counters"])
     assert set(fig) == set(FIGURE_KEYS)
     a, b = ph["start"]["snap"], ph["end"]["snap"]
     assert fig["cpu_user_s"] == round(b["cpu_user_s"] - a["cpu_user_s"], 3)
-    assert fig["ctxsw_voluntary"] == b["ctx_voluntary"] - a["ctx_voluntary"]
+    assert fig["ctxsw_voluntary"] == b["ctxsw_voluntary"] - a["ctxsw_voluntary"]
     assert fig["rss_start_kb"] == a["rss_kb"] and fig["rss_end_kb"] == b["rss_kb"]
     assert fig["rss_peak_kb"] == ph["peak_rss_kb"] >= fig["rss_start_kb"]
     status = ph["end"]["status"]["Threads_created"] - ph["start"]["status"]["Threads_created"]
@@ -56,6 +74,8 @@ def test_phase_figures_are_deltas_between_its_boundaries():
     start = raw["phases"]["startup"]
     assert start["start"]["snap"]["pre_exec"] is True
     assert phase_figures(start)["rss_start_kb"] == start["first_server"]["rss_kb"]
+    # Without the counters' names, no status column: this layer knows no server's names.
+    assert phase_figures(ph)["threads_created"] is None
     # A phase that never closed has no figures, and says so.
     with pytest.raises(ValueError, match="no end boundary"):
         phase_figures({**ph, "end": None})
@@ -120,7 +140,7 @@ def test_iibench_short_level_keeps_its_window_from_raw():
             }
         ],
     }
-    check_raw(raw, "synthetic")
+    raw = check_raw(raw, "synthetic")
     (row,) = derive_cell(raw).rows
     assert row["window_s"] == pytest.approx(0.356)
     assert row["cpu_us_per_op"] == pytest.approx(0.27e6 / (56338.0 * 0.355), rel=1e-3)

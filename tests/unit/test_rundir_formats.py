@@ -22,7 +22,7 @@ from analysis.report import render
 from rundir.atomic import atomic_write
 from rundir.errors import RunDirError
 from rundir.format import FORMAT_VERSION, HISTORY, RESULTS_COLUMNS, SPAN_LEVEL, SPAN_WINDOW
-from rundir.migrations import MIGRATIONS, RawRun, update_to_2, update_to_3
+from rundir.migrations import MIGRATIONS, RawRun, update_to_2, update_to_3, update_to_4
 from rundir.read import load_run
 from rundir.write import RunDir
 from suites.cli import main
@@ -118,6 +118,25 @@ def test_update_to_3_says_older_runs_have_no_raw_records():
     assert up.manifest["cells"][0]["derive_error"] is None
     assert load_run(RUNS / "real-smoke-format3").manifest["figures"]["raw_records"] is True
     assert load_run(RUNS / "real-smoke-format2").manifest["figures"]["raw_records"] is False
+
+
+def test_update_to_4_keeps_only_the_suites_own_familys_server_settings():
+    mysql = {"flavor": "mariadb", "binary": "", "buffer_pool_mb": 512, "engines": ["innodb"],
+             "settings": {}, "cache_gb": 1.0, "startup_timeout_s": 180}  # fmt: skip
+    mongo = {**mysql, "flavor": "mongodb", "cache_gb": 0.25}
+    for server, gone, kept in (
+        (mysql, {"cache_gb"}, {"buffer_pool_mb", "engines", "settings"}),
+        (mongo, {"buffer_pool_mb", "engines", "settings"}, {"cache_gb"}),
+    ):
+        raw = RawRun(manifest={"format_version": 3, "suite": {"server": server}})
+        got = update_to_4(raw).manifest["suite"]["server"]
+        assert not gone & set(got) and kept <= set(got)
+        assert {"flavor", "binary", "startup_timeout_s"} <= set(got)
+    # What the recorded format-3 suite holds now is what a format-4 run of it records.
+    from suites.config import suite_from_dict
+
+    run = load_run(RUNS / "real-smoke-format3")
+    assert suite_from_dict(run.suite, "run").as_dict()["server"] == run.suite["server"]
 
 
 def test_format_1_run_compares_with_a_format_2_run():

@@ -65,7 +65,7 @@ def test_two_hosts_figures_are_combined_from_their_records():
     assert res.lat_max_ms == pytest.approx(6.0)
     assert res.lat_avg_ms == pytest.approx((0.2 * 310 + 0.68 * 100) / 410)
     assert [iv["tps"] for iv in res.intervals] == [150, 150]
-    assert res.extra["common_window"] == {"common_intervals": 2, "seconds": 2.0}
+    assert res.sysbench.common_window == {"common_intervals": 2, "seconds": 2.0}
 
 
 def test_a_failing_host_fails_the_level_and_is_named():

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from suites.sysbench.records import interval_figures, level_result, read_records
-from suites.sysbench.runner import _failure_reason
+from suites.sysbench.runner import failure_reason as _failure_reason
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "sysbench"
 HEALTHY = ["point_select@8", "oltp_ro@8", "point_select@1536"]
@@ -72,7 +72,7 @@ def test_latencies_are_ordered(name):
 def test_histogram_holds_every_event(name):
     res, recs = result(name)
     assert recs.histogram.total == res.events
-    assert "problems" not in res.extra
+    assert res.sysbench.problems == []
 
 
 @pytest.mark.parametrize("name", HEALTHY)
