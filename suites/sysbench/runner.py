@@ -22,6 +22,7 @@ from pathlib import Path
 from collectors.priority import IdleBoost, boost, unboost
 from servers import interrupts
 from servers.launch import Child, spawn
+from servers.shipped import shipped
 from suites.errors import SuiteError
 from suites.sysbench.options import (
     SysbenchOptions,
@@ -34,7 +35,7 @@ from suites.sysbench.records import level_result, parse_line, read_records
 from suites.sysbench.watch import LevelWatch
 from suites.workload import ClientTarget, LevelResult
 
-WRAPPER = Path(__file__).resolve().with_name("mallocsweep.lua")
+WRAPPER = shipped("suites.sysbench", "mallocsweep.lua")
 THREAD_INIT_TIMEOUT_S = 30  # hard-coded in sysbench 1.0.20: all threads connected, or exit 2
 # How often a running level's records are read where the kernel cannot wake us when they are
 # written (suites.sysbench.watch): interval reports drive the collectors' window marks.
