@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from servers.allocators import resolve
+from servers.allocators import Allocator, resolve
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
 from suites.sysbench import SysbenchOptions, prepare
 from suites.workload import ClientTarget
@@ -15,14 +15,26 @@ def sbtest_target(srv: MySQLServer) -> ClientTarget:
     return ClientTarget.mysql(srv.client_target(), "sbtest")
 
 
-def start_prepared(workdir: Path, opts: SysbenchOptions, settings: MySQLSettings, log: Path):
-    """Initialise a datadir in `workdir`, start MariaDB under glibc, create and load sbtest.
+# The smallest sysbench dataset that measures anything (runs_helpers.SMALL_SUITE's).
+SMALL_DATASET = SysbenchOptions(tables=2, table_size=2000)
+
+
+def start_prepared(
+    workdir: Path,
+    opts: SysbenchOptions,
+    settings: MySQLSettings,
+    log: Path,
+    allocator: Allocator | None = None,
+):
+    """Start MariaDB in `workdir` (on workdir/datadir if it is there, e.g. the conftest's
+    copy_pristine; else initialised here) under `allocator` (glibc), create and load sbtest.
 
     Returns (server, target, prepare seconds). The server is running: the caller stops it.
     """
-    srv = MySQLServer(find_mysql(), workdir, settings, resolve(["glibc"])[0])
+    srv = MySQLServer(find_mysql(), workdir, settings, allocator or resolve(["glibc"])[0])
     try:
-        srv.initialize()
+        if not srv.datadir.exists():
+            srv.initialize()
         srv.start(timeout_s=120)
         conn = srv.connect()
         conn.cursor().execute("CREATE DATABASE sbtest")
