@@ -41,11 +41,8 @@ def small_settings(**extra) -> MySQLSettings:
 
 
 @pytest.fixture(scope="module")
-def binary() -> ServerBinary:
-    try:
-        return find_mysql()
-    except ServerError as e:
-        pytest.skip(f"no MariaDB server installed ({e}); `make setup` installs mariadb-server")
+def binary(mariadb_binary) -> ServerBinary:
+    return mariadb_binary  # the conftest's: skips where no MariaDB is installed
 
 
 @pytest.fixture(scope="module")
