@@ -2,8 +2,8 @@
 mariadb.py, roots.py).
 
 What the session shares, so that a test pays only for what its purpose needs:
-- session_cache (autouse): MALLOCSWEEP_CACHE for the whole session, so every run, in process or
-  not, reads each server binary's ELF tables once and builds each shim once;
+- session_cache (tests/conftest.py, autouse): MALLOCSWEEP_CACHE for the whole session, so every
+  run, in process or not, reads each server binary's ELF tables once and builds each shim once;
 - dataset_cache: that cache as a dataset cache. A run given it restores the pristine datadir an
   earlier run of the session prepared for the same (server build, dataset spec); a test whose
   purpose is the preparation itself, or that interrupts one, keeps a cache of its own;
@@ -51,20 +51,6 @@ def pytest_collection_finish(session) -> None:
 
 def pytest_sessionfinish(session, exitstatus) -> None:
     roots.stop_prefetch()
-
-
-@pytest.fixture(scope="session", autouse=True)
-def session_cache() -> Iterator[Path]:
-    """MALLOCSWEEP_CACHE for the session (the user's own if set, as MALLOCSWEEP_STATE)."""
-    if os.environ.get("MALLOCSWEEP_CACHE"):
-        yield Path(os.environ["MALLOCSWEEP_CACHE"])
-        return
-    with scratch_dir("ms-cache-") as d:
-        os.environ["MALLOCSWEEP_CACHE"] = str(d)
-        try:
-            yield d
-        finally:
-            os.environ.pop("MALLOCSWEEP_CACHE", None)
 
 
 @pytest.fixture(scope="session")
