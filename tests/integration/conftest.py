@@ -13,10 +13,12 @@ What the session shares, so that a test pays only for what its purpose needs:
   mysqld --initialize-insecure), made once per session: `copy_pristine(binary, workdir)` gives a
   server its own copy instead of initialising one;
 - mariadb_life(allocator): one running MariaDB per allocator for the session, with SMALL_DATASET
-  loaded, for tests that only read from a server: started at first use, stopped at the session's
-  end (a failing test or Ctrl-C: pytest's session teardown; a killed pytest: the parent-death
-  signal every child of ours gets). A test that writes, sets globals, kills the server or needs
-  its whole-life totals (wait4, reconciliation) starts a server of its own.
+  loaded in sbtest: started at first use, stopped at the session's end (a failing test or
+  Ctrl-C: pytest's session teardown; a killed pytest: the parent-death signal every child of ours
+  gets). For tests that read from a server, or write only in a database of their own (created
+  and dropped by them); a test that changes sbtest or server globals (what it changes for a
+  moment, it puts back, as test_sysbench_levels' LOCK TABLES), kills or restarts the server, or
+  needs its whole-life totals (wait4, reconciliation) starts a server of its own.
 """
 
 from __future__ import annotations
@@ -137,8 +139,8 @@ LIFE_SETTINGS = MySQLSettings(buffer_pool_mb=64, max_threads=1536, innodb_log_fi
 @pytest.fixture(scope="session")
 def mariadb_life(mariadb_binary, copy_pristine, tmp_path_factory):
     """mariadb_life(allocator="glibc") -> (server, target, logs): a running MariaDB of the
-    session under that allocator, SMALL_DATASET loaded in sbtest, sized for 1536 clients. Use it
-    read-only; see the module doc for what needs a server of its own."""
+    session under that allocator, SMALL_DATASET loaded in sbtest, sized for 1536 clients; the
+    module doc says which tests may share it."""
     lives: dict[str, tuple] = {}
     with scratch_dir("ms-life-") as base:
 
