@@ -142,6 +142,13 @@ def stop_prefetch() -> None:
         shutil.rmtree(answers.parent, ignore_errors=True)
 
 
+def wait_prefetch() -> None:
+    """Until the background fetches are over (a test that looks at the servers directory as a
+    whole must not see one of them half done)."""
+    if _prefetch is not None:
+        _prefetch[0].wait()
+
+
 def _prefetched(what: str) -> str | None:
     """What the prefetch fetched for `what` (waiting for it), or None: no prefetch, or it could
     not (skipped, failed), and the caller then does it in place and says why."""

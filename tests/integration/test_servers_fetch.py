@@ -21,6 +21,7 @@ from servers import archive, fetch
 from servers.allocators import resolve
 from servers.errors import ServerError
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
+from tests.integration import roots
 
 pytestmark = pytest.mark.integration
 
@@ -31,6 +32,7 @@ MALLOCSWEEP = [sys.executable, "-m", "suites.cli"]
 
 @pytest.fixture(scope="module", autouse=True)
 def servers_cache():
+    roots.wait_prefetch()  # the checks below look for half-done fetches in the whole directory
     old = os.environ.get("MALLOCSWEEP_SERVERS")
     os.environ["MALLOCSWEEP_SERVERS"] = old or str(CACHE)
     try:
