@@ -22,11 +22,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SUITE ?= configs/suites/quick.toml
 OUT   ?= runs
 
-.PHONY: help setup deps venv helper standin run test test-unit test-integration stress bench lint clean
+.PHONY: help setup deps venv helper standin run test test-unit test-integration check-install stress bench lint clean
 
 help:
 	@echo "make run     install what is missing, then run the quick suite on MariaDB with every allocator found"
 	@echo "make test    install what is missing, then run unit and integration tests (real servers)"
+	@echo "make check-install  pip install . (not editable) from a clean clone; doctor and smoke from it"
 	@echo "make stress  the long fault campaign (signals, kills, bad settings; ~50 faults)"
 	@echo "make bench   performance figures of the tool itself, as side-by-side ratios"
 	@echo "make lint    ruff"
@@ -73,14 +74,31 @@ $(STAMPS)/standin: tests/standin/pom.xml tests/standin/src/main/java/mallocsweep
 run: setup
 	$(VENV)/bin/mallocsweep run $(SUITE) --out $(OUT)
 
+# The ten slowest tests and the session's total close the output (CI's log keeps them).
 test: setup
-	$(PY) -m pytest -q -ra --durations=25 tests
+	$(PY) -m pytest -q -ra --durations=10 tests
 
 test-unit: venv helper
 	$(PY) -m pytest -q -ra tests/unit
 
 test-integration: setup
 	$(PY) -m pytest -q -ra tests/integration
+
+# The package as users install it (issue 24): a clean clone of HEAD, a new venv, `pip install .`
+# (not editable, pip's own downloads), then doctor, allocators and the smoke suite from outside
+# the clone, in a new directory under /tmp that is left for a look. Minutes (downloads, one real
+# run); make test has the cheap version (tests/integration/test_install.py).
+check-install: deps
+	@set -e; d=$$(mktemp -d /tmp/ms-check-install.XXXXXX); echo "check-install in $$d"; \
+	git clone -q . $$d/clone; \
+	$(PYTHON) -m venv $$d/check-venv; \
+	$$d/check-venv/bin/pip install -q $$d/clone; \
+	mkdir $$d/elsewhere; cd $$d/elsewhere; \
+	export MALLOCSWEEP_CACHE=$$d/cache MALLOCSWEEP_STATE=$$d/state; \
+	../check-venv/bin/mallocsweep doctor --json > doctor.json; \
+	../check-venv/bin/mallocsweep allocators --json > allocators.json; \
+	../check-venv/bin/mallocsweep run ../clone/configs/suites/smoke.toml --out runs --quiet; \
+	echo "check-install: ok ($$d)"
 
 # The long fault campaign (~50 faults; MALLOCSWEEP_STRESS_SEED repeats one, it is printed).
 stress: setup

@@ -10,7 +10,7 @@ import io
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment, StrictUndefined
 from rich import box
 from rich.console import Console
 from rich.table import Table as RichTable
@@ -291,7 +291,7 @@ def forest_plot(cmp: Comparison, workload: str) -> str | None:
 
 def _env() -> Environment:
     return Environment(
-        loader=FileSystemLoader(TEMPLATES),
+        loader=TEMPLATES,
         undefined=StrictUndefined,
         autoescape=lambda n: bool(n) and n.endswith(".html.j2"),
         trim_blocks=True,

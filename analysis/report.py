@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 from analysis import (
@@ -35,7 +35,8 @@ from rundir.atomic import atomic_write
 from rundir.format import VERDICTS
 from rundir.read import Run, load_run
 
-TEMPLATES = Path(__file__).resolve().parent / "templates"
+# The templates ship in this package (analysis/templates), read through importlib.resources.
+TEMPLATES = PackageLoader("analysis", "templates")
 REPORT_HTML = "report.html"
 SUMMARY_MD = "summary.md"
 
@@ -51,7 +52,7 @@ CLOSED_LOOP_NOTE = (
 
 def _env() -> Environment:
     env = Environment(
-        loader=FileSystemLoader(TEMPLATES),
+        loader=TEMPLATES,
         autoescape=lambda name: bool(name) and name.endswith(".html.j2"),
         undefined=StrictUndefined,
         trim_blocks=True,

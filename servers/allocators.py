@@ -22,8 +22,9 @@ from pathlib import Path
 
 from servers.elfcheck import allocator_family, elf_info, interposes_malloc, malloc_definitions
 from servers.errors import AllocatorError, ServerError
+from servers.shipped import shipped
 
-DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "configs" / "allocators.toml"
+DEFAULT_REGISTRY = shipped("configs", "allocators.toml")
 KINDS = ("system", "preload", "builtin")
 _NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,47}")
 _TUNABLE = re.compile(r"glibc\.[a-z_]+\.[a-z_]+=[^:=\s]+")

@@ -34,9 +34,10 @@ import time
 from pathlib import Path
 
 from servers.errors import ServerError
+from servers.shipped import shipped
 from servers.thpshim import build_shim
 
-SOURCE = Path(__file__).resolve().parent / "shims" / "alloc_stats.c"
+SOURCE = shipped("servers", "shims", "alloc_stats.c")
 FIFO_ENV = "MALLOCSWEEP_ALLOC_FIFO"
 _LIB_NAME = "ms-alloc-stats.so"
 _FIFO_NAME = "alloc-stats.fifo"

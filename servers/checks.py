@@ -16,6 +16,7 @@ from pathlib import Path
 
 from servers.allocators import detect_all, glibc_version
 from servers.errors import ServerError
+from servers.exec_helper import helper
 from servers.mysql_config import MySQLSettings
 from servers.mysql_flavor import find_mysql
 
@@ -199,5 +200,14 @@ def system_checks(max_threads: int = 1536) -> list[Check]:
             None if gv else "mallocsweep's glibc variants need glibc",
         ),
         sysbench_check(),
+        exec_helper_check(),
         *limit_checks(max_threads),
     ]
+
+
+def exec_helper_check() -> Check:
+    """The exec helper every child starts through; built from its shipped source if it must be."""
+    try:
+        return Check("exec helper", True, helper())
+    except ServerError as e:
+        return Check("exec helper", False, str(e), "apt-get install gcc, or run make setup")

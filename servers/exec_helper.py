@@ -6,8 +6,11 @@ suites.client_procs, the MongoDB stand-in, a server root's install tool) starts 
 child's set-up in C and execs the binary under the same pid. No Python runs between fork and exec
 (the runner has threads; see the helper's header for the order of its steps).
 
-`make setup` builds it into the virtual environment (VENV/libexec/mallocsweep/msexec);
-MALLOCSWEEP_MSEXEC names another build.
+Where it comes from, first found: MALLOCSWEEP_MSEXEC (another build, which must exist); the
+environment's libexec/mallocsweep/msexec (`make setup` builds it there, with -Werror); else the
+shipped source compiled once per source version into the cache (servers.thpshim.compile_once,
+like the preload shims), which is how an installed package (`pip install .`) gets it: a
+one-line error says to install gcc where there is no compiler.
 """
 
 from __future__ import annotations
@@ -18,8 +21,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from servers.errors import ServerError
+from servers.shipped import shipped
+from servers.thpshim import compile_once
 
-SOURCE = Path(__file__).resolve().parent / "exec" / "msexec.c"
+SOURCE = shipped("servers", "exec", "msexec.c")
+# How the cache's build is compiled (the Makefile adds -Werror for its own).
+CFLAGS = ("-O2", "-Wall", "-Wextra")
 # Where the environment's LD_PRELOAD travels to the helper, which sets it only at the last exec.
 PRELOAD_VAR = "MS_PRELOAD"
 # The helper's own exit statuses (before it execs anything): what each one means.
@@ -32,21 +39,25 @@ STATUS = {
 }
 
 
-def helper_path() -> Path:
+def helper() -> str:
+    """The helper's path, built from the shipped source if no build is there (see the module
+    doc); ServerError saying what to do when it cannot be had."""
     override = os.environ.get("MALLOCSWEEP_MSEXEC")
     if override:
-        return Path(override)
-    return Path(sys.prefix) / "libexec" / "mallocsweep" / "msexec"
+        if not _executable(Path(override)):
+            raise ServerError(
+                f"the exec helper {override} (MALLOCSWEEP_MSEXEC) is missing: build it with "
+                f"`make setup` ({SOURCE.name}) or unset MALLOCSWEEP_MSEXEC"
+            )
+        return override
+    venv = Path(sys.prefix) / "libexec" / "mallocsweep" / "msexec"
+    if _executable(venv):
+        return str(venv)
+    return str(compile_once(SOURCE, "the exec helper every child starts through", CFLAGS))
 
 
-def helper() -> str:
-    """The helper's path; ServerError saying how to build it when it is missing."""
-    path = helper_path()
-    if not (path.is_file() and os.access(path, os.X_OK)):
-        raise ServerError(
-            f"the exec helper {path} is missing: run `make setup` (it builds {SOURCE.name})"
-        )
-    return str(path)
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
 
 
 def helper_argv(

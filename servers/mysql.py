@@ -242,14 +242,26 @@ class MySQLServer(ServerLife):
             preload = [
                 *self.extra_preload,
                 self.launch_env.get("LD_PRELOAD", ""),
-                *self.late_preload,
+                *(self._in_workdir(p) for p in self.late_preload),
             ]
             self.launch_env["LD_PRELOAD"] = " ".join(p for p in preload if p)
+            # ld.so splits LD_PRELOAD at spaces and colons, with no escape: such a path would be
+            # dropped with a warning in the error log, and the shim silently missing.
+            bad = [p for p in preload if p and (" " in p or ":" in p)]
+            if bad:
+                raise ServerError(f"{bad[0]}: LD_PRELOAD cannot name a path with a space or colon")
         self.launch_env.update(self.extra_env)
         argv = [self.binary.path, f"--defaults-file={self.my_cnf}"]
         # In a root, LD_PRELOAD (a path inside it) is set by the exec helper after the chroot.
         root = self._in_root() if self.binary.root is not None else None
         return Launch(argv, log=self.error_log, root=root)
+
+    def _in_workdir(self, path: str) -> str:
+        """A late preload in the work dir, named relative to it: the server starts there (on the
+        host and in a root alike), and "./NAME" holds none of the spaces or colons the path of
+        the user's --out may hold."""
+        p = Path(path)
+        return f"./{p.relative_to(self.workdir)}" if p.is_relative_to(self.workdir) else path
 
     def _prepare_socket(self) -> None:
         if not self._socket_local:

@@ -16,8 +16,9 @@ from servers.engines import engine_lines
 from servers.errors import ServerError
 from servers.mysql_flavor import ServerBinary
 from servers.option_file import option_value
+from servers.shipped import shipped
 
-TEMPLATE = Path(__file__).resolve().parent.parent / "configs" / "mysql" / "my.cnf.template"
+TEMPLATE = shipped("configs", "mysql", "my.cnf.template")
 
 # Connections beyond the client threads: warmup scans, the status collector, our own control
 # connection, sysbench's prepare. Too few and the largest level fails with "Too many connections".

@@ -1,4 +1,5 @@
-"""Build our preload shims (servers/shims/*.c: keep_thp, alloc_stats) on demand with the system compiler.
+"""Build our preload shims (servers/shims/*.c: keep_thp, alloc_stats), and the exec helper where
+`make setup` did not, on demand with the system compiler.
 
 Shipped as source, compiled once per source version into the cache, so nothing binary lives in the
 repository and the build is reproducible on the machine that runs it.
@@ -14,8 +15,9 @@ from pathlib import Path
 
 from servers.cachedir import owned_subdir
 from servers.errors import ServerError
+from servers.shipped import shipped
 
-SOURCE = Path(__file__).resolve().parent / "shims" / "keep_thp.c"
+SOURCE = shipped("servers", "shims", "keep_thp.c")
 
 
 def _cache_dir() -> Path:
@@ -29,18 +31,28 @@ def keep_thp_library() -> Path:
 
 def build_shim(source: Path, needed_by: str, libs: tuple[str, ...] = ("-ldl",)) -> Path:
     """Absolute path of `source` built as a shared library, compiled once per source version."""
+    return compile_once(source, needed_by, ("-shared", "-fPIC", "-O2"), libs, suffix=".so")
+
+
+def compile_once(
+    source: Path, needed_by: str, flags: tuple[str, ...], libs: tuple[str, ...] = (), suffix=""
+) -> Path:
+    """Absolute path of `source` compiled with the system compiler into the cache, once per
+    source version (its hash is in the name); a one-line ServerError without a compiler."""
     src = source.read_bytes()
     digest = hashlib.sha256(src).hexdigest()[:16]
-    out = _cache_dir() / f"{source.stem}-{digest}.so"
+    out = _cache_dir() / f"{source.stem}-{digest}{suffix}"
     if out.is_file():
         return out
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
-        raise ServerError(f"{needed_by} needs a C compiler (apt-get install gcc) to build its shim")
+        raise ServerError(
+            f"{needed_by} needs a C compiler to build {source.name}: apt-get install gcc"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(f".tmp{os.getpid()}")
+    tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
     r = subprocess.run(
-        [cc, "-shared", "-fPIC", "-O2", "-o", str(tmp), str(source), *libs],
+        [cc, *flags, "-o", str(tmp), str(source), *libs],
         capture_output=True,
         text=True,
     )

@@ -28,7 +28,7 @@ from collectors.thp_probe import prctl_blocks_madvise
 from rundir.format import FORMAT_VERSION
 from rundir.records import Tool
 from rundir.write import RunDir, now_iso
-from servers import interrupts
+from servers import exec_helper, interrupts
 from servers.errors import ServerError
 from suites import dataset_prepare, leftovers, preflight, workloads
 from suites.budget import Budget, plan_design
@@ -200,6 +200,7 @@ class Matrix:
             family.check_engines(binary, self._engines())
             # Refuse before writing anything: THP modes this machine cannot set, and shortfalls.
             ThpController(None).check(list(self.suite.thp.modes))
+            exec_helper.helper()  # every child starts through it: built here if it must be
             checks = self._preflight(binary, self.resume or Path(self.suite.run.out))
             gate.check()  # safe point: nothing written yet
             if self.suite.clients.hosts:

@@ -37,3 +37,23 @@ def private_state_dir():
     finally:
         os.environ.pop("MALLOCSWEEP_STATE", None)
         shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def session_cache(private_state_dir):
+    """MALLOCSWEEP_CACHE for the session (the user's own if set, as MALLOCSWEEP_STATE): shims
+    built and ELF tables read once for every run of the session, datasets shared by the runs
+    given tests/integration/conftest.py's dataset_cache, and nothing written to the user's
+    ~/.cache/mallocsweep."""
+    import os
+
+    if os.environ.get("MALLOCSWEEP_CACHE"):
+        yield Path(os.environ["MALLOCSWEEP_CACHE"])
+        return
+    d = Path(tempfile.mkdtemp(prefix="ms-cache-", dir="/tmp"))
+    os.environ["MALLOCSWEEP_CACHE"] = str(d)
+    try:
+        yield d
+    finally:
+        os.environ.pop("MALLOCSWEEP_CACHE", None)
+        shutil.rmtree(d, ignore_errors=True)

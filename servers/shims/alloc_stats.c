@@ -271,7 +271,8 @@ static void answer(const char *req)
 {
     char path[PATH_MAX_LEN];
     long long seq = 0;
-    if (sscanf(req, "%lld %1023s", &seq, path) != 2)
+    /* "SEQ PATH": the path is the rest of the line (an --out of the user's may hold spaces) */
+    if (sscanf(req, "%lld %1023[^\n]", &seq, path) != 2)
         return;
     read_stats(seq);
     char tmp[PATH_MAX_LEN + 8];

@@ -26,6 +26,7 @@ from collectors.priority import IdleBoost, boost, unboost
 from rundir.records import ClientLoad, SysbenchLevel
 from servers import interrupts
 from servers.launch import Child, spawn
+from servers.shipped import shipped
 from suites.errors import SuiteError
 from suites.level_loop import Stream, run_streams, run_to_end
 from suites.remote.hosts import combine_loads, split_threads
@@ -41,7 +42,7 @@ from suites.sysbench.records import level_result, read_records, records_path
 from suites.sysbench.split import SysbenchIntervals, host_log, split_result
 from suites.workload import ClientTarget, LevelResult
 
-WRAPPER = Path(__file__).resolve().with_name("mallocsweep.lua")
+WRAPPER = shipped("suites.sysbench", "mallocsweep.lua")
 THREAD_INIT_TIMEOUT_S = 30  # hard-coded in sysbench 1.0.20: all threads connected, or exit 2
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
 

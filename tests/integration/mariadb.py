@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from servers.allocators import resolve
+from servers.allocators import Allocator, resolve
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
 from suites.sysbench import SysbenchOptions, prepare
 from suites.workload import ClientTarget
@@ -15,12 +15,20 @@ def sbtest_target(srv: MySQLServer) -> ClientTarget:
     return ClientTarget.mysql(srv.client_target(), "sbtest")
 
 
-def start_empty(workdir: Path, settings: MySQLSettings) -> MySQLServer:
-    """Initialise a datadir in `workdir`, start MariaDB under glibc, create an empty sbtest.
+# The smallest sysbench dataset that measures anything (runs_helpers.SMALL_SUITE's).
+SMALL_DATASET = SysbenchOptions(tables=2, table_size=2000)
+
+
+def start_empty(
+    workdir: Path, settings: MySQLSettings, allocator: Allocator | None = None
+) -> MySQLServer:
+    """Start MariaDB in `workdir` (on workdir/datadir if it is there, e.g. the conftest's
+    copy_pristine; else initialised here) under `allocator` (glibc), create an empty sbtest.
     The server is running: the caller stops it."""
-    srv = MySQLServer(find_mysql(), workdir, settings, resolve(["glibc"])[0])
+    srv = MySQLServer(find_mysql(), workdir, settings, allocator or resolve(["glibc"])[0])
     try:
-        srv.initialize()
+        if not srv.datadir.exists():
+            srv.initialize()
         srv.start(timeout_s=120)
         conn = srv.connect()
         conn.cursor().execute("CREATE DATABASE sbtest")
@@ -31,12 +39,18 @@ def start_empty(workdir: Path, settings: MySQLSettings) -> MySQLServer:
         raise
 
 
-def start_prepared(workdir: Path, opts: SysbenchOptions, settings: MySQLSettings, log: Path):
+def start_prepared(
+    workdir: Path,
+    opts: SysbenchOptions,
+    settings: MySQLSettings,
+    log: Path,
+    allocator: Allocator | None = None,
+):
     """start_empty, and sbtest loaded with the stock tables.
 
     Returns (server, target, prepare seconds). The server is running: the caller stops it.
     """
-    srv = start_empty(workdir, settings)
+    srv = start_empty(workdir, settings, allocator)
     try:
         target = sbtest_target(srv)
         return srv, target, prepare(target, opts, log)

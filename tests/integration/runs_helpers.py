@@ -62,15 +62,20 @@ def start_run(args: list[str], cache: Path, state: Path | None = None) -> subpro
 
 @contextmanager
 def run_in_process(
-    prefix: str, suite: str, *extra: str, check_leftovers: bool = False
+    prefix: str,
+    suite: str,
+    *extra: str,
+    check_leftovers: bool = False,
+    cache: Path | None = None,
 ) -> Iterator[tuple[int, Path]]:
-    """`mallocsweep run` of the suite text `suite` in this process, in a scratch directory with a
-    dataset cache of its own: yields (exit code, run directory), then removes the scratch
-    directory. With `check_leftovers`, fails if any process still mentions it at the end."""
+    """`mallocsweep run` of the suite text `suite` in this process, in a scratch directory, with
+    `cache` as MALLOCSWEEP_CACHE (the conftest's dataset_cache) or a dataset cache of its own:
+    yields (exit code, run directory), then removes the scratch directory. With
+    `check_leftovers`, fails if any process still mentions it at the end."""
     with scratch_dir(prefix) as out:
         try:
             with pytest.MonkeyPatch.context() as mp:
-                mp.setenv("MALLOCSWEEP_CACHE", str(out / "cache"))
+                mp.setenv("MALLOCSWEEP_CACHE", str(cache or out / "cache"))
                 (out / "suite.toml").write_text(suite)
                 code = main(["run", str(out / "suite.toml"), "--out", str(out / "runs"), *extra])
                 yield code, next((out / "runs").iterdir())

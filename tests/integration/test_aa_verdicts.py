@@ -54,8 +54,8 @@ SUITE = small_suite(
 
 
 @pytest.fixture(scope="module")
-def aa_run():
-    with run_in_process("ms-aa-", SUITE, "--quiet") as run:
+def aa_run(dataset_cache):
+    with run_in_process("ms-aa-", SUITE, "--quiet", cache=dataset_cache) as run:
         yield run
 
 

@@ -74,8 +74,7 @@ def client_run(client_host):
     host, tmp = client_host
     r = mallocsweep(
         ["run", str(_suite(tmp, host, host.alias)), "--out", str(tmp / "runs"), "--quiet",
-         "--no-report"],
-        tmp / "cache",
+         "--no-report"]
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     run_dir = next((tmp / "runs").iterdir())
@@ -157,9 +156,7 @@ def test_bad_client_hosts_fail_preflight_in_one_line(client_host, suffix, expect
     host, tmp = client_host
     alias = f"{host.alias}-{suffix}"
     out = tmp / f"runs-{suffix}"
-    r = mallocsweep(
-        ["run", str(_suite(tmp, host, alias)), "--out", str(out), "--quiet"], tmp / "cache"
-    )
+    r = mallocsweep(["run", str(_suite(tmp, host, alias)), "--out", str(out), "--quiet"])
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, lines
@@ -179,9 +176,7 @@ def test_unreachable_server_address_fails_preflight(client_host):
     try:
         suite = _suite(tmp, host, host.alias)
         suite.write_text(suite.read_text().replace(host.host_address, other))
-        r = mallocsweep(
-            ["run", str(suite), "--out", str(tmp / "runs-unreach"), "--quiet"], tmp / "cache"
-        )
+        r = mallocsweep(["run", str(suite), "--out", str(tmp / "runs-unreach"), "--quiet"])
     finally:
         subprocess.run(["ip", "addr", "del", f"{other}/32", "dev", host.veth_host], check=False)
     assert r.returncode == 2, r.stderr
@@ -218,7 +213,7 @@ def split_run(client_hosts):
         )
     )
     out = tmp / "runs-two"
-    r = mallocsweep(["run", str(suite), "--out", str(out), "--quiet", "--no-report"], tmp / "cache")
+    r = mallocsweep(["run", str(suite), "--out", str(out), "--quiet", "--no-report"])
     assert r.returncode == 0, r.stderr[-2000:]
     return hosts, next(out.iterdir())
 
@@ -340,7 +335,7 @@ def test_a_level_with_fewer_threads_than_hosts_is_refused(client_hosts, tmp_path
             clients={"hosts": [h.alias for h in hosts], "server_address": hosts[0].host_address},
         )
     )
-    r = mallocsweep(["run", str(suite), "--out", str(tmp_path / "runs"), "--quiet"], tmp / "cache")
+    r = mallocsweep(["run", str(suite), "--out", str(tmp_path / "runs"), "--quiet"])
     assert r.returncode == 2
     (line,) = r.stderr.strip().splitlines()
     assert "sysbench.threads" in line and "thread level 1 is below the 2 client hosts" in line
@@ -368,8 +363,7 @@ def test_iibench_runs_on_the_client_host(client_host):
     out = tmp / "runs-iibench"
     r = mallocsweep(
         ["run", str(_iibench_suite(tmp, host, sys.executable)), "--out", str(out), "--quiet",
-         "--no-report"],
-        tmp / "cache",
+         "--no-report"]
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     run_dir = next(out.iterdir())
@@ -396,8 +390,7 @@ def test_a_client_host_without_our_install_fails_preflight(client_host):
     out = tmp / "runs-nopython"
     r = mallocsweep(
         ["run", str(_iibench_suite(tmp, host, "/usr/bin/python3", "nopython")), "--out", str(out),
-         "--quiet"],
-        tmp / "cache",
+         "--quiet"]
     )  # fmt: skip
     assert r.returncode == 2, r.stderr
     (line,) = r.stderr.strip().splitlines()
@@ -406,13 +399,11 @@ def test_a_client_host_without_our_install_fails_preflight(client_host):
 
 
 # -- MySQL 9.7 over TCP from a client host ----------------------------------------------------------
-def test_mysql_97_serves_a_client_host_over_tcp(client_host):
+def test_mysql_97_serves_a_client_host_over_tcp(client_host, mysql_root):
     """MySQL 9.x accounts use caching_sha2_password, whose first login over plain TCP needs TLS or
     the server's RSA key; sysbench 1.0.20 (libmariadb) on the client host must get through it."""
-    from tests.integration.roots import rooted_server
-
     host, tmp = client_host
-    root = rooted_server("mysql")
+    root = mysql_root
     suite = tmp / "mysql97.toml"
     suite.write_text(
         small_suite(
@@ -430,7 +421,7 @@ def test_mysql_97_serves_a_client_host_over_tcp(client_host):
         )
     )
     out = tmp / "runs-mysql97"
-    r = mallocsweep(["run", str(suite), "--out", str(out), "--quiet", "--no-report"], tmp / "cache")
+    r = mallocsweep(["run", str(suite), "--out", str(out), "--quiet", "--no-report"])
     assert r.returncode == 0, r.stderr[-2000:]
     run_dir = next(out.iterdir())
     (row,) = results(run_dir)
@@ -450,9 +441,7 @@ def test_a_host_that_does_not_answer_fails_preflight(client_host):
         suite.write_text(
             suite.read_text().replace("connect_timeout_s = 5", "connect_timeout_s = 2")
         )
-        r = mallocsweep(
-            ["run", str(suite), "--out", str(tmp / "runs-silent"), "--quiet"], tmp / "cache"
-        )
+        r = mallocsweep(["run", str(suite), "--out", str(tmp / "runs-silent"), "--quiet"])
     finally:
         subprocess.run([*ns, "del", "blackhole", f"{host.host_address}/32"], check=False)
     assert r.returncode == 2, r.stderr

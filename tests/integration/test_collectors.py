@@ -188,20 +188,11 @@ def test_target_killed_mid_phase_is_recorded_not_raised(hold_bin, short_tmp):
 
 
 @pytest.fixture(scope="module")
-def mariadb_datadir(tmp_path_factory):
-    from servers.allocators import resolve
-    from servers.errors import ServerError
-    from servers.mysql import MySQLServer, MySQLSettings, find_mysql
+def mariadb_datadir(mariadb_binary, pristine_datadir):
+    from servers.mysql import MySQLSettings
 
-    try:
-        binary = find_mysql()
-    except ServerError as e:
-        pytest.skip(f"no MariaDB server installed ({e}); `make setup` installs mariadb-server")
-    root = tmp_path_factory.mktemp("mdb")
     settings = MySQLSettings(buffer_pool_mb=64, max_threads=16, innodb_log_file_mb=16)
-    server = MySQLServer(binary, root / "w", settings, resolve(["glibc"])[0])
-    server.initialize()
-    return binary, settings, server.datadir
+    return mariadb_binary, settings, pristine_datadir(mariadb_binary)
 
 
 def test_mariadb_sample_rss_equals_proc_status_at_the_same_moment(mariadb_datadir, short_tmp):

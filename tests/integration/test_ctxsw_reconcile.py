@@ -23,7 +23,7 @@ from collectors.procfs import ProcFS
 from collectors.session import Collectors
 from rundir.format import SAMPLE_COLUMNS
 from servers.launch import spawn
-from tests.integration.runs_helpers import gcc_program, scratch_dir, wait_for
+from tests.integration.runs_helpers import gcc_program, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -219,22 +219,8 @@ def test_without_kernel_sources_reconciliation_is_not_checked(churn_bin, short_t
 
 
 @pytest.fixture(scope="module")
-def mariadb_pristine():
-    from servers.errors import ServerError
-    from servers.mysql import MySQLServer, MySQLSettings, find_mysql
-
-    try:
-        binary = find_mysql()
-    except ServerError as e:
-        pytest.skip(f"no MariaDB server installed ({e}); `make setup` installs mariadb-server")
-
-    from servers.allocators import resolve
-
-    with scratch_dir("ms-cx-") as root:
-        settings = MySQLSettings(buffer_pool_mb=64, max_threads=32, innodb_log_file_mb=16)
-        server = MySQLServer(binary, root / "w", settings, resolve(["glibc"])[0])
-        server.initialize()
-        yield binary, server.datadir
+def mariadb_pristine(mariadb_binary, pristine_datadir):
+    return mariadb_binary, pristine_datadir(mariadb_binary)
 
 
 def test_mariadb_connection_threads_exit_and_still_reconcile(mariadb_pristine, short_tmp):

@@ -13,13 +13,13 @@ from suites.cli import main
 pytestmark = pytest.mark.integration
 
 
-def test_doctor_reports_a_leftover_server_by_its_pid_file(short_tmp, capsys):
+def test_doctor_reports_a_leftover_server_by_its_pid_file(short_tmp, capsys, copy_pristine):
     work = short_tmp / "runs" / "quick-x" / "work" / "cell1"
+    copy_pristine(find_mysql(), work)
     srv = MySQLServer(
         find_mysql(), work, MySQLSettings(buffer_pool_mb=32, max_threads=8), resolve(["glibc"])[0]
     )
     try:
-        srv.initialize()
         srv.start()
         assert main(["doctor", "--json", "--runs", str(short_tmp / "runs")]) == 0
         checks = json.loads(capsys.readouterr().out)

@@ -1,6 +1,6 @@
 """iibench on a real MariaDB under two allocators, and the client processes' lifecycle.
 
-One pristine datadir per module, copied per server. Servers run on free ports with sockets in
+One pristine datadir per session (conftest), copied per server. Servers run on free ports with sockets in
 short private dirs and are always stopped. Loads are tiny (tens of thousands of rows): the point
 is that every row is accounted for, not the rate.
 """
@@ -19,15 +19,13 @@ from pathlib import Path
 import pytest
 
 from servers.allocators import resolve
-from servers.errors import ServerError
-from servers.mysql import MySQLServer, MySQLSettings, find_mysql
+from servers.mysql import MySQLServer, MySQLSettings
 from suites import iibench
 from suites.errors import SuiteError
 from suites.iibench import SECONDARY_INDEXES, IIBenchSpec
 from suites.iibench.bench import client_cpu_fraction, process_cpu_s, process_vs_thread_rate
 from suites.iibench.spec import DATA_LENGTH_MAX
 from suites.workload import ClientTarget
-from tests.integration.runs_helpers import scratch_dir
 
 pytestmark = pytest.mark.integration
 
@@ -39,15 +37,8 @@ def settings() -> MySQLSettings:
 
 
 @pytest.fixture(scope="module")
-def pristine():
-    try:
-        binary = find_mysql()
-    except ServerError as e:
-        pytest.skip(f"no MariaDB server installed ({e}); `make setup` installs mariadb-server")
-    with scratch_dir("ms-ii-") as root:
-        server = MySQLServer(binary, root / "w", settings(), resolve(["glibc"])[0])
-        server.initialize()
-        yield binary, server.datadir
+def pristine(mariadb_binary, pristine_datadir):
+    return mariadb_binary, pristine_datadir(mariadb_binary)
 
 
 def started(pristine, work: Path, allocator: str) -> MySQLServer:

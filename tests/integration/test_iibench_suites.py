@@ -33,9 +33,9 @@ def _suite(path: Path) -> dict:
 @contextmanager
 def _run(suite: Path) -> Iterator[tuple[int, Path]]:
     """`mallocsweep run SUITE --out <scratch>` from the repository root (where `make run` runs
-    it), with the report written; yields (exit code, run dir), then removes the scratch dir."""
+    it), with the report written, datasets from the session's cache (conftest); yields (exit
+    code, run dir), then removes the scratch dir."""
     with scratch_dir("ms-iis-") as out, pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MALLOCSWEEP_CACHE", str(out / "cache"))
         mp.chdir(REPO)
         code = main(["run", str(suite), "--out", str(out / "runs"), "--quiet"])
         mp.undo()

@@ -1,6 +1,6 @@
 """MariaDB started for real under every installed core allocator, with proof, and bad input.
 
-One pristine datadir is initialised per module and copied per start, so each server begins from
+One pristine datadir is initialised per session (conftest) and copied per start, so each server begins from
 the same files. Servers run on free ports with sockets in short private dirs and are always
 stopped (context manager), and each test checks that nothing of them is left running.
 """
@@ -21,7 +21,6 @@ from servers.allocators import Allocator, detect_all, resolve
 from servers.errors import AllocatorError, ServerError
 from servers.mysql import MySQLServer, MySQLSettings, ServerBinary, find_mysql
 from servers.ports import free_port
-from tests.integration.runs_helpers import scratch_dir
 
 pytestmark = pytest.mark.integration
 
@@ -42,21 +41,16 @@ def small_settings(**extra) -> MySQLSettings:
 
 
 @pytest.fixture(scope="module")
-def binary() -> ServerBinary:
-    try:
-        return find_mysql()
-    except ServerError as e:
-        pytest.skip(f"no MariaDB server installed ({e}); `make setup` installs mariadb-server")
+def binary(mariadb_binary) -> ServerBinary:
+    return mariadb_binary  # the conftest's: skips where no MariaDB is installed
 
 
 @pytest.fixture(scope="module")
-def pristine(binary):
-    """An initialised datadir, made once; tests copy it."""
-    with scratch_dir("ms-p-") as root:
-        server = MySQLServer(binary, root / "w", small_settings(), resolve(["glibc"])[0])
-        server.initialize()
-        assert (server.datadir / "mysql").is_dir() and (server.datadir / OWNER_MARKER).is_file()
-        yield server.datadir
+def pristine(binary, pristine_datadir) -> Path:
+    """The session's initialised datadir of this server (conftest); tests copy it."""
+    datadir = pristine_datadir(binary)
+    assert (datadir / "mysql").is_dir() and (datadir / OWNER_MARKER).is_file()
+    return datadir
 
 
 def copy_datadir(pristine: Path, work: Path) -> None:

@@ -37,7 +37,7 @@ def run_without_perf():
             ctypes.set_errno(errno.EACCES)
             return -1
 
-        mp.setenv("MALLOCSWEEP_CACHE", str(out / "cache"))
+        # The session's dataset cache (conftest): the fallback is the point, not the dataset.
         mp.setattr(perf_event._libc, "syscall", refused)
 
         def not_permitted(self, tgid):

@@ -21,6 +21,7 @@ import pytest
 from servers import fetch
 from servers.errors import ServerError
 from suites.cli import main
+from tests.integration import roots
 from tests.integration.roots import CACHE
 from tests.integration.runs_helpers import manifest, processes_mentioning, results
 
@@ -218,15 +219,11 @@ def test_sysbench_on_myrocks(root):
 
 
 def _older_patch() -> str:
-    from tests.integration.test_servers_fetch import _older_mariadb_patch
-
-    return _older_mariadb_patch()
+    return roots.older_mariadb_patch()
 
 
 def _newest_mysql() -> str:
-    from tests.integration.roots import rooted_server
-
-    root = rooted_server("mysql")  # the newest MySQL of Debian unstable, fetched once
+    root = roots.rooted_server("mysql")  # the newest MySQL of Debian unstable, fetched once
     return next(s.spec for s in fetch.list_fetched() if Path(s.path) == root)
 
 

@@ -17,8 +17,11 @@ pytestmark = pytest.mark.integration
 OPTS = SysbenchOptions(tables=1, table_size=2000)
 
 
-def test_paired_blocks_share_one_life_and_raw_blocks_run_alone(tmp_path):
+def test_paired_blocks_share_one_life_and_raw_blocks_run_alone(
+    tmp_path, mariadb_binary, copy_pristine
+):
     with scratch_dir("ms-pb-") as work:
+        copy_pristine(mariadb_binary, work)
         settings = MySQLSettings(buffer_pool_mb=64, max_threads=32, innodb_log_file_mb=48)
         srv = coll = None
         sweep = paired.PairedPoint("point_select", 4, 2)

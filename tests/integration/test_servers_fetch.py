@@ -21,6 +21,7 @@ from servers import archive, fetch
 from servers.allocators import resolve
 from servers.errors import ServerError
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
+from tests.integration import roots
 
 pytestmark = pytest.mark.integration
 
@@ -31,6 +32,7 @@ MALLOCSWEEP = [sys.executable, "-m", "suites.cli"]
 
 @pytest.fixture(scope="module", autouse=True)
 def servers_cache():
+    roots.wait_prefetch()  # the checks below look for half-done fetches in the whole directory
     old = os.environ.get("MALLOCSWEEP_SERVERS")
     os.environ["MALLOCSWEEP_SERVERS"] = old or str(CACHE)
     try:
@@ -46,33 +48,13 @@ def _index(release: str) -> archive.ReleaseIndex:
     return ix
 
 
-def _older_mariadb_patch() -> str:
-    """The newest MariaDB of the host's release older than the installed one, same major.minor."""
-    host = find_mysql()
-    if host.flavor != "mariadb":
-        pytest.skip(f"the host's server is {host.flavor}, not Debian's MariaDB")
-    release = archive.host_release()
-    if release not in archive.RELEASES:
-        pytest.skip(f"host release {release!r} is not one mallocsweep fetches from")
-    mm = host.version_tuple()[:2]
-    ups = {p.upstream for p in _index(release).show("mariadb-server-core")}
-    older = sorted(
-        (tuple(int(x) for x in u.split(".")) for u in ups),
-        reverse=True,
-    )
-    older = [v for v in older if v[:2] == mm and v < host.version_tuple()]
-    if not older:
-        pytest.skip(f"Debian {release} offers no MariaDB {mm[0]}.{mm[1]} older than {host.version}")
-    return "mariadb-" + ".".join(map(str, older[0]))
-
-
 def _no_leftovers(base: Path) -> None:
     assert [d.name for d in base.iterdir() if ".partial-" in d.name] == []
     assert fetch.mounts_under(base) == []
 
 
-def test_basedir_of_an_older_patch_initialises_and_starts(short_tmp):
-    spec = _older_mariadb_patch()
+def test_basedir_of_an_older_patch_initialises_and_starts(short_tmp, older_mariadb):
+    spec = older_mariadb
     s = fetch.fetch(spec)
     assert (s.kind, s.release, s.flavor) == ("basedir", archive.host_release(), "mariadb")
     assert s.glibc and s.size_bytes > 10_000_000
@@ -115,7 +97,7 @@ def _newest_sid_mysql() -> str:
 @pytest.mark.skipif(
     os.geteuid() != 0, reason="a server root needs debootstrap and chroot: root only"
 )
-def test_sid_root_with_mysql_and_its_allocators(capsys):
+def test_sid_root_with_mysql_and_its_allocators(capsys, pristine_datadir):
     from suites.cli import main
 
     spec = _newest_sid_mysql()
@@ -144,28 +126,11 @@ def test_sid_root_with_mysql_and_its_allocators(capsys):
         check=True,
     ).stdout
     assert f"Ver {s.version}" in out
-    # the root holds what the server needs to make a datadir (removed again: the root is cached)
-    scratch = root / "tmp" / f"ms-init-{os.getpid()}"
-    try:
-        init = subprocess.run(
-            [
-                "chroot",
-                s.path,
-                s.binary,
-                "--no-defaults",
-                "--initialize-insecure",
-                "--user=root",
-                f"--datadir=/tmp/{scratch.name}",
-                "--secure-file-priv=",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert init.returncode == 0, init.stderr[-500:]
-        assert (scratch / "mysql.ibd").is_file()
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    # the root holds what the server needs to make a datadir: the session's pristine one of this
+    # root (mysqld --initialize-insecure, under chroot through the exec helper; test_server_root
+    # and the MySQL runs start on copies of it), made here if no test made it before
+    datadir = pristine_datadir(find_mysql(root=s.path))
+    assert (datadir / "mysql.ibd").is_file() and (datadir / "mysql").is_dir()
     assert main(["servers", "list", "--json"]) == 0
     assert f'"spec": "{spec}"' in capsys.readouterr().out
     _no_leftovers(fetch.servers_dir())
@@ -205,8 +170,8 @@ def _wait_for(cond, timeout_s: float, what: str, proc: subprocess.Popen) -> None
         time.sleep(0.1)
 
 
-def test_sigkill_mid_fetch_leaves_nothing_that_looks_fetched(tmp_path, monkeypatch):
-    spec = _older_mariadb_patch()
+def test_sigkill_mid_fetch_leaves_nothing_that_looks_fetched(tmp_path, monkeypatch, older_mariadb):
+    spec = older_mariadb
     servers = _private_cache(tmp_path)
     proc = _start(spec, servers)
     try:

@@ -12,27 +12,19 @@ import pytest
 from servers.mysql import MySQLSettings
 from suites.sysbench import SysbenchOptions, run_level
 from suites.sysbench.runner import WRAPPER, records_path
-from tests.integration.mariadb import start_prepared
+from tests.integration.mariadb import SMALL_DATASET, start_prepared
 from tests.integration.runs_helpers import scratch_dir
 
 pytestmark = pytest.mark.integration
-OPTS = SysbenchOptions(tables=2, table_size=2000)
+OPTS = SMALL_DATASET  # what the session's mariadb_life holds
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """One MariaDB sized for 1536 clients (max_connections, thread cache, prepared statements)."""
-
-    with scratch_dir("ms-sb-") as work:
-        logs = tmp_path_factory.mktemp("sb-logs")
-        settings = MySQLSettings(buffer_pool_mb=64, max_threads=1536, innodb_log_file_mb=48)
-        srv = None
-        try:
-            srv, target, _ = start_prepared(work, OPTS, settings, logs / "prepare.log")
-            yield srv, target, logs
-        finally:
-            if srv is not None:
-                srv.stop()
+def server(mariadb_life, tmp_path_factory):
+    """The session's MariaDB under glibc, sized for 1536 clients (max_connections, thread cache,
+    prepared statements), OPTS loaded; the levels only read from it."""
+    srv, target, _ = mariadb_life("glibc")
+    return srv, target, tmp_path_factory.mktemp("sb-logs")
 
 
 def printed(log) -> dict:
@@ -108,11 +100,12 @@ def test_a_stalled_level_is_killed_and_failed(server):
     assert res.sysbench.exit["signal"] == 9
 
 
-def test_server_gone_mid_level_is_a_failed_level(tmp_path):
+def test_server_gone_mid_level_is_a_failed_level(tmp_path, mariadb_binary, copy_pristine):
     """A server that dies under load: the level fails with the reason; nothing raises."""
     opts = SysbenchOptions(tables=1, table_size=500)
     settings = MySQLSettings(buffer_pool_mb=32, max_threads=64, innodb_log_file_mb=16)
     with scratch_dir("ms-sbg-") as work:
+        copy_pristine(mariadb_binary, work)  # killed below: a life of its own
         srv, target, _ = start_prepared(work, opts, settings, tmp_path / "prepare.log")
         try:
             killer = threading.Timer(1.5, lambda: srv.child.signal_group(9))

@@ -12,6 +12,7 @@ import pytest
 
 from servers import fetch
 from servers.mysql import find_mysql
+from tests.integration.roots import CACHE
 from tests.integration.runs_helpers import (
     kill_quietly,
     mallocsweep,
@@ -19,7 +20,6 @@ from tests.integration.runs_helpers import (
     small_suite,
     start_run,
 )
-from tests.integration.test_servers_fetch import CACHE, _older_mariadb_patch
 
 pytestmark = pytest.mark.integration
 
@@ -31,10 +31,10 @@ SUITE = small_suite(
 )
 
 
-def _run(suite: Path, out: Path, *extra: str) -> Path:
+def _run(suite: Path, out: Path, cache: Path, *extra: str) -> Path:
     runs = out / "runs"
     before = set(runs.iterdir()) if runs.exists() else set()
-    proc = start_run([str(suite), "--out", str(runs), *extra], out / "cache")
+    proc = start_run([str(suite), "--out", str(runs), *extra], cache)
     try:
         _, err = proc.communicate(timeout=900)
     finally:
@@ -44,15 +44,15 @@ def _run(suite: Path, out: Path, *extra: str) -> Path:
     return run_dir
 
 
-def test_patch_upgrade_compare_on_real_versions(out, monkeypatch):
+def test_patch_upgrade_compare_on_real_versions(out, monkeypatch, older_mariadb, dataset_cache):
     monkeypatch.setenv("MALLOCSWEEP_SERVERS", str(CACHE))
-    spec = _older_mariadb_patch()  # e.g. mariadb-10.11.18 while the host runs 10.11.19
+    spec = older_mariadb  # e.g. mariadb-10.11.18 while the host runs 10.11.19
     old = fetch.fetch(spec)
     host = find_mysql()
     suite = out / "suite.toml"
     suite.write_text(SUITE)
-    base = _run(suite, out, "--server", f"fetched:{spec}")
-    new = _run(suite, out)
+    base = _run(suite, out, dataset_cache, "--server", f"fetched:{spec}")
+    new = _run(suite, out, dataset_cache)
     for run_dir, version in ((base, old.version), (new, host.version)):
         cells = manifest(run_dir)["cells"]
         assert len(cells) == 2 and all(c["status"] == "ok" for c in cells), cells
