@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from suites.cell_kinds import MySQLCell
+from suites.cell_kinds import WorkloadCell
 from suites.config import load_suite
 from suites.config_overrides import apply_overrides
 from suites.display import Display
@@ -185,7 +185,7 @@ def test_server_killed_mid_level_fails_only_its_cell(out, dataset_cache):
 
 def test_an_unexpected_error_fails_only_its_cell(out, dataset_cache, monkeypatch):
     """A bug in a cell (here: warmup raising RuntimeError) fails that cell; the next one runs."""
-    real_warmup = MySQLCell.warmup
+    real_warmup = WorkloadCell.warmup
     calls = []
 
     def warmup(self):
@@ -194,7 +194,7 @@ def test_an_unexpected_error_fails_only_its_cell(out, dataset_cache, monkeypatch
             raise RuntimeError("injected fault in warmup")
         return real_warmup(self)
 
-    monkeypatch.setattr(MySQLCell, "warmup", warmup)
+    monkeypatch.setattr(WorkloadCell, "warmup", warmup)
     monkeypatch.setenv("MALLOCSWEEP_STATE", str(out / "state"))
     loaded = load_suite(SMOKE)
     suite = apply_overrides(
