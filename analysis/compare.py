@@ -54,10 +54,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from analysis import memory, study_tables
-from analysis.compare_metadata import differences
+from analysis.compare_metadata import differences, same_run
 from analysis.errors import AnalysisError
 from analysis.lives import life_values
 from analysis.stats import BATCHES, CONFIDENCE, Estimate, batch_means, diff_ci, ratio_ci
+from rundir.integrity import GAP_PREFIX
 from rundir.read import Run, load_run
 
 FASTER, SLOWER, NO_CHANGE, NO_VERDICT = "faster", "slower", "no significant change", "no verdict"
@@ -114,6 +115,17 @@ class Comparison:
     warnings: list[str] = field(default_factory=list)
     unmatched: dict[str, list[str]] = field(default_factory=dict)
     memory_basis: str = "server"  # memory.SERVER or memory.LEVELS: which start/end figures
+    # What each run's source of truth lacks, compared anyway (--allow-incomplete): side -> lines
+    incomplete: dict[str, list[str]] = field(default_factory=dict)
+
+    def gap_lines(self) -> list[str]:
+        """The gaps, as the output's first lines."""
+        sides = (("BASE", self.base_path), ("NEW", self.new_path))
+        return [
+            f"{GAP_PREFIX} ({side} {path}): {gap}"
+            for (side, path), key in zip(sides, ("base", "new"), strict=True)
+            for gap in self.incomplete.get(key) or []
+        ]
 
     @property
     def regressions(self) -> list[PointComparison]:
@@ -155,6 +167,7 @@ class Comparison:
             "threshold_pct": self.threshold_pct,
             "confidence": CONFIDENCE,
             "allow_weak": self.allow_weak,
+            "incomplete": {k: list(v) for k, v in self.incomplete.items() if v},
             "warnings": list(self.warnings),
             "points": [point(p) for p in self.points],
             "memory": [point(p) for p in self.memory],
@@ -432,18 +445,30 @@ def _server_pairs(base: Run, new: Run) -> tuple[str, list[tuple[str, str]], list
 
 # -- entry points -------------------------------------------------------------------------------
 def compare_runs(
-    base: Path, new: Path, threshold_pct: float = 5.0, allow_weak: bool = False
+    base: Path,
+    new: Path,
+    threshold_pct: float = 5.0,
+    allow_weak: bool = False,
+    allow_incomplete: bool = False,
 ) -> Comparison:
+    """BASE against NEW. AnalysisError/RunDirError (one line) for runs that cannot be compared:
+    unreadable, incomplete (unless allow_incomplete: then the gaps come first in the output and
+    in its JSON), or one run twice (the same directory, a copy, a run holding the other's cells)."""
     if not 0 <= threshold_pct < 100:
         raise AnalysisError(f"threshold {threshold_pct}: expected a percentage from 0 to 100")
-    brun, nrun = load_run(Path(base)), load_run(Path(new))
+    brun = load_run(Path(base), allow_incomplete=allow_incomplete)
+    nrun = load_run(Path(new), allow_incomplete=allow_incomplete)
+    same = same_run(brun, nrun)
+    if same:
+        raise AnalysisError(f"{same}: a run compared with itself has nothing to tell; no verdict")
     mode, pairs, server_warnings = _server_pairs(brun, nrun)
     cmp = Comparison(
         brun.path, nrun.path, brun.run_id, nrun.run_id, mode, threshold_pct, allow_weak
     )
+    cmp.incomplete = {"base": list(brun.gaps), "new": list(nrun.gaps)}
     cmp.warnings = [
-        *brun.notices,
-        *nrun.notices,
+        *(n for n in brun.notices if not n.startswith(GAP_PREFIX)),
+        *(n for n in nrun.notices if not n.startswith(GAP_PREFIX)),
         *differences(brun, nrun, mode, pairs),
         *server_warnings,
     ]

@@ -145,3 +145,59 @@ def _alloc_versions(run: Run) -> dict[str, str]:
         for c in run.cells.values()
         if (c.get("allocator") or {}).get("name")
     }
+
+
+def _lives(run: Run) -> dict[tuple, str]:
+    """The server lives a run holds, each identified by what no other life shares: its start and
+    end, the server's pid and its exit's resource usage (a life without a pid or a reading, as in
+    synthetic runs, cannot be told apart and is left out). -> cell id."""
+    out = {}
+    for cid, c in run.cells.items():
+        ver, ex = c.get("verification"), c.get("exit")
+        pid = ver.get("pid") if isinstance(ver, dict) else None
+        usage = ex.get("rusage") if isinstance(ex, dict) else None
+        if not c.get("started_at") or pid is None or not usage:
+            continue
+        key = (c.get("started_at"), c.get("finished_at"), pid, repr(sorted(usage.items())))
+        out[key] = cid
+    return out
+
+
+def same_run(base: Run, new: Run) -> str | None:
+    """Why BASE and NEW are one run (the same directory, a copy, or a run that holds the other's
+    cells, like a merge and its shard), or None. A verdict between them would compare a run with
+    itself and could only say "no change"."""
+    b, n = base.path.resolve(), new.path.resolve()
+    if b == n:
+        return f"BASE and NEW are the same run directory ({b})"
+    bm, nm = base.manifest, new.manifest
+    ident = ("run_id", "started_at")
+    host = ("hostname", "boot_id")
+    if (
+        bm.get("run_id")
+        and all(bm.get(k) == nm.get(k) for k in ident)
+        and all(base.host.get(k) == new.host.get(k) for k in host)
+    ):
+        return (
+            f"BASE and NEW are the same run ({bm.get('run_id')}, started {bm.get('started_at')} on "
+            f"{base.host.get('hostname') or 'the same host'}): {new.path} is a copy of "
+            f"{base.path} or the other way round"
+        )
+    shared = sorted(set(_lives(base)) & set(_lives(new)))
+    if shared:
+        cid = _lives(new)[shared[0]]
+        return (
+            f"BASE and NEW hold the same server life (cell {cid}, started {shared[0][0]}, pid "
+            f"{shared[0][2]}) and {len(shared) - 1} more: one run is a copy of the other or holds "
+            "its cells"
+        )
+    if base.rows and len(base.rows) == len(new.rows):
+        keys = [c for c in base.columns if c in new.columns and c != "cell"]
+        if [[r.get(k) for k in keys] for r in base.rows] == [
+            [r.get(k) for k in keys] for r in new.rows
+        ]:
+            return (
+                f"BASE and NEW have identical results, row for row ({len(base.rows)} rows): "
+                f"{new.path} is a copy of {base.path} or the other way round"
+            )
+    return None

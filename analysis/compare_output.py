@@ -31,7 +31,7 @@ from analysis.errors import AnalysisError
 from analysis.plots import to_data_uri
 from analysis.report import TEMPLATES
 from analysis.table_model import Cell, Table, fmt, text
-from rundir.atomic import atomic_write
+from rundir.atomic import atomic_write_all
 
 HOW_TO_READ = (
     "Each row is one point measured in both runs. base and new are geometric means over each run's"
@@ -213,6 +213,8 @@ def headline(cmp: Comparison) -> str:
 def render_text(cmp: Comparison) -> str:
     buf = io.StringIO()
     console = Console(file=buf, width=160, color_system=None, force_terminal=False, highlight=False)
+    for line in cmp.gap_lines():  # first: what this comparison could not see
+        console.print(line, markup=False)
     console.print(
         f"mallocsweep compare: BASE {cmp.base_id} -> NEW {cmp.new_id} ({cmp.mode}; "
         f"threshold {cmp.threshold_pct:g}%, 95% confidence)",
@@ -303,6 +305,7 @@ def render_markdown(cmp: Comparison) -> str:
     lines = [
         f"# mallocsweep compare: {cmp.base_id} → {cmp.new_id}",
         "",
+        *(f"**{line}**\n" for line in cmp.gap_lines()),
         f"- base: `{cmp.base_path}`",
         f"- new: `{cmp.new_path}`",
         f"- mode: {cmp.mode}",
@@ -345,16 +348,38 @@ def output_stem(cmp: Comparison) -> str:
 
 
 def write_outputs(cmp: Comparison, out_dir: Path) -> list[Path]:
-    """The .md and .html of this comparison in out_dir, never overwriting a file: when the pair
-    was compared there before, the new files get the next free suffix (.2, .3, ...)."""
+    """The .md and .html of this comparison in out_dir, both or neither (rendered first, written
+    to temp names, then moved into place), never overwriting a file: when the pair was compared
+    there before, the new files get the next free suffix (.2, .3, ...). AnalysisError (one line
+    naming the place) when they cannot be written; nothing is left behind then."""
+    views = ((".md", render_markdown(cmp)), (".html", render_html(cmp)))
+    made = [p for p in (out_dir, *out_dir.parents) if not p.exists() and not p.is_symlink()]
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
+        _unmake(made)
         raise AnalysisError(
-            f"{out_dir}: cannot create the output directory: {e.strerror}"
+            f"{out_dir}: cannot create the output directory: {e.strerror}; nothing was written"
         ) from None
+    if not out_dir.is_dir():
+        raise AnalysisError(f"{out_dir}: not a directory; nothing was written")
+    try:
+        return _write_pair(cmp, out_dir, views)
+    except AnalysisError:
+        _unmake(made)  # the directories made for it go too: nothing is left behind
+        raise
+
+
+def _unmake(made: list[Path]) -> None:
+    for d in made:  # deepest first
+        try:
+            d.rmdir()
+        except OSError:
+            pass
+
+
+def _write_pair(cmp: Comparison, out_dir: Path, views) -> list[Path]:
     stem = output_stem(cmp)
-    views = ((".md", render_markdown(cmp)), (".html", render_html(cmp)))
     n = 1
     while True:
         name = stem if n == 1 else f"{stem}.{n}"
@@ -362,16 +387,14 @@ def write_outputs(cmp: Comparison, out_dir: Path) -> list[Path]:
         if any(p.exists() for p in paths):
             n += 1
             continue
-        written = []
         try:
-            for path, (_, data) in zip(paths, views, strict=True):
-                atomic_write(path, data, exclusive=True)
-                written.append(path)
+            atomic_write_all([(p, data) for p, (_, data) in zip(paths, views, strict=True)])
         except FileExistsError:  # another compare took this name meanwhile: next suffix
-            for path in written:
-                path.unlink(missing_ok=True)
             n += 1
             continue
         except OSError as e:
-            raise AnalysisError(f"{path}: cannot write: {e.strerror}") from None
-        return written
+            raise AnalysisError(
+                f"{out_dir}: cannot write {name}.md and .html: {e.strerror or e}; nothing was "
+                "written"
+            ) from None
+        return paths

@@ -236,10 +236,12 @@ def render(run: Run, baseline: str | None = None) -> tuple[str, str]:
     )
 
 
-def write_report(run_dir: Path, baseline: str | None = None) -> tuple[Path, Path]:
+def write_report(
+    run_dir: Path, baseline: str | None = None, run: Run | None = None
+) -> tuple[Path, Path]:
     """Write RUN_DIR/report.html, RUN_DIR/summary.md and RUN_DIR/verdicts.csv; returns the first
-    two paths."""
-    run = load_run(Path(run_dir))
+    two paths. `run`: the run as the caller already read it (e.g. with --allow-incomplete)."""
+    run = run if run is not None else load_run(Path(run_dir))
     html, md = render(run, baseline)
     write_verdicts(run, baseline)
     html_path, md_path = run.path / REPORT_HTML, run.path / SUMMARY_MD

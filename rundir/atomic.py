@@ -72,3 +72,42 @@ def atomic_write(path: Path, data: str | bytes, *, exclusive: bool = False) -> N
             pass
         raise
     _fsync_dir(path.parent)
+
+
+def atomic_write_all(files: list[tuple[Path, str | bytes]]) -> None:
+    """Write several new files all or nothing (a comparison's .md and .html): every one goes to a
+    temp file in its directory and is fsynced first; only then are they moved into place, each
+    exclusively. FileExistsError if a name is taken, any OSError if a write or a move fails: in
+    both cases the files this call moved are removed again and no temp file stays."""
+    temps: list[tuple[str, Path]] = []
+    placed: list[Path] = []
+    try:
+        for path, data in files:
+            path = Path(path)
+            if path.exists():
+                raise FileExistsError(errno.EEXIST, "File exists", str(path))
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            temps.append((tmp, path))
+            os.fchmod(fd, 0o644)
+            with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        for tmp, path in temps:
+            _link_or_move(tmp, path)
+            placed.append(path)
+        for directory in dict.fromkeys(p.parent for _, p in temps):
+            _fsync_dir(directory)
+    except BaseException:
+        for path in placed:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        raise
+    finally:
+        for tmp, _ in temps:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass

@@ -273,6 +273,27 @@ COUNTER_MEANINGS = {
     "cache_fill": "what that cache holds, or has added: levelled off means warm (warmup)",
 }
 
+# The results columns each run format added, by format number (what `results_columns(N)` leaves out
+# of an older format). rundir.integrity reads a run's results.csv against its own format's set: a
+# format that adds results columns lists them here under its number (a format-N fixture then
+# still passes), else every older run reads as one that lost those columns.
+COLUMNS_ADDED_IN = {
+    # measured windows: written by format-1 runs from 2026-11-22 on, by every format-2 run
+    2: WINDOW_ERA_COLUMNS,
+    # engine and the read-while-writing columns (written by format-2 runs after their first
+    # ones), the client host's, the allocator's own accounting and thread churn
+    3: (*ADDED_COLUMNS, *CLIENT_COLUMNS, *ALLOC_COLUMNS, "churn_cycle", "thread_cache_size"),
+}
+
+
+def results_columns(version: int) -> list[str]:
+    """The results.csv columns every run of format `version` holds, in the writer's order. An
+    older run may hold some later ones too (format-1 runs of the window era, format-2 runs with
+    engine); a missing one means the file lost it."""
+    later = {c for v, cols in COLUMNS_ADDED_IN.items() if v > version for c in cols}
+    return [c for c in RESULTS_COLUMNS if c not in later]
+
+
 # Columns kept as text; every other column of results.csv and samples/*.csv is a number or empty.
 TEXT_COLUMNS = frozenset(
     {

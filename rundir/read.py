@@ -8,31 +8,15 @@ rundir/migrations.py, never rewritten on disk.
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 from rundir.errors import RunDirError
-from rundir.format import (
-    CELLS_DIR,
-    DERIVED_DIR,
-    FORMAT_VERSION,
-    INT_COLUMNS,
-    MANIFEST,
-    REQUIRED_RESULT_COLUMNS,
-    RESULTS,
-    RESULTS_COLUMNS,
-    SAMPLES_DIR,
-    SPAN_WINDOW,
-    TEXT_COLUMNS,
-)
-from rundir.migrations import RawRun, check_version, migrate
+from rundir.format import MANIFEST, RESULTS_COLUMNS, SAMPLES_DIR, SPAN_WINDOW, TEXT_COLUMNS
+from rundir.integrity import check_run, parse_csv, read_csv_text, typed_row
+from rundir.migrations import RawRun, migrate
 from rundir.records import check_manifest
-from rundir.write import results_text
 
 # What a timeline needs to be read at all (plots and intervals select on these).
 REQUIRED_SAMPLE_COLUMNS = ("t_s", "phase")
@@ -43,50 +27,9 @@ HOST_ALIASES = {"cores": "cpu_count", "glibc": "glibc_version", "governor": "cpu
 BASELINE_ALLOCATOR = "glibc"  # "no preload": every ratio in the report is relative to it
 
 
-def _number(text: str) -> float | None:
-    if text is None or text.strip() == "":
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return None if math.isnan(value) else value  # "nan" is a figure that was not measured
-
-
-def _typed_row(raw: dict[str, str], where: str) -> dict:
-    row: dict = {}
-    for key, text in raw.items():
-        if key is None:  # more fields than the header: a torn or hand-edited file
-            raise RunDirError(
-                f"{where}: a row has more fields than the header; the file is damaged"
-            )
-        if key in TEXT_COLUMNS:
-            row[key] = text or ""
-        elif key in INT_COLUMNS:
-            value = _number(text)
-            row[key] = int(value) if value is not None else None
-        else:
-            row[key] = _number(text)
-    return row
-
-
-def _parse_csv(text: str, where: str) -> tuple[list[str], list[dict]]:
-    try:
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        rows = [_typed_row(r, where) for r in reader]
-        return list(reader.fieldnames or []), rows
-    except csv.Error as e:
-        raise RunDirError(f"{where}: not a valid CSV file ({e})") from None
-
-
 def _read_csv(path: Path) -> tuple[list[str], list[dict]]:
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as e:
-        raise RunDirError(f"{path}: cannot read: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise RunDirError(f"{path}: not UTF-8 text (byte {e.start}); the file is damaged") from None
-    return _parse_csv(text, str(path))
+    columns, rows = parse_csv(read_csv_text(path), str(path), short_ok=True)
+    return columns, [typed_row(r) for r in rows]
 
 
 def _read_samples(path: Path) -> list[dict]:
@@ -114,6 +57,9 @@ class Run:
     # What reading found and repaired in memory (e.g. a damaged results.csv rebuilt from
     # cells/*.json): shown by `report` and `compare`, and at the top of the report.
     notices: list[str] = field(default_factory=list)
+    # What the run's source of truth lacks (rundir.integrity), read anyway (--allow-incomplete);
+    # also the first of `notices`.
+    gaps: list[str] = field(default_factory=list)
     _samples: dict[str, list[dict]] = field(default_factory=dict, repr=False)
 
     # -- identity and metadata -----------------------------------------------------------------
@@ -256,143 +202,22 @@ def _unique(items) -> list:
     return list(seen)
 
 
-def _read_manifest(path: Path) -> dict:
-    if not path.is_dir():
-        what = "does not exist" if not path.exists() else "is not a directory"
-        raise RunDirError(f"{path}: {what}; give the path of a mallocsweep run directory")
-    mpath = path / MANIFEST
-    if not mpath.is_file():
-        raise RunDirError(
-            f"{path}: not a mallocsweep run directory (no {MANIFEST}); "
-            "give the directory that `mallocsweep run` printed"
-        )
-    try:
-        manifest = json.loads(mpath.read_text())
-    except (OSError, UnicodeDecodeError) as e:
-        raise RunDirError(f"{mpath}: cannot read: {e}") from None
-    except json.JSONDecodeError as e:
-        raise RunDirError(
-            f"{mpath}: not valid JSON (line {e.lineno}): the file is damaged"
-        ) from None
-    if not isinstance(manifest, dict):
-        raise RunDirError(f"{mpath}: expected a JSON object at the top level")
-    return manifest
-
-
-def _cell_records(path: Path) -> list[dict] | None:
-    """cells/*.json (the source of truth for results.csv), or None for a run without them (runs
-    recorded before cell records existed, and test fixtures). RunDirError naming a damaged one."""
-    folder = path / CELLS_DIR
-    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
-    if not files:
-        return None
-    records = []
-    for f in files:
-        try:
-            rec = json.loads(f.read_bytes().decode("utf-8"))
-        except OSError as e:
-            raise RunDirError(f"{f}: cannot read: {e.strerror}") from None
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise RunDirError(f"{f}: not a valid cell record (damaged JSON)") from None
-        ok = (
-            isinstance(rec, dict)
-            and isinstance(rec.get("cell"), dict)
-            and isinstance(rec.get("rows"), list)
-            and all(isinstance(r, dict) for r in rec["rows"])
-        )
-        if not ok:
-            raise RunDirError(f"{f}: not a cell record (expected {{'cell': ..., 'rows': [...]}})")
-        # Rows that `report --rederive` derived again replace the recorded ones (the cell record
-        # itself is never rewritten); results.csv is then checked against those.
-        derived = path / DERIVED_DIR / f.name
-        if derived.is_file():
-            try:
-                rec = dict(rec, rows=json.loads(derived.read_text())["rows"])
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
-                raise RunDirError(
-                    f"{derived}: unreadable; run `mallocsweep report --rederive` again"
-                ) from None
-        records.append(rec)
-    return records
-
-
-def _check_rows(columns: list[str], rows: list[dict], where: Path) -> None:
-    missing = [c for c in REQUIRED_RESULT_COLUMNS if c not in columns]
-    if missing:
-        raise RunDirError(f"{where}: missing column(s) {', '.join(missing)}; the file is damaged")
-    bad = next((r for r in rows if r["threads"] is None or not r["workload"]), None)
-    if bad is not None:
-        raise RunDirError(f"{where}: row of cell {bad['cell']!r} has no workload or threads")
-
-
-def _results(path: Path, manifest: dict) -> tuple[list[str], list[dict], list[str]]:
-    """(columns, rows, notices): results.csv checked against cells/*.json when the run has them.
-    A missing, damaged or different results.csv is rebuilt in memory from the cell records with a
-    notice (the file on disk is left as it is: it is the user's evidence); rows of a cell that has
-    no record cannot be checked and are an error, never silently dropped."""
-    results = path / RESULTS
-    records = _cell_records(path)
-    if records is None:
-        if not results.is_file():
-            return [], [], []
-        columns, rows = _read_csv(results)
-        _check_rows(columns, rows, results)
-        return columns, rows, []
-    current = manifest.get("format_version") == FORMAT_VERSION
-    # An older writer wrote the columns it knew: rebuild with those, so migrations see the run
-    # exactly as that writer's results.csv would have shown it.
-    cols = RESULTS_COLUMNS
-    if not current:
-        present = {k for rec in records for r in rec["rows"] for k in r}
-        cols = [c for c in RESULTS_COLUMNS if c in present]
-    text, _ = results_text(records, cols)
-    want_cols, want = _parse_csv(text, f"{path / CELLS_DIR}/*.json")
-    problem = None
-    if not results.is_file():
-        problem = "is missing"
-    else:
-        try:
-            columns, rows = _read_csv(results)
-            _check_rows(columns, rows, results)
-        except RunDirError as e:
-            problem = f"is damaged ({str(e).removeprefix(f'{results}: ')})"
-        else:
-            recorded = {str(rec["cell"].get("id")) for rec in records}
-            orphans = sorted({str(r["cell"]) for r in rows} - recorded)
-            if orphans:
-                raise RunDirError(
-                    f"{results}: holds rows of cell(s) with no record in {CELLS_DIR}/ "
-                    f"({', '.join(orphans[:3])}{', ...' if len(orphans) > 3 else ''}); the run "
-                    "directory is damaged (a cell record was removed?)"
-                )
-            shared = [c for c in columns if c in want_cols]
-            mine = [tuple(r.get(c) for c in shared) for r in rows]
-            theirs = [tuple(r.get(c) for c in shared) for r in want]
-            if mine != theirs:
-                problem = (
-                    f"differs from {CELLS_DIR}/*.json ({len(rows)} rows there, "
-                    f"{len(want)} in the cell records)"
-                )
-            else:
-                return columns, rows, []
-    notice = (
-        f"{results} {problem}: the results were rebuilt from {CELLS_DIR}/*.json (the source of "
-        f"truth, {len(want)} rows); the file on disk was left as it is"
-    )
-    _check_rows(want_cols, want, path / CELLS_DIR)
-    return want_cols, want, [notice]
-
-
-def load_run(path: Path) -> Run:
-    """Read a run directory, upgraded to the current format. RunDirError (one line) for anything
-    that is not a readable run."""
+def load_run(path: Path, allow_incomplete: bool = False) -> Run:
+    """Read a run directory, upgraded to the current format, after its integrity check
+    (rundir.integrity). RunDirError (one line) for anything that is not a readable run, and for a
+    run whose source of truth lacks something (a cell record, a row, a column, a figure), unless
+    `allow_incomplete`: then what is there is read and the gaps are the run's first notices."""
     path = Path(path)
-    manifest = _read_manifest(path)
-    check_version(manifest, str(path / MANIFEST))  # a newer format's files may mean anything
-    columns, rows, notices = _results(path, manifest)
+    found = check_run(path)
+    if found.gaps and not allow_incomplete:
+        raise RunDirError(found.refusal())
+    notices = [*found.gap_lines(), *found.repaired, *found.notes]
+    rows = found.rows
     for r in rows:
         r["repeat"] = r["repeat"] or 1
-    raw = migrate(RawRun(manifest=manifest, columns=columns, rows=rows), str(path / MANIFEST))
+    raw = migrate(
+        RawRun(manifest=found.manifest, columns=found.columns, rows=rows), str(path / MANIFEST)
+    )
     # Columns added to the current format without a version bump (e.g. client_*): absent in a run
     # written before them, read as empty.
     added = [c for c in RESULTS_COLUMNS if c not in raw.columns] if raw.columns else []
@@ -402,5 +227,10 @@ def load_run(path: Path) -> Run:
     raw.columns = [*raw.columns, *added]
     check_manifest(raw.manifest, str(path / MANIFEST))
     return Run(
-        path=path, manifest=raw.manifest, rows=raw.rows, columns=raw.columns, notices=notices
+        path=path,
+        manifest=raw.manifest,
+        rows=raw.rows,
+        columns=raw.columns,
+        notices=notices,
+        gaps=list(found.gaps),
     )

@@ -79,7 +79,10 @@ def _rederive(path: Path) -> list[Rederived]:
             first = str(e).splitlines()[0]
             out.append(Rederived(cid, KEPT, f"raw record unusable ({first}); keeps its figures"))
             continue
-        before = rd.rows_of(rec)
+        try:
+            before = rd.rows_of(rec)
+        except RunDirError:  # an unreadable derived/ file: this derivation replaces it
+            before = rec["rows"]
         try:
             derived = derive_cell(raw)
         except Exception as e:  # noqa: BLE001 - one cell's derivation never stops the others

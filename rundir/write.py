@@ -144,9 +144,12 @@ class RunDir:
         for f in sorted((self.path / CELLS_DIR).glob("*.json")):
             try:
                 rec = json.loads(f.read_text())
-            except (OSError, json.JSONDecodeError):
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
                 continue  # a torn file cannot exist (atomic rename); ignore foreign files
-            out[rec["cell"]["id"]] = rec
+            cell = rec.get("cell") if isinstance(rec, dict) else None
+            if not isinstance(cell, dict) or cell.get("id") != f.stem:
+                continue  # not a record (rundir.integrity names it to readers)
+            out[cell["id"]] = rec
         return out
 
     def archive_attempt(self, cell_id: str) -> int | None:

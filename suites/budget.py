@@ -9,6 +9,7 @@ budget left is shorter than the last round took.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,14 +17,32 @@ from pathlib import Path
 from analysis.sequential import Design, plan_max_rounds
 from analysis.verdicts import run_verdicts, undecided
 from rundir.read import load_run
+from suites.errors import SuiteError
 
 SHOWN = 6  # undecided points named on the console; the rest are counted
 
 
+def _duration(seconds: float) -> str:
+    """A duration as --budget takes it, rounded up: 45s, 12m, 2h."""
+    if seconds < 120:
+        return f"{math.ceil(seconds)}s"
+    if seconds < 2 * 3600:
+        return f"{math.ceil(seconds / 60)}m"
+    return f"{math.ceil(seconds / 360) / 10:g}h"
+
+
 def plan_design(suite, round_s: float, cap: int) -> Design:
     """The run's design: first look at `repeat` rounds; with a budget, as many more as the
-    estimated round time allows."""
+    estimated round time allows. A budget shorter than one round (its ETA) could never add one:
+    refused, saying the least that makes sense."""
     first = suite.run.repeat
+    if suite.run.budget_s and suite.run.budget_s < round_s:
+        raise SuiteError(
+            f"--budget / run.budget_s {suite.run.budget_s:g} s: shorter than one round of "
+            f"this suite (every allocator and THP mode once: about {_duration(round_s)} by the "
+            f"estimate), so it could never add a round; give at least --budget "
+            f"{_duration(round_s)}, or leave it out for exactly --repeat rounds"
+        )
     # The estimate is pessimistic (measured rounds here took half of it): plan the looks for
     # rounds twice as fast, so a fast machine is not stopped short. A look that the budget never
     # reaches only leaves its share of the 5% unspent (conservative), it never inflates it.

@@ -70,6 +70,16 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def _version() -> str:
+    from rundir.format import FORMAT_VERSION
+    from rundir.records import Tool
+
+    return (
+        f"mallocsweep {Tool.installed().version or '(not installed: a source tree)'} "
+        f"(run format {FORMAT_VERSION})"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="mallocsweep",
@@ -77,19 +87,75 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--version", action="version", version=_version())
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for mod in COMMANDS:
         mod.add_parser(sub)
     return p
 
 
+def _bad_argument(argv: list[str]) -> str | None:
+    """One line naming the first argument that is empty (`--server ''`, a run directory '' that
+    would read as the current directory) or holds a control character (a newline in --out, an
+    escape in a path): refused before anything runs."""
+    from suites.settings import control_character
+
+    for i, arg in enumerate(argv):
+        name, value = "argument", arg
+        if arg.startswith("--") and "=" in arg:
+            name, _, value = arg.partition("=")
+        elif i and argv[i - 1].startswith("-") and "=" not in argv[i - 1]:
+            name = argv[i - 1]
+        bad = control_character(value)
+        if bad is not None:
+            return f"{name} {value!r}: holds a control character ({bad}); give a plain value"
+        if not value.strip():
+            return f"{name} {value!r}: an empty value; give one, or leave the option out"
+    return None
+
+
+def _exit_code(code: int, error_said: bool = False) -> int:
+    """The command's exit code, unless its output could not be written (stdout_guard.lost): a
+    result nobody can read is an error (exit 2), said in one line (not a second line after an
+    error already said, nor over an interrupt's code)."""
+    try:
+        why = stdout_guard.lost()
+    except Exception:  # noqa: BLE001 - the exit code must still come out
+        why = "unknown error"
+    if why is None or error_said or code not in (0, 1, 2, 3):
+        return code
+    print(
+        f"mallocsweep: error: stdout: cannot write the output ({why}); it was lost (exit code "
+        f"{code} before that)",
+        file=sys.stderr,
+    )
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         stdout_guard.install()  # `run ... | head -1` must not change the exit code or the report
-        args = build_parser().parse_args(argv)
+        given = list(sys.argv[1:] if argv is None else argv)
+        bad = _bad_argument(given)
+        if bad:
+            print(f"mallocsweep: error: {bad}", file=sys.stderr)
+            return 2
+        try:
+            args = build_parser().parse_args(given)
+        except SystemExit as e:  # --help, --version and argparse's errors
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+            return _exit_code(code)
     except KeyboardInterrupt:
         print("mallocsweep: interrupted", file=sys.stderr)
         return 130
+    code = _dispatch(args)
+    return _exit_code(code, error_said=code == 2 and _ERROR_SAID[0])
+
+
+_ERROR_SAID = [False]  # whether _dispatch printed an error line
+
+
+def _dispatch(args) -> int:
     try:
         return args.func(args)
     except Interrupted as e:
@@ -101,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as e:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         print(f"mallocsweep: error: {msg}", file=sys.stderr)
+        _ERROR_SAID[0] = True
         return 2
     except KeyboardInterrupt:
         print("mallocsweep: interrupted", file=sys.stderr)
@@ -112,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             return _internal_error(e)
         where = f"{e.filename}: " if e.filename else ""
         print(f"mallocsweep: error: {where}{e.strerror}", file=sys.stderr)
+        _ERROR_SAID[0] = True
         return 2
     except Exception as e:  # noqa: BLE001 - a bug of ours: one line, the detail on request
         return _internal_error(e)

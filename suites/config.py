@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
+from rundir.integrity import why_unreachable
 from servers.allocators import custom_allocator, load_registry
 from servers.errors import AllocatorError
 from suites import workloads
@@ -100,11 +101,46 @@ class _SuiteRules(Section):
             dup = next(n for n in names if names.count(n) > 1)
             raise FieldError(("allocators", "custom"), f"custom allocator {dup!r} is defined twice")
         known = ["all", *registry, *names]
-        if self.run.baseline not in known or self.run.baseline == "all":
+        if self.run.baseline == "all":
             raise FieldError(
                 ("run", "baseline"),
-                f"unknown allocator {self.run.baseline!r}{did_you_mean(self.run.baseline, known)}",
+                "'all' is every allocator, not one: name the allocator every verdict compares "
+                "with (e.g. glibc)",
             )
+        if self.run.baseline not in known:
+            one = [*registry, *names]
+            raise FieldError(
+                ("run", "baseline"),
+                f"unknown allocator {self.run.baseline!r}{did_you_mean(self.run.baseline, one)}",
+            )
+        use = self.allocators.use
+        default = RunSection.model_fields["baseline"].default
+        if "all" not in use and self.run.baseline != default and self.run.baseline not in use:
+            # (the default, glibc, may be left out: then the run has no verdicts and says so)
+            raise FieldError(
+                ("run", "baseline"),
+                f"{self.run.baseline!r} is not one of the allocators this suite runs "
+                f"({', '.join(use)}); add it to allocators.use or choose one of them",
+            )
+        if self.run.aa:
+            # The A/A arm is a name of its own in every table: nothing else may have it.
+            from analysis.verdicts import aa_name  # (heavy: only when there is an A/A arm)
+
+            arm = aa_name(self.run.baseline)
+            if arm in names:
+                raise FieldError(
+                    ("allocators", "custom", names.index(arm), "name"),
+                    f"custom allocator {arm!r} has the name of the A/A arm that run.aa = true adds "
+                    f"(the baseline {self.run.baseline!r} run again as {arm!r}); rename the custom "
+                    "allocator",
+                )
+            if arm in registry:
+                raise FieldError(
+                    ("run", "aa"),
+                    f"the A/A arm of the baseline {self.run.baseline!r} would be named {arm!r}, "
+                    f"which configs/allocators.toml already defines ([allocator.{arm}]); choose "
+                    "another baseline or set run.aa = false",
+                )
         for name in self.allocators.use:
             if name not in known:
                 raise FieldError(
@@ -256,9 +292,10 @@ def suite_from_dict(data: Any, where: str) -> Suite:
 def load_suite(path: str | Path) -> LoadedSuite:
     p = Path(path)
     if not p.exists():
-        raise SuiteError(
-            one_line(f"{p}: no such suite file (the shipped suites are in configs/suites/)")
+        why = why_unreachable(p, "file") or (
+            "no such suite file (the shipped suites are in configs/suites/)"
         )
+        raise SuiteError(one_line(f"{p}: {why}"))
     if not p.is_file():
         raise SuiteError(one_line(f"{p}: not a file"))
     try:

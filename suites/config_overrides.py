@@ -61,6 +61,16 @@ def apply_overrides(suite: Suite, **opts) -> Suite:
         data["thp"]["modes"] = opts["thp"]
         put("--thp", opts["thp"], ("thp", "modes"))
     if opts.get("server") is not None:
+        if not opts["server"].strip():
+            raise SuiteError(
+                f"--server {opts['server']!r}: empty; give a server binary (a name on PATH or a "
+                "path) or fetched:SPEC, or leave --server out for the suite's server"
+            )
+        if opts["server"].startswith("fetched:") and not opts["server"][8:].strip():
+            raise SuiteError(
+                f"--server {opts['server']!r}: no SPEC after 'fetched:' (e.g. fetched:mysql-9.7.4;"
+                " `mallocsweep servers list` shows what is fetched)"
+            )
         if opts["server"].startswith("fetched:"):  # --server fetched:SPEC
             data["server"]["fetched"] = opts["server"].removeprefix("fetched:")
             data["server"]["binary"] = data["server"]["basedir"] = ""
@@ -100,8 +110,17 @@ def apply_overrides(suite: Suite, **opts) -> Suite:
     try:
         # Paths given on the command line are relative to where the command runs; the file's were
         # made absolute when it was loaded.
-        return Suite.model_validate(
+        suite = Suite.model_validate(
             data, context={"base_dir": Path.cwd(), "base_name": "the current directory"}
         )
     except ValidationError as e:
         raise SuiteError(first_error(e, describe)) from None
+    baseline, use = opts.get("baseline"), suite.allocators.use
+    if baseline is not None and "all" not in use and baseline not in use:
+        # Named on the command line, the baseline must be one of the run's arms (the file's
+        # default, glibc, may be absent: the run then says it has no verdicts).
+        raise SuiteError(
+            f"--baseline {baseline}: not one of this run's allocators ({', '.join(use)}); add it "
+            "to --allocators or choose one of them"
+        )
+    return suite

@@ -19,7 +19,7 @@ from pydantic import (
 
 from analysis.sequential import MIN_EFFECT_PCT
 from suites.config_errors import LINE_BREAKS, FieldError
-from suites.settings import NonNegFloat, Section, existing
+from suites.settings import NonNegFloat, Section, control_character, existing
 from suites.workloads import REGISTRY as WORKLOADS
 
 # Each round runs the whole matrix again; the plan lists every cell up front.
@@ -284,6 +284,9 @@ class RunSection(Section):
     def _out(cls, v: str) -> str:
         if not v.strip():
             raise ValueError('expected a directory (e.g. "runs")')
+        bad = control_character(v)
+        if bad:
+            raise ValueError(f"{v!r} holds a control character ({bad}); give a plain path")
         return v
 
 

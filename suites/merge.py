@@ -15,11 +15,12 @@ manifest whose cells are in the whole plan's order; results.csv is rebuilt from 
 from __future__ import annotations
 
 import copy
-import json
 import shutil
 from pathlib import Path
 
-from rundir.format import CELLS_DIR, LOGS_DIR, MANIFEST, SAMPLES_DIR
+from rundir.errors import RunDirError
+from rundir.format import CELLS_DIR, DERIVED_DIR, LOGS_DIR, RAW_DIR, SAMPLES_DIR
+from rundir.integrity import CELLS_TRUTH, check_run
 from rundir.write import RunDir, make_owned_dir, now_iso
 from suites.errors import SuiteError
 
@@ -50,17 +51,23 @@ class Shard:
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        m = self.path / MANIFEST
+        # Every shard passes the integrity check: its cell records are what is merged, so one
+        # that lacks any (cells/ gone, a record missing or damaged) is refused, named.
         try:
-            self.manifest = json.loads(m.read_text())
-        except FileNotFoundError:
+            found = check_run(self.path)
+        except RunDirError as e:
+            raise SuiteError(str(e)) from None
+        if found.truth != CELLS_TRUTH:
             raise SuiteError(
-                f"{self.path}: not a mallocsweep run directory (no {MANIFEST})"
-            ) from None
-        except (OSError, ValueError) as e:
-            raise SuiteError(f"{m}: unreadable: {e}") from None
-        if not isinstance(self.manifest, dict):
-            raise SuiteError(f"{m}: not a manifest (expected a JSON object)")
+                f"{self.path}: a format-{found.version} run without {CELLS_DIR}/: no cell records "
+                "to merge"
+            )
+        if found.gaps:
+            raise SuiteError(
+                found.refusal("merge copies every cell record of every shard; nothing was written")
+            )
+        self.repaired = [*found.repaired, *found.notes]
+        self.manifest = found.manifest
         self.shard = self.manifest.get("shard")
         if not isinstance(self.shard, dict):
             raise SuiteError(
@@ -232,14 +239,23 @@ def _check_split(shards: list[Shard]) -> None:
 def merge_shards(paths: list[Path], out: Path) -> tuple[Path, list[str]]:
     """Check, then write the merged run directory at `out` (a new directory). Returns it and the
     host differences that were listed."""
+    out = Path(out)
+    if out.exists() or out.is_symlink():
+        raise SuiteError(f"--out {out}: already exists; merge writes a new run directory")
+    where = out.resolve()
+    for p in paths:
+        inside = Path(p).resolve()
+        if where == inside or inside in where.parents:
+            raise SuiteError(
+                f"--out {out}: inside the shard {p} ({where}); merge never writes into a shard: "
+                "give a place outside every shard"
+            )
     shards = sorted((Shard(p) for p in paths), key=lambda s: s.shard.get("index") or 0)
     noted = check_shards(shards)
-    out = Path(out)
-    if out.exists():
-        raise SuiteError(f"--out {out}: already exists; merge writes a new run directory")
+    noted += [f"shard {s.label}: {line}" for s in shards for line in s.repaired]
     make_owned_dir(out)
     try:
-        for sub in (CELLS_DIR, SAMPLES_DIR, LOGS_DIR):
+        for sub in (CELLS_DIR, RAW_DIR, SAMPLES_DIR, LOGS_DIR):
             (out / sub).mkdir()
         _copy_shards(shards, out)
         manifest = merged_manifest(shards, out.name, noted)
@@ -258,9 +274,12 @@ def _copy_shards(shards: list[Shard], out: Path) -> None:
     the round); the logs of a shard's own steps (its dataset preparation) get the shard's number."""
     for s in shards:
         cells = {c.get("id") for c in s.manifest.get("cells") or []}
-        for sub in (CELLS_DIR, SAMPLES_DIR):
+        # What each cell observed (raw/) and any rows `report --rederive` derived again
+        # (derived/) come along, so the merged run can be derived again like any run.
+        for sub in (CELLS_DIR, RAW_DIR, DERIVED_DIR, SAMPLES_DIR):
             for f in sorted((s.path / sub).glob("*")):
                 if f.is_file():
+                    (out / sub).mkdir(exist_ok=True)
                     shutil.copy2(f, out / sub / f.name)
         for d in sorted((s.path / LOGS_DIR).glob("*")):
             name = (

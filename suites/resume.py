@@ -9,8 +9,11 @@ work directories behind: they are removed here, but only when no server of the r
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
+from rundir.errors import RunDirError
 from rundir.format import FORMAT_VERSION
+from rundir.integrity import Integrity, check_run
 from rundir.write import WORK_DIR, RunDir, owned
 from suites.errors import SuiteError
 from suites.leftovers import live_servers, runner_running
@@ -18,6 +21,25 @@ from suites.plan import CellPlan
 
 # Host facts that change allocator behaviour (collectors.host.host_metadata's keys).
 HOST_KEYS = ("kernel", "cpu_model", "cpu_count", "glibc_version")
+
+
+def check_run_dir(path: Path) -> Integrity:
+    """The run directory to resume, checked before anything else looks at it (rundir.integrity):
+    a manifest of the wrong shape is "not a mallocsweep run", a finished cell whose record is
+    missing or damaged is named. SuiteError (one line) else."""
+    try:
+        found = check_run(Path(path))
+    except RunDirError as e:
+        raise SuiteError(f"--resume {e}") from None
+    if found.gaps:
+        raise SuiteError(
+            "--resume "
+            + found.refusal(
+                "a resumed run keeps its finished cells, so each needs its record; "
+                "nothing was changed (start a new run)"
+            )
+        )
+    return found
 
 
 def _identity(d: dict) -> dict:

@@ -479,7 +479,16 @@ def _pending(c: CellPlan) -> dict:
 
 def with_aa_arm(allocators: list, suite: Suite) -> list:
     """The allocators, plus the A/A arm when the suite asks for it: the baseline's very build and
-    settings under a second name, so its proof is the baseline's proof."""
+    settings under a second name, so its proof is the baseline's proof. A baseline chosen on
+    purpose (not the default, glibc) must be one of them: with `all`, which allocators those are
+    is known only now."""
+    names = [a.name for a in allocators]
+    default = type(suite.run).model_fields["baseline"].default
+    if suite.run.baseline != default and suite.run.baseline not in names:
+        raise SuiteError(
+            f"run.baseline {suite.run.baseline!r} (--baseline) is not one of the allocators this "
+            f"run measures here ({', '.join(names)}); choose one of them"
+        )
     if not suite.run.aa:
         return allocators
     base = next((a for a in allocators if a.name == suite.run.baseline), None)

@@ -37,7 +37,19 @@ def _base_dir(info: ValidationInfo) -> Path:
     return Path(base) if base else Path(".")
 
 
+def control_character(text: str) -> str | None:
+    """The first control character in `text`, named ("newline", "tab", "\\x1b"), or None. A path
+    or name holding one is refused: it would break every log line and shell command it reaches."""
+    for ch in text:
+        if ord(ch) < 32 or ord(ch) == 127:
+            return {"\n": "newline", "\r": "carriage return", "\t": "tab"}.get(ch, repr(ch)[1:-1])
+    return None
+
+
 def resolve_path(value: str, info: ValidationInfo) -> Path:
+    bad = control_character(value)
+    if bad:
+        raise ValueError(f"{value!r} holds a control character ({bad}); give a plain path")
     p = Path(value)
     if value.startswith("~"):
         try:

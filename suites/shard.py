@@ -11,7 +11,7 @@ Rounds are dealt like a snake: 1..N to shards 1..N, then N+1..2N to shards N..1,
 round runs its own row of a neighbour-balanced order (suites.plan.allocator_order); dealing K,
 K+N, K+2N... would give a host rows a fixed stride apart (with two shards and an even number of
 allocators, only every other row), so on each host the same allocators would keep meeting. The
-snake mixes the rows each shard gets.
+snake mixes the rows each shard gets. The rule is the same for every K: N shards need N rounds.
 
 Cells keep the index and round they have in the whole plan, so `mallocsweep merge` puts the shards
 back in the plan's order without renumbering anything.
@@ -47,14 +47,20 @@ class Shard:
         lap, pos = divmod(rnd - 1, self.count)
         return pos + 1 if lap % 2 == 0 else self.count - pos
 
-    def select(self, cells: list[CellPlan], repeat: int) -> list[CellPlan]:
-        """This shard's cells of the whole plan, in plan order; a shard with no round is an error."""
-        mine = set(self.rounds(repeat))
-        if not mine:
+    def check_rounds(self, repeat: int) -> None:
+        """N shards need at least N rounds, whichever shard K this is: each runs whole rounds, and
+        with fewer rounds some shard would run none while shard 1 ran the whole matrix."""
+        if repeat < self.count:
             raise SuiteError(
-                f"--shard {self.label}: the suite has {repeat} round(s) (run.repeat) and a shard "
-                f"runs whole rounds, so at most {repeat} shard(s); raise --repeat to {self.count}"
+                f"--shard {self.label}: {self.count} shards need at least {self.count} rounds "
+                f"(each shard runs whole rounds) and the suite has {repeat} (run.repeat); "
+                f"raise --repeat to {self.count} or use fewer shards"
             )
+
+    def select(self, cells: list[CellPlan], repeat: int) -> list[CellPlan]:
+        """This shard's cells of the whole plan, in plan order (check_rounds first)."""
+        self.check_rounds(repeat)
+        mine = set(self.rounds(repeat))
         return [c for c in cells if c.round in mine]
 
     def to_manifest(self, cells: list[CellPlan], repeat: int) -> dict:

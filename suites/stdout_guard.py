@@ -1,10 +1,13 @@
-"""stdout that can go away without changing what the command does or the code it exits with.
+"""stdout that can go away without changing what the command does.
 
-`mallocsweep run ... | head -1` closes the pipe after one line; a closed (`>&-`) or full
-(`>/dev/full`) stdout fails every write. The run, its report and compare's exit code (0/1/2: CI
-reads it) must not depend on that: the first failed write is said once on stderr, later output is
-dropped, and fd 1 is pointed at /dev/null so the interpreter's final flush cannot fail either (a
-failed final flush would turn the exit code into 120).
+`mallocsweep run ... | head -1` closes the pipe after one line: the reader chose to stop reading,
+so the run, its report and compare's exit code (0/1/2: CI reads it) stay as they are; the first
+failed write is said once on stderr. A stdout that fails for any other reason (`>/dev/full`: no
+space left, an I/O error) has lost output nobody chose to drop: the command still finishes what it
+does (a run is never cut short by its terminal), and then exits 2 with one line saying the output
+was lost (suites.cli, `lost()`). Either way later output is dropped and fd 1 is pointed at
+/dev/null, so the interpreter's final flush cannot fail (a failed final flush would turn the exit
+code into 120). A stdout closed before we started (`>&-`) is /dev/null from the start.
 """
 
 from __future__ import annotations
@@ -21,17 +24,21 @@ class _GuardedStdout:
     def __init__(self, stream):
         self._stream = stream
         self.dropped = False
+        self.lost: str | None = None  # why output was lost that nobody chose to drop
 
     def _gone(self, e: OSError) -> None:
         if not self.dropped:
             self.dropped = True
-            try:
-                sys.stderr.write(
-                    f"mallocsweep: stdout unusable ({e.strerror or e}); its output is dropped, "
-                    "the command goes on\n"
-                )
-            except (OSError, ValueError):
-                pass
+            if e.errno != errno.EPIPE:
+                self.lost = e.strerror or str(e)  # said once, at the end (suites.cli)
+            else:
+                try:
+                    sys.stderr.write(
+                        f"mallocsweep: stdout unusable ({e.strerror or e}); its output is "
+                        "dropped, the command goes on\n"
+                    )
+                except (OSError, ValueError):
+                    pass
         try:  # later writes and the interpreter's own flush at exit go nowhere, quietly
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 1)
@@ -94,3 +101,13 @@ def install() -> None:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
         return
     sys.stdout = _GuardedStdout(sys.stdout)
+
+
+def lost() -> str | None:
+    """Why the command's output was lost (stdout failed and its reader did not close it), after
+    flushing what is left; None when it all went out (or the reader chose to stop reading)."""
+    out = sys.stdout
+    if not isinstance(out, _GuardedStdout):
+        return None
+    out.flush()
+    return out.lost

@@ -1,8 +1,11 @@
 """`mallocsweep compare BASE NEW`: is NEW significantly slower than BASE? Exit 1 if so.
 
-The verdict is computed and printed before compare.md/compare.html are written: a file that cannot
-be written is a warning, never a lost verdict. Exit codes stay 0/1/2 whatever happens: an internal
-error becomes a one-line error with exit code 2 (MALLOCSWEEP_DEBUG=1 shows the traceback).
+Both runs pass the integrity check first (rundir.integrity; --allow-incomplete reads an incomplete
+one, its gaps first in every output), and a run is never compared with itself (the same directory,
+a copy, a run holding the other's cells). compare-BASE-vs-NEW.md and .html are written both or
+neither before the verdict is printed: a comparison that cannot be written is an error (exit 2).
+Exit codes stay 0/1/2 whatever happens: an internal error becomes a one-line error with exit code 2
+(MALLOCSWEEP_DEBUG=1 shows the traceback).
 """
 
 from __future__ import annotations
@@ -11,6 +14,14 @@ import json
 import os
 import sys
 from pathlib import Path
+
+from analysis.errors import AnalysisError
+from collectors.errors import CollectorError
+from rundir.errors import RunDirError
+from servers.errors import ServerError
+from suites.errors import SuiteError
+
+USER_ERRORS = (AnalysisError, RunDirError, SuiteError, ServerError, CollectorError)
 
 MIN_REPEATS_HELP = (
     "Firm verdicts need at least 2 repeats per side (run both with --repeat 3); with one run per "
@@ -46,6 +57,12 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--json", action="store_true", help="machine-readable verdicts on stdout")
     p.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="compare a run whose records lack something (a cell record, rows, a column) with "
+        "what is there; the gaps come first in the output and under 'incomplete' in --json",
+    )
+    p.add_argument(
         "--out",
         type=Path,
         default=None,
@@ -62,8 +79,8 @@ def run(args) -> int:
         raise AnalysisError(f"--threshold {args.threshold}: expected a percentage from 0 to 100")
     try:
         return _run(args)
-    except AnalysisError:
-        raise
+    except USER_ERRORS:
+        raise  # one line, exit 2 (suites.cli)
     except Exception as e:  # a bug of ours must not read as "no regression" (0) or "regression" (1)
         if os.environ.get("MALLOCSWEEP_DEBUG"):
             raise
@@ -76,31 +93,23 @@ def run(args) -> int:
 
 def _run(args) -> int:
     from analysis.compare import compare_runs, render_text, write_outputs
-    from analysis.errors import AnalysisError
 
     cmp = compare_runs(
-        args.base, args.new, threshold_pct=args.threshold, allow_weak=args.allow_weak
+        args.base,
+        args.new,
+        threshold_pct=args.threshold,
+        allow_weak=args.allow_weak,
+        allow_incomplete=args.allow_incomplete,
     )
-    code = cmp.exit_code
+    # Both files or neither, before a verdict is said: a comparison that could not be written is
+    # an error (exit 2), never a verdict whose evidence is half on disk.
+    files = write_outputs(cmp, args.out or args.new)
     if args.json:
-        print(json.dumps(cmp.to_json(), indent=2), flush=True)
-        for w in cmp.warnings:  # scripts read stdout; people watching CI logs read stderr
+        print(json.dumps(cmp.to_json(), indent=2))
+        for w in [*cmp.gap_lines(), *cmp.warnings]:  # people watching CI logs read stderr
             print(f"mallocsweep compare: WARNING: {w}", file=sys.stderr)
     else:
-        print(render_text(cmp), flush=True)
-    try:
-        files = write_outputs(cmp, args.out or args.new)
-    except Exception as e:  # noqa: BLE001 - the verdict is made; the files are a view of it
-        if os.environ.get("MALLOCSWEEP_DEBUG") and not isinstance(e, AnalysisError):
-            raise
-        what = str(e) if isinstance(e, AnalysisError) else f"{type(e).__name__}: {e}"
-        print(
-            f"mallocsweep compare: WARNING: compare .md/.html not written: {what}"
-            f" (the verdict above stands, exit code {code})",
-            file=sys.stderr,
-        )
-        return code
-    if not args.json:
+        print(render_text(cmp))
         for f in files:
             print(f"written: {f}")
-    return code
+    return cmp.exit_code

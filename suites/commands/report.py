@@ -28,6 +28,12 @@ def add_parser(sub) -> None:
         "format 3) with this mallocsweep, and rewrite results.csv from them before rendering; "
         "raw records and cells/ are never touched; cells of older runs keep their figures",
     )
+    p.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="report a run whose records lack something (a cell record, rows, a column) with "
+        "what is there; the gaps come first in the report and on the terminal",
+    )
     p.set_defaults(func=run)
 
 
@@ -38,20 +44,28 @@ def run(args) -> int:
     from rundir.read import load_run
 
     if args.rederive:
+        from rundir.integrity import check_run
         from rundir.rederive import rederive_run
 
+        # Derived again only from a run whose records are all there (or the user allows it).
+        found = check_run(args.run_dir)
+        if found.gaps and not args.allow_incomplete:
+            from rundir.errors import RunDirError
+
+            raise RunDirError(found.refusal())
         for outcome in rederive_run(args.run_dir):
             print(f"rederive: {outcome.line()}")
-    if args.baseline is not None and args.baseline not in load_run(args.run_dir).allocators:
+    run = load_run(args.run_dir, allow_incomplete=args.allow_incomplete)
+    if args.baseline is not None and args.baseline not in run.allocators:
         raise AnalysisError(
             f"--baseline {args.baseline}: not an allocator of {args.run_dir} "
-            f"({', '.join(load_run(args.run_dir).allocators)})"
+            f"({', '.join(run.allocators)})"
         )
-    html, md = write_report(args.run_dir, args.baseline)
+    html, md = write_report(args.run_dir, args.baseline, run=run)
     print(f"report:  {html}")
     print(f"summary: {md}")
-    # What the report puts first is said on the terminal too: a THP left changed affects the
-    # machine, not only this run.
-    for problem in run_problems(load_run(args.run_dir)):
+    # What the report puts first is said on the terminal too: an incomplete run, a THP left
+    # changed (it affects the machine, not only this run).
+    for problem in run_problems(run):
         print(f"mallocsweep report: WARNING: {problem}", file=sys.stderr)
     return 0

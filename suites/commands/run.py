@@ -202,81 +202,64 @@ def run(args) -> int:
     from suites.config_overrides import apply_overrides
     from suites.display import Display
     from suites.runner import run_suite
+    from suites.shard import parse_shard
 
     if args.repeat is not None and args.repeat <= 0:
         raise SuiteError(f"--repeat {args.repeat}: expected a positive number of rounds")
     budget = duration_arg(args.budget)
-    from suites.shard import parse_shard
-
     shard = parse_shard(args.shard)
     if shard is not None and args.resume is not None:
         raise SuiteError(f"--shard {args.shard} with --resume: a resumed shard keeps its own cells")
-    if args.resume is not None and _complete(args.resume):
-        return 0
+    # The suite file and every option are checked before any run directory is looked at: a
+    # resume of a finished run does not hide a missing suite file or a bad option.
     loaded = load_suite(args.suite)
-    overrides = (
-        args.allocators,
-        args.threads,
-        args.duration,
-        args.warmup,
-        args.repeat,
-        args.thp,
-        args.server,
-        budget,
-        args.baseline,
-        args.min_effect,
-        args.server_root,
-        args.client_host,
-        args.engines,
+    overrides = dict(
+        allocators=args.allocators,
+        threads=args.threads,
+        duration=args.duration,
+        warmup=args.warmup,
+        repeat=args.repeat,
+        thp=args.thp,
+        server=args.server,
+        budget=budget,
+        baseline=args.baseline,
+        min_effect=args.min_effect,
+        server_root=args.server_root,
+        client_host=args.client_host,
+        engines=args.engines,
     )
-    if args.resume is not None and all(o is None for o in overrides):
-        # Resuming without options: the settings are the ones the run was started with.
-        suite = resumed_suite(loaded, args.resume)
-    else:
-        suite = apply_overrides(
-            loaded.suite,
-            allocators=args.allocators,
-            threads=args.threads,
-            duration=args.duration,
-            warmup=args.warmup,
-            repeat=args.repeat,
-            thp=args.thp,
-            server=args.server,
-            budget=budget,
-            baseline=args.baseline,
-            min_effect=args.min_effect,
-            server_root=args.server_root,
-            client_host=args.client_host,
-            engines=args.engines,
-            out=args.out,
-        )
-    if shard is not None and suite.run.budget_s:
-        raise SuiteError(
-            f"--shard {args.shard} with a time budget: every shard would add rounds of its own; "
-            "shard a fixed number of rounds (--repeat)"
-        )
+    given = any(v is not None for v in overrides.values())
+    suite = apply_overrides(loaded.suite, **overrides, out=args.out)
+    if args.resume is not None:
+        from suites.resume import check_run_dir
+
+        found = check_run_dir(args.resume)
+        if _complete(args.resume, found.manifest):
+            return 0
+        if not given:
+            # Resuming without options: the settings are the ones the run was started with.
+            suite = resumed_suite(loaded, args.resume)
+    if shard is not None:
+        if suite.run.budget_s:
+            raise SuiteError(
+                f"--shard {args.shard} with a time budget: every shard would add rounds of its "
+                "own; shard a fixed number of rounds (--repeat)"
+            )
+        shard.check_rounds(suite.run.repeat)
     display = Display(enabled=not args.quiet)
     code, run_dir = run_suite(loaded, suite, args.resume, display, shard=shard)
     return _finish(args, code, run_dir)
 
 
-def _complete(run_dir: Path) -> bool:
+def _complete(run_dir: Path, manifest: dict) -> bool:
     """A run that finished with every cell ok has nothing to resume: say so and touch nothing
     (its finished_at, preflight record and report stay as they were)."""
-    import json
-
-    try:
-        m = json.loads((Path(run_dir) / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return False  # the resume path names the problem
-    cells = m.get("cells") if isinstance(m, dict) else None
-    if m.get("status") != "finished" or not isinstance(cells, list) or not cells:
-        return False
-    if any(not isinstance(c, dict) or c.get("status") != "ok" for c in cells):
+    cells = manifest["cells"]
+    if manifest.get("status") != "finished" or any(c.get("status") != "ok" for c in cells):
         return False  # --resume runs the cells that are not ok
     print(
-        f"{run_dir}: the run is complete ({len(cells)} cells ok, finished {m.get('finished_at')});"
-        " nothing to resume, nothing changed"
+        f"{run_dir}: the run is complete ({len(cells)} cells ok, finished "
+        f"{manifest.get('finished_at')}); nothing to resume, nothing changed"
     )
     return True
 

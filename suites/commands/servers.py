@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
+from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
@@ -72,9 +74,37 @@ def run_fetch(args) -> int:
     return 0
 
 
+def _check_state_dir(base: Path) -> None:
+    """The fetched servers' directory, or the nearest part of its path that exists, must be a
+    directory: a file there (MALLOCSWEEP_STATE or MALLOCSWEEP_SERVERS pointing at one) is a user
+    error, never an empty list."""
+    from servers.errors import ServerError
+
+    for p in (base, *base.parents):
+        if not p.exists() and not p.is_symlink():
+            continue
+        if p.is_dir():
+            return
+        which = (
+            "MALLOCSWEEP_SERVERS"
+            if os.environ.get("MALLOCSWEEP_SERVERS")
+            else (
+                "MALLOCSWEEP_STATE"
+                if os.environ.get("MALLOCSWEEP_STATE")
+                else "the state directory"
+            )
+        )
+        what = "a broken symbolic link" if p.is_symlink() and not p.exists() else "not a directory"
+        raise ServerError(
+            f"{p}: {what}; the fetched servers are kept in {base} ({which}): point it at a "
+            "directory"
+        )
+
+
 def run_list(args) -> int:
     from servers.fetch import list_fetched, servers_dir
 
+    _check_state_dir(servers_dir())
     found = list_fetched()
     if args.json:
         print(json.dumps([s.to_json() for s in found], indent=2))

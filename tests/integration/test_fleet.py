@@ -146,13 +146,15 @@ def test_report_and_compare_read_the_merged_run(fleet):
     merged = tmp / "fleet-runs/merged"
     r = _mallocsweep("report", str(merged))
     assert r.returncode == 0, r.stderr
+    # compare reads the merged run (its integrity check passes) and refuses to compare it with a
+    # copy of itself, or with a shard whose cells it holds: one run twice, no verdict, no file.
     copy = tmp / "merged-again"
     shutil.copytree(merged, copy)
-    r = _mallocsweep("compare", str(merged), str(copy), "--out", str(tmp / "cmp"), "--json")
-    # The same figures on both sides: two rounds each, nothing slower.
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr
-    # named by both runs (compare-<base>-vs-<new>.md), never a fixed name
-    assert len(list((tmp / "cmp").glob("compare-*-vs-*.md"))) == 1
+    for other, said in ((copy, "same run"), (_shards(tmp)[0], "same server life")):
+        r = _mallocsweep("compare", str(merged), str(other), "--out", str(tmp / "cmp"), "--json")
+        assert r.returncode == 2 and r.stdout == "", r.stdout[-2000:] + r.stderr
+        assert said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (tmp / "cmp").exists()
 
 
 def test_merge_refuses_what_is_not_one_matrix(fleet):

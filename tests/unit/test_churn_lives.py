@@ -9,6 +9,7 @@ comparison must come out as for the recorded run, over 5 lives, not over 15 "rep
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 from pathlib import Path
 
@@ -43,6 +44,15 @@ def churned(src: Path, out: Path) -> Path:
         w = csv.DictWriter(f, fieldnames=cols)
         w.writeheader()
         w.writerows(cycled)
+    # ... and its manifest says so: each cell's levels are its cycles' visits (as a churn run's)
+    m = json.loads((out / "manifest.json").read_text())
+    for c in m["cells"]:
+        c["levels"] = [
+            dict(lv, phase=f"{lv['phase']}#c{cycle}/tc2")
+            for lv in c.get("levels") or []
+            for cycle in range(1, len(CYCLE_SCALE) + 1)
+        ]
+    (out / "manifest.json").write_text(json.dumps(m))
     return out
 
 

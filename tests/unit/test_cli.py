@@ -3,6 +3,7 @@ and writes nothing when it refuses."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -92,7 +93,8 @@ def test_final_table_median_over_repeats_ignores_missing_values(tmp_path):
         {"cell": "c3", "server": "mariadb", "allocator": "glibc", "thp": "system", "workload": "oltp_ro", "threads": 8,
          "status": "ok", "qps": 2000, "lat_p95_ms": "nan"},
     ]  # fmt: skip
-    (tmp_path / "manifest.json").write_text('{"format_version": 2, "cells": []}')
+    cells = [{"id": c, "index": i, "status": "ok"} for i, c in enumerate(("c1", "c2", "c3"))]
+    (tmp_path / "manifest.json").write_text(json.dumps({"format_version": 2, "cells": cells}))
     with (tmp_path / "results.csv").open("w") as f:
         w = csv.DictWriter(f, fieldnames=RESULTS_COLUMNS, extrasaction="ignore")
         w.writeheader()

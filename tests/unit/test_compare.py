@@ -74,6 +74,9 @@ def runs(tmp_path_factory):
         "iibench": make_run(
             root, "synthetic-iibench", seed=51, workloads=("iibench",), threads=(10,)
         ),
+        "iibench_b": make_run(
+            root, "synthetic-iibench-b", seed=52, workloads=("iibench",), threads=(10,)
+        ),
         "standin_a": make_run(
             root,
             "synthetic-standin-a",
@@ -213,6 +216,10 @@ def test_a_different_context_switch_source_is_flagged(runs, tmp_path):
     for c in m["cells"]:
         c["ctxsw_source"] = c["collectors"]["ctxsw_source"] = "taskstats"
     (new / "manifest.json").write_text(json.dumps(m))
+    for f in (new / "cells").glob("*.json"):  # the records say it too (they are the truth)
+        rec = json.loads(f.read_text())
+        rec["cell"]["ctxsw_source"] = rec["cell"]["collectors"]["ctxsw_source"] = "taskstats"
+        f.write_text(json.dumps(rec))
     text = "\n".join(compare_runs(runs["same_a"], new).warnings)
     assert "context-switch source differs: perf (base) vs taskstats (new)" in text
 
@@ -236,7 +243,7 @@ def test_standin_never_gets_a_verdict(runs):
 
 
 def test_iibench_compares_rows_per_second(runs):
-    cmp = compare_runs(runs["iibench"], runs["iibench"])
+    cmp = compare_runs(runs["iibench"], runs["iibench_b"])
     assert [p.metric for p in cmp.points] == ["qps"] * 3  # iibench's qps: rows inserted per second
     assert cmp.exit_code == 0
     assert "rows inserted/s" in render_text(cmp)
@@ -409,7 +416,6 @@ def test_a_server_in_one_run_only_is_warned(runs, tmp_path):
 def _merge(dst, *srcs):
     """One run directory holding the cells of several (two servers in one run)."""
     dst.mkdir()
-    (dst / "samples").mkdir()
     manifest, lines = None, []
     for src in srcs:
         m = json.loads((src / "manifest.json").read_text())
@@ -419,24 +425,28 @@ def _merge(dst, *srcs):
             manifest["cells"] += m["cells"]
         text = (src / "results.csv").read_text().splitlines()
         lines += text if not lines else text[1:]
-        for f in (src / "samples").iterdir():
-            shutil.copy(f, dst / "samples" / f.name)
+        for sub in ("samples", "cells"):
+            (dst / sub).mkdir(exist_ok=True)
+            for f in (src / sub).iterdir():
+                shutil.copy(f, dst / sub / f.name)
     (dst / "manifest.json").write_text(json.dumps(manifest))
     (dst / "results.csv").write_text("\n".join(lines) + "\n")
     return dst
 
 
 # -- the command ----------------------------------------------------------------------------------
-def test_cli_prints_the_verdict_even_when_files_cannot_be_written(runs, tmp_path, capsys):
+def test_cli_files_that_cannot_be_written_are_an_error_not_a_verdict(runs, tmp_path, capsys):
+    """A comparison whose .md/.html cannot be written is exit 2 (one line naming the place),
+    never a verdict whose evidence is not on disk; and nothing is half-written."""
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     code = main(
         ["compare", str(runs["rep_a"]), str(runs["rep_slow"]), "--out", str(blocker / "sub")]
     )
     out, err = capsys.readouterr()
-    assert code == 1  # the verdict, not an error
-    assert "REGRESSION" in out
-    assert "compare .md/.html not written" in err and "verdict above stands" in err
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [err.strip()] and str(blocker / "sub") in err
+    assert "nothing was written" in err
 
 
 def test_cli_json_warnings_also_go_to_stderr(runs, tmp_path, capsys):

@@ -103,9 +103,11 @@ def test_real_server_crash_in_new_is_a_regression(tmp_path):
     assert not cmp.unmatched["base_only"]
 
 
-def _churn_halved(tmp_path) -> Path:
-    """churn-smoke with every throughput of its timeline and results halved."""
-    copy = shutil.copytree(RUNS / "churn-smoke", tmp_path / "churn-smoke-halved")
+def _churn_scaled(tmp_path, factor: float) -> Path:
+    """churn-smoke with every throughput of its timeline and results scaled by `factor`, passed
+    off as another run (its own run id and server pids: compare refuses a run compared with a
+    copy of itself)."""
+    copy = shutil.copytree(RUNS / "churn-smoke", tmp_path / f"churn-smoke-x{factor}")
     for path, cols in [(copy / "results.csv", ("qps", "tps"))] + [
         (p, ("workload_qps", "workload_tps")) for p in (copy / "samples").iterdir()
     ]:
@@ -115,11 +117,16 @@ def _churn_halved(tmp_path) -> Path:
         for r in rows:
             for c in cols:
                 if r.get(c):
-                    r[c] = repr(float(r[c]) / 2)
+                    r[c] = repr(float(r[c]) * factor)
         with path.open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=header)
             w.writeheader()
             w.writerows(rows)
+    m = json.loads((copy / "manifest.json").read_text())
+    m["run_id"] = copy.name
+    for c in m["cells"]:
+        c["verification"]["pid"] += 1
+    (copy / "manifest.json").write_text(json.dumps(m))
     return copy
 
 
@@ -129,17 +136,22 @@ def test_a_single_churn_life_compares_on_its_cycles_intervals(tmp_path):
     "point_select@4" phase, found no interval at all and gave every churn point "no verdict"
     (blaming levels too short). Every visit's intervals, each visit's ramp-up dropped, are the
     life's series now: weak evidence, as for any single run."""
-    run = load_run(RUNS / "churn-smoke")
+    # churn-smoke keeps no cells/ (an incomplete format-3 run): read with what is there
+    run = load_run(RUNS / "churn-smoke", allow_incomplete=True)
     cell = next(c for c in run.cells if "__glibc__" in c)
     assert run.interval_rates(cell, "point_select", 4) == []  # no plain level phase
     visits = run.level_visits(cell, "point_select", 4)
     assert len(visits) == 4 and all(len(v) >= 4 for v in visits)  # cycles 1-3 + the closing one
     assert len(run.level_visits(cell, "point_select", 48)) == 3
-    same = compare_runs(RUNS / "churn-smoke", RUNS / "churn-smoke", allow_weak=True)
+    same = compare_runs(
+        RUNS / "churn-smoke", _churn_scaled(tmp_path, 1.001), allow_weak=True, allow_incomplete=True
+    )
     assert len(same.points) == 4
     assert all(p.evidence == "1 run per side: 5+5 batch means (weak)" for p in same.points)
     assert all(p.lo < 1 < p.hi and p.verdict == NO_CHANGE for p in same.points)
     # The evidence can tell: the same life with its throughput halved is possibly slower.
-    halved = compare_runs(RUNS / "churn-smoke", _churn_halved(tmp_path), allow_weak=True)
+    halved = compare_runs(
+        RUNS / "churn-smoke", _churn_scaled(tmp_path, 0.5), allow_weak=True, allow_incomplete=True
+    )
     assert all(p.ratio == pytest.approx(0.5) and p.hi < 1 for p in halved.points)
     assert all(p.verdict == POSSIBLY_SLOWER and p.regression for p in halved.points)

@@ -184,7 +184,8 @@ def test_the_console_table_of_an_iibench_run_says_rows_and_batches(tmp_path):
 
     row = {"cell": "c1", "server": "mariadb", "allocator": "glibc", "thp": "system",
            "workload": "iibench", "threads": 10, "status": "ok", "qps": 5000, "lat_p95_ms": 3.0}  # fmt: skip
-    manifest = {"format_version": 2, "cells": [], "suite": {"suite": {"kind": "iibench"}}}
+    cells = [{"id": "c1", "index": 0, "status": "ok"}]
+    manifest = {"format_version": 2, "cells": cells, "suite": {"suite": {"kind": "iibench"}}}
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     with (tmp_path / "results.csv").open("w") as f:
         w = csv.DictWriter(f, fieldnames=RESULTS_COLUMNS, extrasaction="ignore")

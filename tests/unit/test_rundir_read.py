@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 
 import pytest
 from fixtures.make_runs import make_run
@@ -107,14 +108,26 @@ def test_bad_format_version(tmp_path, version):
 
 
 def test_results_missing_columns(tmp_path):
-    path = make_run(tmp_path, "synthetic-cols")
+    # Without cell records (format 1) nothing can stand in for the lost columns: refused.
+    path = make_run(tmp_path, "synthetic-cols", legacy=True)
     (path / "results.csv").write_text("cell,server\nx,y\n")
-    with pytest.raises(RunDirError, match="missing column"):
+    with pytest.raises(RunDirError, match=r"results\.csv is damaged \(no column\(s\) allocator"):
         load_run(path)
+    # With them (format 3) the results are rebuilt from the records, and the run says so.
+    path = make_run(tmp_path, "synthetic-cols-3")
+    (path / "results.csv").write_text("cell,server\nx,y\n")
+    run = load_run(path)
+    assert len(run.rows) == 24 and "rebuilt from cells/*.json" in run.notices[0]
 
 
 def test_running_run_without_results(tmp_path):
     path = make_run(tmp_path, "synthetic-running")
+    m = json.loads((path / "manifest.json").read_text())
+    m["status"] = "running"
+    for c in m["cells"]:
+        c["status"] = "pending"  # nothing finished yet: no cell record, no results
+    (path / "manifest.json").write_text(json.dumps(m))
+    shutil.rmtree(path / "cells")
     (path / "results.csv").unlink()
     run = load_run(path)
     assert run.rows == []

@@ -61,10 +61,12 @@ def test_snake_dealing():
     assert [Shard(k, 3).rounds(6) for k in (1, 2, 3)] == [[1, 6], [2, 5], [3, 4]]
 
 
-def test_more_shards_than_rounds_is_refused():
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_more_shards_than_rounds_is_refused_for_every_k(k):
+    # shard 1 of 3 would otherwise run 1 of 2 rounds and shard 3 none: the same rule for every K
     cells = plan_cells("m", ALLOCS, ["system"], 2)
-    with pytest.raises(SuiteError, match="at most 2 shard"):
-        Shard(3, 3).select(cells, 2)
+    with pytest.raises(SuiteError, match="3 shards need at least 3 rounds .* has 2"):
+        Shard(k, 3).select(cells, 2)
 
 
 # -- merge -----------------------------------------------------------------------------------------
