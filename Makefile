@@ -105,11 +105,11 @@ stress: setup
 	MALLOCSWEEP_STRESS_FAULTS=$${MALLOCSWEEP_STRESS_FAULTS:-50} $(PY) -m tests.integration.fault_campaign
 
 bench: setup
-	$(PY) -m suites.selfbench
+	$(PY) -m bench
 
 lint: venv
-	$(VENV)/bin/ruff check suites servers collectors analysis rundir tests
-	$(VENV)/bin/ruff format --check suites servers collectors analysis rundir tests
+	$(VENV)/bin/ruff check suites servers collectors analysis rundir bench tests
+	$(VENV)/bin/ruff format --check suites servers collectors analysis rundir bench tests
 
 clean:
 	rm -rf $(VENV) $(STAMPS) .pytest_cache .ruff_cache *.egg-info

@@ -1,4 +1,4 @@
-"""Thread churn ([memory] churn_cycles, suites/churn.py): RSS at the end of each cycle's levels and
+"""Thread churn ([memory] churn_cycles, suites/workloads/sysbench/churn.py): RSS at the end of each cycle's levels and
 its growth per cycle. The throughput of churn levels is in the study tables, one value per server
 life (analysis/lives.py).
 """

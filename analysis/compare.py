@@ -241,7 +241,7 @@ def _interval_samples(run: Run, rows: list[dict], workload: str, threads: int) -
     """Batch means of every repeat's interval throughput (each visit's ramp-up interval dropped);
     a life with fewer than MIN_INTERVALS intervals at the level contributes nothing (see the module
     docstring). A thread-churn life visits the level once per cycle, each visit a phase of its own
-    ("<workload>@<threads>#c<cycle>", suites.churn): its visits' intervals, in timeline order, are
+    ("<workload>@<threads>#c<cycle>", suites.workloads.sysbench.churn): its visits' intervals, in timeline order, are
     that life's series (asking only for the plain "<workload>@<threads>" phase found none, and a
     single-run churn compare had no evidence at all)."""
     out: list[float] = []
@@ -573,17 +573,3 @@ def _order(base: Run, new: Run, key: tuple) -> tuple:
 def _key_text(key: tuple) -> str:
     wl, alloc, thp, threads = key
     return f"{wl} {alloc} THP {thp} @{threads}"
-
-
-def render_text(cmp: Comparison) -> str:
-    """The terminal table (plain text, no colour codes)."""
-    from analysis.compare_output import render_text as _render
-
-    return _render(cmp)
-
-
-def write_outputs(cmp: Comparison, out_dir: Path) -> list[Path]:
-    """compare-<base>-vs-<new>.md/.html into out_dir, never overwriting; returns their paths."""
-    from analysis.compare_output import write_outputs as _write
-
-    return _write(cmp, Path(out_dir))

@@ -1,7 +1,7 @@
 """One value per server life: what a repeat (a round) means in every table, verdict and compare.
 
 A cell is one server life. Usually it runs each (workload, threads) level once, so a point's
-values over the cells are its repeats. A thread-churn cell ([memory] churn_cycles, suites/churn.py)
+values over the cells are its repeats. A thread-churn cell ([memory] churn_cycles, suites/workloads/sysbench/churn.py)
 runs the same level once per churn cycle and thread_cache_size block, all in one life: those rows
 share the life's start, its warm buffer pool and whatever the earlier cycles left behind, so they
 are not independent repeats. Counted as repeats they would narrow every interval and make a single

@@ -20,6 +20,7 @@ from collections import defaultdict
 from analysis.sequential import FASTER, SLOWER, block_contrasts, verdict
 from analysis.stats import median
 from analysis.table_model import Cell, Table, count, num, ratio_text, text
+from analysis.verdicts import MEANING, RSS_STOP, design_of
 from rundir.read import BASELINE_ALLOCATOR, Run
 
 LOAD, RUN = "rww_load", "rww_run"
@@ -110,7 +111,6 @@ def rss_ratios(run: Run) -> list[dict]:
     """Each allocator's run-end RSS over glibc's, per server label (engine), glibc first: the
     median RSS, the paired ratio, and with 2+ rounds the 95% interval of the paired block design (rounds are blocks, log
     scale, as the run's memory verdicts) and its verdict in memory words."""
-    from analysis.verdicts import MEANING, RSS_STOP, design_of
 
     design = design_of(run)
     out = []

@@ -1,6 +1,6 @@
 """Paired intervals between allocators of one run, and a stopping rule that keeps them honest.
 
-The design: every round runs every allocator once (order balanced, suites/plan.py), so a round is
+The design: every round runs every allocator once (order balanced, suites/runner/plan.py), so a round is
 a block. For one point (workload, THP mode, thread level) let y[a, r] be the log-throughput of
 allocator a in round r, and d[a, r] = y[a, r] - y[b, r] its paired difference to the baseline b in
 the same round. Drift that hits a whole round alike (a noisy neighbour, the page cache, a load

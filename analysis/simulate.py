@@ -1,7 +1,7 @@
 """Simulated runs with known truth, for the stopping rule's tests and `make bench`.
 
 A simulated run follows the design of analysis/sequential.py: each round every arm runs once, in
-the order `order(arms, round)` gives (the runner passes suites.plan.allocator_order; analysis
+the order `order(arms, round)` gives (the runner passes suites.runner.plan.allocator_order; analysis
 never imports the runner). An arm's value in a life is log(true ratio) plus the machine's noise
 at the moment that life ran (Noise: independent per-life noise, drift shared by a round, and the
 ways a shared machine's load really changes: slowly from life to life, in steps inside a round,

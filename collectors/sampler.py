@@ -234,7 +234,7 @@ class Sampler(threading.Thread):
     def pause(self) -> None:
         """No reading from now until resume(); returns once a reading in flight has finished.
 
-        For `make bench`'s raw arm (suites.selfbench.paired): within one server life, raw sysbench
+        For `make bench`'s raw arm (bench.paired): within one server life, raw sysbench
         blocks must run with nothing of ours touching the server, while our blocks run with the
         sampler exactly as a cell runs it."""
         if not self._running.is_set():

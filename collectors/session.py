@@ -492,7 +492,7 @@ class Collectors:
         """Nothing of ours reads the server until resume(): the current phase's periodic marks
         end (its mid-level status read is waited for) and the sampler sleeps. Only `make bench`
         uses it, for raw sysbench blocks inside a life whose other blocks are ours
-        (suites.selfbench.paired); a cell never pauses. The phase open now spans the pause."""
+        (bench.paired); a cell never pauses. The phase open now spans the pause."""
         if self._phase is not None:
             self._phase.finish_marks()
         if self._sampler is not None:

@@ -1,7 +1,7 @@
 """The one owner of the THP sysfs files: their path and how a choice file is read.
 
 Everything that reads or sets the system THP mode uses these: the host metadata
-(collectors/host.py), the probe (collectors/thp_probe.py), the THP controller (suites/thp.py) and
+(collectors/host.py), the probe (collectors/thp_probe.py), the THP controller (suites/runner/thp.py) and
 the MongoDB family's advice (servers/mongodb.py). Kept in collectors/, which imports nothing of
 ours, so every layer may use it.
 """

@@ -213,7 +213,7 @@ RESULTS_COLUMNS = [
     # outside churn runs. Added 2026-11-24.
     "churn_cycle",
     "thread_cache_size",
-    # read-while-writing (suites/rww; added in format 2, issue 15; empty for other workloads and
+    # read-while-writing (suites/workloads/rww; added in format 2, issue 15; empty for other workloads and
     # in older runs): the writer's and the readers' rates and latencies apart, over the level's
     # own clock (duration_s). In the load level only the write side is filled. table_rows: rows
     # in the table; reads_min: the fewest rows any one reader read (the stop rule is
@@ -262,7 +262,7 @@ SPAN_LEVEL = "level"
 # A server's status counters by what they mean. A server family names its own counter for each
 # meaning it has (suites' family plugins), each cell records that mapping in its raw record
 # (CellRaw.counters), and rundir.derive reads a boundary's status through it: this layer knows no
-# server's names. Workloads read a counter by its meaning too (suites.level_context).
+# server's names. Workloads read a counter by its meaning too (suites.workloads.context).
 COUNTER_MEANINGS = {
     "threads_created": "server threads created (a counter; its delta is thread churn)",
     "clients_connected": "client connections open now (a gauge)",

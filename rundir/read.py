@@ -177,7 +177,7 @@ class Run:
     def level_visits(self, cell_id: str, workload: str, threads: int) -> list[list[float]]:
         """Per-interval throughput of every visit of one level in the cell's life, in timeline
         order: the one phase "<workload>@<threads>", or in a thread-churn life one phase per cycle,
-        "<workload>@<threads>#c<cycle>" (+ "/tc<size>"; suites.churn)."""
+        "<workload>@<threads>#c<cycle>" (+ "/tc<size>"; suites.workloads.sysbench.churn)."""
         level = f"{workload}@{threads}"
         visits: dict[str, list[dict]] = {}
         for s in self.samples(cell_id):

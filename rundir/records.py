@@ -163,7 +163,7 @@ class SysbenchLevel(_Strict):
     nofile: dict[str, Any] | None = None  # the open-file limit it was given
     priority: dict[str, Any] | None = None  # which threads ran boosted (collectors.priority)
     follow: str | None = None  # how its records were followed (inotify+pidfd or polling)
-    # Split over several client hosts (suites.sysbench.split): each host's own figures, how they
+    # Split over several client hosts (suites.workloads.sysbench.split): each host's own figures, how they
     # started together, and the intervals every host wrote (the rates' common window).
     client_hosts: list[dict[str, Any]] | None = None
     split: dict[str, Any] | None = None
@@ -186,7 +186,7 @@ class IIBenchQuery(_Strict):
 
 
 class IIBenchLevel(_Strict):
-    """What an iibench level recorded besides its figures (suites.iibench.level)."""
+    """What an iibench level recorded besides its figures (suites.workloads.iibench.level)."""
 
     rows: int | None = None
     duration_s: float | None = None
@@ -220,7 +220,7 @@ class RwwFigures(_Strict):
 
 
 class RwwLevel(_Strict):
-    """What a read-while-writing level recorded besides its figures (suites.rww.level)."""
+    """What a read-while-writing level recorded besides its figures (suites.workloads.rww.level)."""
 
     figures: RwwFigures
     engine: str | None = None
@@ -233,7 +233,7 @@ class RwwLevel(_Strict):
 
 
 class ChurnLevel(_Strict):
-    """A thread-churn level's place (suites.churn): results columns churn_cycle and
+    """A thread-churn level's place (suites.workloads.sysbench.churn): results columns churn_cycle and
     thread_cache_size."""
 
     churn_cycle: int
@@ -273,7 +273,7 @@ class RawLevel(_Strict):
     threads: int
     status: str
     error: str | None = None
-    report: dict[str, Any]  # the workload's figures (suites.workload.LevelResult.row())
+    report: dict[str, Any]  # the workload's figures (suites.workloads.level.LevelResult.row())
     # [t_s in the workload's clock, operations/s over the interval, our mark's t_s or None]
     intervals: list[tuple[float, float, float | None]] = Field(default_factory=list)
     sysbench: SysbenchLevel | None = None
@@ -320,7 +320,7 @@ class CellRaw(_Strict):
     # family gives it): how rundir.derive reads the boundaries' status (raw_version 2).
     counters: dict[str, str] = Field(default_factory=dict)
     # The allocator's own accounting, one reading per phase boundary and idle sample
-    # (suites.alloc_memory); absent when [memory] alloc_stats is off or the family cannot preload.
+    # (suites.runner.alloc_memory); absent when [memory] alloc_stats is off or the family cannot preload.
     alloc_readings: list[dict[str, Any]] | None = None
 
 

@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from collectors.host import glibc_version as host_glibc_version
 from servers.elfcheck import allocator_family, elf_info, interposes_malloc, malloc_definitions
 from servers.errors import AllocatorError, ServerError
+from servers.root import ServerRoot, host_path, package_of_in_root, resolve_in_root
 from servers.shipped import shipped
 
 DEFAULT_REGISTRY = shipped("configs", "allocators.toml")
@@ -88,7 +90,7 @@ class Allocator:
     # file names looked up in the library's own directory (registry entries), or absolute paths (a
     # suite's custom entry). Any other allocator library mapped beside it is a second heap.
     companions: tuple[str, ...] = ()
-    # A server root's own allocator (servers.root_allocators): `library` is a path inside it.
+    # A server root's own allocator (detect_in_root below): `library` is a path inside it.
     root: str | None = None
 
     def companion_paths(self) -> list[str]:
@@ -101,8 +103,6 @@ class Allocator:
         for name in self.companions:
             p = name if os.path.isabs(name) else os.path.join(here, name)
             if self.root:
-                from servers.root import host_path, resolve_in_root
-
                 real = resolve_in_root(self.root, p)
                 if os.path.exists(host_path(self.root, real)):
                     out.append(real)
@@ -320,7 +320,6 @@ def _sonames(path: Path, where: str, value) -> tuple[str, ...]:
 
 def glibc_version() -> str | None:
     """The running glibc's version, e.g. "2.36" (None on another C library)."""
-    from collectors.host import glibc_version as host_glibc_version  # the one owner
 
     return host_glibc_version()
 
@@ -391,7 +390,7 @@ def check_preloadable(library: str) -> str | None:
 
 def spec_fields(spec: AllocatorSpec) -> dict:
     """The Allocator fields a registry entry decides, wherever the allocator is looked for (on
-    the host here, in a server root in servers.root_allocators)."""
+    the host here, in a server root in detect_in_root)."""
     return dict(
         name=spec.name,
         kind=spec.kind,
@@ -534,8 +533,6 @@ def resolve(
     detect = _detect
     if root is not None:
         # A server in a root (servers.root.ServerRoot) runs on the root's own allocators.
-        from servers.root_allocators import detect_in_root
-
         def detect(spec: AllocatorSpec) -> Allocator:
             return detect_in_root(spec, root)
 
@@ -569,3 +566,64 @@ def resolve(
             known = ", ".join(["all", *registry, *customs])
             raise AllocatorError(f"unknown allocator {name!r}; known: {known}")
     return list(chosen.values())
+
+
+# -- in a server root: the registry's entries found among the root's own files ------------------
+# A server in a root runs on that release's libraries, so its allocators are that release's
+# packages too (names differ between releases: the t64 transition renamed some, so they are found
+# by file, not by package name), with versions from the root's dpkg database. `glibc` in a root is
+# the root's glibc. `library` stays a path as seen inside the root: it is what LD_PRELOAD names
+# there (servers.root), and what verification reaches through /proc/PID/root.
+def _too_old(spec: AllocatorSpec, root: ServerRoot) -> str | None:
+    if not spec.min_glibc:
+        return None
+    if root.glibc is None or version_tuple(root.glibc) < version_tuple(spec.min_glibc):
+        return f"needs glibc >= {spec.min_glibc}, root {root.path} has {root.glibc or 'no glibc'}"
+    return None
+
+
+def detect_in_root(spec: AllocatorSpec, root: ServerRoot) -> Allocator:
+    """`spec` as found in `root`: usable or not (with why), version from the root's dpkg."""
+    common = dict(spec_fields(spec), root=root.path)
+    why_not = _too_old(spec, root)
+    if spec.kind == "builtin":
+        return Allocator(library=None, usable=why_not is None, why_not=why_not, **common)
+    candidates = spec.identity if spec.kind == "system" else spec.library
+    found = next((p for p in candidates if os.path.isfile(root.host(root.resolve(p)))), None)
+    if spec.kind == "system":
+        real = root.resolve(found) if found else None
+        owner = package_of_in_root(root.path, real) if real else None
+        if owner:
+            common["package"] = owner[0]
+        return Allocator(
+            library=None,
+            version=owner[1] if owner else root.libc_package_version,
+            sha256=sha256_of(root.host(real)) if real else None,
+            usable=why_not is None,
+            why_not=why_not,
+            **common,
+        )
+    if found is None:
+        hint = f" (Debian package {spec.package} or its renamed successor)" if spec.package else ""
+        return Allocator(
+            library=None,
+            usable=False,
+            why_not=f"root {root.path} has none of {', '.join(spec.library)}: install it in the "
+            f"root{hint}",
+            **common,
+        )
+    real = root.resolve(found)
+    problem = check_preloadable(root.host(real))
+    if problem:
+        return Allocator(library=real, usable=False, why_not=problem, **common)
+    owner = package_of_in_root(root.path, real)
+    if owner:
+        common["package"] = owner[0]
+    return Allocator(
+        library=real,
+        version=owner[1] if owner else None,
+        sha256=sha256_of(root.host(real)),
+        usable=why_not is None,
+        why_not=why_not,
+        **common,
+    )

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from rundir.format import OWNER_MARKER
+
 
 def cache_base() -> Path:
     base = os.environ.get("MALLOCSWEEP_CACHE") or os.path.join(
@@ -20,7 +22,6 @@ def cache_base() -> Path:
 def owned_subdir(name: str) -> Path:
     """cache_base()/name, created and marked as ours (rundir OWNER_MARKER): a dataset cache whose
     root is the same base (MALLOCSWEEP_CACHE pointing at it) accepts it as mallocsweep's."""
-    from rundir.format import OWNER_MARKER
 
     path = cache_base() / name
     path.mkdir(parents=True, exist_ok=True)

@@ -24,6 +24,8 @@ from elftools.construct import ConstructError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
+from rundir.atomic import atomic_write
+from servers.cachedir import owned_subdir
 from servers.errors import ServerError
 
 # The names through which a process gets memory: a binary defining any of these interposes them.
@@ -100,7 +102,6 @@ def file_identity(path: Path | str) -> tuple[int, int, int, int] | None:
 
 
 def _disk_entry(key: tuple) -> Path:
-    from servers.cachedir import owned_subdir
 
     digest = hashlib.sha256(repr(key).encode()).hexdigest()[:32]
     return owned_subdir("elf") / f"{key[0]}-{digest}.json"
@@ -127,8 +128,6 @@ def kept_per_file(encode: Callable[[T], object], decode: Callable[[object], T]):
             except (OSError, ValueError, TypeError, KeyError):
                 value = fn(path, *args, name=name)
                 try:
-                    from rundir.atomic import atomic_write
-
                     if entry is not None:
                         atomic_write(entry, json.dumps(encode(value)))
                 except OSError:

@@ -1,7 +1,7 @@
 """Where our exec helper (servers/exec/msexec.c) is, and the argv that starts a child through it.
 
 Every child of ours (servers, sysbench, the iibench and read-while-writing client processes of
-suites.client_procs, the MongoDB stand-in, a server root's install tool) starts as
+suites.workloads.client_procs, the MongoDB stand-in, a server root's install tool) starts as
 `msexec OPTIONS -- BINARY ARGS`: subprocess's C fork/exec runs the helper, the helper does the
 child's set-up in C and execs the binary under the same pid. No Python runs between fork and exec
 (the runner has threads; see the helper's header for the order of its steps).

@@ -321,7 +321,7 @@ class MySQLServer(ServerLife):
         return mysql.connector.connect(**kwargs)
 
     def client_target(self, database: str | None = None) -> dict:
-        """Where clients connect (the runner turns this into a suites.workload.ClientTarget)."""
+        """Where clients connect (the runner turns this into a suites.workloads.level.ClientTarget)."""
         d = {
             "socket": str(self.socket),
             "port": self.port,

@@ -1,7 +1,7 @@
 """The files mallocsweep ships beside its code, found through importlib.resources: the data in
 configs/ (allocator registry, my.cnf template, suite profiles), the C sources of the exec helper and
 the preload shims (servers/exec/, servers/shims/) and the sysbench Lua wrapper
-(suites/sysbench/mallocsweep.lua). An installed package (`pip install .`, not editable) has them
+(suites/workloads/sysbench/mallocsweep.lua). An installed package (`pip install .`, not editable) has them
 where pip put them; nothing is looked for at a path relative to a source checkout.
 
 They are handed to other programs (gcc, sysbench, scp to a client host), so each is returned as a

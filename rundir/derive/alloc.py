@@ -1,6 +1,6 @@
 """The allocator's own accounting as results columns: a level's end-of-level reading.
 
-The readings themselves (servers/shims/alloc_stats.c via suites/alloc_memory.py) are recorded in
+The readings themselves (servers/shims/alloc_stats.c via suites/runner/alloc_memory.py) are recorded in
 the cell's raw record; which reading belongs to a level is decided here, so a fix reaches runs
 already on disk through `report --rederive`.
 """

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from suites.errors import SuiteError
 from suites.remote import clock, hostload
+from suites.remote.level_agent import identity
 from suites.remote.ssh import SshHost
 
 # One socket per client thread, plus sysbench's own files and a margin.
@@ -87,7 +88,7 @@ class RemoteClients:
     ):
         self.section = clients_section
         # The user's own sysbench scripts its levels run, each with its modules (the .lua files
-        # of its directory: suites.sysbench.scripts.modules): copied there, each script into a
+        # of its directory: suites.workloads.sysbench.scripts.modules): copied there, each script into a
         # directory of its own.
         self.scripts = dict(scripts or {})
         self.script_paths: dict[str, str] = {}  # our path -> its path on the host
@@ -165,7 +166,6 @@ class RemoteClients:
     def _check_python(self) -> dict:
         """mallocsweep's Python on the host runs the same code as ours (version and digest of the
         load clients' sources): a level there must be the level we would run here."""
-        from suites.remote.level_agent import identity
 
         ours = identity()
         r = self.host.run(f"{shlex.quote(self.python)} -m suites.remote.level_agent --version")
@@ -275,7 +275,7 @@ class RemoteClients:
         wrapper), and the tag its files have on the host.
 
         `barrier`: the host's shell, once logged in, writes a "ready" record and waits for a line
-        on its stdin (the go the runner sends every host at once, suites.sysbench.split), then
+        on its stdin (the go the runner sends every host at once, suites.workloads.sysbench.split), then
         writes a "start" record with its clock and starts sysbench: levels split over several
         hosts start together, and the skew they really had can be measured."""
         self._levels += 1

@@ -2,7 +2,7 @@
 
 How a level's threads are split (split_threads): as evenly as possible, the first hosts taking
 one more when the count does not divide, every host at least one thread; a level with fewer
-threads than hosts is refused when the suite is read (suites.config_sections).
+threads than hosts is refused when the suite is read (suites.config.sections).
 
 How they start together: a go-barrier. Each host's ssh session logs in, writes a "ready" record
 and waits for a line on its stdin; once every host is ready the runner writes "go" to each

@@ -6,7 +6,7 @@
 The work file (written by the runner over SSH, mode 600: it holds the level's account password)
 names the workload, the target (the server over TCP) and the level's spec. The level runs here
 exactly as it would on the server's machine (its clients are processes of this host, started by
-suites.client_procs), and what the runner needs comes back as JSON lines on stdout:
+suites.workloads.client_procs), and what the runner needs comes back as JSON lines on stdout:
 {"type": "interval", "t_s", "tps", "qps"} as each report happens, then {"type": "result"} with
 the LevelResult. The level's own log follows on stderr when it is over.
 """
@@ -22,10 +22,10 @@ from pathlib import Path
 # in any of them is refused (same version number or not).
 _ROOT = Path(__file__).resolve().parents[2]
 _SOURCES = (
-    "suites/client_procs.py",
-    "suites/iibench",
+    "suites/workloads/client_procs.py",
+    "suites/workloads/iibench",
     "suites/remote/level_agent.py",
-    "suites/workload.py",
+    "suites/workloads/level.py",
     "rundir/records.py",  # the level's typed record travels back as JSON
 )
 
@@ -55,7 +55,7 @@ def _emit(rec: dict) -> None:
 
 
 def run(work_path: Path) -> int:
-    from suites.workload import ClientTarget
+    from suites.workloads.level import ClientTarget
 
     work = json.loads(work_path.read_text())
     target = ClientTarget(**work["target"])
@@ -63,8 +63,8 @@ def run(work_path: Path) -> int:
     if work["kind"] != "iibench":
         print(f"level_agent: unknown workload {work['kind']!r}", file=sys.stderr)
         return 2
-    from suites.iibench import level
-    from suites.iibench.spec import IIBenchSpec
+    from suites.workloads.iibench import level
+    from suites.workloads.iibench.spec import IIBenchSpec
 
     spec = IIBenchSpec(**work["spec"])
 

@@ -19,13 +19,13 @@ from pathlib import Path
 
 from rundir.records import AgentLevel, ClientLoad, IIBenchLevel
 from servers.launch import Child
-from suites.level_loop import Stream, run_streams
-from suites.sysbench.runner import spawn_over_ssh
-from suites.workload import ClientTarget, LevelResult
+from suites.workloads.level import ClientTarget, LevelResult
+from suites.workloads.level_loop import Stream, run_streams
+from suites.workloads.sysbench.runner import spawn_over_ssh
 
 
 class AgentIntervals:
-    """How the agent's interval records read (suites.level_loop.Intervals): one stream, its
+    """How the agent's interval records read (suites.workloads.level_loop.Intervals): one stream, its
     rates as the agent computed them."""
 
     def rates(self, rec: dict) -> tuple[float, float, float]:

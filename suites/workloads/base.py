@@ -1,17 +1,17 @@
 """What a workload plugin declares, and what a cell asks of it.
 
 A workload (a suite's `[suite] kind`) is one module in suites/workloads/ with one subclass of
-Workload, registered by its kind in suites/workloads/__init__.py. A cell of any server family
-(suites/cell_kinds.py) asks it for its levels, its clock, its warmup and its database; the
+Workload, registered by its kind in suites/workloads/registry.py. A cell of any server family
+(suites/runner/workload_cell.py) asks it for its levels, its clock, its warmup and its database; the
 planner, the dataset cache and the preflight ask it for estimates.
 
-It declares its settings: the suite sections it reads (pydantic models on suites.settings.Section,
+It declares its settings: the suite sections it reads (pydantic models on suites.config.settings.Section,
 with help and defaults; one is named like its kind, and a suite file names its workload by that
-section), which suites/config.py puts into the Suite model and the template; the CLI options that
+section), which suites/config/suite.py puts into the Suite model and the template; the CLI options that
 set its fields; and the rules across sections only it knows (can it run on this server family,
 its statements against the server's statement limit). Its levels and warmup get a
-suites.level_context.LevelContext (connect, run a client, report progress and intervals, read a
-server counter by its meaning), never the cell. Its results are a suites.workload.LevelResult per
+suites.workloads.context.LevelContext (connect, run a client, report progress and intervals, read a
+server counter by its meaning), never the cell. Its results are a suites.workloads.level.LevelResult per
 level — the figures every workload has, plus its own typed record (rundir.records: what
 rundir.derive and the report read back) — from which rundir.derive derives the rows.
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from suites.workload import LevelResult
+from suites.workloads.level import LevelResult
 
 Phase = tuple[str, Callable[[], LevelResult]]  # (phase name, runs the level)
 
@@ -63,7 +63,7 @@ class Workload:
         return self.max_clients(suite)
 
     def check_family(self, suite, family) -> None:
-        """A suites.config_errors.FieldError when it cannot run on the suite's server family."""
+        """A suites.config.errors.FieldError when it cannot run on the suite's server family."""
 
     def check_limits(self, suite, family) -> None:
         """A FieldError when a statement or row of its would exceed what the server takes (checked
@@ -71,7 +71,7 @@ class Workload:
 
     def phases(self, ctx) -> Iterator[Phase]:
         """(phase name, callable returning the level's LevelResult) per level, in order. `ctx`
-        is the cell's suites.level_context.LevelContext."""
+        is the cell's suites.workloads.context.LevelContext."""
         raise NotImplementedError
 
     def clock(self, suite) -> tuple[float | None, float | None, bool]:

@@ -100,7 +100,7 @@ load_max_seconds = 30
 report_interval_s = 0.25
 """,
 }
-CLIENT_MODULE = {"iibench": "suites.iibench.client", "rww": "suites.rww.client"}
+CLIENT_MODULE = {"iibench": "suites.workloads.iibench.client", "rww": "suites.workloads.rww.client"}
 # iibench reports once a second: at 4 s, the reports at 1 s and 2 s are both far from the end.
 IIBENCH_MAX_S, RWW_READERS, RWW_RECORDS = 4.0, 2, 20000
 
@@ -201,7 +201,9 @@ def sysbench_of(run_dir: Path) -> list[int]:
 def clients_of(run_dir: Path, suite: str) -> list[int]:
     """Live client processes of `suite` working for the run in `run_dir` (seen from /proc)."""
     module = CLIENT_MODULE[suite]
-    return [pid for pid, cmd in ours([run_dir]) if f" -m suites.client_procs {module} " in cmd]
+    return [
+        pid for pid, cmd in ours([run_dir]) if f" -m suites.workloads.client_procs {module} " in cmd
+    ]
 
 
 def _until(pred, timeout_s: float, step: float = 0.05):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from servers.allocators import Allocator, resolve
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
-from suites.sysbench import SysbenchOptions, prepare
-from suites.workload import ClientTarget
+from suites.workloads.level import ClientTarget
+from suites.workloads.sysbench import SysbenchOptions, prepare
 
 
 def sbtest_target(srv: MySQLServer) -> ClientTarget:

@@ -2,7 +2,7 @@
 `older_mariadb_patch()`, and their prefetch in the background.
 
 `rooted_server(flavor)` returns the root directory of a real server of that flavor, made by
-`mallocsweep servers fetch` (servers.fetch) the first time and cached in the repo's gitignored
+`mallocsweep servers fetch` (servers.acquire.fetch) the first time and cached in the repo's gitignored
 .cache/servers, which the fetch tests share, so a root is built once per machine. The version is
 the newest the archive offers today (archives move on: no version is hard-coded): MySQL from
 Debian unstable, MariaDB from Debian 13. `older_mariadb_patch()` is the newest MariaDB of the
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from servers import archive, fetch
+from servers.acquire import archive, fetch
 from servers.errors import ServerError
 from servers.launch import Child, spawn
 from servers.mysql import find_mysql

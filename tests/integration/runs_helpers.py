@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from suites.cli import main
+from suites.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
-MALLOCSWEEP = [sys.executable, "-m", "suites.cli"]
+MALLOCSWEEP = [sys.executable, "-m", "suites.cli.main"]
 
 
 def _env(cache: Path | None, state: Path | None = None) -> dict[str, str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from suites.sysbench.histogram import LatencyHistogram
+from suites.workloads.sysbench.histogram import LatencyHistogram
 from tests.integration.netns import NetnsHost, free_slash30, make_hosts, sshd_available
 from tests.integration.runs_helpers import mallocsweep, manifest, results, small_suite
 

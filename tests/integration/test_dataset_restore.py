@@ -9,9 +9,9 @@ import pytest
 
 from servers.allocators import resolve
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
-from suites.datadir_cache import DatasetCache, restore_vs_prepare
-from suites.server_families.mysql import MYSQL
-from suites.sysbench import SysbenchOptions, run_level
+from suites.datasets.cache import DatasetCache, restore_vs_prepare
+from suites.families.mysql import MYSQL
+from suites.workloads.sysbench import SysbenchOptions, run_level
 from tests.integration.mariadb import sbtest_target, start_prepared
 from tests.integration.runs_helpers import scratch_dir
 

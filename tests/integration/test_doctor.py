@@ -8,7 +8,7 @@ import pytest
 
 from servers.allocators import resolve
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
-from suites.cli import main
+from suites.cli.main import main
 
 pytestmark = pytest.mark.integration
 

@@ -3,7 +3,7 @@
 The stub family below owns everything a family owns — its [server] section, its config file, its
 server life (launch, readiness, allocator proof, shutdown), its status counters by meaning, how
 clients reach it — and shares no code with the MySQL family's plugin (it uses the framework:
-servers.life, servers.verify, suites.server_families.base). Nothing outside this file names it.
+servers.life, servers.verify, suites.families.base). Nothing outside this file names it.
 The first test drives it through the family interface alone: start, prove, read, stop. The second
 registers it in a fresh interpreter and runs `mallocsweep run` on an iibench suite of flavor
 "stubdb": the runner, the cell, the workload, the collectors, the raw record and the derivations
@@ -34,9 +34,9 @@ from servers.errors import ServerError
 from servers.launch import spawn
 from servers.life import Launch, Probe, ServerLife
 from servers.verify import verify_allocator
-from suites.config_sections import ServerSection
-from suites.server_families.base import Family, ServerLaunch
-from suites.workload import ClientTarget
+from suites.config.sections import ServerSection
+from suites.families.base import Family, ServerLaunch
+from suites.workloads.level import ClientTarget
 from tests.integration.runs_helpers import scratch_dir
 
 pytestmark = pytest.mark.integration
@@ -212,10 +212,10 @@ STUB = StubFamily()
 
 
 def register() -> None:
-    """The stub family in this interpreter's registry (before suites.config builds the Suite)."""
-    from suites import families
+    """The stub family in this interpreter's registry (before suites.config.suite builds the Suite)."""
+    from suites.families import registry as families
 
-    assert "suites.config" not in sys.modules, "register before the Suite model is built"
+    assert "suites.config.suite" not in sys.modules, "register before the Suite model is built"
     families.register(STUB)
 
 
@@ -253,7 +253,7 @@ import sys
 sys.path.insert(0, {repo!r})
 from tests.integration import test_family_plugin as stub
 stub.register()
-from suites.cli import main
+from suites.cli.main import main
 raise SystemExit(main(["run", {suite!r}, "--out", {out!r}, "--quiet"]))
 """
 

@@ -20,12 +20,16 @@ import pytest
 
 from servers.allocators import resolve
 from servers.mysql import MySQLServer, MySQLSettings
-from suites import iibench
 from suites.errors import SuiteError
-from suites.iibench import SECONDARY_INDEXES, IIBenchSpec
-from suites.iibench.bench import client_cpu_fraction, process_cpu_s, process_vs_thread_rate
-from suites.iibench.spec import DATA_LENGTH_MAX
-from suites.workload import ClientTarget
+from suites.workloads.iibench.bench import (
+    client_cpu_fraction,
+    process_cpu_s,
+    process_vs_thread_rate,
+)
+from suites.workloads.iibench.level import run_level
+from suites.workloads.iibench.schema import count_rows, index_keys, prepare
+from suites.workloads.iibench.spec import DATA_LENGTH_MAX, SECONDARY_INDEXES, IIBenchSpec
+from suites.workloads.level import ClientTarget
 
 pytestmark = pytest.mark.integration
 
@@ -65,16 +69,14 @@ def test_every_row_is_accounted_for(pristine, short_tmp, allocator):
         assert server.evidence["verdict"] == "verified"
         target = target_of(server)
         spec = IIBenchSpec(clients=4, max_rows=20_000, batch_rows=250, report_interval_s=0.25)
-        iibench.prepare(target, spec)
+        prepare(target, spec)
         seen = []
-        res = iibench.run_level(
-            target, spec, short_tmp / "ii.log", on_interval=lambda *a: seen.append(a)
-        )
+        res = run_level(target, spec, short_tmp / "ii.log", on_interval=lambda *a: seen.append(a))
         assert res.status == "ok", res.error
-        assert res.events == 20_000 == iibench.count_rows(target, spec)
+        assert res.events == 20_000 == count_rows(target, spec)
         # Names and key columns in key order, as information_schema has them.
         assert (
-            iibench.index_keys(target, spec)
+            index_keys(target, spec)
             == list(SECONDARY_INDEXES)
             == [
                 ("ix_price_customer", ("price", "customerid")),
@@ -108,12 +110,12 @@ def test_time_limit_and_index_count_and_query_clients(pristine, short_tmp):
             clients=2, max_rows=10**9, max_seconds=2.0, batch_rows=100, secondary_indexes=1,
             query_clients=1,
         )  # fmt: skip
-        iibench.prepare(target, spec)
-        res = iibench.run_level(target, spec, short_tmp / "ii.log")
+        prepare(target, spec)
+        res = run_level(target, spec, short_tmp / "ii.log")
         assert res.status == "ok", res.error
         assert 1.9 <= res.duration_s <= 6.0
-        assert res.events == iibench.count_rows(target, spec) > 0
-        assert iibench.index_keys(target, spec) == [("ix_price_customer", ("price", "customerid"))]
+        assert res.events == count_rows(target, spec) > 0
+        assert index_keys(target, spec) == [("ix_price_customer", ("price", "customerid"))]
         q = res.iibench.query.model_dump()
         assert q["queries"] > 0
         # Query clients stop with the inserts (or at max_seconds, while the inserts' last batch
@@ -129,10 +131,10 @@ def test_longest_data_column_fits_and_oversized_batch_is_refused(pristine, short
     with server:
         target = target_of(server)
         spec = IIBenchSpec(clients=1, max_rows=40, batch_rows=20, data_length=DATA_LENGTH_MAX)
-        iibench.prepare(target, spec)
-        res = iibench.run_level(target, spec, short_tmp / "ii.log")
+        prepare(target, spec)
+        res = run_level(target, spec, short_tmp / "ii.log")
         assert res.status == "ok", res.error
-        assert iibench.count_rows(target, spec) == 40
+        assert count_rows(target, spec) == 40
         conn = server.connect()
         try:
             cur = conn.cursor()
@@ -148,11 +150,11 @@ def test_longest_data_column_fits_and_oversized_batch_is_refused(pristine, short
             conn.close()
         big = IIBenchSpec(clients=1, max_rows=1000, batch_rows=100, data_length=DATA_LENGTH_MAX)
         with pytest.raises(SuiteError) as e:
-            iibench.prepare(target, big)
+            prepare(target, big)
         msg = str(e.value)
         assert "above the server's max_allowed_packet (1048576 bytes)" in msg
         assert "iibench.batch_rows = 100" in msg and "\n" not in msg
-        assert iibench.count_rows(target, spec) == 40  # refused before the table was touched
+        assert count_rows(target, spec) == 40  # refused before the table was touched
 
 
 def test_prepare_drops_the_previous_table(pristine, short_tmp):
@@ -160,12 +162,12 @@ def test_prepare_drops_the_previous_table(pristine, short_tmp):
     with server:
         target = target_of(server)
         spec = IIBenchSpec(clients=1, max_rows=500, batch_rows=100)
-        iibench.prepare(target, spec)
-        iibench.run_level(target, spec, short_tmp / "a.log")
-        assert iibench.count_rows(target, spec) == 500
-        iibench.prepare(target, IIBenchSpec(secondary_indexes=0))
-        assert iibench.count_rows(target, spec) == 0
-        assert iibench.index_keys(target, spec) == []
+        prepare(target, spec)
+        run_level(target, spec, short_tmp / "a.log")
+        assert count_rows(target, spec) == 500
+        prepare(target, IIBenchSpec(secondary_indexes=0))
+        assert count_rows(target, spec) == 0
+        assert index_keys(target, spec) == []
 
 
 def test_server_gone_mid_level_fails_the_level(pristine, short_tmp):
@@ -173,14 +175,14 @@ def test_server_gone_mid_level_fails_the_level(pristine, short_tmp):
     with server:
         target = target_of(server)
         spec = IIBenchSpec(clients=2, max_rows=10**9, max_seconds=30, batch_rows=100)
-        iibench.prepare(target, spec)
+        prepare(target, spec)
 
         def kill_once(t, tps, qps):
             if server.alive:
                 server.child.signal_group(signal.SIGKILL)
 
         t = time.monotonic()
-        res = iibench.run_level(target, spec, short_tmp / "ii.log", on_interval=kill_once)
+        res = run_level(target, spec, short_tmp / "ii.log", on_interval=kill_once)
         assert time.monotonic() - t < 25
         assert res.status == "failed"
         assert "insert client" in res.error and "\n" not in res.error
@@ -200,15 +202,16 @@ def test_clients_are_processes_in_their_own_groups_and_die_with_the_runner(prist
     server = started(pristine, short_tmp / "w", "glibc")
     with server:
         target = target_of(server)
-        iibench.prepare(target, IIBenchSpec())
+        prepare(target, IIBenchSpec())
         # A runner process of its own, so that the test can SIGKILL it.
         script = textwrap.dedent(f"""
             from pathlib import Path
-            from suites import iibench
-            from suites.workload import ClientTarget
+            from suites.workloads.iibench.level import run_level
+            from suites.workloads.iibench.spec import IIBenchSpec
+            from suites.workloads.level import ClientTarget
             t = ClientTarget(kind="mysql", socket={target.socket!r}, database="iibench")
-            spec = iibench.IIBenchSpec(clients=3, max_rows=10**9, max_seconds=120, batch_rows=50)
-            iibench.run_level(t, spec, Path({str(short_tmp / "r.log")!r}))
+            spec = IIBenchSpec(clients=3, max_rows=10**9, max_seconds=120, batch_rows=50)
+            run_level(t, spec, Path({str(short_tmp / "r.log")!r}))
         """)
         runner = subprocess.Popen([sys.executable, "-c", script], cwd=REPO)
         try:
@@ -217,7 +220,7 @@ def test_clients_are_processes_in_their_own_groups_and_die_with_the_runner(prist
             while time.monotonic() < deadline:
                 clients = [
                     p for p in _children(runner.pid)
-                    if b"-m\0suites.client_procs\0suites.iibench.client\0" in Path(f"/proc/{p}/cmdline").read_bytes()
+                    if b"-m\0suites.workloads.client_procs\0suites.workloads.iibench.client\0" in Path(f"/proc/{p}/cmdline").read_bytes()
                 ]  # fmt: skip
                 log = short_tmp / "r.log"
                 if len(clients) == 3 and log.exists() and '"interval"' in log.read_text():

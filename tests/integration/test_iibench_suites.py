@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from servers.errors import ServerError
-from suites.cli import main
+from suites.cli.main import main
 from tests.integration.runs_helpers import manifest, processes_mentioning, results, scratch_dir
 from tests.integration.standin import ensure_standin
 

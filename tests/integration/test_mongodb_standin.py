@@ -18,9 +18,10 @@ from servers.allocators import resolve
 from servers.errors import AllocatorError, ServerError
 from servers.mongodb import MongoServer, find_mongod
 from servers.ports import free_port
-from suites import iibench
-from suites.iibench import SECONDARY_INDEXES, IIBenchSpec
-from suites.workload import ClientTarget
+from suites.workloads.iibench.level import run_level
+from suites.workloads.iibench.schema import count_rows, index_keys, prepare
+from suites.workloads.iibench.spec import SECONDARY_INDEXES, IIBenchSpec
+from suites.workloads.level import ClientTarget
 from tests.integration.standin import ensure_standin
 
 pytestmark = pytest.mark.integration
@@ -62,11 +63,11 @@ def test_mongodb_path_end_to_end(standin, short_tmp):
         assert status["connections.current"] >= 1
         target = ClientTarget(kind="mongodb", **server.client_target(), database="iibench")
         spec = IIBenchSpec(clients=10, max_rows=5_000, batch_rows=100, report_interval_s=0.25)
-        iibench.prepare(target, spec)
-        res = iibench.run_level(target, spec, short_tmp / "ii.log")
+        prepare(target, spec)
+        res = run_level(target, spec, short_tmp / "ii.log")
         assert res.status == "ok", res.error
-        assert res.events == 5_000 == iibench.count_rows(target, spec)
-        assert iibench.index_keys(target, spec) == list(SECONDARY_INDEXES)
+        assert res.events == 5_000 == count_rows(target, spec)
+        assert index_keys(target, spec) == list(SECONDARY_INDEXES)
         assert sum(i["rows"] for i in res.intervals) == res.events
         assert res.threads == 10 and len(res.iibench.per_client) == 10
         exit_info = server.stop()
@@ -189,10 +190,10 @@ def test_real_mongod_end_to_end(short_tmp):
         assert server.build_info()["allocator"] in ("tcmalloc", "tcmalloc-google", "system")
         target = ClientTarget(kind="mongodb", **server.client_target(), database="iibench")
         spec = IIBenchSpec(clients=10, max_rows=5_000, batch_rows=100)
-        iibench.prepare(target, spec)
-        res = iibench.run_level(target, spec, short_tmp / "ii.log")
+        prepare(target, spec)
+        res = run_level(target, spec, short_tmp / "ii.log")
         assert res.status == "ok", res.error
-        assert res.events == iibench.count_rows(target, spec) == 5_000
-        assert iibench.index_keys(target, spec) == list(SECONDARY_INDEXES)
+        assert res.events == count_rows(target, spec) == 5_000
+        assert index_keys(target, spec) == list(SECONDARY_INDEXES)
         exit_info = server.stop()
     assert exit_info.returncode == 0

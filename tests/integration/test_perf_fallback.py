@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from collectors import perf_event, taskstats
-from suites.cli import main
+from suites.cli.main import main
 from tests.integration.runs_helpers import scratch_dir
 
 pytestmark = pytest.mark.integration

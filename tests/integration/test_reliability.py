@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from suites.cell_kinds import WorkloadCell
-from suites.config import load_suite
-from suites.config_overrides import apply_overrides
-from suites.display import Display
-from suites.runner import run_suite
+from suites.config.overrides import apply_overrides
+from suites.config.suite import load_suite
+from suites.runner.display import Display
+from suites.runner.matrix import run_suite
+from suites.runner.workload_cell import WorkloadCell
 from tests.integration.runs_helpers import (
     REPO,
     children_of,

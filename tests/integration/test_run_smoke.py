@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-import suites.cell
+import suites.runner.cell
 from rundir.derive.levels import derive_cell
 from rundir.format import SAMPLE_COLUMNS
-from suites.cli import main
+from suites.cli.main import main
 from tests.integration.runs_helpers import manifest, processes_mentioning, results, scratch_dir
 
 pytestmark = pytest.mark.integration
@@ -249,7 +249,7 @@ def test_a_broken_derivation_fails_one_cell_not_the_run(smoke_run, monkeypatch, 
                 raise KeyError("window_marks")
             return derive_cell(raw)
 
-        monkeypatch.setattr(suites.cell, "derive_cell", broken_for_the_first_cell)
+        monkeypatch.setattr(suites.runner.cell, "derive_cell", broken_for_the_first_cell)
         # Smoke-size: two cells (glibc, jemalloc), one 3-second level each, a short warmup.
         code = main(
             [

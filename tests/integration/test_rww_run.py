@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from servers import fetch
+from servers.acquire import fetch
 from servers.errors import ServerError
-from suites.cli import main
+from suites.cli.main import main
 from tests.integration import roots
 from tests.integration.roots import CACHE
 from tests.integration.runs_helpers import manifest, processes_mentioning, results

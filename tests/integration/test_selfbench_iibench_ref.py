@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from bench import reference
 from servers.allocators import resolve
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
-from suites.selfbench import reference
 from tests.integration.runs_helpers import scratch_dir
 
 pytestmark = pytest.mark.integration
 
 
 class _OneServer:
-    """What the arm needs of suites.selfbench.bench.Bench: a work dir and an unstarted server on
+    """What the arm needs of bench.bench.Bench: a work dir and an unstarted server on
     a datadir that has an `iibench` database."""
 
     def __init__(self, work: Path):

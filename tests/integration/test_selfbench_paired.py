@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from bench import paired
 from collectors.session import Collectors
 from rundir.format import SAMPLE_COLUMNS
 from servers.mysql import MySQLSettings
-from suites.selfbench import paired
-from suites.sysbench import SysbenchOptions
+from suites.workloads.sysbench import SysbenchOptions
 from tests.integration.mariadb import start_prepared
 from tests.integration.runs_helpers import scratch_dir
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from servers import archive, fetch
+from servers.acquire import archive, fetch
 from servers.allocators import resolve
 from servers.errors import ServerError
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache" / "servers"
-MALLOCSWEEP = [sys.executable, "-m", "suites.cli"]
+MALLOCSWEEP = [sys.executable, "-m", "suites.cli.main"]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -98,7 +98,7 @@ def _newest_sid_mysql() -> str:
     os.geteuid() != 0, reason="a server root needs debootstrap and chroot: root only"
 )
 def test_sid_root_with_mysql_and_its_allocators(capsys, pristine_datadir):
-    from suites.cli import main
+    from suites.cli.main import main
 
     spec = _newest_sid_mysql()
     assert main(["servers", "fetch", spec]) == 0

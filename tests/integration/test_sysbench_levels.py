@@ -10,8 +10,8 @@ import time
 import pytest
 
 from servers.mysql import MySQLSettings
-from suites.sysbench import SysbenchOptions, run_level
-from suites.sysbench.runner import WRAPPER, records_path
+from suites.workloads.sysbench import SysbenchOptions, run_level
+from suites.workloads.sysbench.runner import WRAPPER, records_path
 from tests.integration.mariadb import SMALL_DATASET, start_prepared
 from tests.integration.runs_helpers import scratch_dir
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from suites import thp as thpmod
-from suites.cli import main
+from suites.cli.main import main
+from suites.runner import thp as thpmod
 from tests.integration.runs_helpers import (
     kill_quietly,
     manifest,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from collectors.thp_probe import PROBE_MODE, prctl_blocks_madvise
-from suites import thp
+from suites.runner import thp
 
 ENABLED = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 

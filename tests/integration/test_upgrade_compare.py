@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from servers import fetch
+from servers.acquire import fetch
 from servers.mysql import find_mysql
 from tests.integration.roots import CACHE
 from tests.integration.runs_helpers import (

@@ -9,13 +9,13 @@ import pytest
 
 from servers.allocators import resolve
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
-from suites.datadir_cache import DatasetCache
+from suites.datasets.cache import DatasetCache
 from suites.errors import SuiteError
-from suites.server_families.mysql import MYSQL
-from suites.sysbench import SysbenchOptions
-from suites.sysbench.options import as_script, stock_tables
-from suites.sysbench.warm import sysbench_warm_up
-from suites.warmup import status_counters, warm_up, warm_vs_fixed
+from suites.families.mysql import MYSQL
+from suites.workloads.sysbench import SysbenchOptions
+from suites.workloads.sysbench.options import as_script, stock_tables
+from suites.workloads.sysbench.warm import sysbench_warm_up
+from suites.workloads.warmup import status_counters, warm_up, warm_vs_fixed
 from tests.integration.mariadb import sbtest_target, start_prepared
 from tests.integration.runs_helpers import scratch_dir
 

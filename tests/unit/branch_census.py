@@ -28,8 +28,8 @@ KINDS = ("family", "workload", "engine", "other")
 # servers' families (servers/engines.py: the MySQL family's storage engines).
 PLUGINS = (
     "suites/workloads/",
-    "suites/server_families/",
-    "suites/families.py",
+    "suites/families/",
+    "suites/families/registry.py",
     "servers/mysql",
     "servers/mongodb",
     "servers/engines.py",

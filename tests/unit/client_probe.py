@@ -1,6 +1,6 @@
 """A load client for tests/unit/test_client_procs.py: what it does is in its work description.
 
-Runs inside a client process started by suites.client_procs (or a thread of the test): it reports
+Runs inside a client process started by suites.workloads.client_procs (or a thread of the test): it reports
 what the process looks like from inside (its parent-death signal, its process group) and claims
 keys from the board the way iibench's inserters do.
 """

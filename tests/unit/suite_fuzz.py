@@ -1,6 +1,6 @@
 """Random suite files built from the models: every section and key, nested tables, wrong types.
 
-Shared by the fuzz tests of suites/config.py (tests/unit/test_config.py) and of the CLI path
+Shared by the fuzz tests of suites/config/suite.py (tests/unit/test_config.py) and of the CLI path
 (tests/unit/test_config_cli.py). The keys come from the models, so a new setting is fuzzed without
 touching this file; values are mostly of the field's type (often at its edges) so that the fuzzing
 gets past the type checks to the rules behind them, and sometimes garbage.
@@ -15,8 +15,8 @@ import typing
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from suites.config import CustomAllocator, Suite
-from suites.config_errors import models_of
+from suites.config.errors import models_of
+from suites.config.suite import CustomAllocator, Suite
 
 # Each section's models: one, or (for [server]) each server family's.
 SECTIONS: dict[str, list[type[BaseModel]]] = {

@@ -1,4 +1,4 @@
-"""The allocator readings of a cell (suites/alloc_memory.py) and the churn plan (suites/churn.py):
+"""The allocator readings of a cell (suites/runner/alloc_memory.py) and the churn plan (suites/workloads/sysbench/churn.py):
 pure logic on recorded figures; the real shim is exercised in tests/integration."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import os
 import pytest
 
 from servers.errors import ServerError
-from suites.alloc_memory import AllocMemory, consistency, overhead
-from suites.churn import churn_plan, row_columns
-from suites.config import parse_suite
+from suites.config.suite import parse_suite
+from suites.runner.alloc_memory import AllocMemory, consistency, overhead
+from suites.workloads.sysbench.churn import churn_plan, row_columns
 
 
 class _Stats:

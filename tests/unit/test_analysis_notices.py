@@ -151,7 +151,7 @@ def test_recorded_runs_without_the_new_keys_still_report(tmp_path):
 
 
 def test_report_command_repeats_run_problems_on_stderr(tmp_path, capsys):
-    from suites.cli import main
+    from suites.cli.main import main
 
     path = make_run(
         tmp_path, "synthetic-cli", seed=6, manifest_extra={"thp_restore_error": RESTORE_ERROR}

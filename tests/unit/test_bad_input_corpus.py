@@ -17,7 +17,7 @@ suite. Damage helpers take paths relative to the sandbox, starting with a run's 
 
 Each case runs in a forked child of this test process: a real process of its own (its own exit
 code, stdout and stderr file descriptors: /dev/full is /dev/full) that starts from the already
-imported CLI. A subprocess per case (`python -m suites.cli`) costs the interpreter start and the
+imported CLI. A subprocess per case (`python -m suites.cli.main`) costs the interpreter start and the
 imports every time: about 1.2 s of CPU per case here against 0.1-0.3 s forked, which would make
 the corpus several minutes long. test_forked_and_real_processes_agree checks that a few cases
 give the same exit code and stderr both ways.
@@ -224,7 +224,7 @@ def merged():
     """The shards S1 and S2 (shards()) merged into m, by the real merge."""
 
     def do(s: Path):
-        from suites.merge import merge_shards
+        from suites.runner.merge import merge_shards
 
         merge_shards([s / "S1", s / "S2"], s / "m")
 
@@ -624,12 +624,12 @@ PRELOAD = (
     "analysis.report",
     "rundir.rederive",
     "servers.allocators",
-    "servers.fetch",
-    "suites.config",
-    "suites.config_overrides",
-    "suites.merge",
-    "suites.resume",
-    "suites.runner",
+    "servers.acquire.fetch",
+    "suites.config.suite",
+    "suites.config.overrides",
+    "suites.runner.merge",
+    "suites.runner.resume",
+    "suites.runner.matrix",
 )
 
 
@@ -639,7 +639,7 @@ def run_forked(argv: list[str], cwd: Path, env: dict, stdout: str = "pipe", time
     starting from the CLI this process already imported."""
     import importlib
 
-    from suites import cli
+    from suites.cli import main as cli
 
     for name in PRELOAD:
         importlib.import_module(name)
@@ -702,7 +702,7 @@ def _stop_before_a_run_directory() -> None:
     (run on main's code, the corpus counts such a case as falling short in seconds, instead of
     running the matrix it should have refused)."""
     from rundir.write import RunDir
-    from suites import runner
+    from suites.runner import matrix as runner
 
     def went_on(*args, **kwargs):
         os.write(2, b"corpus: the command went on to create or reopen a run directory\n")
@@ -803,7 +803,7 @@ def test_case_ids_are_unique():
     ["report-f1-qps-dropped", "compare-same-dir", "run-baseline-all", "allocators-stdout-full"],
 )
 def test_forked_and_real_processes_agree(case_id, tmp_path):
-    """The corpus's forked child gives what a real `python -m suites.cli` process gives."""
+    """The corpus's forked child gives what a real `python -m suites.cli.main` process gives."""
     case = next(c for c in CASES if c.id == case_id)
     s = tmp_path / "s"
     _prepare(case, s)
@@ -811,7 +811,7 @@ def test_forked_and_real_processes_agree(case_id, tmp_path):
     forked = run_forked(argv, s, env, case.stdout)
     with open(os.devnull if case.stdout == "pipe" else "/dev/full", "w") as sink:
         done = subprocess.run(
-            [sys.executable, "-m", "suites.cli", *argv],
+            [sys.executable, "-m", "suites.cli.main", *argv],
             cwd=s,
             env={**env, "PYTHONPATH": str(REPO)},
             stdout=sink if case.stdout == "full" else subprocess.PIPE,

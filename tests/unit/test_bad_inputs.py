@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from suites.cli import main
+from suites.cli.main import main
 from tests.fixtures.make_runs import make_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,7 +39,7 @@ def slow_pair(tmp_path_factory):
 def _compare_through(stdout_spec: str, base: Path, new: Path, out: Path) -> tuple[int, str]:
     """compare, with its stdout given to the shell redirection `stdout_spec`; (exit code, stderr)."""
     cmd = (
-        f"{sys.executable} -m suites.cli compare '{base}' '{new}' --out '{out}' {stdout_spec}; "
+        f"{sys.executable} -m suites.cli.main compare '{base}' '{new}' --out '{out}' {stdout_spec}; "
         "echo $? >&2"
     )
     done = subprocess.run(
@@ -84,7 +84,7 @@ def test_resume_of_a_complete_run_changes_nothing(tmp_path, capsys):
 
 @pytest.mark.parametrize("err, code", [(28, 2), (30, 2), (36, 2), (5, 4)])
 def test_os_errors_of_the_users_machine_are_exit_2_naming_the_file(monkeypatch, capsys, err, code):
-    import suites.commands.report as report_command
+    import suites.cli.commands.report as report_command
 
     def fails(args):
         raise OSError(err, os.strerror(err), "/runs/r1/report.html")

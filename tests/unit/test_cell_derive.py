@@ -14,14 +14,14 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-import suites.cell
+import suites.runner.cell
 from rundir.derive.levels import derive_cell
 from rundir.records import check_raw
 from rundir.rederive import DERIVED, rederive_run
 from rundir.write import RunDir
-from suites.cell import CellContext, CellRunner
-from suites.plan import CellPlan
-from suites.workload import LevelResult
+from suites.runner.cell import CellContext, CellRunner
+from suites.runner.plan import CellPlan
+from suites.workloads.level import LevelResult
 
 
 class SleepServer:
@@ -124,7 +124,7 @@ def test_a_failing_derivation_fails_that_cells_figures_only(tmp_path, monkeypatc
     def broken(raw):
         raise ZeroDivisionError("float division by zero\nsecond line")
 
-    monkeypatch.setattr(suites.cell, "derive_cell", broken)
+    monkeypatch.setattr(suites.runner.cell, "derive_cell", broken)
     rd, plan, outcome = _run_cell(tmp_path)  # no exception reaches the caller (the matrix)
     assert outcome.rows == []
     rec = outcome.record
@@ -160,7 +160,7 @@ def test_a_damaged_raw_record_keeps_the_recorded_figures(tmp_path, damage):
 
 
 def test_rederive_that_cannot_write_is_a_one_line_error(tmp_path, capsys):
-    from suites.cli import main
+    from suites.cli.main import main
 
     rd, plan, _ = _run_cell(tmp_path)
     raw = rd.raw_file(plan.id).read_bytes()

@@ -10,9 +10,9 @@ from types import SimpleNamespace as NS
 from rich.console import Console
 
 from rundir.write import RunDir
-from suites.cell import CellContext, CellRunner
-from suites.display import Display
-from suites.plan import CellPlan
+from suites.runner.cell import CellContext, CellRunner
+from suites.runner.display import Display
+from suites.runner.plan import CellPlan
 
 WARNING = (
     "MongoDB 7.0.2 advises disabling transparent hugepages, but this server runs with THP 'always'"

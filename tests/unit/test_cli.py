@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from suites.cli import build_parser, main
+from suites.cli.main import build_parser, main
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = str(REPO / "configs/suites/smoke.toml")
@@ -83,7 +83,7 @@ def test_final_table_median_over_repeats_ignores_missing_values(tmp_path):
     from rich.console import Console
 
     from rundir.format import RESULTS_COLUMNS
-    from suites.commands.run import final_table
+    from suites.cli.commands.run import final_table
 
     rows = [
         {"cell": "c1", "server": "mariadb", "allocator": "glibc", "thp": "system", "workload": "oltp_ro", "threads": 8,
@@ -138,13 +138,13 @@ CTRL_C_WHILE_LOADING = """
 import importlib.abc, os, signal, sys
 class CtrlC(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name == "suites.commands":  # cli.py is importing its commands: Ctrl-C now
+        if name == "suites.cli.commands":  # cli.py is importing its commands: Ctrl-C now
             os.kill(os.getpid(), signal.SIGINT)
         return None
 sys.meta_path.insert(0, CtrlC())
 sys.argv = ["mallocsweep", "allocators", "--json"]
 import runpy
-runpy.run_module("suites.cli", run_name="__main__")
+runpy.run_module("suites.cli.main", run_name="__main__")
 """
 
 

@@ -1,4 +1,4 @@
-"""suites.client_procs with a probe client (tests/unit/client_probe.py), no server: clients start
+"""suites.workloads.client_procs with a probe client (tests/unit/client_probe.py), no server: clients start
 through the exec helper (parent-death signal, own process group, our direct child), claim keys
 exactly once across processes, and a client that raises or dies is a one-line failure."""
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from suites.client_procs import ClientSet
+from suites.workloads.client_procs import ClientSet
 
 PROBE = "tests.unit.client_probe"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from suites.config import parse_suite
-from suites.config_overrides import apply_overrides
+from suites.config.overrides import apply_overrides
+from suites.config.suite import parse_suite
 from suites.errors import SuiteError
 
 

@@ -13,7 +13,7 @@ from collectors.errors import CollectorError
 from collectors.procfs import CLK_TCK
 from collectors.session import Collectors
 from rundir.derive.phases import FIGURE_KEYS
-from suites.server_families.mysql import MYSQL
+from suites.families.mysql import MYSQL
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "procfs"
 COLUMNS = [

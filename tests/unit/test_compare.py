@@ -16,15 +16,13 @@ from analysis.compare import (
     POSSIBLY_SLOWER,
     SLOWER,
     compare_runs,
-    render_text,
-    write_outputs,
 )
-from analysis.compare_output import points_table
+from analysis.compare_output import points_table, render_text, write_outputs
 from analysis.errors import AnalysisError
 from rundir.errors import RunDirError
 from rundir.format import FORMAT_VERSION
 from rundir.read import load_run
-from suites.cli import main
+from suites.cli.main import main
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ from analysis.compare import (
     NO_VERDICT,
     POSSIBLY_SLOWER,
     compare_runs,
-    render_text,
 )
+from analysis.compare_output import render_text
 from analysis.report import write_report
 from rundir.read import load_run
 
@@ -132,7 +132,7 @@ def _churn_scaled(tmp_path, factor: float) -> Path:
 
 def test_a_single_churn_life_compares_on_its_cycles_intervals(tmp_path):
     """A thread-churn life visits each level once per cycle, each visit a phase of its own
-    ("point_select@4#c2/tc2", suites.churn). The single-run compare once looked only for the plain
+    ("point_select@4#c2/tc2", suites.workloads.sysbench.churn). The single-run compare once looked only for the plain
     "point_select@4" phase, found no interval at all and gave every churn point "no verdict"
     (blaming levels too short). Every visit's intervals, each visit's ramp-up dropped, are the
     life's series now: weak evidence, as for any single run."""

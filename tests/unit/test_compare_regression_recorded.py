@@ -59,7 +59,7 @@ def test_cli_exit_codes(tmp_path, new, code):
         [
             sys.executable,
             "-m",
-            "suites.cli",
+            "suites.cli.main",
             "compare",
             str(BASE_A),
             str(new),

@@ -12,17 +12,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from servers.mysql_config import RESERVED
-from suites.config import (
+from suites.config.errors import models_of
+from suites.config.overrides import apply_overrides
+from suites.config.suite import (
     CustomAllocator,
     Suite,
     load_suite,
     parse_suite,
     template_settings,
 )
-from suites.config_errors import models_of
-from suites.config_overrides import apply_overrides
 from suites.errors import SuiteError
-from suites.families import REGISTRY
+from suites.families.registry import REGISTRY
 from tests.unit.suite_fuzz import ALL_KEYS, SECTIONS, suite_docs, toml_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -380,7 +380,7 @@ def test_bad_values_are_one_line_errors_naming_file_line_and_field(text, expecte
 
 
 def test_a_recorded_suite_is_validated_like_a_file():
-    from suites.config import suite_from_dict
+    from suites.config.suite import suite_from_dict
 
     assert suite_from_dict(Suite().as_dict(), "run/manifest.json") == Suite()
     bad = Suite().as_dict() | {"iibench": Suite().as_dict()["iibench"] | {"max_rows": 0}}
@@ -423,7 +423,7 @@ def test_numeric_string_connection_limit_is_parsed():
 
 
 def test_mycnf_size_suffixes_count():
-    from suites.config import mycnf_int
+    from suites.config.suite import mycnf_int
 
     assert [mycnf_int(v) for v in (2000, "2000", " 4K ", "16M", "1g", 3.0)] == [
         2000,

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import suites.runner
-from suites.cli import main
+import suites.runner.matrix
+from suites.cli.main import main
 from tests.unit.suite_fuzz import STRINGS, suite_docs, toml_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,7 +27,7 @@ def stop_at_matrix(monkeypatch):
     def run(self):
         raise Validated(self.suite)
 
-    monkeypatch.setattr(suites.runner.Matrix, "run", run)
+    monkeypatch.setattr(suites.runner.matrix.Matrix, "run", run)
 
 
 def _cli(capsys, out: Path, suite: Path | str, *opts: str):

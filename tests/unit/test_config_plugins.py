@@ -11,22 +11,22 @@ from pathlib import Path
 
 import pytest
 
-from suites.config import Suite, template_settings
-from suites.config_errors import models_of
-from suites.config_overrides import apply_overrides
-from suites.config_sections import SuiteInfo
+from suites.config.errors import models_of
+from suites.config.overrides import apply_overrides
+from suites.config.sections import SuiteInfo
+from suites.config.suite import Suite, template_settings
 from suites.errors import SuiteError
-from suites.families import FAMILIES
-from suites.workloads import REGISTRY
+from suites.families.registry import FAMILIES
+from suites.workloads.registry import REGISTRY
 from tests.unit.branch_census import branches, census
 
 REPO = Path(__file__).resolve().parents[2]
 # The modules that read suite files and options: every workload or family rule is a plugin's.
 CONFIG_CORE = [
-    "suites/config.py",
-    "suites/config_sections.py",
-    "suites/config_overrides.py",
-    "suites/settings.py",
+    "suites/config/suite.py",
+    "suites/config/sections.py",
+    "suites/config/overrides.py",
+    "suites/config/settings.py",
 ]
 
 
@@ -74,7 +74,7 @@ def test_kinds_and_flavors_come_from_the_registries():
     for family in {id(f): f for f in FAMILIES.values()}.values():
         assert family.section in sections
         assert family.section.model_fields["flavor"].annotation.__args__ == family.flavors
-    from suites.config import parse_suite
+    from suites.config.suite import parse_suite
 
     with pytest.raises(SuiteError) as e:
         parse_suite('[server]\nflavor = "nope"\n', "x.toml")
@@ -84,7 +84,7 @@ def test_kinds_and_flavors_come_from_the_registries():
 
 
 def test_an_option_a_workload_does_not_take_names_the_workload():
-    from suites.config import parse_suite
+    from suites.config.suite import parse_suite
 
     s = parse_suite('[suite]\nkind = "iibench"\n[iibench]\n', "x.toml")
     with pytest.raises(SuiteError, match=r"^--threads applies to sysbench suites; set \[iibench\]"):
@@ -100,8 +100,8 @@ _NEW_WORKLOAD = textwrap.dedent(
     """
     import json, sys
     from pydantic import Field
-    from suites import workloads
-    from suites.settings import Section
+    from suites.workloads import registry as workloads
+    from suites.config.settings import Section
     from suites.workloads.base import Workload
 
     class ChurnSection(Section):
@@ -120,8 +120,8 @@ _NEW_WORKLOAD = textwrap.dedent(
 
     workloads.REGISTRY["sessions"] = Churn()
 
-    from suites.config import parse_suite, template_settings
-    from suites.config_overrides import apply_overrides
+    from suites.config.suite import parse_suite, template_settings
+    from suites.config.overrides import apply_overrides
     from suites.errors import SuiteError
 
     def error(fn):
@@ -180,7 +180,7 @@ def test_the_console_table_of_an_iibench_run_says_rows_and_batches(tmp_path):
     from rich.console import Console
 
     from rundir.format import RESULTS_COLUMNS
-    from suites.commands.run import final_table
+    from suites.cli.commands.run import final_table
 
     row = {"cell": "c1", "server": "mariadb", "allocator": "glibc", "thp": "system",
            "workload": "iibench", "threads": 10, "status": "ok", "qps": 5000, "lat_p95_ms": 3.0}  # fmt: skip

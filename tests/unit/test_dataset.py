@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from rundir.format import OWNER_MARKER
-from suites.datadir_cache import (
+from suites.datasets.cache import (
     DatasetCache,
     fingerprint,
     restore_vs_prepare,
 )
 from suites.errors import SuiteError
-from suites.server_families.mysql import MYSQL
+from suites.families.mysql import MYSQL
 
 SPEC = {"kind": "sysbench", "tables": 2, "table_size": 100}
 
@@ -182,7 +182,7 @@ def test_restore_vs_prepare_reports_a_ratio(cached, tmp_path):
     assert json.dumps(got) and not list((tmp_path / "scratch").glob("restore-*"))
 
 
-# -- what a pristine datadir's cache key depends on (suites.dataset_prepare) -------------------------
+# -- what a pristine datadir's cache key depends on (suites.datasets.prepare) -------------------------
 
 
 def _suite(settings=None, tables=2):
@@ -203,7 +203,7 @@ def _binary(path: Path, version="10.11.6"):
 
 
 def test_cache_key_follows_settings_and_the_build(tmp_path):
-    from suites.dataset_prepare import cache_key
+    from suites.datasets.prepare import cache_key
 
     cache = DatasetCache(tmp_path / "cache")
     exe = tmp_path / "mariadbd"
@@ -230,7 +230,7 @@ def test_cache_key_follows_settings_and_the_build(tmp_path):
 
 
 def test_cache_key_of_a_missing_binary_is_a_one_line_error(tmp_path):
-    from suites.dataset_prepare import cache_key
+    from suites.datasets.prepare import cache_key
 
     with pytest.raises(SuiteError, match="server binary .*nope.*cannot stat"):
         cache_key(_suite(), _binary(tmp_path / "nope"), DatasetCache(tmp_path / "c"))

@@ -17,7 +17,7 @@ from importlib.metadata import packages_distributions
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("suites", "servers", "collectors", "analysis", "rundir", "configs")
+PACKAGES = ("suites", "servers", "collectors", "analysis", "rundir", "bench", "configs")
 # Ours: the packages, and what tests import from their own tree (tests/fixtures/make_runs.py).
 FIRST_PARTY = {*PACKAGES, "tests", *(p.stem for p in (REPO / "tests").iterdir())}
 # Dev dependencies that are never imported: a pytest plugin found by its entry point, a linter.

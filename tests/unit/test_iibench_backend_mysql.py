@@ -4,9 +4,14 @@ from datetime import datetime
 
 import pytest
 
-from suites.iibench.backend_mysql import create_table_sql, insert_sql
-from suites.iibench.rows import RowSource
-from suites.iibench.spec import DATA_LENGTH_MAX, ROW_SQL_BYTES, IIBenchSpec, insert_statement_bytes
+from suites.workloads.iibench.backend_mysql import create_table_sql, insert_sql
+from suites.workloads.iibench.rows import RowSource
+from suites.workloads.iibench.spec import (
+    DATA_LENGTH_MAX,
+    ROW_SQL_BYTES,
+    IIBenchSpec,
+    insert_statement_bytes,
+)
 
 
 def test_data_column_is_ascii_whatever_the_server_default():

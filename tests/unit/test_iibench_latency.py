@@ -2,7 +2,7 @@
 
 import random
 
-from suites.iibench.latency import merge, new_histogram, record_us, summary_ms
+from suites.workloads.iibench.latency import merge, new_histogram, record_us, summary_ms
 
 
 def test_merge_of_encoded_histograms_equals_one_histogram_of_all_values():

@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from suites.iibench import PROCESSES, THREADS, IIBenchSpec, run_level
-from suites.workload import ClientTarget
+from suites.workloads.iibench.level import PROCESSES, THREADS, run_level
+from suites.workloads.iibench.spec import IIBenchSpec
+from suites.workloads.level import ClientTarget
 
 
 @pytest.mark.parametrize("mode", [THREADS, PROCESSES])
@@ -57,7 +58,7 @@ class _FakeBackend:
 
 
 def test_query_clients_stop_with_the_inserts_and_rate_over_their_own_time(monkeypatch, short_tmp):
-    import suites.iibench.client as client
+    import suites.workloads.iibench.client as client
 
     monkeypatch.setattr(client, "open_backend", _FakeBackend)
     spec = IIBenchSpec(
@@ -75,7 +76,7 @@ def test_query_clients_stop_with_the_inserts_and_rate_over_their_own_time(monkey
 
 def test_reports_bracket_the_load_and_clients_disconnect_after_the_last(monkeypatch, short_tmp):
     """t=0 report at the clock start; the final report before any client has disconnected."""
-    import suites.iibench.client as client
+    import suites.workloads.iibench.client as client
 
     closed: list[float] = []
     reports: list[tuple] = []

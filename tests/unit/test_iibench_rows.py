@@ -2,9 +2,9 @@
 
 from datetime import datetime
 
-from suites.iibench.backend_mysql import create_table_sql, insert_sql
-from suites.iibench.rows import ALPHABET, COLUMNS, RowSource
-from suites.iibench.spec import (
+from suites.workloads.iibench.backend_mysql import create_table_sql, insert_sql
+from suites.workloads.iibench.rows import ALPHABET, COLUMNS, RowSource
+from suites.workloads.iibench.spec import (
     CASHREGISTER_MAX,
     CUSTOMER_MAX,
     PRICE_MAX,
@@ -66,7 +66,7 @@ def test_mysql_table_has_auto_increment_key_and_the_chosen_indexes():
 
 def test_the_load_s_insert_text_is_the_readable_definition_s():
     # The load formats a whole batch at once (batch_sql); it must say exactly what insert_sql says.
-    from suites.iibench.backend_mysql import batch_sql
+    from suites.workloads.iibench.backend_mysql import batch_sql
 
     for data_length in (0, 1, 10, 300):
         b = RowSource(3, 2, data_length).next_batch(77, 257, WHEN)

@@ -5,14 +5,15 @@ from datetime import datetime
 import pytest
 
 from suites.errors import SuiteError
-from suites.iibench import SECONDARY_INDEXES, IIBenchSpec
-from suites.iibench.spec import (
+from suites.workloads.iibench.spec import (
     CASHREGISTER_MAX,
     CUSTOMER_MAX,
     DATA_LENGTH_MAX,
     PRICE_MAX,
     PRODUCT_MAX,
+    SECONDARY_INDEXES,
     IIBenchSettingError,
+    IIBenchSpec,
     insert_statement_bytes,
 )
 
@@ -64,7 +65,7 @@ def test_non_finite_seconds_are_refused(value):
 
 @pytest.mark.parametrize("rows, data_length", [(1, 0), (10, 10), (1000, 10), (7, 16000)])
 def test_insert_statement_bytes_bounds_the_real_statement(rows, data_length):
-    from suites.iibench.backend_mysql import insert_sql
+    from suites.workloads.iibench.backend_mysql import insert_sql
 
     # the widest row the generator can make: largest ids, a price with two decimals, full data
     row = (

@@ -1,4 +1,4 @@
-"""The one level loop (suites.level_loop) on stand-in clients: shell processes that write JSON
+"""The one level loop (suites.workloads.level_loop) on stand-in clients: shell processes that write JSON
 records, alone or several behind a go-barrier, stopped on purpose, at a deadline, or failing to
 start. Real sysbench levels, client hosts and the Python agent run through it in the
 integration tests."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from servers.launch import spawn
-from suites.level_loop import Stream, run_streams
+from suites.workloads.level_loop import Stream, run_streams
 
 ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
 

@@ -11,8 +11,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 # The modules whose writes are outputs. (Elsewhere plain writes go to scratch places: a cell's
 # work directory, sysfs, a server root being built and renamed into place, streamed logs.)
-# (suites/leftovers.py appends one line with O_APPEND: several runners share that registry.)
-OUTPUT_WRITERS = ["analysis", "rundir", "suites/commands", "suites/selfbench/main.py"]
+# (suites/runner/leftovers.py appends one line with O_APPEND: several runners share that registry.)
+OUTPUT_WRITERS = ["analysis", "rundir", "suites/cli/commands", "bench/main.py"]
 PLAIN_WRITE = re.compile(r"\.write_text\(|\.write_bytes\(|open\([^)]*['\"][wa]b?['\"]|json\.dump\(")
 
 

@@ -10,9 +10,9 @@ import pytest
 from rundir.errors import RunDirError
 from rundir.format import FORMAT_VERSION, OWNER_MARKER, RESULTS_COLUMNS
 from rundir.write import RunDir, make_owned_dir
-from suites import thp as thpmod
 from suites.errors import SuiteError
-from suites.plan import baseline_first, plan_cells
+from suites.runner import thp as thpmod
+from suites.runner.plan import baseline_first, plan_cells
 
 
 def test_rounds_change_allocator_order():

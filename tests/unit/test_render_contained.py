@@ -8,7 +8,7 @@ import argparse
 import pytest
 
 import analysis.report
-from suites.commands import run as run_command
+from suites.cli.commands import run as run_command
 from tests.fixtures.make_runs import make_run
 
 

@@ -19,20 +19,21 @@ from rundir.write import RunDir
 from servers.allocators import resolve
 from servers.checks import open_files_needed
 from servers.mysql_config import MySQLSettings
-from suites import dataset_prepare, leftovers, preflight
-from suites.commands import doctor
-from suites.config import Suite, load_suite
-from suites.display import Display
+from suites.cli.commands import doctor
+from suites.config.suite import Suite, load_suite
+from suites.datasets import prepare as dataset_prepare
 from suites.errors import SuiteError
-from suites.plan import plan_cells
-from suites.resume import (
+from suites.families.mysql import MYSQL
+from suites.runner import leftovers, preflight
+from suites.runner.display import Display
+from suites.runner.matrix import Matrix
+from suites.runner.plan import plan_cells
+from suites.runner.resume import (
     check_allocators,
     check_resumable,
     clear_stale_work,
     plan_from_manifest,
 )
-from suites.runner import Matrix
-from suites.server_families.mysql import MYSQL
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "configs/suites/smoke.toml"
@@ -405,7 +406,7 @@ def test_piped_tables_keep_full_library_paths():
         pytest.skip(f"tbbmalloc: {tbb.why_not}")
     for cmd in (["allocators"], ["doctor", "--runs", "/nonexistent"]):
         out = subprocess.run(
-            [sys.executable, "-m", "suites.cli", *cmd],
+            [sys.executable, "-m", "suites.cli.main", *cmd],
             cwd=REPO,
             capture_output=True,
             text=True,
@@ -415,7 +416,7 @@ def test_piped_tables_keep_full_library_paths():
 
 
 def test_resumed_suite_names_the_recorded_setting_that_is_invalid(tmp_path):
-    from suites.commands.run import resumed_suite
+    from suites.cli.commands.run import resumed_suite
 
     loaded = load_suite(SMOKE)
     run_dir = tmp_path / "run"
@@ -444,7 +445,7 @@ def test_resumed_suite_names_the_recorded_setting_that_is_invalid(tmp_path):
 def test_preflight_and_ensure_agree_on_whether_the_dataset_is_cached(tmp_path, monkeypatch):
     from types import SimpleNamespace as NS
 
-    from suites.datadir_cache import DatasetCache
+    from suites.datasets.cache import DatasetCache
 
     exe = tmp_path / "mariadbd"
     exe.write_bytes(b"\x7fELF a build")

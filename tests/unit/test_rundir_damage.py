@@ -14,7 +14,7 @@ from rundir.errors import RunDirError
 from rundir.format import CELLS_DIR, RESULTS
 from rundir.read import load_run
 from rundir.write import RunDir
-from suites.cli import main
+from suites.cli.main import main
 from tests.fixtures.make_runs import make_run
 
 

@@ -25,7 +25,7 @@ from rundir.format import FORMAT_VERSION, HISTORY, RESULTS_COLUMNS, SPAN_LEVEL, 
 from rundir.migrations import MIGRATIONS, RawRun, update_to_2, update_to_3, update_to_4
 from rundir.read import load_run
 from rundir.write import RunDir
-from suites.cli import main
+from suites.cli.main import main
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 RECORDED = sorted(p for p in RUNS.glob("real-*") if (p / "manifest.json").is_file())
@@ -133,7 +133,7 @@ def test_update_to_4_keeps_only_the_suites_own_familys_server_settings():
         assert not gone & set(got) and kept <= set(got)
         assert {"flavor", "binary", "startup_timeout_s"} <= set(got)
     # What the recorded format-3 suite holds now is what a format-4 run of it records.
-    from suites.config import suite_from_dict
+    from suites.config.suite import suite_from_dict
 
     run = load_run(RUNS / "real-smoke-format3")
     assert suite_from_dict(run.suite, "run").as_dict()["server"] == run.suite["server"]

@@ -13,12 +13,12 @@ from servers.engines import check_engine, engine_lines
 from servers.errors import ServerError
 from servers.mysql_config import MySQLSettings, ServerPaths, render_my_cnf
 from servers.mysql_flavor import ServerBinary
-from suites.config import parse_suite
-from suites.config_overrides import apply_overrides
+from suites.config.overrides import apply_overrides
+from suites.config.suite import parse_suite
 from suites.errors import SuiteError
-from suites.plan import engine_label, plan_cells
-from suites.rww.latency import Buckets, bucket, bucket_range
-from suites.rww.spec import MAX_VALUE_BYTES
+from suites.runner.plan import engine_label, plan_cells
+from suites.workloads.rww.latency import Buckets, bucket, bucket_range
+from suites.workloads.rww.spec import MAX_VALUE_BYTES
 
 RWW = '[suite]\nkind = "rww"\n'
 
@@ -140,7 +140,7 @@ def test_latency_buckets_hold_every_value_within_a_64th():
     b = Buckets()
     for us in (100, 100, 250, 40_000):
         b.add(us)
-    from suites.iibench.latency import merge
+    from suites.workloads.iibench.latency import merge
 
     hist = merge([b.encoded_histogram()])
     assert hist.get_total_count() == 4
@@ -153,8 +153,8 @@ def test_engine_row_limits_are_the_measured_ones():
 
 
 def test_resume_plans_the_engines_it_ran():
-    from suites.resume import check_resumable, plan_from_manifest
-    from suites.runner import _pending
+    from suites.runner.matrix import _pending
+    from suites.runner.resume import check_resumable, plan_from_manifest
 
     cells = plan_cells("mariadb-10.11.19", ["glibc"], ["system"], 2, ("rocksdb", "innodb"))
     from rundir.format import FORMAT_VERSION

@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from suites.selfbench import paired
-from suites.selfbench import reference as ref
-from suites.selfbench.raw import printed_summary, raw_qps, raw_sysbench_argv
-from suites.selfbench.table import reference_rows, source_rows, sweep_rows
-from suites.sysbench import SysbenchOptions
-from suites.workload import ClientTarget
+from bench import paired
+from bench import reference as ref
+from bench.raw import printed_summary, raw_qps, raw_sysbench_argv
+from bench.table import reference_rows, source_rows, sweep_rows
+from suites.workloads.level import ClientTarget
+from suites.workloads.sysbench import SysbenchOptions
 
 TARGET = ClientTarget.mysql(
     {"socket": "/tmp/x.sock", "user": "root", "password": "", "host": "127.0.0.1", "port": 1},
@@ -170,7 +170,7 @@ def test_pairs_disturbed_by_other_load_are_shown_apart_but_still_judged():
 
 
 def test_an_open_goal_says_how_many_pairs_would_decide_it():
-    from suites.selfbench.table import _verdict_cell
+    from bench.table import _verdict_cell
 
     p = {"ratio": 1.0, "lo": 0.95, "hi": 1.05, "half_width": 0.05, "sd": 0.10}
     p["verdict"] = paired.verdict(p)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from servers.allocators import load_registry, resolve
+from servers.allocators import detect_in_root, load_registry, resolve
 from servers.errors import AllocatorError, ServerError
 from servers.root import (
     mount_points,
@@ -19,8 +19,7 @@ from servers.root import (
     resolve_in_root,
     rooted,
 )
-from servers.root_allocators import detect_in_root
-from suites.config import parse_suite
+from suites.config.suite import parse_suite
 from suites.errors import SuiteError
 
 HOST_JEMALLOC = Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")

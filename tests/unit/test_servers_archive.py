@@ -8,8 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from servers import archive
-from servers.archive import Package, choose, parse_packages, parse_spec, pick_allocator_packages
+from servers.acquire import archive
+from servers.acquire.archive import (
+    Package,
+    choose,
+    parse_packages,
+    parse_spec,
+    pick_allocator_packages,
+)
 from servers.errors import ServerError
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "archive"

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from servers import fetch
-from servers.archive import Package
+from servers.acquire import fetch
+from servers.acquire.archive import Package
 from servers.errors import ServerError
-from suites.cli import main
+from suites.cli.main import main
 from suites.errors import SuiteError
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "archive"
@@ -165,8 +165,8 @@ def test_cli_list_empty_and_json(capsys, cache):
 
 
 def test_suite_names_a_fetched_server(cache):
-    from suites.config import parse_suite
-    from suites.config_overrides import apply_overrides
+    from suites.config.overrides import apply_overrides
+    from suites.config.suite import parse_suite
 
     s = parse_suite('[server]\nfetched = "mariadb-10.11.18"\n', "s.toml")
     assert s.server.fetched == "mariadb-10.11.18"
@@ -183,8 +183,8 @@ def test_suite_names_a_fetched_server(cache):
 
 
 def test_runner_resolves_a_fetched_root_through_the_root_support(cache):
-    from suites.config import parse_suite
-    from suites.runner import Matrix
+    from suites.config.suite import parse_suite
+    from suites.runner.matrix import Matrix
 
     suite = parse_suite('[server]\nfetched = "mysql-9.7.4"\n', "s.toml")
     m = Matrix.__new__(Matrix)
@@ -200,7 +200,7 @@ def test_runner_resolves_a_fetched_root_through_the_root_support(cache):
 
 
 def test_basedir_takes_the_same_source_packages_at_the_same_version():
-    from servers.archive import parse_packages
+    from servers.acquire.archive import parse_packages
 
     [_new, old] = parse_packages((FIX / "bookworm-servers.Packages").read_text())
     deps = parse_packages((FIX / "bookworm-server-deps.Packages").read_text())
@@ -227,7 +227,7 @@ def test_a_build_step_past_its_time_is_killed_with_its_children(tmp_path):
 
 
 def test_a_failed_build_is_removed_and_its_log_kept(cache, monkeypatch):
-    from servers.archive import Located, parse_spec
+    from servers.acquire.archive import Located, parse_spec
 
     spec = parse_spec("mariadb-10.11.18")
     pkg = Package("mariadb-server-core", "1:10.11.18-0+deb12u1", "mariadb")

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from suites.cli import main
+from suites.cli.main import main
 from suites.errors import SuiteError
-from suites.merge import merge_shards
-from suites.plan import plan_cells
-from suites.shard import Shard, parse_shard
+from suites.runner.merge import merge_shards
+from suites.runner.plan import plan_cells
+from suites.runner.shard import Shard, parse_shard
 
 ALLOCS = ["glibc", "jemalloc", "tcmalloc"]
 

@@ -1,5 +1,5 @@
 """A level split over several client hosts: how threads are shared, and how the hosts' figures
-are combined (suites.remote.hosts, suites.sysbench.split)."""
+are combined (suites.remote.hosts, suites.workloads.sysbench.split)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from suites.remote.hosts import combine_loads, split_threads
-from suites.sysbench.histogram import LatencyHistogram
-from suites.sysbench.records import LevelRecords, level_result
-from suites.sysbench.split import combine, combined_interval
+from suites.workloads.sysbench.histogram import LatencyHistogram
+from suites.workloads.sysbench.records import LevelRecords, level_result
+from suites.workloads.sysbench.split import combine, combined_interval
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from rundir.format import OWNER_MARKER
-from suites.commands import doctor
-from suites.stale_prepare import remove_stale, stale_dirs
+from suites.cli.commands import doctor
+from suites.datasets.stale import remove_stale, stale_dirs
 
 
 def _dead_pid() -> int:

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from suites.errors import SuiteError
-from suites.sysbench.histogram import LatencyHistogram
-from suites.sysbench.records import read_records
+from suites.workloads.sysbench.histogram import LatencyHistogram
+from suites.workloads.sysbench.records import read_records
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "sysbench"
 

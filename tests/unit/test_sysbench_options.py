@@ -3,9 +3,14 @@
 import pytest
 
 from suites.errors import SuiteError
-from suites.sysbench import WORKLOADS, SysbenchOptions, prepared_statements_needed, run_level
-from suites.sysbench.options import level_argv, prepare_argv
-from suites.workload import ClientTarget
+from suites.workloads.level import ClientTarget
+from suites.workloads.sysbench import (
+    WORKLOADS,
+    SysbenchOptions,
+    prepared_statements_needed,
+    run_level,
+)
+from suites.workloads.sysbench.options import level_argv, prepare_argv
 
 SOCK = ClientTarget(kind="mysql", socket="/tmp/ms-x/mysqld.sock", database="sbtest")
 

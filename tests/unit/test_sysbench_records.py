@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from suites.sysbench.records import interval_figures, level_result, read_records
-from suites.sysbench.runner import failure_reason as _failure_reason
+from suites.workloads.sysbench.records import interval_figures, level_result, read_records
+from suites.workloads.sysbench.runner import failure_reason as _failure_reason
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "sysbench"
 HEALTHY = ["point_select@8", "oltp_ro@8", "point_select@1536"]
@@ -108,7 +108,7 @@ def test_zero_event_cumulative_is_a_failed_level():
         "reconnects": 0,
         "latency_pct": 0.0,
     }
-    from suites.sysbench.records import LevelRecords
+    from suites.workloads.sysbench.records import LevelRecords
 
     res = level_result("oltp_ro", 8, LevelRecords(cumulative=rec), None)
     assert res.status == "failed" and res.error == "the level completed zero events"

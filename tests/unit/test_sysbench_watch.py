@@ -5,7 +5,7 @@ import sys
 import threading
 import time
 
-from suites.level_loop import LevelWatch
+from suites.workloads.level_loop import LevelWatch
 
 
 def test_a_write_to_the_records_wakes_it(tmp_path):

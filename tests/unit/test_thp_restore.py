@@ -8,8 +8,8 @@ import signal
 
 import pytest
 
-from suites import thp as thpmod
 from suites.errors import SuiteError
+from suites.runner import thp as thpmod
 
 ORIGINAL = {"enabled": "madvise", "defrag": "madvise"}
 

@@ -10,13 +10,18 @@ from pathlib import Path
 
 import pytest
 
-import suites.runner
-from suites.config import parse_suite
-from suites.sysbench.options import Script, level_argv, prepare_argv, prepared_statements_needed
-from suites.sysbench.runner import WRAPPER
-from suites.sysbench.scripts import digest
-from suites.workload import ClientTarget
-from suites.workloads.sysbench import Sysbench, sysbench_scripts
+import suites.runner.matrix
+from suites.config.suite import parse_suite
+from suites.workloads.level import ClientTarget
+from suites.workloads.sysbench.options import (
+    Script,
+    level_argv,
+    prepare_argv,
+    prepared_statements_needed,
+)
+from suites.workloads.sysbench.plugin import Sysbench, sysbench_scripts
+from suites.workloads.sysbench.runner import WRAPPER
+from suites.workloads.sysbench.scripts import digest
 from tests.unit.test_config_cli import Validated, _assert_one_line_user_error, _cli
 
 LUA = Path(__file__).resolve().parents[1] / "fixtures" / "lua"
@@ -36,7 +41,7 @@ def stop_at_matrix(monkeypatch):
     def run(self):
         raise Validated(self.suite)
 
-    monkeypatch.setattr(suites.runner.Matrix, "run", run)
+    monkeypatch.setattr(suites.runner.matrix.Matrix, "run", run)
 
 
 ORDERS = '[sysbench]\nworkloads = ["orders"]\nscripts = { orders = "lua/orders.lua" }\n'
@@ -55,7 +60,7 @@ def test_a_script_is_a_workload_with_its_own_options(tmp_path):
     assert orders.environment() == {"MALLOCSWEEP_SCRIPT": orders.path}
     # Its level runs through our wrapper with its own options, not the stock tables' sizes
     target = ClientTarget(kind="mysql", socket="/s.sock")
-    from suites.workloads.sysbench import sysbench_options
+    from suites.workloads.sysbench.plugin import sysbench_options
 
     opts = sysbench_options(s)
     argv = level_argv(WRAPPER, target, opts, 8, 5, orders)

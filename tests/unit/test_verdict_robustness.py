@@ -3,7 +3,7 @@
 A shared machine does not give every server life the same noise: its load changes between rounds,
 inside a round, slowly over many lives, or one life stalls; the run's first life is often off. The
 quick suite's seven arms (the baseline, five allocators of which two have no true difference, and
-the A/A arm) run in the runner's own order (suites.plan.allocator_order), with the budget's
+the A/A arm) run in the runner's own order (suites.runner.plan.allocator_order), with the budget's
 sequential looks and early stopping. Every arm without a true difference must have its interval
 exclude 1 at some look in at most 5% of the runs (plus Monte-Carlo error), in every scenario.
 
@@ -23,7 +23,7 @@ from analysis import simulate
 from analysis.sequential import FASTER, SLOWER, Contrast, Design
 from analysis.simulate import Noise, simulate_run
 from analysis.stats import t_quantile
-from suites.plan import allocator_order
+from suites.runner.plan import allocator_order
 from tests.unit.test_sequential import recorded_sigma
 
 QUICK = {

@@ -28,7 +28,7 @@ from analysis.verdicts import (
     why_no_verdicts,
 )
 from rundir.read import load_run
-from suites.budget import Budget
+from suites.runner.budget import Budget
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 
@@ -113,7 +113,7 @@ def test_more_memory_is_the_worse_side(tmp_path):
 def test_memory_verdicts_are_said_in_memory_words_everywhere(tmp_path):
     """The console's end-of-run tables, summary.md's "at a glance" and the report say "more
     memory" / "grows more" for memory points, never "slower"."""
-    from suites.commands.run import verdict_tables
+    from suites.cli.commands.run import verdict_tables
 
     run_dir = joined(tmp_path, "real-regress-base-a", "fat", rss_scale=1.3)
     tables, _notes = verdict_tables(run_dir)
@@ -172,7 +172,7 @@ def test_paired_noise_is_the_spread_of_the_differences_to_the_baseline(tmp_path,
 
     from analysis import simulate
     from analysis.verdicts import paired_noise, throughput_points
-    from suites.selfbench.bench import verdicts_figure
+    from bench.bench import verdicts_figure
 
     run_dir = joined(tmp_path, "real-regress-base-b", "glibc-aa")
     run = load_run(run_dir)

@@ -1,13 +1,13 @@
 """Which of the server's counters say "warm", per storage engine: the MySQL family declares them
-by meaning (cache_misses, cache_fill), the warmup reads them through that (suites/warmup.py)."""
+by meaning (cache_misses, cache_fill), the warmup reads them through that (suites/workloads/warmup.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from suites.errors import SuiteError
-from suites.server_families.mysql import MYSQL
-from suites.warmup import FILL, MISSES, is_warm, status_counters
+from suites.families.mysql import MYSQL
+from suites.workloads.warmup import FILL, MISSES, is_warm, status_counters
 
 
 def _names(engine: str) -> tuple[str, str]:

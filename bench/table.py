@@ -1,0 +1,276 @@
+"""`make bench`'s printout: one row per figure, the ratio with its interval, the goal, and whether
+it was met, NOT met, or not resolvable at the noise measured (which is printed beside it)."""
+
+from __future__ import annotations
+
+import math
+
+from rich.table import Table
+
+from bench import paired
+from bench.bench import HIGH, LOW
+from bench.reference import GOAL_IIBENCH
+
+
+def _met(ok: bool | None, why: str = "") -> str:
+    if ok is None:
+        return "[yellow]n/a[/yellow]" + (f" ({why})" if why else "")
+    return "[green]yes[/green]" if ok else "[red]NOT met[/red]" + (f" ({why})" if why else "")
+
+
+def _fmt(x, spec=".1f") -> str:
+    return "n/a" if x is None else format(x, spec)
+
+
+def table(figures: dict) -> Table:
+    m = figures["machine"]
+    t = Table(
+        title=f"mallocsweep bench — {m.get('cpu_model', '?')}, {m.get('cpu_count', '?')} cores, "
+        f"kernel {m.get('kernel', '?')}"
+    )
+    for col in ("figure", "measured (side by side, this run)", "ratio", "goal", "met"):
+        t.add_column(col)
+    if "restore" in figures:
+        r = figures["restore"]
+        t.add_row(
+            "dataset restore vs sysbench prepare",
+            f"prepare {_fmt(r['prepare_s'], '.2f')} s, restore {_fmt(r['restore_s'], '.3f')} s "
+            f"({r['method']}, {r['bytes'] / 1e6:.0f} MB)",
+            f"{_fmt(r['ratio'])}x faster",
+            ">= 20x",
+            _met(r["ratio"] >= 20 if r["ratio"] is not None else None),
+        )
+    if "warm" in figures:
+        w = figures["warm"]
+        t.add_row(
+            "server start to warm vs fixed 600 s warmup",
+            f"{_fmt(w.get('start_to_warm_s'), '.1f')} s from server start to warm "
+            f"(stopped by {w['stopped_by']}, {w['bp_reads_during']:.0f} reads from disk)",
+            f"{_fmt(w.get('ratio'))}x shorter",
+            "warm, < 600 s",
+            _met(bool(w["warm"]) and w["start_to_warm_s"] < w["fixed_s"]),
+        )
+    if "onoff" in figures:
+        onoff = figures["onoff"]
+        high = onoff[str(HIGH)]
+        frac = high["collectors_core_fraction"]
+        short = min(high["connected_runs"], default=0)
+        t.add_row(
+            f"collectors CPU at {HIGH} connections",
+            f"sampler + boundaries + window marks over the POINT_SELECT@{HIGH} level; "
+            f"runs {[round(100 * x, 3) for x in high['collectors_core_fraction_runs']]} %; "
+            f"Threads_connected {high['connected_runs']}",
+            f"{_fmt(frac * 100 if frac is not None else None, '.3f')}% of a core",
+            "<= 1% of a core",
+            _met(
+                frac <= 0.01 if frac is not None and short >= HIGH else False,
+                "" if short >= HIGH else f"only {short} connections held",
+            ),
+        )
+        for threads in (LOW, HIGH):
+            o = onoff[str(threads)]
+            t.add_row(
+                f"POINT_SELECT@{threads} QPS, collectors on / off",
+                f"on {[round(x) for x in o['on_runs']]}, off {[round(x) for x in o['off_runs']]}",
+                f"{_fmt(o['ratio'], '.3f')} (noise {o['noise'] * 100:.1f}%)",
+                "|1 - ratio| <= noise",
+                _met(abs(1 - o["ratio"]) <= o["noise"] if o["ratio"] is not None else None),
+            )
+        src = onoff.get("source")
+        if src is not None:
+            ok = None
+            if src["ratio"] is not None and src["as_planned"]:
+                ok = src["ratio"] >= 1 - src["noise"]
+            t.add_row(
+                f"context-switch source cost: POINT_SELECT@{src['threads']} QPS, taskstats vs perf "
+                "counters",
+                f"taskstats {[round(x) for x in src['taskstats_runs']]}, "
+                f"perf {[round(x) for x in src['perf_runs']]}"
+                + ("" if src["as_planned"] else f"; sources used {src['sources_used']}"),
+                f"{_fmt(src['ratio'], '.3f')}"
+                + (f" (noise {src['noise'] * 100:.1f}%)" if src["noise"] is not None else ""),
+                "taskstats >= perf - noise",
+                _met(ok, "" if src["as_planned"] else "a life did not use the planned source"),
+            )
+    if "iibench" in figures:
+        ii = figures["iibench"]
+        sc = ii["scale"]
+        t.add_row(
+            "iibench client processes vs one process (rows/s)",
+            f"{sc['processes_rows_per_s']:.0f} vs {sc['threads_rows_per_s']:.0f} "
+            f"(noise {sc['noise'] * 100:.1f}%)",
+            f"{_fmt(sc['ratio'], '.2f')}x",
+            ">= 1 - noise",
+            _met(sc["ratio"] >= 1 - sc["noise"] if sc["ratio"] is not None else None),
+        )
+        cpu = ii["cpu"]
+        t.add_row(
+            "iibench client CPU / server CPU",
+            f"{cpu['client_cpu_s']:.2f} s vs {cpu['server_cpu_s']:.2f} s",
+            f"{_fmt(cpu['fraction'], '.2f')}",
+            "< 1 (client lighter than server)",
+            _met(cpu["fraction"] < 1 if cpu["fraction"] is not None else None),
+        )
+    for row in reference_rows(figures):
+        t.add_row(*row)
+    return t
+
+
+def verdicts_row(t: Table, v: dict) -> None:
+    t.add_row(
+        f"rounds to decide a true {v['effect'] - 1:.0%} difference (simulated at "
+        f"{v['sigma'] * 100:.1f}% noise per server life, "
+        f"{v.get('noise_source', 'recorded in the test fixtures')})",
+        f"budget (<= {v['max_rounds']} rounds): found {v['budget_found']:.0%} of {v['runs']} runs, "
+        f"median {v['budget_median_rounds']:.0f} rounds; fixed 3 rounds: found "
+        f"{v['fixed3_found']:.0%}",
+        f"{_fmt(v['rounds_ratio'], '.1f')}x the rounds of the fixed design",
+        "found in >= 80% of runs",
+        _met(v["budget_found"] >= 0.8),
+    )
+
+
+def _interval(p: dict) -> str:
+    if p.get("ratio") is None:
+        return "n/a"
+    if p.get("lo") is None:
+        return f"{p['ratio']:.3f} [no interval]"
+    return f"{p['ratio']:.3f} [{p['lo']:.3f}-{p['hi']:.3f}]"
+
+
+def _verdict_cell(p: dict, goal: float = paired.GOAL) -> str:
+    """met / NOT met / not resolvable, with the half-width the machine allowed."""
+    v = p.get("verdict")
+    if p.get("ratio") is None:
+        return _met(None, "no complete pair")
+    if v == "met":
+        return "[green]yes[/green]"
+    if v == "not met":
+        return f"[red]NOT met[/red] (whole interval below {goal})"
+    hw = p.get("half_width")
+    return "[yellow]not resolvable[/yellow]" + (
+        f" (+-{100 * hw:.1f}% at this noise; a verdict needs the interval clear of {goal}"
+        f"{_pairs_needed(p, goal)})"
+        if hw is not None
+        else " (fewer than 2 pairs)"
+    )
+
+
+def _pairs_needed(p: dict, goal: float) -> str:
+    """How many pairs would put the interval clear of the goal, if the ratio and the pair-to-pair
+    sd stayed as measured: (z * sd / ln(ratio / goal))^2 — the measured reason the goal is open."""
+    sd, ratio = p.get("sd"), p.get("ratio")
+    if not sd or not ratio or ratio == goal:
+        return ""
+    n = math.ceil((1.96 * sd / math.log(ratio / goal)) ** 2)
+    return f"; at this sd about {n} pairs would decide it" if n < 100_000 else ""
+
+
+def sweep_rows(sweep: dict) -> list[tuple[str, str, str, str, str]]:
+    """Item 8: per workload x threads, the paired ratio with its 95% interval, the noise that
+    decided its width (one pair's sd), and the harness's own cost measured beside it."""
+    rows = []
+    for p in sweep.get("points", []):
+        own = (
+            f"runner {_fmt(100 * (p['runner_core_fraction'] or 0), '.2f')}% of a core; sysbench "
+            f"CPU {_fmt(p['ours_client_us_per_query'], '.1f')} vs "
+            f"{_fmt(p['raw_client_us_per_query'], '.1f')} us/query; server statements per "
+            f"sysbench query {_fmt(p['ours_server_per_sysbench_query'], '.3f')} vs "
+            f"{_fmt(p['raw_server_per_sysbench_query'], '.3f')}"
+        )
+        su = p.get("server_us_per_query") or {}
+        civ = p.get("server_cpu_per_query_ratio") or {}
+        if su.get("ours") is not None and su.get("raw") is not None:
+            own += (
+                f"; server CPU {su['ours']:.1f} vs {su['raw']:.1f} us/query, ratio {_interval(civ)}"
+            )
+        noise = (
+            f"pair sd {100 * p['sd']:.1f}%, {p['pairs']} pairs of {sweep.get('block_s')} s"
+            if p.get("sd") is not None
+            else f"{p['pairs']} pair(s)"
+        )
+        if p.get("others_cores") is not None:
+            noise += f", other load {p['others_cores']:.2f} cores"
+        und = p.get("undisturbed") or {}
+        if p.get("disturbed_blocks"):
+            noise += (
+                f"; {p['disturbed_blocks']} block(s) disturbed by other load (> "
+                f"{paired.OTHER_LOAD_MAX_CORES} cores): without their pairs "
+                f"{_interval(und)} over {und.get('pairs', 0)} pair(s)"
+            )
+        rows.append(
+            (
+                f"sweep vs raw sysbench, one life, paired: {p['workload'].upper()}@{p['threads']}"
+                " QPS",
+                f"ours {[round(x) for x in p['ours_qps']]}, raw {[round(x) for x in p['raw_qps']]}"
+                f"; {noise}; {own}",
+                _interval(p),
+                f">= {paired.GOAL} (95% interval)",
+                _verdict_cell(p),
+            )
+        )
+    return rows
+
+
+def source_rows(sweep: dict) -> list[tuple[str, str, str, str, str]]:
+    """The sources figure: each of our sources against the arm without it, same life, cycles of
+    adjacent blocks (bench.paired.SOURCE_ARMS)."""
+    src = sweep.get("sources")
+    if not src:
+        return []
+    where = f"{src['workload'].upper()}@{src['threads']}"
+    qps = "; ".join(f"{a} {[round(x) for x in q]}" for a, q in src["qps_by_arm"].items())
+    rows = []
+    for st in src["steps"]:
+        noise = f"cycle sd {100 * st['sd']:.1f}%" if st.get("sd") is not None else ""
+        rows.append(
+            (
+                f"what one source costs at {where}: {st['arm']} / {st['versus']} QPS",
+                f"{st['source']}; {st['cycles']} cycles, {noise}"
+                + (f"; QPS {qps}" if st is src["steps"][0] else ""),
+                _interval(st),
+                f">= {paired.GOAL} (95% interval)",
+                _verdict_cell(st),
+            )
+        )
+    return rows
+
+
+def reference_rows(figures: dict) -> list[tuple[str, str, str, str, str]]:
+    """Rows of items 8 and 9: each ratio with its interval, and when a goal is not met the
+    measured reason (the harness's own cost beside the machine's round-to-round spread)."""
+    rows = sweep_rows(figures.get("sweep_vs_raw") or {})
+    rows += source_rows(figures.get("sweep_vs_raw") or {})
+    ii = figures.get("iibench_vs_reference") or {}
+    if "skipped" in ii:
+        rows.append(("iibench vs iibench.py", ii["skipped"], "n/a", ">= 1.0", _met(None)))
+    for p in ii.get("points", []):
+        cpu = (
+            f"client CPU {_fmt(p['ours_cpu_us_per_row'], '.2f')} vs "
+            f"{_fmt(p['ref_cpu_us_per_row'], '.2f')} us/row"
+        )
+        rows.append(
+            (
+                f"iibench vs iibench.py, {p['clients']} client(s), {p['rows']} rows: rows/s",
+                f"ours {[round(x) for x in p['ours_rows_per_s']]}, iibench.py "
+                f"{[round(x) for x in p['ref_rows_per_s']]} (launch to exit); {cpu}",
+                _interval(p),
+                f">= {GOAL_IIBENCH} (95% interval)",
+                _verdict_cell(p, GOAL_IIBENCH),
+            )
+        )
+        rows.append(
+            (
+                f"iibench client CPU per row, {p['clients']} client(s)",
+                cpu + " (whole client processes' rusage)",
+                _fmt(
+                    p["ours_cpu_us_per_row"] / p["ref_cpu_us_per_row"]
+                    if p["ours_cpu_us_per_row"] and p["ref_cpu_us_per_row"]
+                    else None,
+                    ".2f",
+                ),
+                "< 1 (ours lighter)",
+                _met(p["cpu_met"]),
+            )
+        )
+    return rows

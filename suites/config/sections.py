@@ -1,0 +1,366 @@
+"""The core sections of a suite file: what it is, the server's common settings, allocators, THP,
+collection, client hosts, memory phases and the run. A workload's own sections ([sysbench],
+[iibench], [rww], ...) are declared by its plugin in suites/workloads/, a server family's [server]
+settings by its plugin in suites/families/; suites/config/suite.py assembles them into Suite.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import (
+    Field,
+    PositiveFloat,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from analysis.sequential import MIN_EFFECT_PCT
+from suites.config.errors import LINE_BREAKS, FieldError
+from suites.config.settings import NonNegFloat, Section, control_character, existing
+from suites.workloads.registry import REGISTRY as WORKLOADS
+
+# Each round runs the whole matrix again; the plan lists every cell up front.
+MAX_REPEAT = 1000
+
+
+class SuiteInfo(Section):
+    name: str = Field("suite", description="Names the run directory; letters, digits, - and _.")
+    description: str = Field("", description="One line shown in the report.")
+    # The kinds and their help come from the workload plugins, in the order they are registered.
+    kind: Literal[tuple(WORKLOADS)] = Field(  # type: ignore[valid-type]
+        next(iter(WORKLOADS)),
+        description="; ".join(f"{k}: {w.summary}" for k, w in WORKLOADS.items()) + ".",
+    )
+
+    @field_validator("description")
+    @classmethod
+    def _description(cls, v: str) -> str:
+        if LINE_BREAKS.search(v):
+            raise ValueError("expected one line")
+        return v
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", v):
+            raise ValueError(
+                "expected 1-64 letters, digits, '.', '-' or '_', starting with a letter or digit"
+            )
+        return v
+
+
+class ServerSection(Section):
+    """What every server family's [server] section has. Each family's own section
+    (suites/families/: Family.section) subclasses this with its settings and narrows
+    `flavor` to its flavors; the suite's [server] is validated by the section of the family its
+    flavor names (suites.families.registry.server_section), so no family reads another's settings."""
+
+    flavor: str = Field(
+        "mariadb", description="Server family; MySQL-family flavors are detected from --version."
+    )
+    root: str = Field(
+        "",
+        description="A server root: a directory holding another release's files (debootstrap, "
+        "a container's filesystem); the server runs in it under chroot, on its libraries and "
+        "allocators. `binary` is then a path inside it (default /usr/sbin/mariadbd or mysqld).",
+    )
+    binary: str = Field(
+        "",
+        description="Server binary (mariadbd, mysqld, mongod); empty = default. A path is taken "
+        "relative to the suite file's directory and must exist; a bare name is looked up on PATH.",
+    )
+    startup_timeout_s: PositiveFloat = Field(
+        180, description="How long a server may take to accept connections."
+    )
+
+    @field_validator("binary")
+    @classmethod
+    def _binary(cls, v: str, info: ValidationInfo) -> str:
+        if info.data.get("root"):
+            if v and not v.startswith("/"):
+                raise ValueError("with server.root, expected an absolute path inside the root")
+            return v  # checked inside the root when the server is resolved
+        if not v or ("/" not in v and not v.startswith("~")):
+            return v  # default, or a name to look up on PATH
+        return existing(v, info, "file")
+
+    @field_validator("root")
+    @classmethod
+    def _root(cls, v: str, info: ValidationInfo) -> str:
+        return existing(v, info, "directory") if v else v
+
+
+class CustomAllocator(Section):
+    name: str = Field(description="Name used in tables and --allocators.")
+    library: str = Field(
+        description="The allocator's shared object, preloaded: an absolute path or one relative "
+        "to the suite file's directory; it must exist."
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Extra environment for the server."
+    )
+    tunables: list[str] = Field(default_factory=list, description="GLIBC_TUNABLES items, appended.")
+    description: str = Field("", description="One line shown by `mallocsweep allocators`.")
+    companions: list[str] = Field(
+        default_factory=list,
+        description="Allocator libraries that `library` loads itself (a proxy like TBB's), which "
+        "may be mapped beside it: absolute paths or relative to the suite file's directory; they "
+        "must exist. Any other allocator library in the server fails verification.",
+    )
+
+    @field_validator("library")
+    @classmethod
+    def _library(cls, v: str, info: ValidationInfo) -> str:
+        # Preloading is always by absolute path (never resolved by the loader's search path).
+        if not v:
+            raise ValueError("expected the path of a shared object")
+        return existing(v, info, "file")
+
+    @field_validator("companions")
+    @classmethod
+    def _companions(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        out = []
+        for item in v:
+            if not item:
+                raise ValueError("expected paths of shared objects, got an empty string")
+            out.append(existing(item, info, "file"))
+        return out
+
+
+class AllocatorsSection(Section):
+    use: list[str] = Field(
+        default_factory=lambda: ["all"],
+        description='Allocator names from configs/allocators.toml, "all" for every usable core one.',
+    )
+    custom: list[CustomAllocator] = Field(default_factory=list, description="Your own allocators.")
+
+    @field_validator("use")
+    @classmethod
+    def _use(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("expected at least one allocator name")
+        if not all(str(x).strip() for x in v):
+            raise ValueError(f"an empty allocator name in {v}")
+        if len(set(v)) != len(v):
+            raise ValueError(f"duplicate allocator names in {v}")
+        return v
+
+
+class ThpSection(Section):
+    modes: list[Literal["system", "always", "madvise", "never"]] = Field(
+        default_factory=lambda: ["system"],
+        description="THP modes as a matrix dimension; system = leave the machine's setting alone.",
+    )
+
+    defrag: Literal["system", "always", "defer", "defer+madvise", "madvise", "never"] = Field(
+        "system",
+        description="THP defrag policy while a non-system mode is in force (MongoDB 8 wants defer+madvise).",
+    )
+
+    keep_server_thp: bool = Field(
+        False,
+        description="EXPERIMENT: preload a shim that ignores the server's prctl(PR_SET_THP_DISABLE), "
+        "so the system THP mode reaches its heap (MariaDB turns THP off for itself).",
+    )
+
+    @field_validator("modes")
+    @classmethod
+    def _modes(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("expected at least one mode")
+        if len(set(v)) != len(v):
+            raise ValueError(f"duplicate modes in {v}")
+        return v
+
+
+class CollectSection(Section):
+    sample_interval_s: float = Field(
+        1.0,
+        ge=0.1,
+        description="Timeline sampling period, >= 0.1 s: a sample reads /proc for every server "
+        "thread (~40 ms at 1500 threads), so a shorter period measures the sampler, not the server.",
+    )
+    smaps_interval_s: NonNegFloat = Field(
+        30,
+        description="smaps_rollup (AnonHugePages) period; 0 = phase boundaries only, else >= 1 s "
+        "and >= sample_interval_s: each read walks the server's page tables under its mmap lock "
+        "(129 ms on 12 GB of 4 KB pages) and can stall it.",
+    )
+    perf: bool = Field(
+        True,
+        description="Allow the perf fallback for whole-process context switches when taskstats "
+        "(the default source: kernel counters read over netlink, root only) is unavailable. perf "
+        "counters follow every server thread and cost it throughput (15% of POINT_SELECT QPS at "
+        "64 threads in one measurement; `make bench` measures it); false falls back straight to "
+        "/proc, which loses exited threads.",
+    )
+
+    @model_validator(mode="after")
+    def _smaps(self):
+        floor = max(1.0, self.sample_interval_s)
+        if self.smaps_interval_s and self.smaps_interval_s < floor:
+            raise FieldError(
+                ("collect", "smaps_interval_s"),
+                f"expected 0 (phase boundaries only) or at least {floor:g} s (1 s and "
+                "sample_interval_s): each read walks the server's page tables",
+            )
+        return self
+
+
+class MemorySection(Section):
+    alloc_stats: bool = Field(
+        True,
+        description="Read the allocator's own accounting (in use, cached, mapped) at every phase "
+        "boundary through a small library preloaded after the allocator (servers/shims/"
+        "alloc_stats.c); it waits on a FIFO between readings and costs nothing then. MySQL family.",
+    )
+    idle_s: NonNegFloat = Field(
+        0,
+        description="An idle phase after the last level, in seconds (0 = none): no client runs "
+        "while RSS and the allocator's figures are sampled, to show what it gives back and how "
+        "fast (jemalloc decay, tcmalloc release, glibc trim).",
+    )
+    idle_sample_s: float = Field(
+        2.0,
+        ge=0.5,
+        description="Allocator readings during the idle phase every this many seconds (>= 0.5).",
+    )
+    churn_cycles: Annotated[int, Field(ge=0, le=100)] = Field(
+        0,
+        description="Thread churn (0 = off): run the sysbench thread levels, in the order given "
+        "(e.g. [8, 1536]), this many times per thread_cache_size in churn_thread_cache, then one "
+        "last level at the first thread count: clients connect and leave in cycles, and RSS per "
+        "cycle shows what the allocator keeps of the threads that left.",
+    )
+    churn_thread_cache: list[Annotated[int, Field(ge=0, le=16384)]] = Field(
+        default_factory=list,
+        description="thread_cache_size values (SET GLOBAL, in this order) the churn cycles run "
+        "under; small lets server threads really exit and start. Empty: the server's own "
+        "(thread_cache_size at the top thread level).",
+    )
+
+    @model_validator(mode="after")
+    def _churn(self):
+        if self.churn_thread_cache and not self.churn_cycles:
+            raise FieldError(
+                ("memory", "churn_thread_cache"),
+                "set churn_cycles too: thread cache sizes apply to churn cycles only",
+            )
+        return self
+
+
+class RunSection(Section):
+    repeat: Annotated[int, Field(ge=1, le=MAX_REPEAT)] = Field(
+        1, description="Rounds of the whole matrix; allocator order alternates."
+    )
+    out: str = Field("runs", description="Directory under which run directories are created.")
+    budget_s: NonNegFloat = Field(
+        0,
+        description="Time budget in seconds (--budget 20m). 0: exactly `repeat` rounds. Else "
+        "`repeat` is the first look: after it, rounds are added while some verdict is undecided "
+        "and the budget allows one more round; the 5% is spent over the planned looks "
+        "(analysis/sequential.py), so adding rounds does not inflate false positives.",
+    )
+    baseline: str = Field(
+        "glibc", description="The allocator every verdict compares with (--baseline NAME)."
+    )
+    min_effect_pct: Annotated[float, Field(gt=0, lt=100)] = Field(
+        MIN_EFFECT_PCT,
+        description="Smallest difference called faster/slower, in % (--min-effect): a "
+        "significant but smaller one is 'none'.",
+    )
+    aa: bool = Field(
+        False,
+        description="Run the baseline a second time per round under the name <baseline>-aa (same "
+        "library and settings): an A/A pair that measures the noise floor of the run. It must "
+        "never be called different; if it is, the run says the machine is too noisy.",
+    )
+
+    @field_validator("out")
+    @classmethod
+    def _out(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError('expected a directory (e.g. "runs")')
+        bad = control_character(v)
+        if bad:
+            raise ValueError(f"{v!r} holds a control character ({bad}); give a plain path")
+        return v
+
+
+_CLIENT_HOST = re.compile(r"^(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9_][A-Za-z0-9._-]*$")
+
+
+class ClientsSection(Section):
+    hosts: list[str] = Field(
+        default_factory=list,
+        description='Client hosts ("user@host" or an ssh_config Host alias; --client-host): '
+        "sysbench levels run there over SSH (key-based, BatchMode, one shared connection) "
+        "against the server over TCP at server_address. Several hosts: each level's threads "
+        "are split over them as evenly as possible (every host at least one thread) and they "
+        "start together. Empty: clients run on this machine over the unix socket.",
+    )
+    server_address: str = Field(
+        "",
+        description="The address of this machine the server binds (only that one) and the "
+        "client host connects to; required with hosts.",
+    )
+    ssh_config: str = Field(
+        "",
+        description="An ssh_config file for the client hosts (ssh -F; relative to the suite "
+        "file's directory); empty: the user's own (~/.ssh/config).",
+    )
+    connect_timeout_s: PositiveFloat = Field(
+        10, description="How long ssh may take to reach a client host before preflight fails."
+    )
+    python: str = Field(
+        "",
+        description="The Python of mallocsweep's install on the client hosts (e.g. "
+        '"/opt/mallocsweep/bin/python"): iibench\'s clients are ours and run there with it; '
+        "preflight checks it runs the same code as this machine. Empty: python3 on their PATH.",
+    )
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, v: list[str]) -> list[str]:
+        for h in v:
+            if not _CLIENT_HOST.match(h):
+                raise ValueError(f'expected "user@host" or a host name, got {h!r}')
+        if len(set(v)) != len(v):
+            raise ValueError("a client host is named twice")
+        return v
+
+    @field_validator("server_address")
+    @classmethod
+    def _address(cls, v: str) -> str:
+        if not v:
+            return v
+        import ipaddress
+
+        try:
+            addr = ipaddress.ip_address(v)
+        except ValueError:
+            raise ValueError(f"expected an IP address of this machine, got {v!r}") from None
+        if addr.is_loopback or addr.is_unspecified:
+            raise ValueError(
+                f"{v} cannot be reached from another host; name an address of this machine's "
+                "network interface"
+            )
+        return v
+
+    @field_validator("ssh_config")
+    @classmethod
+    def _ssh_config(cls, v: str, info: ValidationInfo) -> str:
+        return existing(v, info, "file") if v else v
+
+    @model_validator(mode="after")
+    def _needs_address(self):
+        if self.hosts and not self.server_address:
+            raise FieldError(
+                ("clients", "server_address"),
+                "client hosts need the address of this machine the server binds and they "
+                "connect to",
+            )
+        return self

@@ -1,0 +1,102 @@
+"""The MongoDB family: a user-supplied mongod (servers/mongodb.py), as a plugin.
+
+Particular to it: one setting of its own (the WiredTiger cache), no prepared dataset (each life
+starts from an empty dbpath; iibench fills it), a binary that may bring its own allocator (the
+official mongod links tcmalloc statically: refused up front under any preload), and clients over
+the wire protocol on loopback only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, PositiveFloat, model_validator
+from pymongo import MongoClient
+
+from servers.mongodb import MongoServer, check_allocators, find_mongod
+from servers.mysql_flavor import which_server
+from suites.config.errors import FieldError
+from suites.config.sections import ServerSection
+from suites.families.base import Family, ServerLaunch, ServerNeeds
+from suites.workloads.level import ClientTarget
+
+# A fresh dbpath's disk before any data, for the preflight. No mongod is packaged for this
+# machine, so it is not measured: the bound every family got before families were plugins
+# (a 256 MiB log plus 32 MiB of system files), generous for WiredTiger's journal and catalog.
+BASE_DBPATH_KB = 288 * 1024
+
+
+class MongoServerSection(ServerSection):
+    flavor: Literal["mongodb"] = Field(
+        "mongodb", description="Server family; MySQL-family flavors are detected from --version."
+    )
+    cache_gb: PositiveFloat = Field(1.0, description="MongoDB WiredTiger cache size in GiB.")
+
+    @model_validator(mode="after")
+    def _no_root(self):
+        if self.root:
+            raise FieldError(
+                ("server", "root"), "a server root runs MySQL-family servers only (not mongod)"
+            )
+        return self
+
+
+class MongoFamily(Family):
+    name = "mongodb"
+    flavors = ("mongodb",)
+    section = MongoServerSection
+    summary = "MongoDB (a user-supplied mongod)"
+    refusals = {
+        "engines": "engines are MySQL-family storage engines; MongoDB runs WiredTiger",
+        "settings": "these are my.cnf lines for a MySQL-family server; MongoDB does not read them",
+        "buffer_pool_mb": "buffer_pool_mb is InnoDB's; mongod's cache is cache_gb",
+    }
+
+    def cache_kb(self, server) -> int:
+        return int(server.cache_gb * 1024 * 1024)
+
+    def needs(self, server, max_threads: int, prepared_statements: int = 0) -> ServerNeeds:
+        return ServerNeeds(base_datadir_kb=BASE_DBPATH_KB)
+
+    def resolve(self, server) -> tuple[Any, str]:
+        # NAME or PATH, as for MySQL-family servers (`--server mongod`).
+        b = find_mongod(str(which_server(server.binary)) if server.binary else None)
+        return b, f"mongodb-{b.version}"
+
+    def check_allocators(self, binary, allocators) -> None:
+        # A mongod with its own allocator refuses every preload: said once, up front, not once
+        # per cell after THP was already changed.
+        check_allocators(binary, allocators)
+
+    def make_server(self, launch: ServerLaunch) -> MongoServer:
+        return MongoServer(
+            launch.binary,
+            launch.workdir,
+            launch.server.cache_gb,
+            launch.allocator,
+            thp_disable=launch.thp_disable,
+        )
+
+    def status(self, life: MongoServer):
+        return life.server_status
+
+    def target(self, life: MongoServer, database: str) -> ClientTarget:
+        info = life.client_target()
+        return ClientTarget(kind="mongodb", host=info["host"], port=info["port"], database=database)
+
+    def connect(self, life: MongoServer):
+        info = life.client_target()
+
+        def client() -> MongoClient:
+            return MongoClient(
+                info["host"], info["port"], directConnection=True, serverSelectionTimeoutMS=5000
+            )
+
+        return client
+
+    def datadir(self, workdir: Path) -> Path:
+        return Path(workdir) / "db"
+
+
+MONGODB = MongoFamily()

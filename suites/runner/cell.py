@@ -1,0 +1,442 @@
+"""One cell: one server life under one allocator and THP mode, measured from spawn to exit.
+
+The collectors are attached by the server launch hook before the server's first instruction and are
+stopped only after the server has been reaped: a cell cannot run without them (YCSB's DBWrapper
+idea). Every exit path stops the server; a failure fails this cell only.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from collectors.errors import CollectorError
+from collectors.host import cell_host_state
+from collectors.session import Collectors
+from rundir.derive.levels import derive_cell
+from rundir.derive.window import Interval
+from rundir.errors import RunDirError
+from rundir.format import RAW_VERSION, SAMPLE_COLUMNS
+from rundir.write import RunDir, now_iso, owned
+from servers import interrupts
+from servers.errors import ServerError
+from suites.errors import SuiteError
+from suites.runner import disk_full
+from suites.runner.alloc_memory import AllocMemory
+from suites.runner.plan import CellPlan
+from suites.workloads.level import ClientTarget, LevelResult
+
+
+@dataclass
+class CellOutcome:
+    record: dict
+    rows: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class CellContext:
+    """What a cell needs from the matrix: the suite, the resolved server and allocator, shared state."""
+
+    suite: object  # suites.config.suite.Suite
+    plan: CellPlan
+    run_dir: RunDir
+    server_binary: object  # what the server family resolved (Family.resolve)
+    allocator: object  # servers.allocators.Allocator
+    thp: object  # suites.runner.thp.ThpController
+    dataset: object | None  # suites.datasets.prepare.Prepared (a family that restores one) or None
+    on_progress: Callable[[str, float], None] | None = None  # (phase label, seconds expected)
+    on_interval: Callable[[float, float, float], None] | None = None
+    on_note: Callable[[str], None] | None = None  # one line for the user, e.g. a server warning
+    # suites.remote.clients.RemoteClients: the levels' clients run on that host (None: here)
+    clients: object | None = None
+
+
+class CellRunner:
+    """Runs one cell. Its subclass (suites.runner.workload_cell.WorkloadCell) joins the suite's server family
+    and workload plugins through the hooks below."""
+
+    def __init__(self, ctx: CellContext):
+        self.ctx = ctx
+        self.plan = ctx.plan
+        self.run_dir = ctx.run_dir
+        self.logs = ctx.run_dir.logs_dir(ctx.plan.id)
+        self.work = ctx.run_dir.work_dir(ctx.plan.id)
+        self.server = None
+        self.collectors: Collectors | None = None
+        self.record: dict = {}
+        self.levels: list[tuple[str, LevelResult]] = []
+        self.intervals: dict[str, list[Interval]] = {}  # per level phase, as reported
+        self._current: list[Interval] | None = None
+        # The allocator's own accounting (suites.runner.alloc_memory): a family that can preload the
+        # alloc_stats shim sets alloc_stats in make_server; readings start once the server answers.
+        self.alloc_stats = None  # servers.allocstats.AllocStats
+        self.alloc_memory = None  # suites.runner.alloc_memory.AllocMemory
+
+    # -- hooks for the server family -----------------------------------------------------------
+    def make_server(self, thp_disable: bool):
+        raise NotImplementedError
+
+    def prepare_datadir(self) -> dict:
+        raise NotImplementedError
+
+    def target(self) -> ClientTarget:
+        raise NotImplementedError
+
+    def status_source(self):
+        return None
+
+    def live_status_source(self):
+        """A cheaper status read for inside a level (None: status_source's)."""
+        return None
+
+    def counters(self) -> dict[str, str]:
+        """The status counter the server has for each meaning (rundir.format.COUNTER_MEANINGS)."""
+        return {}
+
+    def workload_phases(self):
+        """Yield (phase name, callable returning LevelResult) for each level."""
+        raise NotImplementedError
+
+    def warmup(self) -> dict | None:
+        return None
+
+    def level_clock(self) -> tuple[float | None, float | None, bool]:
+        """(planned seconds of a level, report interval, whether the last report marks the end
+        of the load) as far as the workload knows them: how measured_window picks its end."""
+        return None, None, False
+
+    def server_info(self) -> dict:
+        b = self.ctx.server_binary
+        return {"label": self.plan.server_label, "flavor": b.flavor, "version": b.version}
+
+    # -- the life of a cell ------------------------------------------------------------------
+    def run(self) -> CellOutcome:
+        ctx, plan = self.ctx, self.plan
+        self.record = {
+            "id": plan.id,
+            "index": plan.index,
+            "round": plan.round,
+            "repeat": plan.round,
+            "server": {},
+            "allocator": ctx.allocator.to_manifest(),
+            "thp": {"requested": plan.thp},
+            "engine": plan.engine,
+            "status": "failed",
+            "error": None,
+            "started_at": now_iso(),
+            "finished_at": None,
+            "verification": None,
+            "warmup": None,
+            "exit": None,
+            "collectors": None,
+            "levels": [],
+            "host_at_start": cell_host_state(),
+            "samples_file": f"samples/{plan.id}.csv",
+            "logs_dir": f"logs/{plan.id}",
+        }
+        rows: list[dict] = []
+        exit_info = None
+        try:
+            self.work.mkdir(parents=True, exist_ok=False)
+            self.record["datadir"] = self.prepare_datadir()
+            applied = ctx.thp.apply(plan.thp)
+            self.record["thp"] = applied.to_manifest()
+            self.collectors = Collectors(
+                ctx.run_dir.samples_path(plan.id),
+                list(SAMPLE_COLUMNS),
+                sample_interval_s=ctx.suite.collect.sample_interval_s,
+                smaps_interval_s=ctx.suite.collect.smaps_interval_s,
+                use_perf=ctx.suite.collect.perf,  # allows the fallback when taskstats is not
+            )
+            self.server = self.make_server(applied.thp_disable)
+            coll = self.collectors
+
+            def attach(pid: int) -> None:
+                coll.on_spawn(pid)
+                coll.start(pid, "startup")
+
+            self._progress("starting server", 10)
+            # before_reap: the whole-life context-switch reading, on every path that reaps.
+            self.server.start(
+                on_spawn=attach,
+                timeout_s=ctx.suite.server.startup_timeout_s,
+                before_reap=coll.before_reap,
+            )
+            # The label names the engine too (suites.runner.plan.engine_label): --resume reads it back.
+            self.record["server"] = self.server.to_manifest() | {"label": plan.server_label}
+            self._note_server_warnings()
+            self.record["verification"] = self.server.evidence
+            coll.set_status_source(self.status_source(), self.live_status_source(), self.counters())
+            interrupts.check()  # safe point: the server is up, nothing half-done
+            if self.alloc_stats is not None:
+                self.alloc_memory = AllocMemory(self.alloc_stats, self.server.pid, coll.elapsed)
+                self.alloc_memory.read("startup", "server start")
+
+            # The server answers: its memory now is "at server start" (Percona's table).
+            coll.begin_phase("warmup", mark="server_start")
+            self.record["warmup"] = self.warmup()
+            self._check_alive("warmup")
+            self._alloc_read("warmup", "warmup end")
+            coll.check_sampling()
+
+            for phase, run_level in self.workload_phases():
+                interrupts.check()  # safe point: between levels
+                coll.begin_phase(phase)
+                self._current = self.intervals.setdefault(phase, [])
+                try:
+                    res = run_level()
+                finally:
+                    self._current = None
+                self.levels.append((phase, res))
+                level = {
+                    "workload": res.workload,
+                    "threads": res.threads,
+                    "status": res.status,
+                    "error": disk_full.note_if_full(res.error, self.run_dir.path),
+                    "phase": phase,
+                }
+                if res.sysbench is not None and res.sysbench.priority:
+                    # which threads ran boosted, and a boost withdrawn because its thread ran
+                    level["priority"] = res.sysbench.priority
+                self.record["levels"].append(level)
+                self._check_alive(phase)
+                self._alloc_read(phase, "level end")
+                coll.check_sampling()  # collectors are mandatory: a dead sampler fails the cell
+            self._idle_phase()
+            self._alloc_read("shutdown", "server stop")
+            coll.begin_phase("shutdown", mark="server_stop")
+            self._progress("stopping server", 5)
+            exit_info = self.server.stop()
+            self.record["status"] = "ok"
+        except (ServerError, SuiteError, CollectorError, OSError) as e:
+            self.record["error"] = self._kept_log_named(disk_full.describe(e, self.run_dir.path))
+        except Exception as e:  # noqa: BLE001 - a driver error or a bug fails this cell only
+            # The matrix goes on (a cell fails alone); the type says where to look. Interrupted is
+            # a BaseException and passes through to the runner.
+            first = str(e).splitlines()[0] if str(e) else ""
+            self.record["error"] = f"{type(e).__name__}: {first}"
+        finally:
+            # Signals are held: the clean-up completes in order whatever arrives meanwhile.
+            with interrupts.held():
+                exit_info = self._stop_everything(exit_info)
+                self.record["finished_at"] = now_iso()
+            if self.alloc_memory is not None:
+                self.record["alloc_memory"] = self.alloc_memory.to_manifest()
+                warnings = self.alloc_memory.warnings()
+                if warnings:
+                    self.record["warnings"] = self.record.get("warnings", []) + warnings
+        if self.collectors is not None:
+            rows = self._derive(self._record_raw())
+            if self.record["status"] == "ok":
+                self._check_reconciliation()
+        if self.record["status"] == "ok" and any(r.status != "ok" for _, r in self.levels):
+            failed = [f"{p}: {r.error}" for p, r in self.levels if r.status != "ok"]
+            self.record["level_failures"] = failed
+        return CellOutcome(self.record, rows)
+
+    def _alloc_read(self, phase: str, at: str) -> None:
+        if self.alloc_memory is not None:
+            self.alloc_memory.read(phase, at)
+
+    def _idle_phase(self) -> None:
+        """After the load: no client, RSS in the timeline, allocator readings (memory.idle_s)."""
+        mem = self.ctx.suite.memory
+        if not mem.idle_s:
+            return
+        self.collectors.begin_phase("idle")
+        self._progress("idle", mem.idle_s)
+        if self.alloc_memory is not None:
+            self.alloc_memory.idle(mem.idle_s, mem.idle_sample_s)
+        else:
+            interrupts.sleep(mem.idle_s)  # the timeline samples RSS meanwhile
+        self._check_alive("idle")
+
+    def _record_raw(self) -> dict:
+        """raw/<cell>.json: what this cell observed, written once; returns it as written (read
+        back from its text, so the rows below come from exactly what a --rederive will read)."""
+        duration, interval, last_ends_load = self.level_clock()
+        server = self.server_info()
+        alloc = self.ctx.allocator
+        raw = {
+            "raw_version": RAW_VERSION,
+            "cell": self.plan.id,
+            "identity": {
+                "cell": self.plan.id,
+                "server": server["label"],
+                "server_flavor": server["flavor"],
+                "server_version": server["version"],
+                "allocator": alloc.name,
+                "allocator_version": alloc.version or "",
+                "thp": self.plan.thp,
+                "engine": self.plan.engine,
+                "repeat": self.plan.round,
+            },
+            "clock": {
+                "duration_s": duration,
+                "interval_s": interval,
+                "last_ends_load": last_ends_load,
+            },
+            "ctxsw_source": self.collectors.ctxsw_source,
+            "phases": self.collectors.raw_phases(),
+            "levels": [
+                {
+                    "phase": phase,
+                    "workload": res.workload,
+                    "threads": res.threads,
+                    "status": res.status,
+                    "error": res.error,
+                    "report": res.row(),
+                    "intervals": [
+                        [iv.t_s, iv.ops_per_s, iv.mark_t] for iv in self.intervals.get(phase, [])
+                    ],
+                    # what is particular to the workload, and what its level adds beside
+                    **res.records(),
+                }
+                for phase, res in self.levels
+            ],
+            "exit": self.record.get("exit"),
+            # which of the status's counters means what: how the derivations read it
+            "counters": self.counters(),
+            # the allocator's own accounting (suites.runner.alloc_memory): its level columns are derived
+            "alloc_readings": self.alloc_memory.readings if self.alloc_memory is not None else None,
+        }
+        try:
+            text = self.run_dir.write_raw(raw)
+        except (OSError, RunDirError) as e:
+            # Figures can still be derived for this record; a run that cannot keep what it saw
+            # cannot be re-derived, so the cell does not count as done.
+            if self.record["status"] == "ok":
+                self.record["status"] = "failed"
+                self.record["error"] = f"raw record not written: {e}"
+            text = json.dumps(raw)
+        return json.loads(text)
+
+    def _derive(self, raw: dict) -> list[dict]:
+        """The cell's rows from its raw record (rundir.derive). A derivation that fails fails this
+        cell's figures, with the reason in the record; the matrix goes on."""
+        try:
+            derived = derive_cell(raw)
+        except Exception as e:  # noqa: BLE001 - a bug in a derivation must not end the matrix
+            first = str(e).splitlines()[0] if str(e) else ""
+            why = f"{type(e).__name__}: {first}"[:300]
+            self.record["derive_error"] = why
+            if self.record["status"] == "ok":
+                self.record["status"] = "failed"
+                self.record["error"] = (
+                    f"figures could not be derived ({why}); raw/{self.plan.id}.json keeps what "
+                    "was observed: `mallocsweep report RUN --rederive` after a fix"
+                )
+            return []
+        for level, window in zip(self.record["levels"], derived.windows, strict=True):
+            level["window"] = window
+        return derived.rows
+
+    def on_interval(self, t: float, tps: float, qps: float) -> None:
+        """The workload's interval report: timeline throughput and a measured-window mark."""
+        mark_t = None
+        if self.collectors is not None:
+            self.collectors.set_throughput(tps, qps)
+            if self._current is not None:
+                try:
+                    mark_t = self.collectors.mark_window()
+                except CollectorError as e:
+                    self.collectors.errors.append(f"window mark at t={t:.1f}s: {e}")
+        if self._current is not None:
+            self._current.append(Interval(float(t), float(qps), mark_t))
+        if self.ctx.on_interval:
+            self.ctx.on_interval(t, tps, qps)
+
+    def _check_alive(self, phase: str) -> None:
+        """A server that died in a phase fails the cell there, with its exit and error log."""
+        if self.server.alive:
+            return
+        exit_info = self.server.stop()
+        tail = " | ".join(self.server.error_log_tail(5).splitlines())
+        raise ServerError(f"server died during {phase}: {exit_info.describe}; error log: {tail}")
+
+    def _check_reconciliation(self) -> None:
+        rec = (self.record.get("collectors") or {}).get("reconciliation") or {}
+        if rec.get("check") == "failed":
+            self.record["warnings"] = self.record.get("warnings", []) + [
+                f"context switches did not reconcile with wait4: {rec}"
+            ]
+
+    def _stop_everything(self, exit_info):
+        """Every exit path: server stopped and reaped, collectors stopped, work dir removed."""
+        server = self.server
+        if server is not None:
+            try:
+                exit_info = server.stop()
+            except Exception as e:  # noqa: BLE001 - the cell is failing anyway; keep the first error
+                self.record["error"] = self.record["error"] or f"stopping the server: {e}"
+            if exit_info is not None:
+                self.record["exit"] = exit_info.to_manifest()
+            self._keep_logs()
+        if self.collectors is not None:
+            try:
+                with interrupts.doing("the collectors to stop"):
+                    self.record["collectors"] = self.collectors.stop(
+                        exit_info.rusage if exit_info else None
+                    )
+            except Exception as e:  # noqa: BLE001
+                self.record["collectors"] = {"error": str(e)}
+            figs = (
+                self.record["collectors"].get("phases", {})
+                if isinstance(self.record["collectors"], dict)
+                else {}
+            )
+            thp_state = next(
+                (
+                    f.get("process_thp_enabled")
+                    for f in figs.values()
+                    if f.get("process_thp_enabled") is not None
+                ),
+                None,
+            )
+            self.record["thp"]["process_thp_enabled"] = thp_state
+            section = self.record["collectors"]
+            if isinstance(section, dict):
+                self.record["memory"] = section.get("memory")
+                self.record["ctxsw_source"] = section.get("ctxsw_source")
+                self.record["thp"]["vmstat_delta"] = section.get("thp_vmstat_delta")
+        with interrupts.doing("the cell's datadir copy to be removed"):
+            self._remove_work()
+        return exit_info
+
+    def _kept_log_named(self, message: str) -> str:
+        """The server's error log lives in work/<cell>/, removed when the cell ends: a message
+        names the copy _keep_logs makes under logs/<cell>/ instead, which stays."""
+        log = getattr(self.server, "error_log", None)
+        if not log:
+            return message
+        return message.replace(str(log), str(self.logs / Path(log).name))
+
+    def _keep_logs(self) -> None:
+        log = getattr(self.server, "error_log", None)
+        if log and Path(log).is_file():
+            try:
+                shutil.copy2(log, self.logs / Path(log).name)
+            except OSError:
+                pass
+
+    def _remove_work(self) -> None:
+        """The cell's datadir copy is ours (marker in work/); remove it so disk use stays one cell."""
+
+        if self.work.exists() and owned(self.work.parent):
+            shutil.rmtree(self.work, ignore_errors=True)
+
+    def _note_server_warnings(self) -> None:
+        """What the server recorded against its own setup (MongoDB's THP advice for its version,
+        a missing rseq tunable), shown as it starts: the manifest keeps them, but a long run should
+        not leave them unseen until the report."""
+        if self.ctx.on_note is None:
+            return
+        for warning in self.record["server"].get("warnings") or ():
+            self.ctx.on_note(f"{self.plan.id}: warning: {warning}")
+
+    def _progress(self, label: str, seconds: float) -> None:
+        if self.ctx.on_progress:
+            self.ctx.on_progress(label, seconds)

@@ -1,0 +1,532 @@
+"""The matrix runner: resolve, preflight, prepare the dataset once, run every cell, write the run.
+
+Order of a run (DESIGN.md "How a run flows"): validate -> plan (interleaved; on --resume, the
+run's own cells) -> preflight, before anything is written -> run directory -> dataset prepared once
+and cached pristine -> cells, each recorded atomically the moment it ends -> report. A run that
+stops on an error is marked "failed" with the error in its manifest.
+
+Signals (SIGINT, SIGTERM, SIGHUP: a closed terminal or SSH session) only set a flag
+(servers.interrupts); the run raises Interrupted itself at safe points (before each cell, between
+levels, in its waits), so the same `finally` blocks that stop servers on a failure also stop them
+on Ctrl-C, and they run with signals held: load generators, collectors and server stopped and
+reaped, the cell marked, THP restored, the manifest written, in that order, whatever else
+arrives. A second signal says what is still awaited, a third skips the server's clean shutdown
+(it is still killed and reaped). Exit code 128 + signal: 130, 143, 129.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+
+from analysis.verdicts import aa_name
+from collectors.host import host_metadata
+from collectors.thp_probe import prctl_blocks_madvise
+from rundir.format import FORMAT_VERSION
+from rundir.records import Tool
+from rundir.write import RunDir, now_iso
+from servers import exec_helper, interrupts
+from servers.allocators import resolve
+from servers.errors import ServerError
+from servers.verify import linked_allocators
+from suites.config.suite import MAX_REPEAT, LoadedSuite, Suite
+from suites.datasets import prepare as dataset_prepare
+from suites.errors import Interrupted, SuiteError
+from suites.families.registry import family_of
+from suites.remote.clients import RemoteClients
+from suites.remote.hosts import ClientHosts
+from suites.runner import leftovers, preflight
+from suites.runner.budget import Budget, plan_design
+from suites.runner.cell import CellContext
+from suites.runner.display import Display
+from suites.runner.plan import (
+    CellPlan,
+    baseline_first,
+    estimate_cell_seconds,
+    plan_cells,
+    plan_round,
+)
+from suites.runner.resume import (
+    check_allocators,
+    check_resumable,
+    clear_stale_work,
+    plan_from_manifest,
+)
+from suites.runner.thp import ThpController
+from suites.runner.workload_cell import WorkloadCell
+from suites.workloads import registry as workloads
+from suites.workloads.sysbench.runner import WRAPPER
+from suites.workloads.sysbench.scripts import modules as script_modules
+
+
+class Matrix:
+    def __init__(
+        self,
+        loaded: LoadedSuite,
+        suite: Suite,
+        resume: Path | None = None,
+        display: Display | None = None,
+        cache_root: Path | None = None,
+        shard=None,
+    ):
+        self.loaded = loaded
+        self.shard = shard  # suites.runner.shard.Shard: run only this share of the rounds (a fleet)
+        self.clients = (
+            None  # suites.remote.clients.RemoteClients while a run with a client host runs
+        )
+        self.suite = suite
+        self.resume = resume
+        self.display = display or Display(enabled=False)
+        self.cache_root = cache_root or dataset_prepare.default_cache_root()
+        self.run_dir: RunDir | None = None
+        self.root = None  # the server's root, once resolve_server has found it
+        self.manifest: dict = {}
+        self.started = time.monotonic()
+        self.design = plan_design(suite, 0.0, MAX_REPEAT)
+
+    # -- resolution ------------------------------------------------------------------------------
+    def _engines(self) -> tuple[str, ...]:
+        """The storage engines its cells run (a matrix dimension; its family's)."""
+        return family_of(self.suite).engines(self.suite.server)
+
+    def resolve_server(self):
+        b, label = family_of(self.suite).resolve(self.suite.server)
+        # A server root's allocators are its own (server.root or fetched); None for mongod.
+        self.root = getattr(b, "root", None)
+        return b, label
+
+    def _server_root(self):
+        """The server's root (servers.root.ServerRoot: server.root, or a fetched root), or None
+        for a host server. Set by resolve_server."""
+        return self.root
+
+    def resolve_allocators(self, binary=None) -> list:
+        """The suite's allocators, each usable here. `all` on a MySQL-family binary that links an
+        allocator itself (Debian's MySQL 9.7 links tcmalloc) measures that one as `builtin`
+        instead of glibc, which such a binary cannot run with (an explicit glibc is refused)."""
+
+        custom = [c.model_dump() for c in self.suite.allocators.custom]
+        use = list(self.suite.allocators.use)
+        if "all" in use and binary is not None and family_of(self.suite).links_allocators:
+            linked = linked_allocators(Path(binary.host_path))
+            if linked:
+                use = ["builtin" if u == "all" else u for u in use]
+                core = resolve(["all"], root=self._server_root())
+                use += [a.name for a in core if a.name != "glibc"]
+                use += [c.name for c in self.suite.allocators.custom]
+                self.display.note(
+                    f"{binary.path} links {linked[0][0]} itself: `all` measures it as 'builtin' "
+                    "instead of glibc"
+                )
+        allocs = resolve(use, custom=custom, root=self._server_root())
+        if not allocs:
+            raise SuiteError("allocators.use: no usable allocator (see `mallocsweep allocators`)")
+        unusable = [a for a in allocs if not a.usable]
+        if unusable:
+            a = unusable[0]
+            raise SuiteError(f"allocator {a.name!r} is not usable here: {a.why_not}")
+        return allocs
+
+    def _resume_plan(self, label: str) -> tuple[RunDir, list[CellPlan], list]:
+        """The resumed run's directory, its own cells, and the allocators of those still to run,
+        checked against the builds the run started with."""
+        rd = RunDir.open_existing(self.resume)
+        manifest = rd.read_manifest()
+        check_resumable(manifest, self.suite.as_dict(), label, host_metadata())
+        cells = plan_from_manifest(manifest, label)
+        done = {
+            cid for cid, rec in rd.finished_cells().items() if rec["cell"].get("status") == "ok"
+        }
+        names = list(dict.fromkeys(c.allocator for c in cells if c.id not in done))
+        allocators = []
+        if names:
+            custom = [c.model_dump() for c in self.suite.allocators.custom]
+            try:
+                allocators = resolve(names, custom=custom, root=self._server_root())
+            except ServerError as e:
+                raise SuiteError(f"--resume: {e}") from None
+            check_allocators(manifest, allocators)
+        return rd, cells, allocators
+
+    def _preflight(self, binary, out_root: Path) -> list[dict]:
+        """Before anything is written: disk on --out's (and the dataset cache's) filesystem,
+        memory, descriptors, threads."""
+        s = self.suite
+        family = family_of(s)
+        needs = family.needs(s.server, s.max_threads, workloads.of(s).prepared_statements(s))
+        # A cached dataset needs no preparation room (the key is dataset_prepare.ensure's own).
+        restores = family.restores_dataset
+        cached = dataset_prepare.is_cached(s, binary, self.cache_root) if restores else True
+        return preflight.preflight(
+            s,
+            out_root,
+            preflight.estimate_dataset_kb(s, needs),
+            cache_root=self.cache_root if restores else None,
+            cached=cached,
+            needs=needs,
+        )
+
+    # -- the run -----------------------------------------------------------------------------------
+    def run(self) -> int:
+        self.started = time.monotonic()
+        gate = interrupts.Interrupts()
+        gate.install()
+        thp = None
+        self.clients = None
+        try:
+            binary, label = self.resolve_server()
+            if self.resume is not None:
+                resumed, cells, allocators = self._resume_plan(label)
+            else:
+                resumed = None
+                allocators = with_aa_arm(self.resolve_allocators(binary), self.suite)
+                cells = plan_cells(
+                    label,
+                    baseline_first([a.name for a in allocators], self.suite.run.baseline),
+                    list(self.suite.thp.modes),
+                    self.suite.run.repeat,
+                    self._engines(),
+                )
+                per_round = len(allocators) * len(self.suite.thp.modes) * len(self._engines())
+                if self.shard is not None:
+                    self.manifest_shard = self.shard.to_manifest(cells, self.suite.run.repeat)
+                    cells = self.shard.select(cells, self.suite.run.repeat)
+                self.design = plan_design(
+                    self.suite, estimate_cell_seconds(self.suite) * per_round, MAX_REPEAT
+                )
+            by_name = {a.name: a for a in allocators}
+            family = family_of(self.suite)
+            family.check_allocators(binary, allocators)
+            # An engine the server does not have (MyRocks on MySQL, or without its plugin).
+            family.check_engines(binary, self._engines())
+            # Refuse before writing anything: THP modes this machine cannot set, and shortfalls.
+            ThpController(None).check(list(self.suite.thp.modes))
+            exec_helper.helper()  # every child starts through it: built here if it must be
+            checks = self._preflight(binary, self.resume or Path(self.suite.run.out))
+            gate.check()  # safe point: nothing written yet
+            if self.suite.clients.hosts:
+                # The client host is checked before anything is written, like this machine.
+                self.display.note(f"checking client host {', '.join(self.suite.clients.hosts)}")
+                self.clients = open_clients(self.suite)
+            if resumed is not None:
+                stale = clear_stale_work(resumed, cells)
+                self.run_dir = self._reopen(resumed, stale)
+            else:
+                self.run_dir = self._create_run_dir(label, cells, allocators)
+            self.manifest["preflight"] = checks
+            if self.clients is not None:
+                self.manifest["clients"] = self.clients.to_manifest()
+            thp = ThpController(self.run_dir.path, defrag=self.suite.thp.defrag)
+            todo = [c for c in cells if self.manifest_cell(c.id).get("status") != "ok"]
+            self.display.start_matrix(len(todo), estimate_cell_seconds(self.suite) * len(todo))
+            dataset = {}  # engine -> its pristine datadir
+            if family_of(self.suite).restores_dataset and todo:
+                self.display.note("preparing the dataset (once; cached for later runs)")
+                for engine in dict.fromkeys(c.engine for c in todo):
+                    dataset[engine] = dataset_prepare.ensure(
+                        self.suite, binary, self.cache_root, self.run_dir, engine
+                    )
+                # "dataset" stays the first engine's (its readers know one); every engine's is
+                # under "datasets" (issue 15).
+                first = next(iter(dataset.values()))
+                self.manifest["dataset"] = first.to_manifest()
+                self.manifest["datasets"] = {e: d.to_manifest() for e, d in dataset.items()}
+                self._save_manifest()
+            for cell in todo:
+                self._run_cell(cell, binary, by_name[cell.allocator], thp, dataset)
+            if resumed is None and self.suite.run.budget_s:
+                self._more_rounds(cells, label, allocators, binary, thp, dataset)
+            elif resumed is not None and self.suite.run.budget_s:
+                self.display.note("--resume: the budget adds no rounds to a resumed run")
+            self.manifest["status"] = "finished"
+            self.manifest.pop("error", None)
+            if not any(c.get("status") == "ok" for c in self.manifest["cells"]):
+                # Nothing was measured: not a finished run (the exit code is 3, see run_suite).
+                self.manifest["status"] = "failed"
+                self.manifest["error"] = "every cell failed; see each cell's error"
+            return 0
+        except Interrupted as e:
+            if self.run_dir is not None:
+                self.manifest["status"] = "interrupted"
+                self.manifest["interrupted_by"] = signal.Signals(e.signum).name
+            raise
+        except Exception as e:
+            # The run stops here (a cell's own failure never gets this far): say so in the run.
+            if self.run_dir is not None:
+                self.manifest["status"] = "failed"
+                first = str(e).splitlines()[0] if str(e) else ""
+                self.manifest["error"] = f"{type(e).__name__}: {first}"
+            raise
+        finally:
+            # Signals held from here on: THP restored and the manifest written whatever arrives;
+            # a signal that came meanwhile is raised below once everything is written.
+            raising = self.manifest.get("status") == "interrupted"  # Interrupted on its way out
+            with gate.held():
+                self._close(thp, gate)
+            gate.uninstall()
+            if gate.first is not None and not raising:
+                raise Interrupted(gate.first)
+
+    def _close(self, thp, gate) -> None:
+        """The run's last clean-up, in order: THP restored, the manifest written (as interrupted
+        if a signal came after the last safe point), the display stopped."""
+        if self.clients is not None:
+            with gate.doing("the client host's connection to close"):
+                self.clients.close()
+            if self.run_dir is not None:
+                self.manifest["clients"] = self.clients.to_manifest()
+        if thp is not None:
+            with gate.doing("THP to be restored"):
+                restored = thp.restore()
+            if restored:
+                self.manifest["thp_restored"] = restored
+            elif thp.restore_error:
+                self.manifest["thp_restore_error"] = thp.restore_error
+        if self.run_dir is not None:
+            if gate.first is not None and self.manifest.get("status") != "interrupted":
+                self.manifest["status"] = "interrupted"
+                self.manifest["interrupted_by"] = signal.Signals(gate.first).name
+            self.manifest["finished_at"] = now_iso()
+            with gate.doing("the manifest to be written"):
+                self._save_manifest()
+                self.run_dir.rebuild_results()
+        try:
+            self.display.stop()
+        except OSError:  # a terminal gone with SIGHUP: nothing left to show
+            pass
+
+    def _more_rounds(self, cells, label, allocators, binary, thp, dataset) -> None:
+        """The budget's loop: after each round, stop if every point is decided, the planned
+        maximum is reached or the next round would not fit; else plan and run one more round."""
+        budget = Budget(self.suite.run.budget_s, self.design, self.suite.run.baseline, self.started)
+        rounds = self.suite.run.repeat
+        last_round_s = (time.monotonic() - self.started) / rounds
+        by_name = {a.name: a for a in allocators}
+        while True:
+            self.run_dir.rebuild_results()
+            decision = budget.after_round(self.run_dir.path, rounds, last_round_s)
+            self.display.note(decision.message)
+            self.manifest.setdefault("design", {}).setdefault("looks", []).append(
+                {"rounds": rounds, "message": decision.message}
+            )
+            if not decision.more:
+                self.manifest["design"]["stopped"] = decision.message
+                return
+            rounds += 1
+            new = plan_round(
+                label,
+                baseline_first([a.name for a in allocators], self.suite.run.baseline),
+                list(self.suite.thp.modes),
+                rounds,
+                len(cells),
+                self._engines(),
+            )
+            cells += new
+            self.manifest["cells"] += [_pending(c) for c in new]
+            self._save_manifest()
+            t0 = time.monotonic()
+            self.display.add_cells(len(new))
+            for cell in new:
+                self._run_cell(cell, binary, by_name[cell.allocator], thp, dataset)
+            last_round_s = time.monotonic() - t0
+
+    def _run_cell(self, plan: CellPlan, binary, allocator, thp, dataset) -> None:
+        interrupts.check()  # safe point: between cells (and rounds)
+        entry = self.manifest_cell(plan.id)
+        attempt = self.run_dir.archive_attempt(plan.id)
+        if attempt is not None:
+            entry.setdefault("earlier_attempts", []).append(f"attempt{attempt}")
+        entry.update({"status": "running", "started_at": now_iso()})
+        self._save_manifest()
+        self.display.start_cell(plan, estimate_cell_seconds(self.suite))
+        ctx = CellContext(
+            suite=self.suite,
+            plan=plan,
+            run_dir=self.run_dir,
+            server_binary=binary,
+            allocator=allocator,
+            thp=thp,
+            dataset=(dataset or {}).get(plan.engine),
+            on_progress=self.display.phase,
+            on_interval=self.display.interval,
+            on_note=self.display.note,
+            clients=self.clients,
+        )
+        cell = WorkloadCell(ctx)
+        try:
+            outcome = cell.run()
+        except Interrupted:
+            record = cell.record or dict(entry)
+            record.update(
+                {
+                    "status": "interrupted",
+                    "error": "interrupted by signal",
+                    "finished_at": now_iso(),
+                }
+            )
+            self.run_dir.write_cell(record, [])
+            self._set_manifest_cell(record)
+            raise
+        self.run_dir.write_cell(outcome.record, outcome.rows)
+        self._set_manifest_cell(outcome.record)
+        self.run_dir.rebuild_results()
+        self.display.end_cell(plan, outcome)
+
+    # -- manifest --------------------------------------------------------------------------------
+    def _reopen(self, rd: RunDir, stale: list[str]) -> RunDir:
+        self.manifest = rd.read_manifest()
+        done = rd.finished_cells()
+        for c in self.manifest["cells"]:
+            rec = done.get(c["id"])
+            if rec is not None:
+                c.update(rec["cell"])
+            elif c.get("status") in ("running", "interrupted"):
+                c["status"] = "pending"
+        self.manifest["status"] = "running"
+        self.manifest.update(leftovers.runner_identity())
+        self.manifest.pop("error", None)
+        self.manifest.setdefault("resumed_at", []).append(now_iso())
+        if stale:
+            self.manifest.setdefault("stale_work_removed", []).extend(stale)
+        self._save_manifest(rd)
+        return rd
+
+    def _create_run_dir(self, label: str, cells: list[CellPlan], allocators: list) -> RunDir:
+        stamp = datetime.now().strftime("%Y%m%dT%H%M%S")
+        out = Path(self.suite.run.out)
+        shard = f"-shard{self.shard.index}of{self.shard.count}" if self.shard is not None else ""
+        rd = RunDir.create(out, f"{self.suite.suite.name}-{label}-{stamp}{shard}")
+        try:
+            leftovers.register(rd.path)  # so doctor finds its servers wherever --out put it
+        except OSError as e:
+            self.display.note(f"could not record the run for `mallocsweep doctor`: {e}")
+        self.manifest = {
+            "format_version": FORMAT_VERSION,
+            "tool": Tool.installed().model_dump(),
+            "run_id": rd.path.name,
+            "status": "running",
+            "started_at": now_iso(),
+            "finished_at": None,
+            **leftovers.runner_identity(),
+            "host": host_metadata(),
+            # Whether a server's own THP opt-out also blocks MADV_HUGEPAGE here (the report's advice).
+            "thp_prctl_probe": prctl_blocks_madvise(),
+            "suite": self.suite.as_dict(),
+            "suite_file": self.loaded.path,
+            "suite_sha256": self.loaded.sha256,
+            # The allocator builds this run measures; --resume refuses if one has changed.
+            "allocators": [a.to_manifest() for a in allocators],
+            # What was planned before any data: the looks and the level each is tested at.
+            "design": self.design.to_dict()
+            | {
+                "baseline": self.suite.run.baseline,
+                "aa_arm": aa_name(self.suite.run.baseline) if self.suite.run.aa else None,
+                "budget_s": self.suite.run.budget_s,
+            },
+            "cells": [_pending(c) for c in cells],
+        }
+        if self.shard is not None:
+            self.manifest["shard"] = self.manifest_shard
+        self._save_manifest(rd)
+        return rd
+
+    def manifest_cell(self, cell_id: str) -> dict:
+        for c in self.manifest["cells"]:
+            if c["id"] == cell_id:
+                return c
+        raise KeyError(cell_id)
+
+    def _set_manifest_cell(self, record: dict) -> None:
+        cells = self.manifest["cells"]
+        for i, c in enumerate(cells):
+            if c["id"] == record["id"]:
+                cells[i] = record
+        self._save_manifest()
+
+    def _save_manifest(self, rd: RunDir | None = None) -> None:
+        (rd or self.run_dir).write_manifest(self.manifest)
+
+
+def open_clients(suite: Suite):
+    """The suite's client host(s), checked and prepared (suites.remote.clients; several:
+    suites.remote.hosts), with the files its workload's clients need there."""
+    workload = workloads.of(suite)
+    scripts = {p: [str(m) for m in script_modules(p)] for p in workload.remote_files(suite)}
+    if len(suite.clients.hosts) > 1:
+        clients = ClientHosts(suite.clients, suite.max_threads, WRAPPER, scripts=scripts)
+    else:
+        program = workload.remote_program
+        clients = RemoteClients(
+            suite.clients, suite.max_threads, WRAPPER, program=program, scripts=scripts
+        )
+    clients.open()
+    return clients
+
+
+def _pending(c: CellPlan) -> dict:
+    return {
+        "id": c.id,
+        "index": c.index,
+        "round": c.round,
+        "repeat": c.round,
+        "allocator": {"name": c.allocator},
+        "thp": {"requested": c.thp},
+        "server": {"label": c.server_label},
+        "engine": c.engine,
+        "status": "pending",
+        "error": None,
+    }
+
+
+def with_aa_arm(allocators: list, suite: Suite) -> list:
+    """The allocators, plus the A/A arm when the suite asks for it: the baseline's very build and
+    settings under a second name, so its proof is the baseline's proof. A baseline chosen on
+    purpose (not the default, glibc) must be one of them: with `all`, which allocators those are
+    is known only now."""
+    names = [a.name for a in allocators]
+    default = type(suite.run).model_fields["baseline"].default
+    if suite.run.baseline != default and suite.run.baseline not in names:
+        raise SuiteError(
+            f"run.baseline {suite.run.baseline!r} (--baseline) is not one of the allocators this "
+            f"run measures here ({', '.join(names)}); choose one of them"
+        )
+    if not suite.run.aa:
+        return allocators
+    base = next((a for a in allocators if a.name == suite.run.baseline), None)
+    if base is None:
+        raise SuiteError(
+            f"run.aa: the baseline {suite.run.baseline!r} is not among the allocators run "
+            f"({', '.join(a.name for a in allocators)}); add it or set run.baseline"
+        )
+    arm = replace(
+        base,
+        name=aa_name(base.name),
+        description=f"A/A arm: {base.name} again under a second name (noise floor)",
+    )
+    return [*allocators, arm]
+
+
+def run_suite(
+    loaded: LoadedSuite,
+    suite: Suite,
+    resume: Path | None,
+    display: Display,
+    cache_root: Path | None = None,
+    shard=None,
+) -> tuple[int, Path | None]:
+    """Run the matrix; (exit code, run dir). Raises Interrupted after recording the interruption."""
+    m = Matrix(loaded, suite, resume=resume, display=display, cache_root=cache_root, shard=shard)
+    try:
+        code = m.run()
+    except ServerError as e:
+        raise SuiteError(str(e)) from None
+    failed = [
+        c for c in m.manifest.get("cells", []) if c.get("status") != "ok" or c.get("level_failures")
+    ]
+    # THP left changed is a problem of the run, like a failed cell: the results stand, exit 3.
+    if failed or m.manifest.get("thp_restore_error"):
+        code = 3
+    return code, m.run_dir.path

@@ -1,0 +1,122 @@
+"""The matrix: which cells run, in what order, and how long it should take.
+
+A cell is one server life: server x allocator x THP mode x repeat round. Rounds change the
+allocator order (a Williams design, see allocator_order) and alternate the THP order, so slow drift
+of the machine — thermal, page cache, a noisy neighbour — does not always favour the allocator that
+runs first or the one that runs next to the baseline (asv/pyperf interleaving).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from suites.families.base import DEFAULT_ENGINE
+from suites.workloads import registry as workloads
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    index: int
+    round: int  # 1-based repeat round
+    server_label: str  # e.g. "mariadb-10.11.19"
+    allocator: str
+    thp: str
+    # The storage engine the workload's tables use (a matrix dimension). It is part of the
+    # server label (engine_label) whenever it is not InnoDB, so every point, verdict and compare
+    # keeps engines apart without each of them knowing about engines.
+    engine: str = "innodb"
+
+    @property
+    def id(self) -> str:
+        """Names the cell by what ran, safe as a file name."""
+        raw = f"{self.server_label}__{self.allocator}__thp-{self.thp}__r{self.round}"
+        return re.sub(r"[^A-Za-z0-9_.+-]", "_", raw)
+
+
+def engine_label(server_label: str, engine: str) -> str:
+    """The label of a server running `engine`'s tables: unchanged for InnoDB (every run before
+    engines existed was InnoDB, so its points still match), "+ENGINE" otherwise."""
+    return server_label if engine == DEFAULT_ENGINE else f"{server_label}+{engine}"
+
+
+def plan_cells(
+    server_label: str,
+    allocators: list[str],
+    thp_modes: list[str],
+    repeat: int,
+    engines: tuple[str, ...] = (DEFAULT_ENGINE,),
+) -> list[CellPlan]:
+    """Cells in run order: each round runs every (engine, thp, allocator), in a rotated order."""
+    cells: list[CellPlan] = []
+    for rnd in range(1, repeat + 1):
+        cells += plan_round(server_label, allocators, thp_modes, rnd, len(cells), engines)
+    return cells
+
+
+def plan_round(
+    server_label: str,
+    allocators: list[str],
+    thp_modes: list[str],
+    rnd: int,
+    first_index: int,
+    engines: tuple[str, ...] = (DEFAULT_ENGINE,),
+) -> list[CellPlan]:
+    """One round's cells (a budget adds rounds one at a time), allocators in the order of
+    `allocator_order`; even rounds run the THP modes (and engines) backwards."""
+    groups = [(e, t) for e in engines for t in thp_modes]
+    if rnd % 2 == 0:
+        groups.reverse()
+    order = [(e, t, a) for e, t in groups for a in allocator_order(allocators, rnd)]
+    return [
+        CellPlan(first_index + i, rnd, engine_label(server_label, e), alloc, thp, e)
+        for i, (e, thp, alloc) in enumerate(order)
+    ]
+
+
+def allocator_order(allocators: list[str], rnd: int) -> list[str]:
+    """The allocators' order in round `rnd`: row rnd - 1 of a Williams design (a Latin square
+    balanced for neighbours). Over n rounds (2n for an odd n) every allocator takes every place
+    once and runs right after every other allocator equally often, so neither a drift within the
+    round (first vs last) nor a neighbour (who ran just before) favours one, and the baseline is
+    not always next to the same arms (the rotation of one fixed list used before kept it beside
+    the same two, the A/A arm one of them, in every round). With two allocators this is strict
+    alternation.
+
+    The first allocator listed opens the run: put the baseline there (baseline_first). The run's
+    first server life is often off (three recorded quick runs: by 4-25%, either way), and the
+    verdicts' variance is that of the paired differences to the baseline (analysis/sequential.py):
+    a baseline life that is off shows in every allocator's differences and widens every interval,
+    while another allocator's life that is off would move that allocator's ratio alone."""
+    n = len(allocators)
+    if n < 2:
+        return list(allocators)
+    rows = _williams_rows(n)
+    return [allocators[i] for i in rows[(rnd - 1) % len(rows)]]
+
+
+def baseline_first(allocators: list[str], baseline: str) -> list[str]:
+    """The allocator names with the baseline moved to the front (allocator_order says why)."""
+    return sorted(allocators, key=lambda a: a != baseline)
+
+
+def _williams_rows(n: int) -> list[list[int]]:
+    """Williams' rows for n treatments: 0, 1, n-1, 2, n-2, ... shifted by k = 0..n-1 (mod n),
+    and for an odd n the same rows reversed as well (an odd n needs 2n rows for the balance)."""
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:
+        first.append(lo)
+        lo += 1
+        if len(first) < n:
+            first.append(hi)
+            hi -= 1
+    rows = [[(x + k) % n for x in first] for k in range(n)]
+    return rows + [row[::-1] for row in rows] if n % 2 else rows
+
+
+def estimate_cell_seconds(suite) -> float:
+    """Expected wall time of one cell, for the ETA: startup and shutdown, and the workload's
+    warmup and levels (its plugin's estimate)."""
+
+    startup_shutdown = 15.0
+    return startup_shutdown + workloads.of(suite).estimate_cell_seconds(suite)

@@ -1,0 +1,155 @@
+"""`--resume RUN_DIR`: what may be resumed, which cells, and with which allocators.
+
+A resumed run must measure what the interrupted one would have: same suite, same machine, same
+server, same allocator builds. Each difference is a one-line refusal. The cells come from the
+manifest (never re-planned from today's "all"), and a runner killed with SIGKILL leaves its cells'
+work directories behind: they are removed here, but only when no server of the run still runs.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from rundir.errors import RunDirError
+from rundir.format import FORMAT_VERSION
+from rundir.integrity import Integrity, check_run
+from rundir.write import WORK_DIR, RunDir, owned
+from suites.errors import SuiteError
+from suites.runner.leftovers import live_servers, runner_running
+from suites.runner.plan import CellPlan
+
+# Host facts that change allocator behaviour (collectors.host.host_metadata's keys).
+HOST_KEYS = ("kernel", "cpu_model", "cpu_count", "glibc_version")
+
+
+def check_run_dir(path: Path) -> Integrity:
+    """The run directory to resume, checked before anything else looks at it (rundir.integrity):
+    a manifest of the wrong shape is "not a mallocsweep run", a finished cell whose record is
+    missing or damaged is named. SuiteError (one line) else."""
+    try:
+        found = check_run(Path(path))
+    except RunDirError as e:
+        raise SuiteError(f"--resume {e}") from None
+    if found.gaps:
+        raise SuiteError(
+            "--resume "
+            + found.refusal(
+                "a resumed run keeps its finished cells, so each needs its record; "
+                "nothing was changed (start a new run)"
+            )
+        )
+    return found
+
+
+def _identity(d: dict) -> dict:
+    """The suite settings that decide what runs (where the run is written does not)."""
+    return {k: v for k, v in d.items() if k != "run"} | {"repeat": d.get("run", {}).get("repeat")}
+
+
+def check_resumable(manifest: dict, suite: dict, label: str, host: dict) -> None:
+    """Refuse (SuiteError, one line) a run that cannot continue as it was started."""
+    m = manifest
+    if m.get("format_version") != FORMAT_VERSION:
+        raise SuiteError(
+            f"--resume: run format {m.get('format_version')} is not {FORMAT_VERSION}; resume it with"
+            " the mallocsweep version that started it"
+        )
+    if _identity(m.get("suite") or {}) != _identity(suite):
+        raise SuiteError(
+            "--resume: the suite settings differ from the run's (same file and options needed)"
+        )
+    was = m.get("host") or {}
+    for key in HOST_KEYS:
+        if was.get(key) != host.get(key):
+            raise SuiteError(
+                f"--resume: host {key} changed ({was.get(key)!r} -> {host.get(key)!r})"
+            )
+    # Pending cells carry the server label; a cell that ran has the server's own record instead.
+    labels = {(c.get("server") or {}).get("label") for c in m["cells"]} - {None}
+    # A non-InnoDB engine's cells carry "LABEL+ENGINE" (suites.runner.plan.engine_label).
+    if labels and not any(x == label or x.startswith(label + "+") for x in labels):
+        raise SuiteError(
+            f"--resume: the server is now {label}, the run used {', '.join(sorted(labels))}"
+        )
+    pid = runner_running(m) if m.get("status") == "running" else None
+    if pid is not None:
+        raise SuiteError(f"--resume: the run is still in progress (runner pid {pid})")
+
+
+def plan_from_manifest(manifest: dict, label: str) -> list[CellPlan]:
+    """The run's cells, as it planned them. A cell that ran records the server itself rather than
+    its label: it is `label` (checked by check_resumable, and by the cell id, which names it)."""
+    plans = []
+    for c in manifest.get("cells") or []:
+        try:
+            p = CellPlan(
+                int(c["index"]),
+                int(c["round"]),
+                str((c.get("server") or {}).get("label") or label),
+                str(c["allocator"]["name"]),
+                str(c["thp"]["requested"]),
+                str(c.get("engine") or "innodb"),  # runs before engines existed were InnoDB
+            )
+        except (KeyError, TypeError, ValueError):
+            raise SuiteError(f"--resume: manifest cell {c.get('id')!r} is incomplete") from None
+        if p.id != c.get("id"):
+            raise SuiteError(f"--resume: manifest cell {c.get('id')!r} does not match its fields")
+        plans.append(p)
+    return plans
+
+
+def recorded_allocator(manifest: dict, name: str) -> dict | None:
+    """The allocator build the run used: its list of allocators, else any cell that ran it."""
+    for a in manifest.get("allocators") or []:
+        if a.get("name") == name:
+            return a
+    for c in manifest.get("cells") or []:
+        a = c.get("allocator") or {}
+        if a.get("name") == name and "sha256" in a:
+            return a
+    return None
+
+
+def check_allocators(manifest: dict, allocators: list) -> None:
+    """Each allocator still to run must be usable and the very build the run started with."""
+    for a in allocators:
+        if not a.usable:
+            raise SuiteError(f"--resume: allocator {a.name!r} is no longer usable: {a.why_not}")
+        was = recorded_allocator(manifest, a.name)
+        if was is None:
+            continue  # nothing recorded to compare with (no cell of it ever started)
+        for key in ("version", "sha256"):
+            if was.get(key) != getattr(a, key):
+                raise SuiteError(
+                    f"--resume: allocator {a.name!r} {key} changed "
+                    f"({was.get(key)!r} -> {getattr(a, key)!r}); start a new run"
+                )
+
+
+def clear_stale_work(rd: RunDir, cells: list[CellPlan]) -> list[str]:
+    """Remove the work directories a killed runner left, after proving no server uses them.
+
+    Only work/<cell id> of this run's cells, and only when work/ carries our ownership marker.
+    Returns the names removed.
+    """
+    live = live_servers(rd.path)
+    if live:
+        s = live[0]
+        raise SuiteError(
+            f"--resume: {s.comm} pid {s.pid} of this run is still running in {s.work_dir}; "
+            f"wait for it to exit or stop it (kill {s.pid})"
+        )
+    work = rd.path / WORK_DIR
+    if not owned(work):
+        return []
+    removed = []
+    for c in cells:
+        d = work / c.id
+        if d.is_dir() and not d.is_symlink():
+            try:
+                shutil.rmtree(d)
+            except OSError as e:
+                raise SuiteError(f"--resume: cannot remove the stale {d}: {e.strerror}") from None
+            removed.append(c.id)
+    return removed

@@ -1,0 +1,100 @@
+"""The cell of a suite: its server family's server running its workload's levels.
+
+What the server is (how it is made, where its data comes from, what clients connect to, where
+its status is read and what its counters mean) is the suite's family plugin's
+(suites/families/); what runs on it (levels, clock, warmup) is the suite's workload
+plugin's (suites/workloads/). This class only joins the two for suites.runner.cell.CellRunner, which
+owns the life (start, proof, collectors, phases, stop, records). Workloads see the cell through
+a suites.workloads.context.LevelContext, never this class.
+"""
+
+from __future__ import annotations
+
+from servers.allocstats import AllocStats
+from servers.thpshim import keep_thp_library
+from suites.families.base import Family, ServerLaunch
+from suites.families.registry import family_of
+from suites.runner.cell import CellRunner
+from suites.workloads import registry as workloads
+from suites.workloads.context import LevelContext
+from suites.workloads.level import ClientTarget
+
+
+class WorkloadCell(CellRunner):
+    """A cell whose server is its family's and whose levels, clock and warmup are its workload's."""
+
+    @property
+    def family(self) -> Family:
+        return family_of(self.ctx.suite)
+
+    @property
+    def workload(self) -> workloads.Workload:
+        return workloads.of(self.ctx.suite)
+
+    # -- the family's part ------------------------------------------------------------------
+    def prepare_datadir(self) -> dict:
+        if not self.family.restores_dataset:
+            return {"method": "empty", "seconds": 0.0}
+        ds = self.ctx.dataset
+        return ds.cache.restore(ds.key, self.family.datadir(self.work))
+
+    def make_server(self, thp_disable: bool):
+        suite, family = self.ctx.suite, self.family
+        extra, late, env = (), (), {}
+        if family.preloads and suite.thp.keep_server_thp:
+            extra = (str(keep_thp_library()),)
+            self.record["experiment"] = (
+                "keep_server_thp: a preload shim ignored the server's prctl(PR_SET_THP_DISABLE), "
+                "so the system THP mode reached its heap; MariaDB's own behaviour was changed"
+            )
+        if family.preloads and suite.memory.alloc_stats:
+            self.alloc_stats = AllocStats(self.work)
+            lib, env = self.alloc_stats.prepare()
+            late = (lib,)
+        clients = suite.clients
+        return family.make_server(
+            ServerLaunch(
+                binary=self.ctx.server_binary,
+                workdir=self.work,
+                server=suite.server,
+                allocator=self.ctx.allocator,
+                engine=self.plan.engine,
+                max_threads=suite.max_threads,
+                prepared_statements=self.workload.prepared_statements(suite),
+                thp_disable=thp_disable,
+                bind_address=clients.server_address if clients.hosts else "127.0.0.1",
+                extra_preload=extra,
+                late_preload=late,
+                extra_env=env,
+            )
+        )
+
+    def target(self) -> ClientTarget:
+        return self.family.target(self.server, self.workload.database)
+
+    def remote_target(self) -> ClientTarget:
+        return self.family.remote_target(self.server, self.workload.database)
+
+    def status_source(self):
+        return self.family.status(self.server)
+
+    def live_status_source(self):
+        return self.family.live_status(self.server)
+
+    def counters(self) -> dict[str, str]:
+        return self.family.counters(self.plan.engine)
+
+    # -- the workload's part ----------------------------------------------------------------
+    def workload_phases(self):
+        return self.workload.phases(LevelContext(self))
+
+    def level_clock(self) -> tuple[float | None, float | None, bool]:
+        return self.workload.clock(self.ctx.suite)
+
+    def warmup(self) -> dict | None:
+        return self.workload.warmup(LevelContext(self))
+
+    def warmup_throughput(self, t: float, tps: float, qps: float) -> None:
+        """Warmup intervals go to the timeline only (no measured window: nothing is per-op)."""
+        if self.collectors is not None:
+            self.collectors.set_throughput(tps, qps)

@@ -1,2 +1,0 @@
-"""The server family plugins (suites/families.py registers them): MariaDB/MySQL/Percona in
-mysql.py, MongoDB in mongodb.py, what a family declares in base.py."""

@@ -1,0 +1,48 @@
+"""The read-while-writing table: (id BIGINT primary key, v VARBINARY(value_bytes)) on the cell's
+engine. VARBINARY keeps the value in the row as the study's key-value stores keep it next to the
+key (up to the engine's row limit, suites.workloads.rww.spec.MAX_VALUE_BYTES)."""
+
+from __future__ import annotations
+
+from servers.engines import SQL_NAME
+from suites.errors import SuiteError
+from suites.workloads.level import ClientTarget
+from suites.workloads.rww.spec import TABLE, RwwSpec
+
+
+def create_table_sql(spec: RwwSpec) -> str:
+    return (
+        f"CREATE TABLE {TABLE} (id BIGINT NOT NULL PRIMARY KEY, "
+        f"v VARBINARY({spec.value_bytes}) NOT NULL) ENGINE={SQL_NAME[spec.engine]}"
+    )
+
+
+def prepare(target: ClientTarget, spec: RwwSpec) -> None:
+    """An empty table on the spec's engine; SuiteError (one line) if the server refuses it."""
+    import MySQLdb
+
+    from suites.workloads.rww.client import connect
+
+    base = ClientTarget(**{**target.__dict__, "database": "mysql"})
+    try:
+        conn = connect(base)
+    except MySQLdb.Error as e:
+        raise SuiteError(f"rww: cannot connect to the server: {e}") from None
+    try:
+        cur = conn.cursor()
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS `{target.database}`")
+        cur.execute(f"USE `{target.database}`")
+        cur.execute(f"DROP TABLE IF EXISTS {TABLE}")
+        cur.execute(create_table_sql(spec))
+        cur.execute(
+            "SELECT engine FROM information_schema.tables WHERE table_schema = %s "
+            "AND table_name = %s",
+            (target.database, TABLE),
+        )
+        got = (cur.fetchone() or [""])[0]
+        if str(got).lower() != spec.engine:  # the server may silently substitute its default
+            raise SuiteError(f"rww: the table was created on {got!r}, not {spec.engine}")
+    except MySQLdb.Error as e:
+        raise SuiteError(f"rww: cannot create the table on {spec.engine}: {e}") from None
+    finally:
+        conn.close()

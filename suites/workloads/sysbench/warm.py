@@ -1,0 +1,102 @@
+"""A sysbench suite's warmup: the classic procedure with its parts — full PRIMARY-key scans of
+the workloads' tables, then one continuous run of a workload — handed to suites.workloads.warmup, which
+decides when the server is warm from its cache counters."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from suites.errors import SuiteError
+from suites.workloads.level import ClientTarget
+from suites.workloads.sysbench.options import Script, SysbenchOptions
+from suites.workloads.sysbench.runner import run_level
+from suites.workloads.warmup import CHECK_S, warm_up
+
+
+def _primary_keyed(cur, database: str) -> set[str]:
+    """The tables of `database` that have a PRIMARY KEY."""
+    cur.execute(
+        "SELECT DISTINCT table_name FROM information_schema.statistics "
+        "WHERE table_schema = %s AND index_name = 'PRIMARY'",
+        (database,),
+    )
+    return {str(r[0]) for r in cur.fetchall()}
+
+
+def scan_tables(connect, database: str, tables: list[str], stock: bool) -> float:
+    """The warmup's full PRIMARY-key scans; returns seconds. The stock tables get the classic
+    `SELECT AVG(id) ... FORCE KEY (PRIMARY)`; a user's script's tables (no `id` column known)
+    `SELECT COUNT(*) ... FORCE KEY (PRIMARY)`, which reads the same clustered index, or a plain
+    `SELECT COUNT(*)` for a table without a primary key (TPC-C's history has none). SuiteError
+    naming the table on failure."""
+    started = time.monotonic()
+    try:
+        conn = connect()
+    except Exception as e:  # noqa: BLE001 - a server gone before warmup is a failed cell, one line
+        raise SuiteError(f"warmup could not connect to the server: {e}") from None
+    try:
+        cur = conn.cursor()
+        keyed = set(tables) if stock else _primary_keyed(cur, database)
+        for name in tables:
+            table = f"`{database}`.`{name}`"
+            what = "AVG(id)" if stock else "COUNT(*)"
+            force = " FORCE KEY (PRIMARY)" if name in keyed else ""
+            try:
+                cur.execute(f"SELECT {what} FROM {table}{force}")
+                cur.fetchall()
+            except Exception as e:  # noqa: BLE001 - any driver error becomes a one-line SuiteError
+                raise SuiteError(f"warmup scan of {table} failed: {e}") from None
+        cur.close()
+    finally:
+        conn.close()
+    return time.monotonic() - started
+
+
+def sysbench_warm_up(
+    connect,
+    target: ClientTarget,
+    opts: SysbenchOptions,
+    counters,
+    names: tuple[str, str],
+    *,
+    load: Script,
+    stock: list[str],
+    own: list[str],
+    cap_s: float,
+    min_s: float,
+    log_dir: Path,
+    scan: bool = True,
+    threads: int = 8,
+    on_interval=None,
+    engine: str = "innodb",
+    check_s: float = CHECK_S,
+) -> dict:
+    """suites.workloads.warmup.warm_up with sysbench's parts: the scans of the `stock` tables and the
+    user's scripts' `own` tables, then one continuous run of `load` (one sysbench process, its
+    clients connected once) stopped when warm. `counters` reads the cache's two counters,
+    `names` are the server's names for them."""
+
+    def scan_all() -> float:
+        took = scan_tables(connect, target.database, stock, stock=True) if stock else 0.0
+        return took + (scan_tables(connect, target.database, own, stock=False) if own else 0.0)
+
+    def run(seconds, interval, stop_when):
+        return run_level(
+            target, load, threads, seconds, opts, log_dir / "warmup.log",
+            on_interval=interval, stop_when=stop_when,
+        )  # fmt: skip
+
+    return warm_up(
+        counters,
+        names,
+        cap_s=cap_s,
+        min_s=min_s,
+        scan=scan_all if scan else None,
+        load=run,
+        load_name=load.name.upper(),
+        threads=threads,
+        check_s=check_s,
+        on_interval=on_interval,
+        engine=engine,
+    )
