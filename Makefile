@@ -74,9 +74,11 @@ $(STAMPS)/standin: tests/standin/pom.xml tests/standin/src/main/java/mallocsweep
 run: setup
 	$(VENV)/bin/mallocsweep run $(SUITE) --out $(OUT)
 
-# The ten slowest tests and the session's total close the output (CI's log keeps them).
+# Two workers (pytest-xdist; tests/conftest.py says how tests are grouped between them). The ten
+# slowest tests and the session's total close the output (CI's log keeps them).
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q -ra --durations=10 tests
+	$(PY) -m pytest -q -ra --durations=10 -n $(TEST_WORKERS) --dist loadgroup tests
 
 test-unit: venv helper
 	$(PY) -m pytest -q -ra tests/unit

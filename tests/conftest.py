@@ -10,6 +10,31 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+# `make test` runs the tests in two pytest-xdist workers (--dist loadgroup). Each test module is
+# one group, so its module-scoped fixtures (a run shared by its tests) live in one worker. Tests
+# that change what the whole machine shares (the THP sysfs settings, vm.nr_hugepages) or check
+# that it is unchanged carry the `system_settings` mark: they form one group and so never overlap
+# each other. Everything else may run beside them: servers on private ports, sockets and
+# directories, fetched roots shared read-only (their archive index and fetches are locked).
+SYSTEM_GROUP = "system-settings"
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "system_settings: changes or checks machine-wide settings (THP, huge pages); runs in one "
+        "xdist group so that no two such tests overlap",
+    )
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        system = item.get_closest_marker("system_settings") is not None
+        group = SYSTEM_GROUP if system else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
 
 @pytest.fixture
 def short_tmp():

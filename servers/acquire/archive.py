@@ -11,6 +11,8 @@ mirror, so apt is told not to check it (`Acquire::Check-Valid-Until=false`).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import re
 import subprocess
@@ -268,13 +270,29 @@ class ReleaseIndex:
         s = self._stamp()
         return s.is_file() and time.time() - s.stat().st_mtime < INDEX_MAX_AGE_S
 
+    @contextlib.contextmanager
+    def _locked(self, exclusive: bool):
+        """apt runs here with Debug::NoLocking (the index is ours, not the system's), so two of our
+        processes (two `servers fetch`, two test workers) would write the same list files at once:
+        an update holds this lock exclusively, a read shares it."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / ".lock", "w") as f:
+            fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            yield
+
     def update(self, force: bool = False) -> None:
-        """Download this release's indexes (skipped when they are recent)."""
+        """Download this release's indexes (skipped when they are recent, also when another
+        process of ours updated them while this one waited for the lock)."""
         if not force and self.fresh():
             return
-        self._prepare()
-        self._run(["apt-get", "-q", *self.options(), "update"], timeout=600, what="apt-get update")
-        self._stamp().write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + "\n")
+        with self._locked(exclusive=True):
+            if not force and self.fresh():
+                return
+            self._prepare()
+            self._run(
+                ["apt-get", "-q", *self.options(), "update"], timeout=600, what="apt-get update"
+            )
+            self._stamp().write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + "\n")
 
     def _run(
         self,
@@ -311,20 +329,22 @@ class ReleaseIndex:
     def show(self, *names: str) -> list[Package]:
         """Every version the release has of `names` (unknown names are left out)."""
         # apt-cache exits 100 when one of the names is unknown, after showing the others.
-        out = self._run(
-            ["apt-cache", *self.options(), "show", *names],
-            timeout=120,
-            what="apt-cache show",
-            check=False,
-        )
+        with self._locked(exclusive=False):
+            out = self._run(
+                ["apt-cache", *self.options(), "show", *names],
+                timeout=120,
+                what="apt-cache show",
+                check=False,
+            )
         return parse_packages(out)
 
     def pkgnames(self, prefix: str) -> list[str]:
-        out = self._run(
-            ["apt-cache", *self.options(), "pkgnames", prefix],
-            timeout=120,
-            what="apt-cache pkgnames",
-        )
+        with self._locked(exclusive=False):
+            out = self._run(
+                ["apt-cache", *self.options(), "pkgnames", prefix],
+                timeout=120,
+                what="apt-cache pkgnames",
+            )
         return sorted(set(out.split()))
 
     def allocator_packages(self) -> tuple[dict[str, Package], list[str]]:

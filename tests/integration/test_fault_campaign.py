@@ -10,7 +10,8 @@ import pytest
 from tests.integration.fault_campaign import campaign
 from tests.integration.runs_helpers import scratch_dir
 
-pytestmark = pytest.mark.integration
+# It checks that no fault leaves THP changed: no THP test may run beside it.
+pytestmark = [pytest.mark.integration, pytest.mark.system_settings]
 
 SEED = 17
 FAULTS = 12

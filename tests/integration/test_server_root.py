@@ -61,29 +61,51 @@ def _mounts_mentioning(*paths) -> list[str]:
     return [ln for ln in text.splitlines() if any(str(p) in ln for p in paths)]
 
 
-def _processes_in(root: Path) -> list[int]:
-    """Live processes whose root directory is `root` (a chroot into it)."""
+def _processes_in(root: Path, ours: Path) -> list[int]:
+    """Live processes whose root directory is `root` (a chroot into it) and whose command line
+    mentions `ours` (the test's directory: its servers' my.cnf is there). Other tests may run
+    servers in the same fetched root at the same time (pytest-xdist workers, a user's run)."""
     out = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                if os.readlink(d / "root") == str(root):
+                if (
+                    os.readlink(d / "root") == str(root)
+                    and str(ours).encode() in (d / "cmdline").read_bytes()
+                ):
                     out.append(int(d.name))
             except OSError:
                 continue
     return out
 
 
-def _tree(root: Path) -> set[str]:
-    """The root's directories outside /usr, /var, /etc (where a mount point of ours would go)."""
+def _tree(root: Path, *ours: Path) -> set[str]:
+    """The root's directories outside /usr, /var, /etc (where a mount point of ours would go),
+    those at or under one of `ours` (the test's own directories, as seen inside the root) when
+    given: another test's server in the same root may hold mount points of its own meanwhile."""
     skip = {"usr", "var", "etc", "proc", "sys", "dev"}
     found = set()
     for top in root.iterdir():
         if top.name in skip or top.is_symlink() or not top.is_dir():
             continue
         for dirpath, _dirs, _files in os.walk(top):
-            found.add(dirpath)
+            inside = dirpath[len(str(root)) :] or "/"
+            if not ours or any(
+                inside == str(o) or inside.startswith(f"{o}/") or str(o).startswith(f"{inside}/")
+                for o in ours
+            ):
+                found.add(dirpath)
     return found
+
+
+def _socket_dirs(run_dir: Path) -> list[Path]:
+    """The short socket directories (/tmp/ms-sock-*) this run's servers used, left or not."""
+    out = []
+    for c in manifest(run_dir)["cells"]:
+        sock = (c.get("server") or {}).get("socket")
+        if sock and Path(sock).parent.name.startswith("ms-sock-"):
+            out.append(Path(sock).parent)
+    return out
 
 
 def _socket_dirs_left(run_dir: Path) -> list[str]:
@@ -107,7 +129,7 @@ def _run_suite(suite: Path, out: Path, cache: Path) -> tuple[int, Path, str]:
 
 
 def test_mysql_smoke_in_root_under_builtin(mysql_root, out, dataset_cache):
-    before_tree = _tree(mysql_root)
+    before_tree = _tree(mysql_root, out)
     code, run_dir, err = _run_suite(
         _suite(out, "mysql", mysql_root, ["builtin"]), out, dataset_cache
     )
@@ -144,9 +166,9 @@ def test_mysql_smoke_in_root_under_builtin(mysql_root, out, dataset_cache):
         assert r["workload"] == "point_select" and float(r["qps"]) > 0, r
         assert r["server"] == f"mysql-{want.group(1)}"
     # Nothing left: no process chrooted into the root, no mount, no mount point, no socket dir.
-    assert _processes_in(mysql_root) == []
+    assert _processes_in(mysql_root, out) == []
     assert _mounts_mentioning(mysql_root, out) == []
-    assert _tree(mysql_root) == before_tree
+    assert _tree(mysql_root, out, *_socket_dirs(run_dir)) == before_tree
     assert _socket_dirs_left(run_dir) == []
     assert main(["report", str(run_dir)]) == 0
     summary = (run_dir / "summary.md").read_text()
@@ -186,7 +208,7 @@ def test_mariadb_smoke_in_root_under_root_allocators(mariadb_root, out, dataset_
         (a, t) for a in ("glibc", "jemalloc") for t in (2, 4)
     }
     assert all(float(r["qps"]) > 0 for r in rows)
-    assert _processes_in(mariadb_root) == [] and _mounts_mentioning(mariadb_root, out) == []
+    assert _processes_in(mariadb_root, out) == [] and _mounts_mentioning(mariadb_root, out) == []
 
 
 def test_running_server_seen_from_the_host(mariadb_root, out, copy_pristine):
@@ -194,7 +216,7 @@ def test_running_server_seen_from_the_host(mariadb_root, out, copy_pristine):
     invisible from the host, and after the stop no mount point left in the root."""
     binary = find_mysql(root=str(mariadb_root))
     copy_pristine(binary, out / "w")  # initialised in the root once per session
-    before = _tree(mariadb_root)
+    before = _tree(mariadb_root, out)
     jemalloc = resolve(["jemalloc"], root=binary.root)[0]
     server = MySQLServer(
         binary, out / "w", MySQLSettings(buffer_pool_mb=32, max_threads=8), jemalloc
@@ -225,7 +247,7 @@ def test_running_server_seen_from_the_host(mariadb_root, out, copy_pristine):
         server.stop()
     assert server.exit is not None and server.exit.returncode == 0
     assert not Path(f"/proc/{pid}").exists()
-    assert _tree(mariadb_root) == before
+    assert _tree(mariadb_root, out) == before
 
 
 def test_mysql_in_root_auth_x_protocol_and_secure_file_priv(mysql_root, out, copy_pristine):
@@ -281,13 +303,13 @@ def test_mysql_in_root_auth_x_protocol_and_secure_file_priv(mysql_root, out, cop
 
 
 def test_sigint_mid_run_leaves_nothing(mysql_root, out, dataset_cache):
-    before_tree = _tree(mysql_root)
+    before_tree = _tree(mysql_root, out)
     suite = _suite(out, "mysql", mysql_root, ["builtin"], duration=30)
     proc = start_run([str(suite), "--out", str(out / "runs")], dataset_cache)
     try:
         run_dir = run_dir_of(out / "runs", 300)
         pid = wait_for(lambda: server_pid(run_dir), 300, "the server in the root to start")
-        assert pid in _processes_in(mysql_root)
+        assert pid in _processes_in(mysql_root, out)
         wait_for(lambda: any(run_dir.glob("logs/*/point_select@2.log")), 300, "the first level")
         proc.send_signal(signal.SIGINT)
         proc.wait(120)
@@ -297,9 +319,9 @@ def test_sigint_mid_run_leaves_nothing(mysql_root, out, dataset_cache):
     m = json.loads((run_dir / "manifest.json").read_text())
     assert m["status"] == "interrupted" and m["cells"][0]["server"]["socket"]
     assert not Path(f"/proc/{pid}").exists()
-    assert _processes_in(mysql_root) == []
+    assert _processes_in(mysql_root, out) == []
     assert _mounts_mentioning(mysql_root, out) == []
-    assert _tree(mysql_root) == before_tree
+    assert _tree(mysql_root, out, *_socket_dirs(run_dir)) == before_tree
     assert _socket_dirs_left(run_dir) == []
 
 
@@ -330,7 +352,7 @@ def test_mysql_in_root_proof_follows_the_binding(mysql_root, out, dataset_cache)
     rows = results(run_dir)
     assert {r["allocator"] for r in rows} == {"builtin", "jemalloc"}
     assert all(float(r["qps"]) > 0 for r in rows)
-    assert _processes_in(mysql_root) == [] and _mounts_mentioning(mysql_root, out) == []
+    assert _processes_in(mysql_root, out) == [] and _mounts_mentioning(mysql_root, out) == []
 
 
 def test_mysql_in_root_refuses_glibc_before_anything_runs(mysql_root, out, dataset_cache):
@@ -349,4 +371,4 @@ def test_mysql_in_root_refuses_glibc_before_anything_runs(mysql_root, out, datas
         "links libtcmalloc.so.4 itself: its malloc is tcmalloc, not glibc" in ln for ln in lines
     ), err
     assert not (out / "runs").exists() or not any((out / "runs").iterdir())
-    assert _processes_in(mysql_root) == []
+    assert _processes_in(mysql_root, out) == []

@@ -27,6 +27,7 @@ ENABLED = thpmod.SYSFS / "enabled"
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.system_settings,  # sets THP always/madvise system-wide for its cells
     pytest.mark.skipif(
         not thpmod.writable(), reason="THP sysfs is not writable: these tests need root"
     ),

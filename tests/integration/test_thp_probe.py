@@ -11,6 +11,8 @@ from collectors.thp_probe import PROBE_MODE, prctl_blocks_madvise
 from suites.runner import thp
 
 ENABLED = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+# The second test sets THP never system-wide for a moment.
+pytestmark = pytest.mark.system_settings
 
 
 def check_measured(got: dict) -> None:

@@ -21,7 +21,7 @@ PACKAGES = ("suites", "servers", "collectors", "analysis", "rundir", "bench", "c
 # Ours: the packages, and what tests import from their own tree (tests/fixtures/make_runs.py).
 FIRST_PARTY = {*PACKAGES, "tests", *(p.stem for p in (REPO / "tests").iterdir())}
 # Dev dependencies that are never imported: a pytest plugin found by its entry point, a linter.
-NOT_IMPORTED = {"pytest-timeout", "ruff"}
+NOT_IMPORTED = {"pytest-timeout", "pytest-xdist", "ruff"}
 
 
 def _canon(name: str) -> str:
