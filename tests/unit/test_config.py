@@ -273,7 +273,7 @@ BAD = [
     ),
     (
         "[thp]\nmodes = ['always']\nmax_ptes_none = [-1]\n",
-        r"x\.toml:3: thp\.max_ptes_none\[0\]: .*greater than or equal to 0",
+        r"x\.toml:3: thp\.max_ptes_none\[0\]: expected a value >= 0",
     ),
     (
         "[thp]\nlarge_pages = []\n",
