@@ -270,6 +270,15 @@ class ProcFS:
     def sys_vm_writable(self, name: str) -> bool:
         return os.access(self.root / "sys" / "vm" / name, os.W_OK)
 
+    def mounts(self) -> dict[str, str]:
+        """Mount point -> filesystem type, as this process sees them (/proc/self/mounts)."""
+        out: dict[str, str] = {}
+        for line in self._read(None, "self/mounts").splitlines():
+            f = line.split()
+            if len(f) >= 3:
+                out[f[1].replace("\\040", " ")] = f[2]
+        return out
+
     def kernel_thread(self, comm: str) -> int | None:
         """The pid of the kernel thread named `comm` (a child of kthreadd, pid 2), e.g.
         khugepaged; None when there is none. Walks /proc once: call it once, keep the pid."""

@@ -460,16 +460,21 @@ class Collectors:
         if b.snap.live and not b.snap.pre_exec:
             self.writer.write(self._t0, name, b.snap, None, None)
         if mark is not None:
-            self._remember_memory(mark, b.snap)
+            self._remember_memory(mark, b.snap, b.hugepages)
 
     def boundary_hugepages(self) -> dict | None:
         """The hugepage reading of the latest phase boundary (collectors.hugepages)."""
         with self._lock:
             return dict(self._phase.start.hugepages or {}) if self._phase else None
 
-    def _remember_memory(self, mark: str, snap: Snapshot) -> None:
+    def _remember_memory(self, mark: str, snap: Snapshot, huge: dict | None = None) -> None:
         if snap.live and not snap.pre_exec:
             self._memory[mark] = _memory_of(snap, self._t0, "boundary")
+            # Explicit huge pages are not in RSS (VmRSS leaves hugetlb pages out): kept beside it,
+            # with where THP's huge pages are (collectors.hugepages).
+            for k in ("hugetlb_kb", "heap_anon_huge_kb", "pool_anon_huge_kb", "shmem_pmd_kb"):
+                if huge and huge.get(k) is not None:
+                    self._memory[mark][k] = huge[k]
             return
         # The server is already gone (or not yet exec'd): the last live sample is what we know.
         last = self._last
