@@ -160,9 +160,7 @@ class Matrix:
         thp = self.suite.thp
         need = None
         if any(thp.large_pages):
-            family = family_of(self.suite)
-            if family.no_large_pages:
-                raise SuiteError(f"thp.large_pages: {family.name}: {family.no_large_pages}")
+            family = family_of(self.suite)  # one that can (the suite's validation refused others)
             page_kb = system_hugepages(ProcFS()).get("hugepage_size_kb")
             kb = family.large_pages_kb(self.suite.server, binary)
             need = LargePagesNeed.of(kb, page_kb, thp.large_pages_reserve)
