@@ -137,7 +137,7 @@ THP_COUNTER_COLUMNS = ("thp_fault_alloc", "thp_fault_fallback", "thp_collapse_al
 # RSS), the buffer pool's THP and hugetlb pages and its page size, the heap's THP pages (outside the
 # pool), the system's HugePages_Total/Free/Rsvd; over the level, compaction stalls and failures
 # (system-wide /proc/vmstat deltas) and khugepaged's CPU seconds. Added in format 5.
-HUGEPAGE_COLUMNS = (
+HUGEPAGE_GAUGES = (  # read at the level's end
     "shmem_pmd_kb",
     "hugetlb_kb",
     "heap_anon_huge_kb",
@@ -147,10 +147,9 @@ HUGEPAGE_COLUMNS = (
     "hugepages_total",
     "hugepages_free",
     "hugepages_rsvd",
-    "compact_stall",
-    "compact_fail",
-    "khugepaged_cpu_s",
 )
+HUGEPAGE_DELTAS = ("compact_stall", "compact_fail", "khugepaged_cpu_s")  # over the level
+HUGEPAGE_COLUMNS = (*HUGEPAGE_GAUGES, *HUGEPAGE_DELTAS)
 # The allocator's own accounting at the end of a level (rundir.derive.alloc).
 ALLOC_COLUMNS = (
     "alloc_in_use_kb",

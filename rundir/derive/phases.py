@@ -14,6 +14,7 @@ from __future__ import annotations
 from rundir.format import (
     CPU_CTXSW_COLUMNS,
     HUGEPAGE_COLUMNS,
+    HUGEPAGE_GAUGES,
     LEVEL_MEMORY_COLUMNS,
     STATUS_COLUMNS,
     THP_COUNTER_COLUMNS,
@@ -133,18 +134,6 @@ def phase_figures(ph: dict, counters: dict[str, str] | None = None) -> dict:
 
 # /proc/vmstat counters of compaction that become per-phase columns (system-wide deltas).
 COMPACT_COUNTERS = ("compact_stall", "compact_fail")
-# What a boundary's hugepage reading gives the level at its end (gauges, read at the level's end).
-HUGEPAGE_GAUGES = (
-    "shmem_pmd_kb",
-    "hugetlb_kb",
-    "heap_anon_huge_kb",
-    "pool_anon_huge_kb",
-    "pool_hugetlb_kb",
-    "pool_page_kb",
-    "hugepages_total",
-    "hugepages_free",
-    "hugepages_rsvd",
-)
 
 
 def hugepage_figures(start: dict | None, end: dict | None, sv: dict, ev: dict) -> dict:

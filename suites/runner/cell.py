@@ -152,7 +152,8 @@ class CellRunner:
             self.record["datadir"] = self.prepare_datadir()
             applied = ctx.thp.apply(plan.thp)
             self.record["thp"] = applied.to_manifest()
-            self.large_pages = bool(applied.setting and applied.setting.large_pages)
+            setting = getattr(applied, "setting", None)  # suites.config.hugepages.HugepageSetting
+            self.large_pages = bool(setting and setting.large_pages)
             self.collectors = Collectors(
                 ctx.run_dir.samples_path(plan.id),
                 list(SAMPLE_COLUMNS),

@@ -122,16 +122,27 @@ def work_original(cell: dict) -> str:
     return cell["host_at_start"]["thp"]["enabled"]
 
 
-def test_large_pages_given_back_after_sigint(work, dataset_cache):
-    before = system()
+def start_large_pages_run(work: Path, out: str, cache: Path):
+    """A runner (a process of its own) in a long large-pages cell: (process, run dir) once its
+    level runs."""
     proc = start_run(
-        [str(large_pages_suite(work, duration=60)), "--out", str(work / "runs")],
-        dataset_cache,
+        [str(large_pages_suite(work, duration=60)), "--out", str(work / out)],
+        cache,
         state=work / "state",
     )
     try:
-        run_dir = run_dir_of(work / "runs")
+        run_dir = run_dir_of(work / out)
         wait_for(lambda: any(run_dir.glob("logs/*/point_select@4.log")), 120, "the level")
+    except BaseException:
+        kill_quietly(proc)
+        raise
+    return proc, run_dir
+
+
+def test_large_pages_given_back_after_sigint(work, dataset_cache):
+    before = system()
+    proc, run_dir = start_large_pages_run(work, "runs", dataset_cache)
+    try:
         assert system()["nr_hugepages"] > (before["nr_hugepages"] or 0)  # reserved meanwhile
         assert thpmod.leftover()["original"]["nr_hugepages"] == before["nr_hugepages"]
         proc.send_signal(signal.SIGINT)
@@ -150,14 +161,8 @@ def test_large_pages_left_by_a_sigkill_are_given_back(work, dataset_cache, capsy
     (parent-death signal) and the record stays. `doctor --repair`, or the next run before
     anything else, puts vm.nr_hugepages back and says so."""
     before = system()
-    proc = start_run(
-        [str(large_pages_suite(work, duration=60)), "--out", str(work / "killed")],
-        dataset_cache,
-        state=work / "state",
-    )
+    proc, _ = start_large_pages_run(work, "killed", dataset_cache)
     try:
-        run_dir = run_dir_of(work / "killed")
-        wait_for(lambda: any(run_dir.glob("logs/*/point_select@4.log")), 120, "the level")
         reserved = system()["nr_hugepages"]
         assert reserved > (before["nr_hugepages"] or 0)
         proc.send_signal(signal.SIGKILL)
