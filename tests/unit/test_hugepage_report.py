@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +26,7 @@ from rundir.read import load_run
 from tests.fixtures.make_runs import make_run
 
 SETTINGS = ("always", "never", "never+large-pages")
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "real-hugepages-smoke"
 
 
 def _edit_cells(run_dir, fn) -> None:
@@ -117,3 +119,26 @@ def test_a_run_without_never_or_with_one_setting_has_no_study(tmp_path):
     run = load_run(make_run(tmp_path, "synthetic-hp-nonever", thp_modes=("always", "madvise"),
                             repeats=2))  # fmt: skip
     assert hugepage_verdicts(run) == [] and "'never'" in why_none(run)
+
+
+def test_a_recorded_hugepage_run_says_where_the_huge_pages_were():
+    """real-hugepages-smoke (format 5, MySQL 9.7.4): THP reached the heap under `always`, and the
+    large-pages cells' buffer pool was on hugetlb pages, which RSS leaves out."""
+    run = load_run(RECORDED)
+    where = {row[2].text: row for row in hugepage_section(run)["where_table"].rows}
+    cols = hugepage_section(run)["where_table"].columns
+    at = {name: cols.index(name) for name in cols}
+    assert {where[s][at["process THP"]].text for s in where} == {"1"}  # MySQL keeps THP
+    assert where["always"][at["of it the heap's"]].value > 0
+    assert where["never"][at["AnonHugePages"]].value == 0
+    for s in ("always+large-pages", "never+large-pages"):
+        row = where[s]
+        assert row[at["hugetlb"]].value > 0
+        total = row[at["RSS"]].value + row[at["hugetlb"]].value
+        assert row[at["RSS + hugetlb"]].value == pytest.approx(total)
+        proof = next(c for c in run.cells.values() if c["thp"]["requested"] == s)["thp"]
+        assert (
+            proof["large_pages"]["proven"] and proof["large_pages"]["proof"]["pool_page_kb"] == 2048
+        )
+    # one round: the three questions say there is no verdict yet, and why
+    assert "one round only" in hugepage_section(run)["answers"][0]["answers"][0]
