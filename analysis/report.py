@@ -18,6 +18,7 @@ from analysis import (
     alloc_memory,
     cells,
     churn,
+    hugepage_report,
     hugepages,
     memory,
     memory_plots,
@@ -191,6 +192,8 @@ def build_context(run: Run, baseline: str | None = None) -> dict:
         "churn": churn.churn_table(run),
         "churn_plot": memory_plots.churn_rss_plot(run),
         "thp_modes": run.thp_modes,
+        # the three hugepage questions in words, then verdicts, where the pages were, the cost
+        "hugepage_study": hugepage_report.hugepage_section(run),
         "thp_cells": hugepages.thp_cells_table(run),
         "thp_advice": notices.thp_advice(run),
         "thp_self_disabled": hugepages.thp_self_disabled(run),

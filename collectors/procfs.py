@@ -181,6 +181,15 @@ class ProcFS:
             raise ProcessGone(pid, "smaps_rollup (no address space)")
         return out
 
+    def smaps_text(self, pid: int) -> str:
+        """/proc/PID/smaps as text, one block per mapping (collectors.hugepages parses it).
+        Dearer than smaps_rollup (the same page-table walk, and a block per mapping): phase
+        boundaries only."""
+        text = self._read(pid, "smaps")
+        if not text:
+            raise ProcessGone(pid, "smaps (no address space)")
+        return text
+
     def exe(self, pid: int) -> str | None:
         """The executable /proc/PID/exe points at; None when it cannot be read (kernel threads,
         another user's process, a fixture without the link). It changes at execve, which is how
@@ -237,14 +246,52 @@ class ProcFS:
                 out[key] = int(fields[0])
         return out
 
-    def vmstat(self, prefix: str = "thp_") -> dict[str, int]:
-        """/proc/vmstat counters whose names start with `prefix` ("" for all). System-wide."""
+    def vmstat(self, prefix: str | tuple[str, ...] = "thp_") -> dict[str, int]:
+        """/proc/vmstat counters whose names start with `prefix` (or one of several; "" for
+        all). System-wide."""
         out: dict[str, int] = {}
         for line in self._read(None, "vmstat").splitlines():
             key, _, value = line.partition(" ")
             if key.startswith(prefix) and value:
                 out[key] = int(value)
         return out
+
+    def sys_vm(self, name: str) -> int | None:
+        """/proc/sys/vm/NAME as an integer (nr_hugepages); None when it cannot be read."""
+        try:
+            return int(self._read(None, f"sys/vm/{name}").strip())
+        except (CollectorError, ValueError):
+            return None
+
+    def write_sys_vm(self, name: str, value: int) -> None:
+        """Write /proc/sys/vm/NAME (root). OSError as the kernel gives it: the caller decides."""
+        (self.root / "sys" / "vm" / name).write_text(f"{int(value)}\n")
+
+    def sys_vm_writable(self, name: str) -> bool:
+        return os.access(self.root / "sys" / "vm" / name, os.W_OK)
+
+    def mounts(self) -> dict[str, str]:
+        """Mount point -> filesystem type, as this process sees them (/proc/self/mounts)."""
+        out: dict[str, str] = {}
+        for line in self._read(None, "self/mounts").splitlines():
+            f = line.split()
+            if len(f) >= 3:
+                out[f[1].replace("\\040", " ")] = f[2]
+        return out
+
+    def kernel_thread(self, comm: str) -> int | None:
+        """The pid of the kernel thread named `comm` (a child of kthreadd, pid 2), e.g.
+        khugepaged; None when there is none. Walks /proc once: call it once, keep the pid."""
+        for entry in os.scandir(self.root):
+            if not entry.name.isdigit():
+                continue
+            try:
+                st = self.stat(int(entry.name))
+            except CollectorError:
+                continue
+            if st.comm == comm and st.ppid == 2:
+                return st.pid
+        return None
 
     def loadavg(self) -> tuple[float, float, float]:
         f = self._read(None, "loadavg").split()

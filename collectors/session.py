@@ -49,6 +49,7 @@ from collectors.ctxsw import (
     reconcile,
 )
 from collectors.errors import CollectorError, ProcessGone
+from collectors.hugepages import HugepageReader
 from collectors.priority import boost
 from collectors.procfs import ProcFS
 from collectors.sampler import ProcessReader, Sampler, Snapshot, TimelineWriter
@@ -58,6 +59,8 @@ from rundir.derive.phases import (
     window_figures,
 )
 
+# /proc/vmstat counters read at every boundary: THP's and compaction's (system-wide).
+VMSTAT_PREFIXES = ("thp_", "compact_")
 # Memory figures of one moment, for the cell's server_start / server_stop record.
 _MEMORY_FIELDS = ("rss_kb", "vsz_kb", "hwm_kb", "rss_anon_kb", "anon_huge_kb", "threads")
 MEMORY_MARKS = ("server_start", "server_stop")
@@ -68,6 +71,9 @@ class _Boundary:
     snap: Snapshot
     vmstat: dict[str, int]
     status: dict[str, float] | None
+    # collectors.hugepages.HugepageReading as a dict: the process's huge pages (smaps, at
+    # boundaries that read it) and the system's (HugePages_*, khugepaged's CPU)
+    hugepages: dict | None = None
 
 
 @dataclass
@@ -193,7 +199,12 @@ def snap_raw(snap: Snapshot, t0: float) -> dict:
 
 
 def _boundary_raw(b: _Boundary, t0: float) -> dict:
-    return {"snap": snap_raw(b.snap, t0), "vmstat": dict(b.vmstat), "status": b.status}
+    return {
+        "snap": snap_raw(b.snap, t0),
+        "vmstat": dict(b.vmstat),
+        "status": b.status,
+        "hugepages": b.hugepages,
+    }
 
 
 class Collectors:
@@ -209,14 +220,18 @@ class Collectors:
         use_perf: bool = True,
         mark_interval_s: float = 0.5,
         use_taskstats: bool = True,
+        pool_kb: int | None = None,
     ):
         """`use_taskstats`/`use_perf`: which context-switch sources may be used, best first
-        (taskstats, then perf as its fallback, then procfs; see collectors.ctxsw)."""
+        (taskstats, then perf as its fallback, then procfs; see collectors.ctxsw).
+        `pool_kb`: the server's buffer pool, to tell its mappings from the heap's
+        (collectors.hugepages)."""
         if sample_interval_s <= 0:
             raise CollectorError(f"collect.sample_interval_s must be > 0, got {sample_interval_s}")
         if smaps_interval_s < 0:
             raise CollectorError(f"collect.smaps_interval_s must be >= 0, got {smaps_interval_s}")
         self.procfs = ProcFS(proc_root)
+        self._huge = HugepageReader(self.procfs, pool_kb)
         self.writer = TimelineWriter(Path(samples_csv), columns)
         self.sample_interval_s = sample_interval_s
         self.smaps_interval_s = smaps_interval_s
@@ -246,6 +261,8 @@ class Collectors:
         self._stopped: dict | None = None
         self._gate_exe: str | None = None
         self._first_vmstat: dict[str, int] | None = None
+        self._first_khugepaged_s: float | None = None
+        self._last_khugepaged_s: float | None = None
         self._last_vmstat: dict[str, int] | None = None
         self._memory: dict[str, dict] = {}
 
@@ -375,17 +392,23 @@ class Collectors:
         c0 = time.thread_time()
         snap = self._snapshot(smaps)
         try:
-            vm = self.procfs.vmstat("thp_")
+            # THP's counters and compaction's (what making huge pages costs): system-wide
+            vm = self.procfs.vmstat(VMSTAT_PREFIXES)
         except CollectorError as e:
             self.errors.append(str(e))
             vm = {}
+        huge = self._hugepages(smaps and snap.live and not snap.pre_exec)
         if self._phase is None and not self._phases and snap.ctx is not None:
             # The first boundary. A source counting from fork, attached in the launch gate: the
             # phases start from the pid's birth, as wait4's totals do (see the module doc).
             self._ctx_at_attach = snap.ctx
             if self._ctx.counts_from_fork and snap.pre_exec and self._late_note is None:
                 snap = replace(snap, ctx=CtxCounts(0, 0, snap.ctx.source))
-        b = _Boundary(snap, vm, self._server_status() if status else None)
+        b = _Boundary(snap, vm, self._server_status() if status else None, huge)
+        if huge and huge.get("khugepaged_cpu_s") is not None:
+            if self._first_khugepaged_s is None:
+                self._first_khugepaged_s = huge["khugepaged_cpu_s"]
+            self._last_khugepaged_s = huge["khugepaged_cpu_s"]
         if vm:
             if self._first_vmstat is None:
                 self._first_vmstat = vm
@@ -393,6 +416,20 @@ class Collectors:
         with self._lock:  # the mid-level status thread adds its share too
             self._boundary_cpu_s += time.thread_time() - c0
         return b
+
+    def _hugepages(self, process: bool) -> dict | None:
+        """The boundary's hugepage reading: the process's mappings too when `process` (smaps:
+        the server is live and past exec), else the system's figures alone."""
+        try:
+            if process and not self.gone:
+                try:
+                    return self._huge.read(self.pid).to_dict()
+                except ProcessGone:
+                    pass  # whether the server is gone, the snapshot's reads decide
+            return self._huge.system().to_dict()
+        except CollectorError as e:
+            self.errors.append(f"hugepages: {e}"[:300])
+            return None
 
     # -- phases ---------------------------------------------------------------------------------
     def begin_phase(self, name: str, mark: str | None = None) -> None:
@@ -423,11 +460,21 @@ class Collectors:
         if b.snap.live and not b.snap.pre_exec:
             self.writer.write(self._t0, name, b.snap, None, None)
         if mark is not None:
-            self._remember_memory(mark, b.snap)
+            self._remember_memory(mark, b.snap, b.hugepages)
 
-    def _remember_memory(self, mark: str, snap: Snapshot) -> None:
+    def boundary_hugepages(self) -> dict | None:
+        """The hugepage reading of the latest phase boundary (collectors.hugepages)."""
+        with self._lock:
+            return dict(self._phase.start.hugepages or {}) if self._phase else None
+
+    def _remember_memory(self, mark: str, snap: Snapshot, huge: dict | None = None) -> None:
         if snap.live and not snap.pre_exec:
             self._memory[mark] = _memory_of(snap, self._t0, "boundary")
+            # Explicit huge pages are not in RSS (VmRSS leaves hugetlb pages out): kept beside it,
+            # with where THP's huge pages are (collectors.hugepages).
+            for k in ("hugetlb_kb", "heap_anon_huge_kb", "pool_anon_huge_kb", "shmem_pmd_kb"):
+                if huge and huge.get(k) is not None:
+                    self._memory[mark][k] = huge[k]
             return
         # The server is already gone (or not yet exec'd): the last live sample is what we know.
         last = self._last
@@ -657,6 +704,12 @@ class Collectors:
             "thp_vmstat_delta": (
                 vmstat_delta(self._first_vmstat, self._last_vmstat)
                 if self._first_vmstat is not None and self._last_vmstat is not None
+                else None
+            ),
+            # khugepaged's CPU seconds over the server's life (a kernel thread: system-wide work)
+            "khugepaged_cpu_s": (
+                round(self._last_khugepaged_s - self._first_khugepaged_s, 3)
+                if self._first_khugepaged_s is not None and self._last_khugepaged_s is not None
                 else None
             ),
             "phases": phases,

@@ -8,6 +8,7 @@ ours, so every layer may use it.
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import threading
@@ -18,6 +19,9 @@ SYSFS = Path("/sys/kernel/mm/transparent_hugepage")
 
 
 MODES = ("enabled", "defrag")  # the two system-wide choice files mallocsweep reads and sets
+# khugepaged's setting a hugepage study may set (MongoDB 8 wants 0): how many empty small pages a
+# huge page it collapses may hold (0 = collapse only fully used ranges).
+MAX_PTES_NONE = "khugepaged/max_ptes_none"
 
 
 def parse_choice(text: str | None) -> str | None:
@@ -34,6 +38,44 @@ def read_choice(path: Path) -> str | None:
         return parse_choice(path.read_text())
     except OSError:
         return None
+
+
+def choices(path: Path) -> tuple[str, ...]:
+    """Every value a sysfs choice file offers ("always [madvise] never" -> the three); () when it
+    cannot be read. What this kernel offers is read here, never assumed."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return ()
+    return tuple(w.strip("[]") for w in text.split())
+
+
+def offered(sysfs: Path = SYSFS) -> dict[str, tuple[str, ...]]:
+    """{"enabled": (...), "defrag": (...)}: the modes this kernel offers."""
+    return {name: choices(Path(sysfs) / name) for name in MODES}
+
+
+def read_int(path: Path) -> int | None:
+    """A sysfs file holding one integer; None when it cannot be read."""
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def max_ptes_none(sysfs: Path = SYSFS) -> int | None:
+    """khugepaged's max_ptes_none now; None where the kernel has no khugepaged."""
+    return read_int(Path(sysfs) / MAX_PTES_NONE)
+
+
+def max_ptes_none_limit(sysfs: Path = SYSFS) -> int | None:
+    """The largest max_ptes_none this kernel takes: a huge page's small pages minus one
+    (hpage_pmd_size / page size - 1: 511 with 4 kB pages and 2 MB huge pages); None without
+    khugepaged or hpage_pmd_size."""
+    pmd = read_int(Path(sysfs) / "hpage_pmd_size")
+    if pmd is None or max_ptes_none(sysfs) is None:
+        return None
+    return pmd // os.sysconf("SC_PAGE_SIZE") - 1
 
 
 def system_modes(sysfs: Path = SYSFS) -> dict[str, str | None]:

@@ -6,7 +6,7 @@ and comes with a migration in rundir/migrations.py (and a line in HISTORY); a fi
 directory is never rewritten.
 """
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 
 # What each format added or changed, newest last (docs/architecture.md tells the same story).
 HISTORY = {
@@ -29,6 +29,11 @@ HISTORY = {
     "typed records (RawLevel.sysbench/iibench/rww/churn/client_load instead of an untyped extra) "
     "and call the context-switch counters ctxsw_* as results.csv does; the suite's [server] "
     "section records only its family's settings (format 3 recorded every family's defaults)",
+    5: "hugepages as a study: results columns HUGEPAGE_COLUMNS (the server's ShmemPmdMapped and "
+    "hugetlb pages, the buffer pool's and the heap's huge pages from smaps, HugePages_Total/Free/"
+    "Rsvd, compaction's and khugepaged's cost over the level); raw boundaries keep a `hugepages` "
+    "reading and /proc/vmstat's compact_* counters beside thp_*; a cell's thp record says the "
+    "hugepage setting it ran under (defrag, max_ptes_none, large pages) and its restore",
 }
 
 MANIFEST = "manifest.json"
@@ -127,6 +132,24 @@ STATUS_COLUMNS = (
 )
 # /proc/vmstat thp_* deltas of a phase (rundir.derive.phases.THP_COUNTERS names their sources).
 THP_COUNTER_COLUMNS = ("thp_fault_alloc", "thp_fault_fallback", "thp_collapse_alloc", "thp_split")
+# Huge pages over a level (rundir.derive.phases, from the boundary readings of
+# collectors.hugepages): at the level's end, the server's ShmemPmdMapped and hugetlb pages (not in
+# RSS), the buffer pool's THP and hugetlb pages and its page size, the heap's THP pages (outside the
+# pool), the system's HugePages_Total/Free/Rsvd; over the level, compaction stalls and failures
+# (system-wide /proc/vmstat deltas) and khugepaged's CPU seconds. Added in format 5.
+HUGEPAGE_GAUGES = (  # read at the level's end
+    "shmem_pmd_kb",
+    "hugetlb_kb",
+    "heap_anon_huge_kb",
+    "pool_anon_huge_kb",
+    "pool_hugetlb_kb",
+    "pool_page_kb",
+    "hugepages_total",
+    "hugepages_free",
+    "hugepages_rsvd",
+)
+HUGEPAGE_DELTAS = ("compact_stall", "compact_fail", "khugepaged_cpu_s")  # over the level
+HUGEPAGE_COLUMNS = (*HUGEPAGE_GAUGES, *HUGEPAGE_DELTAS)
 # The allocator's own accounting at the end of a level (rundir.derive.alloc).
 ALLOC_COLUMNS = (
     "alloc_in_use_kb",
@@ -193,6 +216,8 @@ RESULTS_COLUMNS = [
     # is in the manifest, per phase and per cell.
     *THP_COUNTER_COLUMNS,
     "process_thp_enabled",
+    # huge pages over the level (HUGEPAGE_COLUMNS says which; format 5, empty in older runs)
+    *HUGEPAGE_COLUMNS,
     # the client host's own figures when sysbench ran there ([clients] hosts; empty otherwise),
     # read from its /proc at the level's boundaries (the whole level phase, like the memory
     # columns), for the whole client host: its name, the level's wall time on its clock, CPU
@@ -283,6 +308,7 @@ COLUMNS_ADDED_IN = {
     # engine and the read-while-writing columns (written by format-2 runs after their first
     # ones), the client host's, the allocator's own accounting and thread churn
     3: (*ADDED_COLUMNS, *CLIENT_COLUMNS, *ALLOC_COLUMNS, "churn_cycle", "thread_cache_size"),
+    5: HUGEPAGE_COLUMNS,
 }
 
 

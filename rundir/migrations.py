@@ -12,7 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rundir.errors import RunDirError
-from rundir.format import FORMAT_VERSION, RAW_VERSION, RESULTS_COLUMNS, SPAN_LEVEL, SPAN_WINDOW
+from rundir.format import (
+    FORMAT_VERSION,
+    HUGEPAGE_COLUMNS,
+    RAW_VERSION,
+    RESULTS_COLUMNS,
+    SPAN_LEVEL,
+    SPAN_WINDOW,
+)
 
 
 @dataclass
@@ -123,8 +130,31 @@ def update_to_4(raw: RawRun) -> RawRun:
     return RawRun(manifest=manifest, columns=list(raw.columns), rows=list(raw.rows))
 
 
+def update_to_5(raw: RawRun) -> RawRun:
+    """Format 4 -> 5.
+
+    Format 5 studies huge pages: results gain HUGEPAGE_COLUMNS (the server's ShmemPmdMapped and
+    hugetlb pages, the buffer pool's and the heap's huge pages, HugePages_Total/Free/Rsvd,
+    compaction's and khugepaged's cost per level). A format-4 run never read them: every row
+    gets them empty (None), which the tables show as "not recorded", never as zero. Its cells'
+    thp records are what they were (a THP mode with defrag left as the suite said): readers
+    take a missing setting as that. Raw boundaries may hold a `hugepages` reading (absent in
+    older records: nothing to upgrade).
+    """
+    rows = [{**row, **{c: row.get(c) for c in HUGEPAGE_COLUMNS}} for row in raw.rows]
+    columns = list(raw.columns)
+    if columns:
+        columns += [c for c in HUGEPAGE_COLUMNS if c not in columns]
+    return RawRun(manifest=dict(raw.manifest), columns=columns, rows=rows)
+
+
 # format N -> the function upgrading a format-N run to N+1
-MIGRATIONS: dict[int, Callable[[RawRun], RawRun]] = {1: update_to_2, 2: update_to_3, 3: update_to_4}
+MIGRATIONS: dict[int, Callable[[RawRun], RawRun]] = {
+    1: update_to_2,
+    2: update_to_3,
+    3: update_to_4,
+    4: update_to_5,
+}
 
 
 # -- raw records (raw/<cell>.json, their own raw_version) ---------------------------------------

@@ -105,12 +105,37 @@ class RawSnap(_Strict):
     pre_exec: bool = False  # still the launch gate: counters valid, memory the shell's
 
 
+class RawHugepages(_Strict):
+    """Huge pages at a boundary (collectors.hugepages.HugepageReading): the process's from
+    smaps (None where only the system's were read: the server gone or not yet exec'd), the
+    system's HugePages_* counts, khugepaged's CPU seconds since boot. Format 5."""
+
+    anon_huge_kb: int | None = None
+    shmem_pmd_kb: int | None = None
+    hugetlb_kb: int | None = None
+    pool_mappings: int = 0
+    pool_kb: int | None = None
+    pool_page_kb: int | None = None
+    pool_hugetlb_kb: int | None = None
+    pool_anon_huge_kb: int | None = None
+    heap_anon_huge_kb: int | None = None
+    hugepages_total: int | None = None
+    hugepages_free: int | None = None
+    hugepages_rsvd: int | None = None
+    hugepages_surp: int | None = None
+    hugepage_size_kb: int | None = None
+    khugepaged_cpu_s: float | None = None
+    read_ms: float | None = None
+
+
 class RawBoundary(_Strict):
-    """A phase boundary: the process, /proc/vmstat's thp_* counters, the server's status."""
+    """A phase boundary: the process, /proc/vmstat's thp_* and compact_* counters (compact_*
+    from format 5), the server's status, and its huge pages (format 5)."""
 
     snap: RawSnap
     vmstat: dict[str, int] = Field(default_factory=dict)
     status: dict[str, float] | None = None
+    hugepages: RawHugepages | None = None
 
 
 class RawPhase(_Strict):
@@ -361,6 +386,7 @@ __all__ = [
     "Manifest",
     "RawBoundary",
     "RawClock",
+    "RawHugepages",
     "RawLevel",
     "RawPhase",
     "RawSnap",

@@ -28,6 +28,7 @@ from rundir.format import (
     RESULTS_COLUMNS,
     SAMPLES_DIR,
     SPAN_WINDOW,
+    results_columns,
 )
 from rundir.records import check_manifest
 
@@ -219,9 +220,16 @@ class RunDir:
         return rec["rows"]
 
     def rebuild_results(self) -> int:
-        """results.csv from every cell record, in cell order; returns the row count."""
+        """results.csv from every cell record, in cell order; returns the row count. A run of an
+        older format (a --rederive) keeps its own format's columns: its results.csv comes back
+        as that writer made it, without the columns a later format added."""
         records = [dict(rec, rows=self.rows_of(rec)) for rec in self.finished_cells().values()]
-        text, n = results_text(records)
+        try:
+            version = int(self.read_manifest().get("format_version") or FORMAT_VERSION)
+        except (RunDirError, TypeError, ValueError, AttributeError):
+            version = FORMAT_VERSION
+        columns = RESULTS_COLUMNS if version >= FORMAT_VERSION else results_columns(version)
+        text, n = results_text(records, columns)
         atomic_write(self.path / RESULTS, text)
         return n
 

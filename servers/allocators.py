@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from collectors.errors import CollectorError
 from collectors.host import glibc_version as host_glibc_version
+from collectors.procfs import ProcFS
 from servers.elfcheck import allocator_family, elf_info, interposes_malloc, malloc_definitions
 from servers.errors import AllocatorError, ServerError
 from servers.root import ServerRoot, host_path, package_of_in_root, resolve_in_root
@@ -43,6 +45,7 @@ _FIELDS = {
     "min_glibc",
     "base",
     "companions",
+    "hugetlbfs",
 }
 # What the host's ELF objects look like; a library for another machine cannot be preloaded.
 _HOST_MACHINE = {"x86_64": "EM_X86_64", "aarch64": "EM_AARCH64", "ppc64le": "EM_PPC64"}
@@ -65,6 +68,7 @@ class AllocatorSpec:
     min_glibc: str | None = None
     base: str | None = None
     companions: tuple[str, ...] = ()  # sonames the library loads itself, beside it
+    hugetlbfs: str | None = None  # a hugetlbfs mount point it allocates from (else unusable)
 
 
 @dataclass(frozen=True)
@@ -279,9 +283,13 @@ def _spec(path: Path, name: str, e: dict) -> AllocatorSpec:
     family = e.get("family")
     if not isinstance(family, str) or not family:
         raise _fail(path, f"{where}.family", 'expected the allocator family, e.g. "jemalloc"')
-    for key in ("package", "description", "min_glibc", "base"):
+    for key in ("package", "description", "min_glibc", "base", "hugetlbfs"):
         if key in e and not isinstance(e[key], str):
             raise _fail(path, f"{where}.{key}", f"expected a string, got {e[key]!r}")
+    if e.get("hugetlbfs") and not e["hugetlbfs"].startswith("/"):
+        raise _fail(
+            path, f"{where}.hugetlbfs", f"expected an absolute path, got {e['hugetlbfs']!r}"
+        )
     if e.get("min_glibc") and not re.fullmatch(r"\d+\.\d+", e["min_glibc"]):
         raise _fail(
             path, f"{where}.min_glibc", f'expected a version like "2.35", got {e["min_glibc"]!r}'
@@ -302,6 +310,7 @@ def _spec(path: Path, name: str, e: dict) -> AllocatorSpec:
         min_glibc=e.get("min_glibc"),
         base=e.get("base"),
         companions=_sonames(path, f"{where}.companions", e.get("companions", [])),
+        hugetlbfs=e.get("hugetlbfs"),
     )
 
 
@@ -405,9 +414,27 @@ def spec_fields(spec: AllocatorSpec) -> dict:
     )
 
 
+def no_hugetlbfs(spec: AllocatorSpec, host_path: str | None = None) -> str | None:
+    """Why an allocator that allocates from a hugetlbfs mount cannot here (None: it can).
+    `host_path`: where its mount point is on this machine (inside a server root)."""
+    if not spec.hugetlbfs:
+        return None
+    where = host_path or spec.hugetlbfs
+    try:
+        fstype = ProcFS().mounts().get(where)
+    except CollectorError:
+        fstype = None
+    if fstype == "hugetlbfs":
+        return None
+    return (
+        f"needs hugetlbfs mounted at {where} (mount -t hugetlbfs none {where}) and free huge pages;"
+        " without it the allocator falls back silently"
+    )
+
+
 def _detect(spec: AllocatorSpec) -> Allocator:
     common = spec_fields(spec)
-    why_not = None
+    why_not = no_hugetlbfs(spec)
     if spec.min_glibc:
         have = glibc_version()
         if have is None or version_tuple(have) < version_tuple(spec.min_glibc):
@@ -585,7 +612,9 @@ def _too_old(spec: AllocatorSpec, root: ServerRoot) -> str | None:
 def detect_in_root(spec: AllocatorSpec, root: ServerRoot) -> Allocator:
     """`spec` as found in `root`: usable or not (with why), version from the root's dpkg."""
     common = dict(spec_fields(spec), root=root.path)
-    why_not = _too_old(spec, root)
+    why_not = _too_old(spec, root) or (
+        no_hugetlbfs(spec, root.host(spec.hugetlbfs)) if spec.hugetlbfs else None
+    )
     if spec.kind == "builtin":
         return Allocator(library=None, usable=why_not is None, why_not=why_not, **common)
     candidates = spec.identity if spec.kind == "system" else spec.library

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from rundir.format import (
     CPU_CTXSW_COLUMNS,
+    HUGEPAGE_COLUMNS,
+    HUGEPAGE_GAUGES,
     LEVEL_MEMORY_COLUMNS,
     STATUS_COLUMNS,
     THP_COUNTER_COLUMNS,
@@ -44,6 +46,7 @@ FIGURE_KEYS = (
     *STATUS_COLUMNS,
     "threads_connected_t_s",
     *THP_COUNTER_COLUMNS,
+    *HUGEPAGE_COLUMNS,
     "thp_vmstat",
     "process_thp_enabled",
     "status_delta",
@@ -102,6 +105,7 @@ def phase_figures(ph: dict, counters: dict[str, str] | None = None) -> dict:
     for key, counter in THP_COUNTERS.items():
         fig[key] = _delta(sv.get(counter), ev.get(counter))
     fig["thp_vmstat"] = vmstat_delta(sv, ev)
+    fig.update(hugepage_figures(s.get("hugepages"), e.get("hugepages"), sv, ev))
     sd = None
     if s.get("status") is not None and e.get("status") is not None:
         sd = {
@@ -126,6 +130,24 @@ def phase_figures(ph: dict, counters: dict[str, str] | None = None) -> dict:
     fig["threads_connected_t_s"] = round(t, 3) if t is not None else None
     fig["window_marks"] = len(ph.get("marks") or ())
     return {k: fig[k] for k in FIGURE_KEYS}
+
+
+# /proc/vmstat counters of compaction that become per-phase columns (system-wide deltas).
+COMPACT_COUNTERS = ("compact_stall", "compact_fail")
+
+
+def hugepage_figures(start: dict | None, end: dict | None, sv: dict, ev: dict) -> dict:
+    """A phase's HUGEPAGE_COLUMNS: the end boundary's reading (gauges), compaction's vmstat
+    deltas and khugepaged's CPU over the phase. Empty where a run recorded none (before
+    format 5, or a reading that failed)."""
+    end = end or {}
+    fig = {k: end.get(k) for k in HUGEPAGE_GAUGES}
+    for counter in COMPACT_COUNTERS:
+        fig[counter] = _delta(sv.get(counter), ev.get(counter))
+    fig["khugepaged_cpu_s"] = _delta(
+        (start or {}).get("khugepaged_cpu_s"), end.get("khugepaged_cpu_s"), 3
+    )
+    return fig
 
 
 def _named(status: dict | None, names: dict[str, str], meaning: str):

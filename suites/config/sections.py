@@ -19,8 +19,11 @@ from pydantic import (
 
 from analysis.sequential import MIN_EFFECT_PCT
 from suites.config.errors import LINE_BREAKS, FieldError
+from suites.config.hugepages import DEFRAG_MODES, PROFILES, THP_MODES, HugepageSetting, settings_of
 from suites.config.settings import NonNegFloat, Section, control_character, existing
 from suites.workloads.registry import REGISTRY as WORKLOADS
+
+DefragChoice = Literal[("system", *DEFRAG_MODES)]  # type: ignore[valid-type]
 
 # Each round runs the whole matrix again; the plan lists every cell up front.
 MAX_REPEAT = 1000
@@ -150,14 +153,42 @@ class AllocatorsSection(Section):
 
 
 class ThpSection(Section):
-    modes: list[Literal["system", "always", "madvise", "never"]] = Field(
+    """Hugepage settings as one matrix dimension (suites.config.hugepages): each combination of
+    modes x defrag x max_ptes_none x large_pages is one setting, labelled in the `thp` column."""
+
+    modes: list[Literal[THP_MODES + tuple(PROFILES)]] = Field(  # type: ignore[valid-type]
         default_factory=lambda: ["system"],
-        description="THP modes as a matrix dimension; system = leave the machine's setting alone.",
+        description="THP modes as a matrix dimension; system = leave the machine's setting alone; "
+        "a profile name sets all three of enabled/defrag/max_ptes_none as documented "
+        f"({', '.join(f'{k}: {v[0]}/{v[1]}/{v[2]}' for k, v in PROFILES.items())}).",
     )
 
-    defrag: Literal["system", "always", "defer", "defer+madvise", "madvise", "never"] = Field(
+    defrag: DefragChoice | list[DefragChoice] = Field(
         "system",
-        description="THP defrag policy while a non-system mode is in force (MongoDB 8 wants defer+madvise).",
+        description="THP defrag policy while a THP mode is in force (MongoDB 8 wants defer+madvise); "
+        "a list makes it a matrix dimension.",
+    )
+
+    max_ptes_none: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=list,
+        description="khugepaged's max_ptes_none while THP always/madvise is in force (0 = collapse "
+        "only fully used ranges; the kernel's default is 511 with 4 kB pages); several values make "
+        "it a matrix dimension; empty = leave the machine's.",
+    )
+
+    large_pages: list[bool] = Field(
+        default_factory=lambda: [False],
+        description="The buffer pool on explicit huge pages (MariaDB large_pages=1, MySQL "
+        "--large-pages): [false, true] makes it a matrix dimension. Each such cell reserves "
+        "vm.nr_hugepages for it and gives them back after (needs root), and proves from "
+        "/proc/PID/smaps that the pool is on hugetlb pages.",
+    )
+
+    large_pages_reserve: bool = Field(
+        True,
+        description="true: reserve the huge pages a large-pages cell needs (vm.nr_hugepages up by "
+        "that many) and give them back after it; false: use huge pages already reserved on the "
+        "machine (HugePages_Free must hold them, checked before the run).",
     )
 
     keep_server_thp: bool = Field(
@@ -174,6 +205,23 @@ class ThpSection(Section):
         if len(set(v)) != len(v):
             raise ValueError(f"duplicate modes in {v}")
         return v
+
+    @field_validator("defrag", "max_ptes_none", "large_pages")
+    @classmethod
+    def _dimension(cls, v, info: ValidationInfo):
+        if isinstance(v, list):
+            if not v and info.field_name != "max_ptes_none":  # [] there: leave it alone
+                raise ValueError("expected at least one value (or leave the key out)")
+            if len(set(v)) != len(v):
+                raise ValueError(f"duplicate values in {v}")
+        return v
+
+    def settings(self) -> list[HugepageSetting]:
+        """Every hugepage setting this section makes (one per cell of each round)."""
+        return settings_of(self.modes, self.defrag, self.max_ptes_none, self.large_pages)
+
+    def labels(self) -> list[str]:
+        return [s.label for s in self.settings()]
 
 
 class CollectSection(Section):

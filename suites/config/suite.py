@@ -81,6 +81,8 @@ class _SuiteRules(Section):
         workload, family = workloads.of(self), family_of(self)
         workload.check_family(self, family)
         family.check_suite(self, self.server)
+        if any(self.thp.large_pages) and family.no_large_pages:
+            raise FieldError(("thp", "large_pages"), f"{family.name}: {family.no_large_pages}")
         return self
 
     @model_validator(mode="after")

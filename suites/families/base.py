@@ -99,6 +99,9 @@ class Family:
     # It can take libraries preloaded beside the allocator (keep_server_thp, alloc_stats).
     preloads: bool = False
     runs_in_root: bool = False  # it can run in a server root (servers.root)
+    # Why it cannot put its data cache on explicit huge pages ([thp] large_pages), or "" if it can
+    # (then large_pages_kb and with_large_pages say how).
+    no_large_pages: str = "it has no setting that puts its data cache on explicit huge pages"
 
     # -- the suite (validation, before any server runs) -----------------------------------------
     def check_suite(self, suite, server) -> None:
@@ -123,6 +126,16 @@ class Family:
 
     def needs(self, server, max_threads: int, prepared_statements: int = 0) -> ServerNeeds:
         return ServerNeeds()
+
+    def large_pages_kb(self, server, binary) -> int:
+        """What a server started with_large_pages maps on explicit huge pages, kB, generously
+        (its buffer pool and whatever else its large-pages setting moves there): what a
+        large-pages cell reserves."""
+        raise NotImplementedError
+
+    def with_large_pages(self, server):
+        """Its [server] section with the data cache on explicit huge pages."""
+        raise NotImplementedError
 
     # -- resolution (before the run directory exists) ------------------------------------------
     def resolve(self, server) -> tuple[Any, str]:

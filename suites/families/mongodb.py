@@ -52,6 +52,7 @@ class MongoFamily(Family):
         "settings": "these are my.cnf lines for a MySQL-family server; MongoDB does not read them",
         "buffer_pool_mb": "buffer_pool_mb is InnoDB's; mongod's cache is cache_gb",
     }
+    no_large_pages = "mongod has no setting that puts its WiredTiger cache on explicit huge pages"
 
     def cache_kb(self, server) -> int:
         return int(server.cache_gb * 1024 * 1024)

@@ -74,6 +74,9 @@ class CellRunner:
         # alloc_stats shim sets alloc_stats in make_server; readings start once the server answers.
         self.alloc_stats = None  # servers.allocstats.AllocStats
         self.alloc_memory = None  # suites.runner.alloc_memory.AllocMemory
+        # The cell's hugepage setting puts the buffer pool on explicit huge pages (make_server
+        # starts the server with its family's large-pages setting; proven at server start).
+        self.large_pages = False
 
     # -- hooks for the server family -----------------------------------------------------------
     def make_server(self, thp_disable: bool):
@@ -86,6 +89,11 @@ class CellRunner:
         raise NotImplementedError
 
     def status_source(self):
+        return None
+
+    def pool_kb(self) -> int | None:
+        """The server's buffer pool (data cache), kB: how the collectors tell its mappings from
+        the heap's (collectors.hugepages)."""
         return None
 
     def live_status_source(self):
@@ -144,12 +152,15 @@ class CellRunner:
             self.record["datadir"] = self.prepare_datadir()
             applied = ctx.thp.apply(plan.thp)
             self.record["thp"] = applied.to_manifest()
+            setting = getattr(applied, "setting", None)  # suites.config.hugepages.HugepageSetting
+            self.large_pages = bool(setting and setting.large_pages)
             self.collectors = Collectors(
                 ctx.run_dir.samples_path(plan.id),
                 list(SAMPLE_COLUMNS),
                 sample_interval_s=ctx.suite.collect.sample_interval_s,
                 smaps_interval_s=ctx.suite.collect.smaps_interval_s,
                 use_perf=ctx.suite.collect.perf,  # allows the fallback when taskstats is not
+                pool_kb=self.pool_kb(),
             )
             self.server = self.make_server(applied.thp_disable)
             coll = self.collectors
@@ -177,6 +188,8 @@ class CellRunner:
 
             # The server answers: its memory now is "at server start" (Percona's table).
             coll.begin_phase("warmup", mark="server_start")
+            if self.large_pages:
+                self._prove_large_pages(coll.boundary_hugepages())
             self.record["warmup"] = self.warmup()
             self._check_alive("warmup")
             self._alloc_read("warmup", "warmup end")
@@ -222,6 +235,7 @@ class CellRunner:
             # Signals are held: the clean-up completes in order whatever arrives meanwhile.
             with interrupts.held():
                 exit_info = self._stop_everything(exit_info)
+                self._give_back()
                 self.record["finished_at"] = now_iso()
             if self.alloc_memory is not None:
                 self.record["alloc_memory"] = self.alloc_memory.to_manifest()
@@ -236,6 +250,50 @@ class CellRunner:
             failed = [f"{p}: {r.error}" for p, r in self.levels if r.status != "ok"]
             self.record["level_failures"] = failed
         return CellOutcome(self.record, rows)
+
+    def _prove_large_pages(self, reading: dict | None) -> None:
+        """The buffer pool is on explicit huge pages, from /proc/PID/smaps at server start
+        (collectors.hugepages: its mappings' KernelPageSize and hugetlb pages), or the cell fails:
+        a server that fell back to small pages would be measured as a large-pages cell."""
+        lp = self.record["thp"].setdefault("large_pages", {})
+        r = reading or {}
+        pool_mb = (self.pool_kb() or 0) / 1024
+        huge = r.get("hugepage_size_kb") or 2048
+        if not r.get("pool_mappings"):
+            raise ServerError(
+                f"large pages: no mapping the size of the buffer pool ({pool_mb:,.0f} MB) in "
+                f"/proc/{self.server.pid}/smaps at server start; cannot prove it is on huge pages"
+            )
+        proof = {
+            k: r.get(k)
+            for k in ("pool_mappings", "pool_kb", "pool_page_kb", "pool_hugetlb_kb", "hugetlb_kb",
+                      "hugepages_total", "hugepages_free", "hugepages_rsvd")
+        }  # fmt: skip
+        lp["proof"] = proof | {"source": "/proc/PID/smaps at server start"}
+        if r.get("pool_page_kb") != huge or not r.get("pool_hugetlb_kb"):
+            raise ServerError(
+                f"large pages: the buffer pool ({r.get('pool_kb')} kB in {r.get('pool_mappings')} "
+                f"mapping(s)) is on {r.get('pool_page_kb')} kB pages with "
+                f"{r.get('pool_hugetlb_kb') or 0} kB of hugetlb pages: the server fell back to "
+                f"small pages ({lp.get('reserved', 0)} huge pages reserved, HugePages_Free "
+                f"{r.get('hugepages_free')}; see its error log)"
+            )
+        lp["proven"] = True
+
+    def _give_back(self) -> None:
+        """The cell's server is reaped: the system settings it changed go back now, not at the
+        end of the run (other work on the machine sees them only while the cell ran)."""
+        thp = self.ctx.thp
+        if thp is None or getattr(thp, "original", None) is None:
+            return
+        with interrupts.doing("THP and huge pages to be given back"):
+            restored = thp.restore()
+        rec = self.record.setdefault("thp", {})
+        if restored is not None:
+            rec["restored"] = restored
+        elif thp.restore_error:
+            rec["restore_error"] = thp.restore_error
+            self.record["warnings"] = self.record.get("warnings", []) + [thp.restore_error]
 
     def _alloc_read(self, phase: str, at: str) -> None:
         if self.alloc_memory is not None:

@@ -24,6 +24,8 @@ from pathlib import Path
 
 from analysis.verdicts import aa_name
 from collectors.host import host_metadata
+from collectors.hugepages import system_hugepages
+from collectors.procfs import ProcFS
 from collectors.thp_probe import prctl_blocks_madvise
 from rundir.format import FORMAT_VERSION
 from rundir.records import Tool
@@ -39,6 +41,7 @@ from suites.families.registry import family_of
 from suites.remote.clients import RemoteClients
 from suites.remote.hosts import ClientHosts
 from suites.runner import leftovers, preflight
+from suites.runner import thp as thp_mod
 from suites.runner.budget import Budget, plan_design
 from suites.runner.cell import CellContext
 from suites.runner.display import Display
@@ -55,7 +58,7 @@ from suites.runner.resume import (
     clear_stale_work,
     plan_from_manifest,
 )
-from suites.runner.thp import ThpController
+from suites.runner.thp import LargePagesNeed, ThpController
 from suites.runner.workload_cell import WorkloadCell
 from suites.workloads import registry as workloads
 from suites.workloads.sysbench.runner import WRAPPER
@@ -86,6 +89,7 @@ class Matrix:
         self.manifest: dict = {}
         self.started = time.monotonic()
         self.design = plan_design(suite, 0.0, MAX_REPEAT)
+        self.restored_leftover: dict | None = None  # what a killed run had left changed
 
     # -- resolution ------------------------------------------------------------------------------
     def _engines(self) -> tuple[str, ...]:
@@ -151,6 +155,37 @@ class Matrix:
             check_allocators(manifest, allocators)
         return rd, cells, allocators
 
+    def _thp_controller(self, run_dir: Path | None, binary) -> ThpController:
+        """The run's hugepage controller: its settings, and what a large-pages cell needs."""
+        thp = self.suite.thp
+        need = None
+        if any(thp.large_pages):
+            family = family_of(self.suite)  # one that can (the suite's validation refused others)
+            page_kb = system_hugepages(ProcFS()).get("hugepage_size_kb")
+            kb = family.large_pages_kb(self.suite.server, binary)
+            need = LargePagesNeed.of(kb, page_kb, thp.large_pages_reserve)
+        return ThpController(
+            run_dir, defrag=thp.defrag if isinstance(thp.defrag, str) else "system",
+            settings=thp.settings(), large_pages=need,
+        )  # fmt: skip
+
+    def _restore_leftover(self) -> None:
+        """What a killed run of ours left changed (THP, khugepaged, huge pages): put back now,
+        and said. A run still at work is left alone (the machine-wide lock keeps us apart)."""
+        left = thp_mod.leftover()
+        if left is None or left.get("runner_alive"):
+            return
+        try:
+            rec = thp_mod.restore_leftover()
+        except SuiteError as e:
+            raise SuiteError(
+                f"a killed run left the system changed and it could not be put back ({e}); "
+                "`mallocsweep doctor --repair` as root"
+            ) from None
+        if rec is not None:
+            self.display.note(thp_mod.restored_text(rec))
+            self.restored_leftover = rec
+
     def _preflight(self, binary, out_root: Path) -> list[dict]:
         """Before anything is written: disk on --out's (and the dataset cache's) filesystem,
         memory, descriptors, threads."""
@@ -186,11 +221,11 @@ class Matrix:
                 cells = plan_cells(
                     label,
                     baseline_first([a.name for a in allocators], self.suite.run.baseline),
-                    list(self.suite.thp.modes),
+                    self.suite.thp.labels(),
                     self.suite.run.repeat,
                     self._engines(),
                 )
-                per_round = len(allocators) * len(self.suite.thp.modes) * len(self._engines())
+                per_round = len(allocators) * len(self.suite.thp.labels()) * len(self._engines())
                 if self.shard is not None:
                     self.manifest_shard = self.shard.to_manifest(cells, self.suite.run.repeat)
                     cells = self.shard.select(cells, self.suite.run.repeat)
@@ -202,8 +237,11 @@ class Matrix:
             family.check_allocators(binary, allocators)
             # An engine the server does not have (MyRocks on MySQL, or without its plugin).
             family.check_engines(binary, self._engines())
-            # Refuse before writing anything: THP modes this machine cannot set, and shortfalls.
-            ThpController(None).check(list(self.suite.thp.modes))
+            # A system setting a killed run left changed is put back first (and said).
+            self._restore_leftover()
+            # Refuse before writing anything: hugepage settings this machine cannot make (a mode
+            # its kernel does not offer, no root, too few huge pages), and shortfalls.
+            self._thp_controller(None, binary).check(self.suite.thp.labels())
             exec_helper.helper()  # every child starts through it: built here if it must be
             checks = self._preflight(binary, self.resume or Path(self.suite.run.out))
             gate.check()  # safe point: nothing written yet
@@ -219,7 +257,7 @@ class Matrix:
             self.manifest["preflight"] = checks
             if self.clients is not None:
                 self.manifest["clients"] = self.clients.to_manifest()
-            thp = ThpController(self.run_dir.path, defrag=self.suite.thp.defrag)
+            thp = self._thp_controller(self.run_dir.path, binary)
             todo = [c for c in cells if self.manifest_cell(c.id).get("status") != "ok"]
             self.display.start_matrix(len(todo), estimate_cell_seconds(self.suite) * len(todo))
             dataset = {}  # engine -> its pristine datadir
@@ -280,7 +318,9 @@ class Matrix:
                 self.manifest["clients"] = self.clients.to_manifest()
         if thp is not None:
             with gate.doing("THP to be restored"):
-                restored = thp.restore()
+                # Each cell gave back what it changed; this is the last resort (a cell that
+                # could not), and the run says what the machine was given back.
+                restored = thp.restore() or thp.last_restored
             if restored:
                 self.manifest["thp_restored"] = restored
             elif thp.restore_error:
@@ -319,7 +359,7 @@ class Matrix:
             new = plan_round(
                 label,
                 baseline_first([a.name for a in allocators], self.suite.run.baseline),
-                list(self.suite.thp.modes),
+                self.suite.thp.labels(),
                 rounds,
                 len(cells),
                 self._engines(),
@@ -430,6 +470,8 @@ class Matrix:
         }
         if self.shard is not None:
             self.manifest["shard"] = self.manifest_shard
+        if self.restored_leftover is not None:
+            self.manifest["restored_leftover"] = self.restored_leftover
         self._save_manifest(rd)
         return rd
 

@@ -52,11 +52,13 @@ class WorkloadCell(CellRunner):
             lib, env = self.alloc_stats.prepare()
             late = (lib,)
         clients = suite.clients
+        # A large-pages cell: the family's own setting puts its data cache on huge pages.
+        server = family.with_large_pages(suite.server) if self.large_pages else suite.server
         return family.make_server(
             ServerLaunch(
                 binary=self.ctx.server_binary,
                 workdir=self.work,
-                server=suite.server,
+                server=server,
                 allocator=self.ctx.allocator,
                 engine=self.plan.engine,
                 max_threads=suite.max_threads,
@@ -68,6 +70,9 @@ class WorkloadCell(CellRunner):
                 extra_env=env,
             )
         )
+
+    def pool_kb(self) -> int | None:
+        return self.family.cache_kb(self.ctx.suite.server)
 
     def target(self) -> ClientTarget:
         return self.family.target(self.server, self.workload.database)

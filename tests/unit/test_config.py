@@ -264,7 +264,20 @@ BAD = [
     # flavors
     (
         "[thp]\nmodes = ['alwayz']\n",
-        r"x\.toml:2: thp\.modes\[0\]: expected 'system', 'always', 'madvise' or 'never'",
+        r"x\.toml:2: thp\.modes\[0\]: expected 'system', 'always', 'madvise', 'never' or "
+        r"'mongodb-8'",
+    ),
+    (
+        "[thp]\nmodes = ['always']\ndefrag = ['defer', 'sometimes']\n",
+        r"x\.toml:3: thp\.defrag.*expected 'system', 'always', 'defer'",
+    ),
+    (
+        "[thp]\nmodes = ['always']\nmax_ptes_none = [-1]\n",
+        r"x\.toml:3: thp\.max_ptes_none\[0\]: expected a value >= 0",
+    ),
+    (
+        "[thp]\nlarge_pages = []\n",
+        r"x\.toml:2: thp\.large_pages: expected at least one value",
     ),
     (
         "[server]\nflavor = 'mongodb'\n",

@@ -28,8 +28,9 @@ def add_parser(sub) -> None:
         help="check servers, sysbench, allocators, THP, limits, taskstats/perf; find leftovers",
         description="Readiness of this machine for mallocsweep, each item with what to do when it "
         "is missing; also reports servers left running by a killed run (by the pid files in the "
-        "run directories mallocsweep created, wherever --out put them) and a THP setting a killed "
-        "run left changed.",
+        "run directories mallocsweep created, wherever --out put them) and a system setting (THP, "
+        "khugepaged's max_ptes_none, vm.nr_hugepages) a killed run left changed; --repair puts "
+        "that setting back.",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument(
@@ -40,9 +41,12 @@ def add_parser(sub) -> None:
         "runs made by this version are found wherever they are)",
     )
     p.add_argument(
+        "--repair",
         "--restore-thp",
+        dest="repair",
         action="store_true",
-        help="put back the THP setting a killed run left changed",
+        help="put back what a killed run left changed on the system (THP enabled/defrag, "
+        "khugepaged max_ptes_none, vm.nr_hugepages), each value verified by reading it back",
     )
     p.set_defaults(func=run)
 
@@ -62,15 +66,17 @@ def _thp_checks() -> list[Check]:
             "" if thp.writable() else "run as root to study always/madvise",
         )
     ]
+    out.append(_huge_pages_check())
     left = thp.leftover()
     if left:
         orig = left.get("original", {})
+        values = " ".join(f"{k}={v}" for k, v in orig.items() if v is not None)
         out.append(
             Check(
                 "THP left changed",
                 False,
-                f"a run (pid {left.get('pid')}, {left.get('run_dir')}) changed THP from "
-                f"enabled={orig.get('enabled')} defrag={orig.get('defrag')} and did not restore it"
+                f"a run (pid {left.get('pid')}, {left.get('run_dir')}) changed the system from "
+                f"{values} and did not restore it"
                 + (" — it still seems to be running" if left.get("runner_alive") else "")
                 + (
                     f"; its restore failed: {left['restore_error']}"
@@ -78,10 +84,49 @@ def _thp_checks() -> list[Check]:
                     else ""
                 )
                 + f" (record: {left.get('record_file')})",
-                "mallocsweep doctor --restore-thp",
+                "mallocsweep doctor --repair",
             )
         )
     return out
+
+
+def _huge_pages_check() -> Check:
+    """Whether explicit huge pages can be reserved here ([thp] large_pages), and how many are
+    free now; khugepaged's max_ptes_none and what this kernel takes."""
+    from collectors.hugepages import system_hugepages
+    from collectors.procfs import ProcFS
+    from collectors.thp_sysfs import max_ptes_none, max_ptes_none_limit
+
+    procfs = ProcFS()
+    hp = system_hugepages(procfs)
+    name = "huge pages (large_pages)"
+    if hp.get("hugepages_total") is None:
+        return Check(name, False, "this kernel has no explicit huge pages (no HugePages_Total)")
+    size = hp.get("hugepage_size_kb") or 2048
+    try:
+        avail = procfs.meminfo().get("MemAvailable", 0)
+    except Exception:  # noqa: BLE001 - informational
+        avail = 0
+    can = procfs.sys_vm_writable("nr_hugepages")
+    ptes, limit = max_ptes_none(), max_ptes_none_limit()
+    khuge = f"; khugepaged max_ptes_none={ptes} (0..{limit})" if ptes is not None else ""
+    detail = (
+        f"{hp['hugepages_free']} of {hp['hugepages_total']} huge pages of {size} kB free "
+        f"(reserved {hp['hugepages_rsvd']}); "
+        + (
+            f"can reserve more (root): MemAvailable allows about {avail // size:,} more"
+            if can
+            else "cannot reserve more (vm.nr_hugepages needs root): only free ones can be used "
+            "(large_pages_reserve = false)"
+        )
+        + khuge
+    )
+    return Check(
+        name,
+        can or bool(hp.get("hugepages_free")),
+        detail,
+        "" if can else "run as root, or reserve them: echo N > /proc/sys/vm/nr_hugepages",
+    )
 
 
 def _taskstats_check() -> Check:
@@ -297,12 +342,12 @@ def checks(runs: Path) -> list[Check]:
 
 
 def run(args) -> int:
-    if args.restore_thp:
+    if args.repair:
         rec = thp.restore_leftover()
         if rec is None:
-            print("nothing to restore: no THP change was left by a run")
+            print("nothing to repair: no run left THP or huge pages changed")
         else:
-            print(f"THP restored to {rec.get('original')}")
+            print(thp.restored_text(rec))
         return 0
     found = checks(Path(args.runs))
     if args.json:
