@@ -25,6 +25,7 @@ from tests.integration.runs_helpers import (
 )
 
 pytestmark = [
+    pytest.mark.system_settings,  # THP always/never and vm.nr_hugepages, machine-wide
     pytest.mark.integration,
     pytest.mark.skipif(
         not (thpmod.writable() and ProcFS().sys_vm_writable(thpmod.NR_HUGEPAGES)),
