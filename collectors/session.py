@@ -189,7 +189,7 @@ def snap_raw(snap: Snapshot, t0: float) -> dict:
         "anon_huge_kb": snap.anon_huge_kb,
         "live": snap.live,
         "pre_exec": snap.pre_exec,
-    }
+    } | ({"parts": snap.parts.to_raw()} if snap.parts is not None else {})
 
 
 def _boundary_raw(b: _Boundary, t0: float) -> dict:
@@ -209,9 +209,12 @@ class Collectors:
         use_perf: bool = True,
         mark_interval_s: float = 0.5,
         use_taskstats: bool = True,
+        parts: bool = False,
     ):
         """`use_taskstats`/`use_perf`: which context-switch sources may be used, best first
-        (taskstats, then perf as its fallback, then procfs; see collectors.ctxsw)."""
+        (taskstats, then perf as its fallback, then procfs; see collectors.ctxsw). `parts`: take
+        RSS apart by mapping at every phase boundary (collectors.smaps: the whole smaps, read
+        there instead of smaps_rollup)."""
         if sample_interval_s <= 0:
             raise CollectorError(f"collect.sample_interval_s must be > 0, got {sample_interval_s}")
         if smaps_interval_s < 0:
@@ -223,6 +226,7 @@ class Collectors:
         self.mark_interval_s = mark_interval_s
         self.use_perf = use_perf
         self.use_taskstats = use_taskstats
+        self.parts = parts
         self.pid: int | None = None
         self.gone_reason: str | None = None  # set once the process is known to have exited
         self.errors: list[str] = []
@@ -311,6 +315,20 @@ class Collectors:
         """Seconds since start(): the timeline's t_s of this moment."""
         return time.monotonic() - self._t0
 
+    def memory_now(self) -> tuple[float, int | None]:
+        """(seconds since start(), RSS kB) now, from /proc/PID/status alone (cheap: no smaps, no
+        counters); RSS None once the process is gone. For a workload that follows RSS inside a
+        level (a spike's idle time)."""
+        if self._reader is None:
+            raise CollectorError("memory_now() before start()")
+        if not self.gone:
+            try:
+                snap = self._reader.read(ctx=False)
+                return snap.t - self._t0, snap.rss_kb
+            except ProcessGone as e:
+                self._mark_gone(str(e))
+        return self.elapsed(), None
+
     def set_throughput(self, tps: float, qps: float) -> None:
         self._tps, self._qps = tps, qps
 
@@ -330,7 +348,9 @@ class Collectors:
     def _snapshot(self, smaps: bool) -> Snapshot:
         if not self.gone:
             try:
-                return self._reader.read(smaps=smaps)
+                # The gate's snapshot (before exec) is the shell's: nothing to take apart.
+                parts = smaps and self.parts and self._phase is not None
+                return self._reader.read(smaps=smaps, parts=parts)
             except ProcessGone as e:
                 self._mark_gone(str(e))
         return self._reader.after_exit(self._last)

@@ -12,7 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rundir.errors import RunDirError
-from rundir.format import FORMAT_VERSION, RAW_VERSION, RESULTS_COLUMNS, SPAN_LEVEL, SPAN_WINDOW
+from rundir.format import (
+    FORMAT5_RESULT_COLUMNS,
+    FORMAT_VERSION,
+    RAW_VERSION,
+    RESULTS_COLUMNS,
+    SPAN_LEVEL,
+    SPAN_WINDOW,
+)
 
 
 @dataclass
@@ -123,8 +130,31 @@ def update_to_4(raw: RawRun) -> RawRun:
     return RawRun(manifest=manifest, columns=list(raw.columns), rows=list(raw.rows))
 
 
+def update_to_5(raw: RawRun) -> RawRun:
+    """Format 4 -> 5.
+
+    Format 5 takes RSS apart by mapping at every phase boundary (raw snapshots' `parts`) and
+    adds the results columns rundir.format.FORMAT5_RESULT_COLUMNS: the parts at each level's end
+    (heap, buffer pool, stacks, file, swap, hugetlb, the heap's huge pages), what the allocator
+    holds resident beyond what the server uses, and the fragmentation scenarios' cycle and burst
+    release. An older run measured none of them: every row gets them empty (None). The timeline
+    gains the parts' columns too (older timelines simply lack them); raw records keep
+    raw_version 2 (`parts` and a level's `scenario` record are new optional fields).
+    """
+    rows = [{**dict.fromkeys(FORMAT5_RESULT_COLUMNS), **row} for row in raw.rows]
+    columns = list(raw.columns)
+    if columns:
+        columns += [c for c in FORMAT5_RESULT_COLUMNS if c not in columns]
+    return RawRun(manifest=dict(raw.manifest), columns=columns, rows=rows)
+
+
 # format N -> the function upgrading a format-N run to N+1
-MIGRATIONS: dict[int, Callable[[RawRun], RawRun]] = {1: update_to_2, 2: update_to_3, 3: update_to_4}
+MIGRATIONS: dict[int, Callable[[RawRun], RawRun]] = {
+    1: update_to_2,
+    2: update_to_3,
+    3: update_to_4,
+    4: update_to_5,
+}
 
 
 # -- raw records (raw/<cell>.json, their own raw_version) ---------------------------------------

@@ -28,6 +28,7 @@ from rundir.format import (
     RESULTS_COLUMNS,
     SAMPLES_DIR,
     SPAN_WINDOW,
+    results_columns,
 )
 from rundir.records import check_manifest
 
@@ -219,9 +220,17 @@ class RunDir:
         return rec["rows"]
 
     def rebuild_results(self) -> int:
-        """results.csv from every cell record, in cell order; returns the row count."""
+        """results.csv from every cell record, in cell order; returns the row count. In the
+        columns of the run's own format (a run of an older format, re-derived, keeps its file's
+        layout: the columns a later format added are empty in its rows anyway)."""
         records = [dict(rec, rows=self.rows_of(rec)) for rec in self.finished_cells().values()]
-        text, n = results_text(records)
+        version = self.read_manifest().get("format_version")
+        columns = (
+            results_columns(version)
+            if isinstance(version, int) and 1 <= version < FORMAT_VERSION
+            else RESULTS_COLUMNS
+        )
+        text, n = results_text(records, columns)
         atomic_write(self.path / RESULTS, text)
         return n
 

@@ -43,6 +43,7 @@ _FIELDS = {
     "min_glibc",
     "base",
     "companions",
+    "source",
 }
 # What the host's ELF objects look like; a library for another machine cannot be preloaded.
 _HOST_MACHINE = {"x86_64": "EM_X86_64", "aarch64": "EM_AARCH64", "ppc64le": "EM_PPC64"}
@@ -65,6 +66,7 @@ class AllocatorSpec:
     min_glibc: str | None = None
     base: str | None = None
     companions: tuple[str, ...] = ()  # sonames the library loads itself, beside it
+    source: str = ""  # where a deployed setting comes from (a report, a vendor's advice)
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,7 @@ class Allocator:
     companions: tuple[str, ...] = ()
     # A server root's own allocator (detect_in_root below): `library` is a path inside it.
     root: str | None = None
+    source: str = ""  # where a variant's setting comes from (configs/allocators.toml)
 
     def companion_paths(self) -> list[str]:
         """Real paths of the companion libraries (those that exist): a file name is taken from
@@ -155,6 +158,7 @@ class Allocator:
             "usable": self.usable,
             "why_not": self.why_not,
             "root": self.root,
+            "source": self.source,
         }
 
 
@@ -279,7 +283,7 @@ def _spec(path: Path, name: str, e: dict) -> AllocatorSpec:
     family = e.get("family")
     if not isinstance(family, str) or not family:
         raise _fail(path, f"{where}.family", 'expected the allocator family, e.g. "jemalloc"')
-    for key in ("package", "description", "min_glibc", "base"):
+    for key in ("package", "description", "min_glibc", "base", "source"):
         if key in e and not isinstance(e[key], str):
             raise _fail(path, f"{where}.{key}", f"expected a string, got {e[key]!r}")
     if e.get("min_glibc") and not re.fullmatch(r"\d+\.\d+", e["min_glibc"]):
@@ -302,6 +306,7 @@ def _spec(path: Path, name: str, e: dict) -> AllocatorSpec:
         min_glibc=e.get("min_glibc"),
         base=e.get("base"),
         companions=_sonames(path, f"{where}.companions", e.get("companions", [])),
+        source=e.get("source", ""),
     )
 
 
@@ -402,6 +407,7 @@ def spec_fields(spec: AllocatorSpec) -> dict:
         core=spec.core,
         base=spec.base,
         companions=spec.companions,
+        source=spec.source,
     )
 
 

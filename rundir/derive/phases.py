@@ -14,6 +14,7 @@ from __future__ import annotations
 from rundir.format import (
     CPU_CTXSW_COLUMNS,
     LEVEL_MEMORY_COLUMNS,
+    MEMORY_PART_COLUMNS,
     STATUS_COLUMNS,
     THP_COUNTER_COLUMNS,
 )
@@ -48,6 +49,7 @@ FIGURE_KEYS = (
     "process_thp_enabled",
     "status_delta",
     "window_marks",
+    *MEMORY_PART_COLUMNS,
 )
 
 # What window_figures() returns: deltas between two marks of one phase.
@@ -125,7 +127,26 @@ def phase_figures(ph: dict, counters: dict[str, str] | None = None) -> dict:
     t = ph.get("mid_status_t_s")
     fig["threads_connected_t_s"] = round(t, 3) if t is not None else None
     fig["window_marks"] = len(ph.get("marks") or ())
+    fig |= part_figures(b.get("parts"))
     return {k: fig[k] for k in FIGURE_KEYS}
+
+
+def part_figures(parts: dict | None) -> dict:
+    """MEMORY_PART_COLUMNS from a boundary's parts (rundir.records.RawParts; None: all empty).
+    The same names and sums as the timeline's (collectors.sampler.part_columns)."""
+    if not parts:
+        return dict.fromkeys(MEMORY_PART_COLUMNS)
+    p = {k: parts[k] for k in ("bufpool", "stacks", "file", "heap")}
+    huge = sum(x.get("anon_huge_kb", 0) for x in p.values())
+    return {
+        "heap_resident_kb": p["heap"]["rss_kb"],
+        "bufpool_resident_kb": p["bufpool"]["rss_kb"],
+        "stacks_kb": p["stacks"]["rss_kb"],
+        "file_kb": p["file"]["rss_kb"],
+        "swap_kb": sum(x.get("swap_kb", 0) for x in p.values()),
+        "hugetlb_kb": sum(x.get("hugetlb_kb", 0) for x in p.values()),
+        "heap_anon_huge_kb": huge - p["bufpool"].get("anon_huge_kb", 0),
+    }
 
 
 def _named(status: dict | None, names: dict[str, str], meaning: str):

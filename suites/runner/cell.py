@@ -150,6 +150,7 @@ class CellRunner:
                 sample_interval_s=ctx.suite.collect.sample_interval_s,
                 smaps_interval_s=ctx.suite.collect.smaps_interval_s,
                 use_perf=ctx.suite.collect.perf,  # allows the fallback when taskstats is not
+                parts=ctx.suite.memory.parts,
             )
             self.server = self.make_server(applied.thp_disable)
             coll = self.collectors

@@ -202,6 +202,8 @@ class Matrix:
             family.check_allocators(binary, allocators)
             # An engine the server does not have (MyRocks on MySQL, or without its plugin).
             family.check_engines(binary, self._engines())
+            # What the workload needs of this server beyond the family's (a dump client).
+            workloads.of(self.suite).check_server(self.suite, binary)
             # Refuse before writing anything: THP modes this machine cannot set, and shortfalls.
             ThpController(None).check(list(self.suite.thp.modes))
             exec_helper.helper()  # every child starts through it: built here if it must be
