@@ -132,17 +132,19 @@ def _set(connect, values: dict[str, int | str]) -> None:
 def _cycles(
     ctx,
     name: str,
+    threads: int,
     cycles: int,
     one: Callable[[int, str], LevelResult],
     settings: dict[str, int] | None = None,
     recorded: dict | None = None,
 ) -> Iterator[Phase]:
-    """Phases "<name>#c<k>", k = 1..cycles: `one(k, phase)` runs cycle k. `settings` (server
-    variables) are set before the first cycle and put back after the last."""
+    """Phases "<name>@<threads>#c<k>", k = 1..cycles (as thread churn names its cycles: a
+    run's level_visits finds them): `one(k, phase)` runs cycle k. `settings` (server variables)
+    are set before the first cycle and put back after the last."""
     scenario = name.split("_tc")[0]
     saved: dict[str, str] = {}
     for k in range(1, cycles + 1):
-        phase = f"{name}#c{k}"
+        phase = f"{name}@{threads}#c{k}"
 
         def run(k=k, phase=phase) -> LevelResult:
             if k == 1 and settings:
@@ -183,7 +185,7 @@ def sysbench_cycles(
         )  # fmt: skip
 
     recorded = dict(settings or {})
-    yield from _cycles(ctx, script.name, f.cycles, one, settings, recorded)
+    yield from _cycles(ctx, script.name, threads, f.cycles, one, settings, recorded)
 
 
 def session_churn(ctx) -> Iterator[Phase]:
@@ -292,8 +294,9 @@ def dump(ctx) -> Iterator[Phase]:
         return res
 
     yield from _cycles(
-        ctx, "dump", f.cycles, one, recorded={"background_threads": d.background_threads}
-    )
+        ctx, "dump", d.background_threads, f.cycles, one,
+        recorded={"background_threads": d.background_threads},
+    )  # fmt: skip
 
 
 def spike(ctx) -> Iterator[Phase]:
@@ -331,7 +334,7 @@ def spike(ctx) -> Iterator[Phase]:
         )
         return res
 
-    yield from _cycles(ctx, "spike", s.cycles, one)
+    yield from _cycles(ctx, "spike", s.threads, s.cycles, one)
 
 
 RUNNERS = {
