@@ -5,8 +5,8 @@ arm (which settings buy memory at what cost)."""
 from __future__ import annotations
 
 from analysis.fragmentation import lives_by, scenario_workloads
-from analysis.memory_plots import parts_legend, parts_of, stack_parts
-from analysis.plots import _colour, _first_cells, plt, to_data_uri
+from analysis.memory_plots import panel_grid, parts_legend, parts_of, stack_parts
+from analysis.plots import _colour, _first_cells, to_data_uri
 from analysis.stats import median
 from analysis.study_tables import series_label
 from rundir.read import Run
@@ -26,14 +26,9 @@ def parts_by_cycle_figure(run: Run, workload: str):
             panels.append((s, rows, parts))
     if not panels:
         return None
-    n = len(panels)
-    cols = min(4, n)
-    nrows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(
-        nrows, cols, figsize=(3.4 * cols, 2.8 * nrows), squeeze=False, sharey=True
-    )
+    fig, axes = panel_grid(len(panels), 4, 3.4, 2.8, sharey=True)
     drawn: set[str] = set()
-    for ax, (s, rows, parts) in zip(axes.flat, panels, strict=False):
+    for ax, (s, rows, parts) in zip(axes, panels, strict=True):
         xs = [r["scenario_cycle"] for r in rows]
         drawn |= stack_parts(ax, xs, parts)
         half = xs[len(xs) // 2] if len(xs) >= 4 else None
@@ -44,8 +39,6 @@ def parts_by_cycle_figure(run: Run, workload: str):
         ax.set_ylabel("MB", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(True, alpha=0.3)
-    for ax in list(axes.flat)[n:]:
-        ax.set_visible(False)
     fig.suptitle(workload, fontsize=10)
     parts_legend(fig, drawn)
     fig.tight_layout(rect=(0, 0.1, 1, 0.96))
@@ -73,10 +66,8 @@ def cost_figure(run: Run):
     ]
     if not wls:
         return None
-    cols = min(3, len(wls))
-    nrows = (len(wls) + cols - 1) // cols
-    fig, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.6 * nrows), squeeze=False)
-    for ax, wl in zip(axes.flat, wls, strict=False):
+    fig, axes = panel_grid(len(wls), 3, 4.6, 3.6)
+    for ax, wl in zip(axes, wls, strict=True):
         for (_server, w, alloc, _thp), ls in lives.items():
             slopes = [x.growth.kb / 1024 for x in ls if w == wl and x.growth]
             tps = [x.tps for x in ls if w == wl and x.tps]
@@ -91,8 +82,6 @@ def cost_figure(run: Run):
         ax.set_ylabel("throughput (transactions/s)", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(True, alpha=0.3)
-    for ax in list(axes.flat)[len(wls) :]:
-        ax.set_visible(False)
     fig.tight_layout()
     return fig
 

@@ -72,6 +72,20 @@ def stack_parts(ax, xs: list[float], parts: list[dict[str, float]]) -> set[str]:
     return drawn
 
 
+def panel_grid(n: int, cols: int, width: float, height: float, sharey: bool = False):
+    """A figure of n panels, `cols` per row (fewer when n is smaller), each width x height
+    inches: (fig, the n axes in order); the grid's unused axes are hidden."""
+    cols = min(cols, n)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(width * cols, height * rows), squeeze=False, sharey=sharey
+    )
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
 def parts_legend(fig, drawn: set[str], ncol: int = 3) -> None:
     handles = [Patch(color=c, label=lbl) for k, lbl, c in PARTS if k in drawn]
     fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=8)
@@ -88,14 +102,9 @@ def resident_parts_figure(run: Run):
             cells.append((s, rows, parts))
     if not cells:
         return None
-    n = len(cells)
-    cols = min(3, n)
-    nrows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(
-        nrows, cols, figsize=(4.4 * cols, 3.2 * nrows), squeeze=False, sharey=True
-    )
+    fig, axes = panel_grid(len(cells), 3, 4.4, 3.2, sharey=True)
     drawn: set[str] = set()
-    for ax, (s, rows, parts) in zip(axes.flat, cells, strict=False):
+    for ax, (s, rows, parts) in zip(axes, cells, strict=True):
         xs = list(range(1, len(rows) + 1))
         drawn |= stack_parts(ax, xs, parts)
         # where each workload begins
@@ -108,8 +117,6 @@ def resident_parts_figure(run: Run):
         ax.set_ylabel("MB", fontsize=8)
         ax.tick_params(axis="y", labelsize=7)
         ax.grid(True, alpha=0.3)
-    for ax in list(axes.flat)[n:]:
-        ax.set_visible(False)
     parts_legend(fig, drawn)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     return fig

@@ -224,7 +224,10 @@ class RunDir:
         columns of the run's own format (a run of an older format, re-derived, keeps its file's
         layout: the columns a later format added are empty in its rows anyway)."""
         records = [dict(rec, rows=self.rows_of(rec)) for rec in self.finished_cells().values()]
-        version = self.read_manifest().get("format_version")
+        try:
+            version = self.read_manifest().get("format_version")
+        except RunDirError:  # no manifest yet: the current format's
+            version = FORMAT_VERSION
         columns = (
             results_columns(version)
             if isinstance(version, int) and 1 <= version < FORMAT_VERSION

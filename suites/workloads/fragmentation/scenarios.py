@@ -66,31 +66,25 @@ def session_script(suite, tc: int) -> Script:
     )
 
 
+def _own_tables_script(name: str, lua, engine: str, **options) -> Script:
+    """A scenario script whose `prepare` makes tables of its own, on `engine`."""
+    opts = tuple((k, str(v)) for k, v in options.items()) + (("engine", SQL_NAME[engine]),)
+    return Script(name, path=str(lua), options=opts)
+
+
 def table_cache_script(suite, engine: str) -> Script:
     t = suite.table_cache
-    return Script(
-        "table_cache",
-        path=str(TABLE_CACHE_LUA),
-        options=(
-            ("tc_tables", str(t.tables)),
-            ("tc_rows", str(t.rows)),
-            ("engine", SQL_NAME[engine]),
-        ),
+    return _own_tables_script(
+        "table_cache", TABLE_CACHE_LUA, engine, tc_tables=t.tables, tc_rows=t.rows
     )
 
 
 def fulltext_script(suite, engine: str) -> Script:
     t = suite.fulltext
-    return Script(
-        "fulltext",
-        path=str(FULLTEXT_LUA),
-        options=(
-            ("ft_docs", str(t.docs)),
-            ("ft_words", str(t.words)),
-            ("ft_vocabulary", str(t.vocabulary)),
-            ("engine", SQL_NAME[engine]),
-        ),
-    )
+    return _own_tables_script(
+        "fulltext", FULLTEXT_LUA, engine,
+        ft_docs=t.docs, ft_words=t.words, ft_vocabulary=t.vocabulary,
+    )  # fmt: skip
 
 
 def dataset_scripts(suite, engine: str) -> list[Script]:
