@@ -8,6 +8,7 @@ arms this run measured; a claim about an arm the run lacks says so instead of gu
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -162,7 +163,7 @@ def release_table(run: Run, judged: list[vmod.Verdict], base: str) -> Table | No
         "idle time) / (RSS at the burst's end − RSS before the burst): 1 gave everything back, "
         "0 kept it all (empty where the burst grew RSS by less than 1 MB). Back within 10%: "
         "seconds until RSS was within 10% of the pre-burst level (0: the burst's end already "
-        "was; empty: not within the idle time). Medians over bursts, then over lives. The "
+        "was; a burst that never was counts as never). Medians over bursts, then over lives. The "
         "verdict: ratio − 1 is the difference in the share returned (0.30 = 30 points more).",
         ["allocator", "THP", "bursts", "RSS before", "RSS peak of the burst", "RSS after idle",
          "returned", "back within 10% (s)", "returned vs baseline"],
@@ -181,11 +182,17 @@ def release_table(run: Run, judged: list[vmod.Verdict], base: str) -> Table | No
                 num(_mb(_med(_burst_end(run, r) for r in rows))),
                 num(_mb(_med(r.get("rss_end_kb") for r in rows))),
                 num(_med(x.returned for x in ls)),
-                num(_med(x.return_s for x in ls)),
+                _seconds(_med(x.return_s for x in ls)),
                 _verdict_cell(_verdict(judged, g.BURST_RETURNED, wl, alloc)),
             ]
         )
     return t
+
+
+def _seconds(s: float | None) -> Cell:
+    if s is not None and math.isinf(s):
+        return Cell(s, "not within the idle time")
+    return num(s)
 
 
 def _burst_end(run: Run, row: dict) -> float | None:

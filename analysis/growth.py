@@ -14,7 +14,7 @@ order:
   (1%) of RSS over the half, "still growing" when its interval is above 0 and the slope adds at
   least that much, else "unclear" (too few or too noisy cycles);
 - a spike's release: the median over the life's bursts of burst_returned and burst_return_s
-  (rundir.derive.scenario).
+  (rundir.derive.scenario; a burst that never came back within 10% counts as infinitely long).
 
 Verdicts (analysis/verdicts.py registers them; paired by round against the baseline, as every
 other metric): rss_growth_per_cycle and held_per_cycle on the additive scale, expressed as a
@@ -94,7 +94,7 @@ class LifeGrowth:
     rss_end_kb: float | None
     tps: float | None  # median over the cycles
     returned: float | None  # a spike's: median burst_returned
-    return_s: float | None
+    return_s: float | None  # median burst_return_s; inf: most bursts never came back within 10%
 
     @property
     def state(self) -> str:
@@ -139,7 +139,13 @@ def life_growth(run: Run) -> list[LifeGrowth]:
         n = len(rows)
         half = rows[n // 2 :] if n >= MIN_CYCLES else []
         returned = [r["burst_returned"] for r in rows if r.get("burst_returned") is not None]
-        back = [r["burst_return_s"] for r in rows if r.get("burst_return_s") is not None]
+        # a burst whose RSS never came within 10% of the level before it counts as never
+        # (inf), not as missing: the median of the others would say it came back
+        back = [
+            math.inf if r.get("burst_return_s") is None else r["burst_return_s"]
+            for r in rows
+            if r.get("burst_returned") is not None or r.get("burst_return_s") is not None
+        ]
         tps = [r["tps"] for r in rows if r.get("tps")]
         first = rows[0]
         out.append(

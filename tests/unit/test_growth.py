@@ -201,3 +201,25 @@ def test_dump_client_beside_a_basedir_server(tmp_path):
     dump.chmod(0o755)
     found = find_dump_client(_binary(tmp_path, "mariadb", root=False))
     assert found.path == str(dump) and not found.in_root
+
+
+RECORDED = Path(__file__).parent.parent / "fixtures" / "runs" / "real-fragmentation-format5"
+
+
+def test_a_recorded_run_gives_the_three_memory_metrics_and_adds_up():
+    """The recorded format-5 run (real MariaDB, glibc and jemalloc, two rounds): its parts add up
+    to RSS at every cycle, and the verdicts have each memory metric."""
+    from rundir.read import load_run
+
+    run = load_run(RECORDED)
+    for r in run.rows:
+        parts = sum(
+            r[k] for k in ("heap_resident_kb", "bufpool_resident_kb", "stacks_kb", "file_kb")
+        )
+        assert abs(parts - r["rss_end_kb"]) <= r["rss_end_kb"] / 100
+    metrics = {(v.workload, v.metric) for v in verdicts.run_verdicts(run, "glibc")}
+    assert {
+        ("dump", g.RSS_GROWTH_PER_CYCLE),
+        ("dump", g.HELD_PER_CYCLE),
+        ("spike", g.BURST_RETURNED),
+    } <= metrics
