@@ -33,6 +33,12 @@ in Rss), hugetlb pages (Private_Hugetlb + Shared_Hugetlb: explicit huge pages ar
 in Rss) and address space. `heap_huge_kb` is what the hugepage study wants: anonymous huge pages
 outside the buffer pool.
 
+The parts add up to the RSS the mappings had while they were read; the kernel's VmRSS is read
+before (the boundary's figure) and right after (`rss_after_kb`): a process that changed meanwhile
+(jemalloc's background thread purging, a load still ending) shows it as a difference between the
+two, and its parts then lie between them, not within 1% of either (seen once in 881 readings
+here: a spike's idle time ending while jemalloc's background thread purged, 3.7%).
+
 Reading smaps walks every mapping's page tables under the server's mmap lock (DESIGN.md): the
 collectors read it at phase (cycle) boundaries only, never in the 1 Hz loop; `make bench`
 measures what one read costs.
@@ -89,6 +95,9 @@ class Decomposition:
     marked: bool  # some mapping was marked don't-dump: bufpool found, not merely empty
     threads: int  # threads whose stack pointer was read (blocked in the kernel)
     read_ms: float  # wall time of the smaps read (and the stack pointers')
+    # The kernel's VmRSS right after the read: against the VmRSS read before it, how much the
+    # process changed while its mappings were walked (a purging thread, a load still ending)
+    rss_after_kb: int | None = None
 
     @property
     def parts(self) -> dict[str, Part]:
@@ -122,6 +131,7 @@ class Decomposition:
             "marked": self.marked,
             "threads": self.threads,
             "read_ms": round(self.read_ms, 3),
+            "rss_after_kb": self.rss_after_kb,
         }
 
     @classmethod
@@ -132,6 +142,7 @@ class Decomposition:
             bool(raw.get("marked")),
             int(raw.get("threads") or 0),
             float(raw.get("read_ms") or 0.0),
+            raw.get("rss_after_kb"),
         )
 
 
@@ -198,7 +209,10 @@ def classify(vmas: list[Vma], stack_pointers: list[int]) -> dict[str, list[Vma]]
 
 
 def decompose_vmas(
-    vmas: list[Vma], stack_pointers: list[int], read_ms: float = 0.0
+    vmas: list[Vma],
+    stack_pointers: list[int],
+    read_ms: float = 0.0,
+    rss_after_kb: int | None = None,
 ) -> Decomposition:
     parts = classify(vmas, stack_pointers)
     summed = {}
@@ -212,6 +226,7 @@ def decompose_vmas(
         marked=bool(parts["bufpool"]),
         threads=len(stack_pointers),
         read_ms=read_ms,
+        rss_after_kb=rss_after_kb,
     )
 
 
@@ -221,4 +236,6 @@ def decompose(procfs: ProcFS, pid: int) -> Decomposition:
     t0 = time.perf_counter()
     sps = procfs.stack_pointers(pid)
     vmas = procfs.smaps(pid)
-    return decompose_vmas(vmas, list(sps.values()), (time.perf_counter() - t0) * 1000)
+    took = (time.perf_counter() - t0) * 1000
+    after = procfs.status(pid).vm_rss_kb
+    return decompose_vmas(vmas, list(sps.values()), took, after)

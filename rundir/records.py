@@ -106,6 +106,7 @@ class RawParts(_Strict):
     marked: bool = False  # a don't-dump mapping (the buffer pool) was found
     threads: int = 0  # threads whose stack pointer located their stack
     read_ms: float | None = None
+    rss_after_kb: int | None = None  # the kernel's VmRSS right after the read
 
 
 class RawSnap(_Strict):

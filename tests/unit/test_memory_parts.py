@@ -23,11 +23,15 @@ SMAPS = Path(__file__).parent.parent / "fixtures" / "smaps"
 VMRSS = {"mariadb-10.11-glibc": 100740, "mysql-9.7-tcmalloc": 543068}
 
 
-def proc_tree(tmp_path: Path, smaps: str, syscalls: dict[int, str] | None = None) -> ProcFS:
-    """A procfs root holding pid 1 with this smaps and these threads' syscall files."""
+def proc_tree(
+    tmp_path: Path, smaps: str, syscalls: dict[int, str] | None = None, rss_kb: int = 0
+) -> ProcFS:
+    """A procfs root holding pid 1 with this smaps, these threads' syscall files, and a status
+    saying VmRSS `rss_kb`."""
     p = tmp_path / "1"
     (p / "task").mkdir(parents=True)
     (p / "smaps").write_text(smaps)
+    (p / "status").write_text(f"Name:\tmariadbd\nState:\tS\nVmRSS:\t{rss_kb} kB\nThreads:\t1\n")
     for tid, line in (syscalls or {}).items():
         (p / "task" / str(tid)).mkdir()
         (p / "task" / str(tid) / "syscall").write_text(line + "\n")
@@ -36,11 +40,11 @@ def proc_tree(tmp_path: Path, smaps: str, syscalls: dict[int, str] | None = None
 
 @pytest.mark.parametrize("name", sorted(VMRSS))
 def test_parts_add_up_to_the_kernels_rss(name, tmp_path):
-    fs = proc_tree(tmp_path, (SMAPS / f"{name}.smaps").read_text())
+    fs = proc_tree(tmp_path, (SMAPS / f"{name}.smaps").read_text(), rss_kb=VMRSS[name])
     vmas = fs.smaps(1)
     assert vmas == sorted(vmas, key=lambda v: v.start)
     dec = decompose(fs, 1)
-    assert dec.rss_kb == VMRSS[name] == sum(v.kb["Rss"] for v in vmas)
+    assert dec.rss_kb == VMRSS[name] == sum(v.kb["Rss"] for v in vmas) == dec.rss_after_kb
     assert sum(p.mappings for p in dec.parts.values()) == len(vmas)
     assert dec.marked and dec.bufpool.rss_kb > 0 and dec.heap.rss_kb > 0
 
