@@ -93,8 +93,16 @@ class LifeGrowth:
     server_growth: Slope | None  # server_memory_used_kb
     rss_end_kb: float | None
     tps: float | None  # median over the cycles
+    held_kb: list[float | None]  # alloc_held_resident_kb at each cycle's end
+    account_kb: list[float | None]  # server_memory_used_kb at each cycle's end
     returned: float | None  # a spike's: median burst_returned
     return_s: float | None  # median burst_return_s; inf: most bursts never came back within 10%
+
+    def over_scenario(self, values: list[float | None]) -> float | None:
+        """Last cycle's value minus the first's (kB): what the whole scenario added."""
+        if not values or values[0] is None or values[-1] is None:
+            return None
+        return values[-1] - values[0]
 
     @property
     def state(self) -> str:
@@ -164,6 +172,8 @@ def life_growth(run: Run) -> list[LifeGrowth]:
                 server_growth=_fit(half, "server_memory_used_kb") if half else None,
                 rss_end_kb=rows[-1].get("rss_end_kb"),
                 tps=median(tps) if tps else None,
+                held_kb=[r.get("alloc_held_resident_kb") for r in rows],
+                account_kb=[r.get("server_memory_used_kb") for r in rows],
                 returned=median(returned) if returned else None,
                 return_s=median(back) if back else None,
             )
