@@ -5,8 +5,8 @@ arm (which settings buy memory at what cost)."""
 from __future__ import annotations
 
 from analysis.fragmentation import lives_by, scenario_workloads
-from analysis.memory_plots import panel_grid, parts_legend, parts_of, stack_parts
-from analysis.plots import _colour, _first_cells, to_data_uri
+from analysis.memory_plots import first_lives_parts, panel_grid, parts_legend, stack_parts
+from analysis.plots import _colour, to_data_uri
 from analysis.stats import median
 from analysis.study_tables import series_label
 from rundir.read import Run
@@ -15,15 +15,13 @@ from rundir.read import Run
 def parts_by_cycle_figure(run: Run, workload: str):
     """One panel per allocator (its first repeat) for one scenario: the parts of RSS at each
     cycle's end; None when no allocator has a decomposition of it."""
-    panels = []
-    for s, cid in _first_cells(run):
-        rows = sorted(
+    panels = first_lives_parts(
+        run,
+        lambda cid: sorted(
             (r for r in run.rows if r["cell"] == cid and r["workload"] == workload),
             key=lambda r: r.get("scenario_cycle") or 0,
-        )
-        parts = [parts_of(r) for r in rows]
-        if rows and all(p is not None for p in parts):
-            panels.append((s, rows, parts))
+        ),
+    )
     if not panels:
         return None
     fig, axes = panel_grid(len(panels), 4, 3.4, 2.8, sharey=True)

@@ -91,15 +91,22 @@ def parts_legend(fig, drawn: set[str], ncol: int = 3) -> None:
     fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=8)
 
 
+def first_lives_parts(run: Run, rows_of) -> list[tuple]:
+    """(series, rows, their parts) of each series' first repeat whose rows (`rows_of(cell id)`)
+    all have a decomposition."""
+    out = []
+    for s, cid in _first_cells(run):
+        rows = rows_of(cid)
+        parts = [parts_of(r) for r in rows]
+        if rows and all(p is not None for p in parts):
+            out.append((s, rows, parts))
+    return out
+
+
 def resident_parts_figure(run: Run):
     """One panel per allocator (first repeat): RSS taken apart at the end of each level (each a
     phase boundary), stacked; None when the run has no decomposition."""
-    cells = []
-    for s, cid in _first_cells(run):
-        rows = [r for r in run.rows if r["cell"] == cid]
-        parts = [parts_of(r) for r in rows]
-        if rows and all(p is not None for p in parts):
-            cells.append((s, rows, parts))
+    cells = first_lives_parts(run, lambda cid: [r for r in run.rows if r["cell"] == cid])
     if not cells:
         return None
     fig, axes = panel_grid(len(cells), 3, 4.4, 3.2, sharey=True)

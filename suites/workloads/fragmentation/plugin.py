@@ -13,8 +13,7 @@ from suites.workloads.sysbench import scripts as user_scripts
 from suites.workloads.sysbench.dataset import prepare_tables
 from suites.workloads.sysbench.options import as_script, stock_tables
 from suites.workloads.sysbench.plugin import SYSBENCH_ROW_BYTES
-from suites.workloads.sysbench.warm import sysbench_warm_up
-from suites.workloads.warmup import FILL, MISSES, cache_counters
+from suites.workloads.sysbench.warm import warm_up_in
 
 # oltp_read_write (the dump's background load) keeps BEGIN, COMMIT and nine statements per table
 # prepared per client (oltp_common.lua, --db-ps-mode=auto).
@@ -96,26 +95,12 @@ class Fragmentation(Workload):
         return None, float(suite.fragmentation.report_interval_s), False
 
     def warmup(self, ctx):
-        suite = ctx.suite
-        w = suite.warmup
-        names = (ctx.counter_name(MISSES), ctx.counter_name(FILL))
-        ctx.progress("warmup", w.cap_s)
-        return sysbench_warm_up(
-            ctx.connect,
-            ctx.target(),
-            scenarios.options(suite, ctx.engine),
-            cache_counters(ctx.counters, names),
-            names,
+        return warm_up_in(
+            ctx,
+            scenarios.options(ctx.suite, ctx.engine),
             load=as_script("oltp_ro"),
-            stock=stock_tables(suite.dataset.tables),
+            stock=stock_tables(ctx.suite.dataset.tables),
             own=[],
-            cap_s=w.cap_s,
-            min_s=w.min_s,
-            log_dir=ctx.logs,
-            scan=w.scan,
-            threads=w.threads,
-            on_interval=ctx.on_warmup_interval,
-            engine=ctx.engine,
         )
 
     def prepared_statements(self, suite) -> int:
