@@ -51,7 +51,7 @@ def _bound_text(ver: dict) -> str:
 
 def proof_table(run: Run) -> Table:
     table = Table(
-        "proof",
+        "proof-cells",
         "Allocator proof per cell",
         "A cell is one server life under one allocator. Before measuring, mallocsweep checks that the"
         " allocator really serves malloc: the server's malloc and free (in its executable, and in"
@@ -104,6 +104,41 @@ def proof_table(run: Run) -> Table:
             ]
         )
     return table
+
+
+def proof_summary_table(run: Run) -> Table:
+    """The proof folded to one line per arm: how many of its cells were verified, and what
+    malloc and free were bound to (the per-cell tables stay, collapsed, below it)."""
+    t = Table(
+        "proof",
+        "Allocator proof, per arm",
+        "Before measuring, every cell (one server life) proved that the allocator it names "
+        "serves malloc: the server's malloc and free are bound to the allocator's library "
+        "(read from the running process's GOT) and the binary does not define malloc itself. "
+        "One line per arm; the per-cell proof and binding tables are below, collapsed.",
+        ["arm", "proof"],
+    )
+    by: dict[str, list[dict]] = {}
+    for c in run.cells.values():
+        name = str((c.get("allocator") or {}).get("name") or "")
+        if c.get("status") in ("pending", "running"):
+            continue
+        by.setdefault(name, []).append(c)
+    for name, cs in by.items():
+        vers = [c.get("verification") or {} for c in cs]
+        ok = [v for v in vers if str(v.get("verdict") or "").startswith("verified")]
+        bound = sorted({_bound_text(v) for v in ok if _bound_text(v)})
+        what = f"malloc and free bound to {'; '.join(bound)}" if bound else "verified"
+        line = f"{len(ok)} of {len(cs)} cells: {what}"
+        other = [
+            str(v.get("verdict") or "no proof (the cell failed first)") for v in vers if v not in ok
+        ]
+        if other:
+            line += "; not verified: " + ", ".join(
+                f"{n} x {w}" for w, n in ((w, other.count(w)) for w in dict.fromkeys(other))
+            )
+        t.rows.append([text(name), text(line)])
+    return t
 
 
 def binding_table(run: Run) -> Table:

@@ -1,63 +1,131 @@
-"""Figures of the allocator's own accounting: in use and cached stacked over each server's life
-with RSS drawn over them, and RSS against the churn cycle (see analysis/memory.py for the tables).
+"""Figures of who holds the memory: RSS taken apart by mapping at every level's end (buffer
+pool, thread stacks, files, the heap split into what the server uses and what the allocator
+holds), stacked so that the parts add up to RSS and never rise above it; and RSS against the
+churn cycle (analysis/memory.py has the tables).
 
-RSS is a line, not a third band: what the allocator counts as committed can exceed RSS (pages it
-obtained and the server never touched are not resident), so the stack may rise above the line.
+What the allocator calls "cached" or "committed" is address space, not resident memory (pages
+it obtained and the server never touched are not resident): it is never drawn against RSS.
 """
 
 from __future__ import annotations
 
-from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from analysis.churn import churn_rows
-from analysis.memory import alloc_readings
 from analysis.plots import _first_cells, _style, plt, to_data_uri
 from analysis.study_tables import series_label, series_of
 from rundir.read import Run
 
-STACK = (("in use", "#1f77b4"), ("cached by the allocator (committed, not in use)", "#ff7f0e"))
+# The parts of RSS, bottom to top (rundir.format.MEMORY_PART_COLUMNS); the heap is split into
+# what the allocator says the server uses and the rest of it, resident and held by the allocator.
+PARTS = (
+    ("bufpool", "buffer pool (its mapping)", "#8c564b"),
+    ("stacks", "thread stacks", "#bcbd22"),
+    ("file", "files: code, libraries, static data", "#7f7f7f"),
+    ("in_use", "heap: in use by the server (the allocator's figure)", "#1f77b4"),
+    ("held", "heap: held by the allocator, resident", "#ff7f0e"),
+    ("heap", "heap (the allocator keeps no in-use total)", "#17becf"),
+)
+COLOURS = {k: c for k, _, c in PARTS}
 
 
-def alloc_stack_figure(run: Run):
-    """One panel per allocator (first repeat): in use, cached and the rest of RSS stacked at each
-    reading (phase boundaries and the idle phase); None when no cell has allocator figures."""
-    cells = []
+def parts_of(row: dict) -> dict[str, float] | None:
+    """A row's resident parts in MB (PARTS' keys), summing to the RSS the mappings add up to;
+    None where the row has no decomposition (older runs, [memory] parts off). The allocator's in
+    use splits the heap when known, never beyond it: in use above the heap's resident part is
+    memory the server holds untouched (not resident), so the heap is all "in use" then."""
+    keys = ("bufpool_resident_kb", "stacks_kb", "file_kb", "heap_resident_kb")
+    if any(row.get(k) is None for k in keys):
+        return None
+    heap = row["heap_resident_kb"] / 1024
+    out = {
+        "bufpool": row["bufpool_resident_kb"] / 1024,
+        "stacks": row["stacks_kb"] / 1024,
+        "file": row["file_kb"] / 1024,
+        "in_use": 0.0,
+        "held": 0.0,
+        "heap": 0.0,
+    }
+    used = row.get("alloc_in_use_kb")
+    if used is None:
+        out["heap"] = heap
+    else:
+        out["in_use"] = min(max(used / 1024, 0.0), heap)
+        out["held"] = heap - out["in_use"]
+    return out
+
+
+def stack_parts(ax, xs: list[float], parts: list[dict[str, float]]) -> set[str]:
+    """Stacked steps of the parts at each x; the top is their sum (RSS), never above it.
+    Returns the parts drawn (for a legend)."""
+    drawn = set()
+    bottom = [0.0] * len(xs)
+    for key, _label, colour in PARTS:
+        ys = [p[key] for p in parts]
+        if not any(ys):
+            continue
+        top = [b + y for b, y in zip(bottom, ys, strict=True)]
+        ax.fill_between(xs, bottom, top, step="mid", color=colour, alpha=0.85, linewidth=0)
+        bottom = top
+        drawn.add(key)
+    return drawn
+
+
+def panel_grid(n: int, cols: int, width: float, height: float, sharey: bool = False):
+    """A figure of n panels, `cols` per row (fewer when n is smaller), each width x height
+    inches: (fig, the n axes in order); the grid's unused axes are hidden."""
+    cols = min(cols, n)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(width * cols, height * rows), squeeze=False, sharey=sharey
+    )
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+def parts_legend(fig, drawn: set[str], ncol: int = 3) -> None:
+    handles = [Patch(color=c, label=lbl) for k, lbl, c in PARTS if k in drawn]
+    fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=8)
+
+
+def first_lives_parts(run: Run, rows_of) -> list[tuple]:
+    """(series, rows, their parts) of each series' first repeat whose rows (`rows_of(cell id)`)
+    all have a decomposition."""
+    out = []
     for s, cid in _first_cells(run):
-        rs = [r for r in alloc_readings(run, cid) if r.get("alloc_in_use_kb") is not None]
-        if rs and all(r.get("rss_kb") is not None for r in rs):
-            cells.append((s, rs))
+        rows = rows_of(cid)
+        parts = [parts_of(r) for r in rows]
+        if rows and all(p is not None for p in parts):
+            out.append((s, rows, parts))
+    return out
+
+
+def resident_parts_figure(run: Run):
+    """One panel per allocator (first repeat): RSS taken apart at the end of each level (each a
+    phase boundary), stacked; None when the run has no decomposition."""
+    cells = first_lives_parts(run, lambda cid: [r for r in run.rows if r["cell"] == cid])
     if not cells:
         return None
-    n = len(cells)
-    cols = min(3, n)
-    rows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
-    for ax, (s, rs) in zip(axes.flat, cells, strict=False):
-        t = [r["t_s"] for r in rs]
-        used = [r["alloc_in_use_kb"] / 1024 for r in rs]
-        cached = [(r.get("alloc_cached_kb") or 0) / 1024 for r in rs]
-        rss = [r["rss_kb"] / 1024 for r in rs]
-        top = [u + c for u, c in zip(used, cached, strict=True)]
-        ax.fill_between(t, 0, used, step="post", color=STACK[0][1], alpha=0.85, linewidth=0)
-        ax.fill_between(t, used, top, step="post", color=STACK[1][1], alpha=0.85, linewidth=0)
-        ax.step(t, rss, where="post", color="#000000", linewidth=1.5, zorder=5)
-        idle = [r["t_s"] for r in rs if r.get("phase") == "idle"]
-        if idle:
-            ax.axvspan(min(idle), max(idle), color="#000000", alpha=0.06, linewidth=0)
-            ax.text(min(idle), 1.01, "idle", transform=ax.get_xaxis_transform(), fontsize=7)
+    fig, axes = panel_grid(len(cells), 3, 4.4, 3.2, sharey=True)
+    drawn: set[str] = set()
+    for ax, (s, rows, parts) in zip(axes, cells, strict=True):
+        xs = list(range(1, len(rows) + 1))
+        drawn |= stack_parts(ax, xs, parts)
+        # where each workload begins
+        firsts = {}
+        for x, r in zip(xs, rows, strict=True):
+            firsts.setdefault(r["workload"], x)
+        ax.set_xticks(list(firsts.values()))
+        ax.set_xticklabels(list(firsts), rotation=45, ha="right", fontsize=6)
         ax.set_title(series_label(run, s), fontsize=9)
-        ax.set_xlabel("s since server start", fontsize=8)
         ax.set_ylabel("MB", fontsize=8)
-        ax.tick_params(labelsize=7)
+        ax.tick_params(axis="y", labelsize=7)
         ax.grid(True, alpha=0.3)
-    for ax in list(axes.flat)[n:]:
-        ax.set_visible(False)
-    handles = [Patch(color=c, label=lbl) for lbl, c in STACK]
-    handles.append(Line2D([], [], color="#000000", label="RSS (the kernel's resident figure)"))
-    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    parts_legend(fig, drawn)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     return fig
 
 
@@ -101,8 +169,8 @@ def churn_rss_figure(run: Run):
     return fig
 
 
-def alloc_stack_plot(run: Run) -> str | None:
-    fig = alloc_stack_figure(run)
+def resident_parts_plot(run: Run) -> str | None:
+    fig = resident_parts_figure(run)
     return None if fig is None else to_data_uri(fig)
 
 

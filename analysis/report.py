@@ -18,6 +18,8 @@ from analysis import (
     alloc_memory,
     cells,
     churn,
+    fragmentation,
+    fragmentation_plots,
     hugepage_report,
     hugepages,
     memory,
@@ -147,14 +149,15 @@ def build_context(run: Run, baseline: str | None = None) -> dict:
     for wl in run.workloads:
         metric = study_tables.metric_of(run, wl)
         is_ii = words(wl).one_long_level  # no thread sweep: rates over the level instead
+        one_level = is_ii or words(wl).scenario  # a scenario's cycles run at one client count
         workloads.append(
             {
                 "name": wl,
                 "description": words(wl).description,
                 "metric": metric,
                 "metric_label": study_tables.metric_label(wl, metric),
-                "throughput_plot": None if is_ii else plots.throughput_plot(run, wl, metric),
-                "latency_plot": None if is_ii else plots.latency_plot(run, wl),
+                "throughput_plot": None if one_level else plots.throughput_plot(run, wl, metric),
+                "latency_plot": None if one_level else plots.latency_plot(run, wl),
                 "interval_plot": plots.interval_rate_plot(run, wl) if is_ii else None,
                 "verdict_table": verdict_tables.workload_verdict_table(run, judged, wl),
                 "throughput_table": study_tables.throughput_table(run, wl, metric),
@@ -173,6 +176,7 @@ def build_context(run: Run, baseline: str | None = None) -> dict:
         "warnings": warnings(run, base),
         "glance": verdict_tables.glance_table(run, judged, base),
         "noise": verdict_tables.noise_table(run, judged, base),
+        "proof_summary": cells.proof_summary_table(run),
         "proof": cells.proof_table(run),
         "binding": cells.binding_table(run),
         "workloads": workloads,
@@ -188,7 +192,8 @@ def build_context(run: Run, baseline: str | None = None) -> dict:
         "clients": client_table(run),
         "rss_plot": plots.rss_timeline_plot(run),
         "alloc_memory": alloc_memory.alloc_table(run),
-        "alloc_plot": memory_plots.alloc_stack_plot(run),
+        "resident_plot": memory_plots.resident_parts_plot(run),
+        "fragmentation": fragmentation_context(run, judged, base),
         "churn": churn.churn_table(run),
         "churn_plot": memory_plots.churn_rss_plot(run),
         "thp_modes": run.thp_modes,
@@ -206,6 +211,21 @@ def build_context(run: Run, baseline: str | None = None) -> dict:
         "closed_loop_note": CLOSED_LOOP_NOTE,
         "repeats": run.repeats,
         "standin_label": study_tables.STANDIN_LABEL,
+    }
+
+
+def fragmentation_context(run: Run, judged, base: str) -> dict | None:
+    """The fragmentation section (templates/_fragmentation.html.j2), None for a run without
+    scenario cycles."""
+    if not fragmentation.scenario_workloads(run):
+        return None
+    return {
+        "growth": fragmentation.growth_table(run, judged, base),
+        "release": fragmentation.release_table(run, judged, base),
+        "claims": fragmentation.claims_table(run, judged, base),
+        "parts_plots": fragmentation_plots.parts_by_cycle_plots(run),
+        "cost_plot": fragmentation_plots.cost_plot(run),
+        "baseline": base,
     }
 
 

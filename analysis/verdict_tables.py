@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from analysis import growth as cycle_growth
 from analysis.sequential import FASTER, NONE, SLOWER, UNDECIDED
 from analysis.table_model import Cell, Table, text
 from analysis.verdicts import (
@@ -25,7 +26,21 @@ from analysis.verdicts import (
 )
 from rundir.read import Run
 
-METRIC_TEXT = {RSS_GROWTH: "memory: RSS growth", RSS_STOP: "memory: RSS at stop"}
+METRIC_TEXT = {
+    RSS_GROWTH: "memory: RSS growth",
+    RSS_STOP: "memory: RSS at stop",
+    cycle_growth.RSS_GROWTH_PER_CYCLE: "RSS growth per cycle",
+    cycle_growth.HELD_PER_CYCLE: "held per cycle",
+    cycle_growth.BURST_RETURNED: "burst returned",
+}
+
+
+def point_label(v: Verdict) -> str:
+    """What a verdict's point is called in a table: its workload (throughput), the memory
+    metric, or a scenario's metric ("dump: RSS growth per cycle")."""
+    if v.metric == THROUGHPUT:
+        return v.workload
+    return f"{v.workload}: {METRIC_TEXT[v.metric]}" if v.workload else METRIC_TEXT[v.metric]
 
 
 def ratio_ci(v: Verdict) -> str:
@@ -82,7 +97,7 @@ def glance_table(run: Run, verdicts: list[Verdict], baseline: str) -> Table:
     for v in verdicts:
         if v.aa_arm:
             continue
-        wl = v.workload if v.metric == THROUGHPUT else METRIC_TEXT[v.metric]
+        wl = point_label(v)
         points.setdefault((v.server, wl, v.thp, v.threads), []).append(v)
     for (server, wl, thp, th), vs in points.items():
         better = [v for v in vs if v.verdict == FASTER]  # memory verdicts: FASTER = less memory

@@ -25,6 +25,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
+from analysis import growth as cycle_growth
 from analysis import memory, study_tables
 from analysis.lives import by_life
 from analysis.sequential import (
@@ -66,6 +67,13 @@ MEANING = {
     THROUGHPUT: {FASTER: "faster", SLOWER: "slower"},
     RSS_GROWTH: {FASTER: "grows less", SLOWER: "grows more"},
     RSS_STOP: {FASTER: "less memory", SLOWER: "more memory"},
+    # the fragmentation scenarios (analysis/growth.py)
+    cycle_growth.RSS_GROWTH_PER_CYCLE: {
+        FASTER: "grows less per cycle",
+        SLOWER: "grows more per cycle",
+    },
+    cycle_growth.HELD_PER_CYCLE: {FASTER: "holds less per cycle", SLOWER: "holds more per cycle"},
+    cycle_growth.BURST_RETURNED: {FASTER: "returns more", SLOWER: "returns less"},
 }
 NO_DIFFERENCE = "no difference beyond the minimum effect"
 NOT_YET = "not decided: the interval still allows a difference beyond the minimum effect"
@@ -299,6 +307,10 @@ def run_verdicts(
             RSS_GROWTH,
             _judge(growth[(server, thp)], base, design, "add", norm, False),
         )
+    # The fragmentation scenarios: growth per cycle, held per cycle, a burst's release.
+    for p in cycle_growth.verdict_points(run, base):
+        judged = _judge(p.values, base, design, "add", p.norm, p.higher_is_better)
+        add(p.server, p.workload, p.thp, None, p.metric, judged)
     return out
 
 

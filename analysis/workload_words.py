@@ -35,6 +35,9 @@ class Words:
     insert_table: bool = False
     # The suite section whose settings are the load (it builds its own table), if not [dataset].
     load_section: str | None = None
+    # A fragmentation scenario (suites/workloads/fragmentation): cycles at one client count, so
+    # no plot against threads; its memory per cycle is analysis/fragmentation.py's.
+    scenario: bool = False
 
 
 GENERIC = Words()
@@ -79,9 +82,43 @@ WORDS: Mapping[str, Words] = MappingProxyType(
             " holds; ops are statements (reads + writes).",
             RWW_RUN_LABELS,
         ),
+        # The fragmentation scenarios' levels: one per cycle, each with a sysbench load.
+        "dump": Words(
+            "fragmentation scenario after MDEV-30889 and mariadb-operator #1808: each cycle a"
+            " full logical dump of the sysbench tables by the server's own dump client, while"
+            " sysbench oltp_read_write runs beside it (its transactions are the figures here).",
+            scenario=True,
+        ),
+        "session_churn": Words(
+            "fragmentation scenario: each transaction is a whole client session (connect, its own"
+            " sort/join/temporary-table buffer sizes, prepared statements, a filesort, a GROUP BY"
+            " and a join, disconnect); the suffix is the thread_cache_size (sized: threads kept).",
+            timed="sessions",
+            scenario=True,
+        ),
+        "table_cache": Words(
+            "fragmentation scenario: point reads of thousands of small tables at random, beyond"
+            " table_open_cache and table_definition_cache.",
+            scenario=True,
+        ),
+        "fulltext": Words(
+            "fragmentation scenario after MySQL bug 95065 / PS-5312: natural-language, boolean"
+            " and phrase queries over an InnoDB FULLTEXT index.",
+            scenario=True,
+        ),
+        "spike": Words(
+            "fragmentation scenario: a burst at the largest client count, then idle; what of the"
+            " burst's RSS comes back.",
+            scenario=True,
+        ),
     }
 )
 
 
 def words(workload: str) -> Words:
-    return WORDS.get(workload, GENERIC)
+    """The words for a recorded workload; a session-churn block (session_churn_tc4) is read as
+    session_churn."""
+    found = WORDS.get(workload)
+    if found is None and "_tc" in workload:
+        found = WORDS.get(workload.rsplit("_tc", 1)[0])
+    return found or GENERIC

@@ -14,6 +14,7 @@ from rich.console import Console
 
 import bench as package
 from bench import paired, reference
+from bench import smaps as smaps_cost
 from bench.bench import HIGH, LOW, Bench, console, verdicts_figure
 from bench.table import table, verdicts_row
 from rundir.atomic import atomic_write
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="",
         help="comma-separated figures to measure (restore, warm, onoff, iibench, sweep_vs_raw, "
-        "iibench_vs_reference); default all",
+        "iibench_vs_reference, smaps); default all",
     )
     p.add_argument(
         "--pairs",
@@ -84,6 +85,19 @@ def main(argv: list[str] | None = None) -> int:
                     block_s=2 if args.quick else 3,
                     high=128 if args.quick else 256,
                     source_cycles=2 if args.quick else 4,
+                    progress=lambda s: console.print(f"[dim]  {s}[/dim]"),
+                ),
+            ),
+            (
+                "smaps",
+                "RSS taken apart (collectors/smaps.py): ms per read, and POINT_SELECT@256 "
+                "with and without reads, paired blocks in one server life",
+                lambda: smaps_cost.run(
+                    bench,
+                    pairs=3 if args.quick else 6,
+                    block_s=3,
+                    threads=256,
+                    every_s=1.0,
                     progress=lambda s: console.print(f"[dim]  {s}[/dim]"),
                 ),
             ),

@@ -111,6 +111,31 @@ def table(figures: dict) -> Table:
             "< 1 (client lighter than server)",
             _met(cpu["fraction"] < 1 if cpu["fraction"] is not None else None),
         )
+    if "smaps" in figures:
+        sm = figures["smaps"]
+        rest = sm["at_rest"]
+        t.add_row(
+            "RSS taken apart: one smaps read (and the stack pointers) at a boundary",
+            f"{rest['decompose']['wall_ms']:.1f} ms wall ({rest['decompose']['cpu_ms']:.1f} ms "
+            f"CPU) at rest, {rest['mappings']} mappings, {rest['threads']} threads, "
+            f"{rest['rss_kb'] / 1024:.0f} MB RSS; smaps_rollup {rest['smaps_rollup']['wall_ms']:.1f}"
+            f" ms ({rest['smaps_rollup']['cpu_ms']:.1f} ms CPU), the 1 Hz sample "
+            f"{rest['sample']['wall_ms']:.2f} ms; "
+            f"{_fmt(sm.get('under_load_wall_ms'), '.1f')} ms under {sm['threads']} clients",
+            f"{_fmt(rest['decompose']['cpu_ms'] / max(rest['smaps_rollup']['cpu_ms'], 1e-3))}x "
+            "smaps_rollup's CPU",
+            "phase boundaries only",
+            _met(True, "read at boundaries, never in the 1 Hz loop"),
+        )
+        iv = sm["reads_over_none"]
+        t.add_row(
+            f"POINT_SELECT@{sm['threads']} QPS with a decomposition every {sm['every_s']:g} s / "
+            "without (paired blocks, one life)",
+            f"with {sm['qps']['reads']}, without {sm['qps']['none']}",
+            _interval(iv) if iv.get("ratio") is not None else "n/a",
+            "interval holds 1.0 (a bound: cells read at boundaries only)",
+            _met(iv["lo"] <= 1 <= iv["hi"] if iv.get("lo") is not None else None),
+        )
     for row in reference_rows(figures):
         t.add_row(*row)
     return t

@@ -8,7 +8,9 @@ Rules (after psutil's _pslinux.py):
 
 Only cheap files are read here by default: status, stat and statm are generated from counters.
 smaps_rollup walks the target's page tables under its mmap lock (129 ms on 12 GB of 4 KB pages)
-and must stay out of any 1 Hz loop; callers decide when to pay for it.
+and must stay out of any 1 Hz loop; callers decide when to pay for it. smaps (per mapping) walks
+the same tables and prints one block per mapping: dearer still (collectors/smaps.py reads it at
+cycle boundaries only; `make bench` measures it).
 """
 
 from __future__ import annotations
@@ -60,6 +62,24 @@ class Stat:
     starttime_ticks: int  # since boot; with the pid, identifies this process across pid reuse
     vsize_kb: int
     rss_kb: int
+
+
+@dataclass(frozen=True)
+class Vma:
+    """One mapping of /proc/PID/smaps: its address range, permissions, name (a file path,
+    "[heap]", "[stack]", "anon_inode:[io_uring]", ... or "" for anonymous memory), its kB figures
+    (Rss, Swap, AnonHugePages, Private_Hugetlb, ...; as many as the kernel prints) and VmFlags."""
+
+    start: int
+    end: int
+    perms: str  # "rw-p", "---p", "r-xp", "rw-s" ...
+    path: str
+    kb: dict[str, int]
+    flags: frozenset[str]
+
+    @property
+    def size_kb(self) -> int:
+        return (self.end - self.start) // 1024
 
 
 @dataclass(frozen=True)
@@ -189,6 +209,59 @@ class ProcFS:
         if not text:
             raise ProcessGone(pid, "smaps (no address space)")
         return text
+
+    def smaps(self, pid: int) -> list[Vma]:
+        """Every mapping of the process, in address order (see Vma). Expensive: it walks the page
+        tables of every mapping under the target's mmap lock (module doc)."""
+        text = self._read(pid, "smaps")
+        out: list[Vma] = []
+        head: list[str] | None = None
+        kb: dict[str, int] = {}
+        flags: frozenset[str] = frozenset()
+
+        def close() -> None:
+            lo, _, hi = head[0].partition("-")
+            path = head[5] if len(head) > 5 else ""
+            out.append(Vma(int(lo, 16), int(hi, 16), head[1], path, kb, flags))
+
+        for line in text.splitlines():
+            key, sep, value = line.partition(":")
+            if sep and " " not in key:  # "Rss:    12 kB" or "VmFlags: rd wr mr"
+                if key == "VmFlags":
+                    flags = frozenset(value.split())
+                else:
+                    f = value.split()
+                    if f and f[-1] == "kB":
+                        kb[key] = int(f[0])
+                continue
+            # A mapping's first line: "lo-hi perms offset dev inode [path]" (the path may hold
+            # spaces, e.g. "/anon_hugepage (deleted)"); a file name may hold ':' too.
+            if head is not None:
+                close()
+            head = line.split(None, 5)
+            if len(head) < 5 or "-" not in head[0]:
+                raise CollectorError(f"{self.root}/{pid}/smaps: unexpected line {line[:80]!r}")
+            kb, flags = {}, frozenset()
+        if head is not None:
+            close()
+        if not out:
+            raise ProcessGone(pid, "smaps (no address space)")
+        return out
+
+    def stack_pointers(self, pid: int) -> dict[int, int]:
+        """thread id -> its user stack pointer, for every thread blocked in the kernel now
+        (/proc/PID/task/TID/syscall: "nr args... sp pc", or "-1 sp pc" outside a system call);
+        a running thread says "running" and is left out, as is a thread that exited meanwhile.
+        Needs ptrace access to the process (root, or the same user)."""
+        out: dict[int, int] = {}
+        for tid in self.task_ids(pid):
+            try:
+                f = self._read(None, f"{pid}/task/{tid}/syscall").split()
+            except CollectorError:  # exited meanwhile, or no access
+                continue
+            if len(f) >= 3 and f[-2].startswith("0x"):
+                out[tid] = int(f[-2], 16)
+        return out
 
     def exe(self, pid: int) -> str | None:
         """The executable /proc/PID/exe points at; None when it cannot be read (kernel threads,

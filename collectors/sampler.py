@@ -29,7 +29,8 @@ from collectors.ctxsw import (
 from collectors.errors import CollectorError, ProcessGone
 from collectors.priority import boost
 from collectors.procfs import ProcFS
-from rundir.format import SAMPLE_COLUMNS
+from collectors.smaps import Decomposition, decompose
+from rundir.format import MEMORY_PART_COLUMNS, SAMPLE_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,8 @@ class Snapshot:
     # cumulative counters are valid baselines (CPU and context-switch counts carry across
     # execve; perf counts from the exec, taskstats from fork), but its memory is the shell's.
     pre_exec: bool = False
+    # RSS taken apart by mapping (collectors.smaps): only at phase boundaries that ask for it
+    parts: Decomposition | None = None
 
 
 class ProcessReader:
@@ -88,10 +91,13 @@ class ProcessReader:
         self.execd = True
         return False
 
-    def read(self, smaps: bool = False, memory: bool = True, ctx: bool = True) -> Snapshot:
+    def read(
+        self, smaps: bool = False, memory: bool = True, ctx: bool = True, parts: bool = False
+    ) -> Snapshot:
         """One snapshot. `memory=False` skips /proc/PID/status (memory figures None): a window
         mark needs only the counters. `ctx=False` skips the context-switch source. Its time `t`
-        is taken around the counter reads."""
+        is taken around the counter reads. `smaps` with `parts`: the whole smaps taken apart
+        (collectors.smaps; AnonHugePages is its parts' sum) instead of smaps_rollup."""
         pre_exec = self._pre_exec()  # before status/stat: a "server" snapshot is really one
         st = self.procfs.status(self.pid) if memory else None
         t0 = time.monotonic()
@@ -100,10 +106,14 @@ class ProcessReader:
             raise ProcessGone(self.pid, "stat (exited; pid reaped or reused)")
         counts = self.ctx.read() if ctx and self.ctx is not None else None
         t = (t0 + time.monotonic()) / 2
-        huge = None
+        huge = dec = None
         if smaps:
             t0 = time.perf_counter()
-            huge = self.procfs.smaps_rollup(self.pid).get("AnonHugePages")
+            if parts:
+                dec = decompose(self.procfs, self.pid)
+                huge = dec.anon_huge_kb
+            else:
+                huge = self.procfs.smaps_rollup(self.pid).get("AnonHugePages")
             self.smaps_seconds += time.perf_counter() - t0
             self.smaps_reads += 1
         return Snapshot(
@@ -119,6 +129,7 @@ class ProcessReader:
             thp_enabled=st.thp_enabled if st else None,
             anon_huge_kb=huge,
             pre_exec=pre_exec,
+            parts=dec,
         )
 
     def after_exit(self, last: Snapshot | None) -> Snapshot:
@@ -133,7 +144,22 @@ class ProcessReader:
                 threads=None, cpu_user_s=None, cpu_sys_s=None, ctx=ctx, thp_enabled=None,
                 live=False,
             )  # fmt: skip
-        return replace(last, t=time.monotonic(), ctx=ctx, anon_huge_kb=None, live=False)
+        return replace(last, t=time.monotonic(), ctx=ctx, anon_huge_kb=None, live=False, parts=None)
+
+
+def part_columns(dec: Decomposition | None) -> dict:
+    """The timeline's MEMORY_PART_COLUMNS of one snapshot (None where it has no parts)."""
+    if dec is None:
+        return dict.fromkeys(MEMORY_PART_COLUMNS)
+    return {
+        "heap_resident_kb": dec.heap.rss_kb,
+        "bufpool_resident_kb": dec.bufpool.rss_kb,
+        "stacks_kb": dec.stacks.rss_kb,
+        "file_kb": dec.file.rss_kb,
+        "swap_kb": dec.swap_kb,
+        "hugetlb_kb": dec.hugetlb_kb,
+        "heap_anon_huge_kb": dec.heap_huge_kb,
+    }
 
 
 class TimelineWriter:
@@ -181,6 +207,7 @@ class TimelineWriter:
             "workload_tps": tps,
             "workload_qps": qps,
         }
+        values |= part_columns(snap.parts)
         row = ["" if values[c] is None else values[c] for c in self.columns]
         with self._lock:
             if self._csv is None:

@@ -195,7 +195,7 @@ def snap_raw(snap: Snapshot, t0: float) -> dict:
         "anon_huge_kb": snap.anon_huge_kb,
         "live": snap.live,
         "pre_exec": snap.pre_exec,
-    }
+    } | ({"parts": snap.parts.to_raw()} if snap.parts is not None else {})
 
 
 def _boundary_raw(b: _Boundary, t0: float) -> dict:
@@ -221,11 +221,13 @@ class Collectors:
         mark_interval_s: float = 0.5,
         use_taskstats: bool = True,
         pool_kb: int | None = None,
+        parts: bool = False,
     ):
         """`use_taskstats`/`use_perf`: which context-switch sources may be used, best first
         (taskstats, then perf as its fallback, then procfs; see collectors.ctxsw).
         `pool_kb`: the server's buffer pool, to tell its mappings from the heap's
-        (collectors.hugepages)."""
+        (collectors.hugepages). `parts`: take RSS apart by mapping at every phase boundary
+        (collectors.smaps: the whole smaps, read there instead of smaps_rollup)."""
         if sample_interval_s <= 0:
             raise CollectorError(f"collect.sample_interval_s must be > 0, got {sample_interval_s}")
         if smaps_interval_s < 0:
@@ -238,6 +240,7 @@ class Collectors:
         self.mark_interval_s = mark_interval_s
         self.use_perf = use_perf
         self.use_taskstats = use_taskstats
+        self.parts = parts
         self.pid: int | None = None
         self.gone_reason: str | None = None  # set once the process is known to have exited
         self.errors: list[str] = []
@@ -328,6 +331,20 @@ class Collectors:
         """Seconds since start(): the timeline's t_s of this moment."""
         return time.monotonic() - self._t0
 
+    def memory_now(self) -> tuple[float, int | None]:
+        """(seconds since start(), RSS kB) now, from /proc/PID/status alone (cheap: no smaps, no
+        counters); RSS None once the process is gone. For a workload that follows RSS inside a
+        level (a spike's idle time)."""
+        if self._reader is None:
+            raise CollectorError("memory_now() before start()")
+        if not self.gone:
+            try:
+                snap = self._reader.read(ctx=False)
+                return snap.t - self._t0, snap.rss_kb
+            except ProcessGone as e:
+                self._mark_gone(str(e))
+        return self.elapsed(), None
+
     def set_throughput(self, tps: float, qps: float) -> None:
         self._tps, self._qps = tps, qps
 
@@ -347,7 +364,9 @@ class Collectors:
     def _snapshot(self, smaps: bool) -> Snapshot:
         if not self.gone:
             try:
-                return self._reader.read(smaps=smaps)
+                # The gate's snapshot (before exec) is the shell's: nothing to take apart.
+                parts = smaps and self.parts and self._phase is not None
+                return self._reader.read(smaps=smaps, parts=parts)
             except ProcessGone as e:
                 self._mark_gone(str(e))
         return self._reader.after_exit(self._last)

@@ -33,7 +33,13 @@ HISTORY = {
     "hugetlb pages, the buffer pool's and the heap's huge pages from smaps, HugePages_Total/Free/"
     "Rsvd, compaction's and khugepaged's cost over the level); raw boundaries keep a `hugepages` "
     "reading and /proc/vmstat's compact_* counters beside thp_*; a cell's thp record says the "
-    "hugepage setting it ran under (defrag, max_ptes_none, large pages) and its restore",
+    "hugepage setting it ran under (defrag, max_ptes_none, large pages) and its restore; "
+    "who holds the memory: RSS taken apart by mapping at every phase boundary (raw boundary "
+    "snapshots' `parts`, collectors/smaps.py) into results and timeline columns "
+    "MEMORY_PART_COLUMNS (heap, buffer pool, stacks, file, swap, hugetlb, the heap's huge pages), "
+    "alloc_held_resident_kb (heap resident minus the allocator's in use); the fragmentation "
+    "scenarios' cycles (SCENARIO_COLUMNS: scenario_cycle, burst_returned, burst_return_s; raw "
+    "levels' `scenario` record). update_to_5 gives older runs these columns, empty",
 }
 
 MANIFEST = "manifest.json"
@@ -159,6 +165,31 @@ ALLOC_COLUMNS = (
     "alloc_overhead",
 )
 
+# Who holds the resident memory at a phase boundary (collectors/smaps.py), kB: the parts of RSS
+# by mapping. heap + bufpool + stacks + file = RSS (the kernel's figure, read at the same
+# boundary: within 1%); swap and hugetlb pages are not in RSS. heap_anon_huge_kb: anonymous
+# transparent huge pages outside the buffer pool's mapping. Results columns (at the level's end
+# boundary) and timeline columns (filled on the boundaries' rows only). Added in format 5.
+MEMORY_PART_COLUMNS = (
+    "heap_resident_kb",
+    "bufpool_resident_kb",
+    "stacks_kb",
+    "file_kb",
+    "swap_kb",
+    "hugetlb_kb",
+    "heap_anon_huge_kb",
+)
+# The fragmentation scenarios (suites/workloads/fragmentation): each level is one cycle of a
+# scenario (its number), and a spike-and-idle cycle's release: the share of the burst's RSS
+# returned after the idle time, and the seconds until RSS was within 10% of the pre-burst level.
+SCENARIO_COLUMNS = ("scenario_cycle", "burst_returned", "burst_return_s")
+# What format 5 added to results.csv, in one tuple (the lead merges format bumps by these).
+FORMAT5_RESULT_COLUMNS = (*MEMORY_PART_COLUMNS, "alloc_held_resident_kb", *SCENARIO_COLUMNS)
+# Everything format 5 added to results.csv: the hugepage study's columns and who holds the
+# memory. Two names are in both (hugetlb_kb, heap_anon_huge_kb: the same smaps quantities, from
+# the hugepage reading or from the parts, whichever the boundary has): they are one column each.
+FORMAT5_ADDED_COLUMNS = tuple(dict.fromkeys((*HUGEPAGE_COLUMNS, *FORMAT5_RESULT_COLUMNS)))
+
 # One row per (cell, workload, threads, repeat). Per-level figures are deltas over that level, not
 # since server start; each group below says which part of the level it covers.
 RESULTS_COLUMNS = [
@@ -238,6 +269,13 @@ RESULTS_COLUMNS = [
     # outside churn runs. Added 2026-11-24.
     "churn_cycle",
     "thread_cache_size",
+    # who holds the memory at the level's end (format 5; empty in older runs and where the
+    # decomposition is off, [memory] parts): RSS by mapping (MEMORY_PART_COLUMNS) and
+    # alloc_held_resident_kb = heap_resident_kb - alloc_in_use_kb (what the allocator holds
+    # resident and the server does not; negative when the server holds malloc'ed memory it never
+    # touched); a fragmentation scenario's cycle and a spike's release (SCENARIO_COLUMNS). The
+    # parts hugetlb_kb and heap_anon_huge_kb are the huge-page columns' above, not repeated.
+    *(c for c in FORMAT5_RESULT_COLUMNS if c not in HUGEPAGE_COLUMNS),
     # read-while-writing (suites/workloads/rww; added in format 2, issue 15; empty for other workloads and
     # in older runs): the writer's and the readers' rates and latencies apart, over the level's
     # own clock (duration_s). In the load level only the write side is filled. table_rows: rows
@@ -262,6 +300,8 @@ SAMPLE_COLUMNS = [
     "ctxsw_involuntary",
     "workload_tps",
     "workload_qps",
+    # format 5: RSS by mapping, on the rows written at phase boundaries (empty on the others)
+    *MEMORY_PART_COLUMNS,
 ]
 
 CELL_STATUSES = ("ok", "failed", "skipped", "interrupted", "pending")
@@ -308,7 +348,7 @@ COLUMNS_ADDED_IN = {
     # engine and the read-while-writing columns (written by format-2 runs after their first
     # ones), the client host's, the allocator's own accounting and thread churn
     3: (*ADDED_COLUMNS, *CLIENT_COLUMNS, *ALLOC_COLUMNS, "churn_cycle", "thread_cache_size"),
-    5: HUGEPAGE_COLUMNS,
+    5: FORMAT5_ADDED_COLUMNS,
 }
 
 

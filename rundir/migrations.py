@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from rundir.errors import RunDirError
 from rundir.format import (
+    FORMAT5_ADDED_COLUMNS,
     FORMAT_VERSION,
-    HUGEPAGE_COLUMNS,
     RAW_VERSION,
     RESULTS_COLUMNS,
     SPAN_LEVEL,
@@ -133,18 +133,23 @@ def update_to_4(raw: RawRun) -> RawRun:
 def update_to_5(raw: RawRun) -> RawRun:
     """Format 4 -> 5.
 
-    Format 5 studies huge pages: results gain HUGEPAGE_COLUMNS (the server's ShmemPmdMapped and
-    hugetlb pages, the buffer pool's and the heap's huge pages, HugePages_Total/Free/Rsvd,
-    compaction's and khugepaged's cost per level). A format-4 run never read them: every row
-    gets them empty (None), which the tables show as "not recorded", never as zero. Its cells'
-    thp records are what they were (a THP mode with defrag left as the suite said): readers
-    take a missing setting as that. Raw boundaries may hold a `hugepages` reading (absent in
-    older records: nothing to upgrade).
+    Format 5 studies huge pages and takes RSS apart. Results gain HUGEPAGE_COLUMNS (the
+    server's ShmemPmdMapped and hugetlb pages, the buffer pool's and the heap's huge pages,
+    HugePages_Total/Free/Rsvd, compaction's and khugepaged's cost per level) and
+    the memory parts (rundir.format.FORMAT5_ADDED_COLUMNS has both: RSS by mapping at each level's end: heap, buffer pool,
+    stacks, file, swap, hugetlb, the heap's huge pages; what the allocator holds resident beyond
+    what the server uses; the fragmentation scenarios' cycle and burst release). A format-4 run
+    measured none of them: every row gets them empty (None), which the tables show as "not
+    recorded", never as zero. Its cells' thp records are what they were (a THP mode with defrag
+    left as the suite said): readers take a missing setting as that. Raw boundaries may hold a
+    `hugepages` reading and `parts`, a level a `scenario` record (absent in older records:
+    nothing to upgrade; raw_version stays 2). Older timelines simply lack the parts' columns.
     """
-    rows = [{**row, **{c: row.get(c) for c in HUGEPAGE_COLUMNS}} for row in raw.rows]
+    added = FORMAT5_ADDED_COLUMNS
+    rows = [{**dict.fromkeys(added), **row} for row in raw.rows]
     columns = list(raw.columns)
     if columns:
-        columns += [c for c in HUGEPAGE_COLUMNS if c not in columns]
+        columns += [c for c in added if c not in columns]
     return RawRun(manifest=dict(raw.manifest), columns=columns, rows=rows)
 
 

@@ -84,6 +84,31 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class RawPart(_Strict):
+    """One part of the server's memory by mapping (collectors.smaps.Part), kB."""
+
+    rss_kb: int = 0
+    anon_huge_kb: int = 0
+    swap_kb: int = 0
+    hugetlb_kb: int = 0
+    size_kb: int = 0
+    mappings: int = 0
+
+
+class RawParts(_Strict):
+    """RSS taken apart by mapping at a phase boundary (collectors.smaps.Decomposition; format 5):
+    the parts' rss_kb add up to the process's RSS."""
+
+    bufpool: RawPart
+    stacks: RawPart
+    file: RawPart
+    heap: RawPart
+    marked: bool = False  # a don't-dump mapping (the buffer pool) was found
+    threads: int = 0  # threads whose stack pointer located their stack
+    read_ms: float | None = None
+    rss_after_kb: int | None = None  # the kernel's VmRSS right after the read
+
+
 class RawSnap(_Strict):
     """The server process at one moment; t_s in seconds since the collectors started. Counters
     (CPU, context switches) are whole-process totals; ctxsw_* from the cell's ctxsw_source (named
@@ -103,6 +128,7 @@ class RawSnap(_Strict):
     anon_huge_kb: int | None = None
     live: bool = True  # False: the process was gone, these are its last known values
     pre_exec: bool = False  # still the launch gate: counters valid, memory the shell's
+    parts: RawParts | None = None  # at phase boundaries with [memory] parts (format 5)
 
 
 class RawHugepages(_Strict):
@@ -265,6 +291,26 @@ class ChurnLevel(_Strict):
     thread_cache_size: int | None = None
 
 
+class ScenarioLevel(_Strict):
+    """One cycle of a fragmentation scenario (suites.workloads.fragmentation): which scenario
+    and cycle, and what the scenario itself observed. results column scenario_cycle; a spike's
+    readings give burst_returned and burst_return_s (rundir.derive.scenario)."""
+
+    scenario: str
+    cycle: int
+    report: str = ""  # the report it reproduces (MDEV-30889, ...)
+    # a dump cycle: the dump client's exit, seconds and output size
+    dump: dict[str, Any] | None = None
+    # a spike-and-idle cycle: RSS before the burst, at its end, then [t_s since the burst ended,
+    # RSS kB] through the idle time
+    pre_burst_kb: int | None = None
+    burst_end_kb: int | None = None
+    idle: list[tuple[float, int | None]] = Field(default_factory=list)
+    idle_s: float | None = None
+    # settings of the cycle worth keeping (thread_cache_size, table caches, sizes)
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
 class ClientLoad(_Strict):
     """The client host's own figures over a level (rundir.format.CLIENT_COLUMNS)."""
 
@@ -307,6 +353,7 @@ class RawLevel(_Strict):
     churn: ChurnLevel | None = None
     client_load: ClientLoad | None = None
     agent: AgentLevel | None = None
+    scenario: ScenarioLevel | None = None  # a fragmentation scenario's cycle (format 5)
     # Only in records upgraded from raw_version 1: keys of its untyped `extra` that no typed
     # record holds (kept, never read by a derivation).
     legacy_extra: dict[str, Any] | None = None
@@ -388,10 +435,13 @@ __all__ = [
     "RawClock",
     "RawHugepages",
     "RawLevel",
+    "RawPart",
+    "RawParts",
     "RawPhase",
     "RawSnap",
     "RwwFigures",
     "RwwLevel",
+    "ScenarioLevel",
     "SysbenchLevel",
     "SysbenchPercentile",
     "Tool",

@@ -220,15 +220,19 @@ class RunDir:
         return rec["rows"]
 
     def rebuild_results(self) -> int:
-        """results.csv from every cell record, in cell order; returns the row count. A run of an
-        older format (a --rederive) keeps its own format's columns: its results.csv comes back
-        as that writer made it, without the columns a later format added."""
+        """results.csv from every cell record, in cell order; returns the row count. In the
+        columns of the run's own format (a run of an older format, re-derived, keeps its file's
+        layout: the columns a later format added are empty in its rows anyway)."""
         records = [dict(rec, rows=self.rows_of(rec)) for rec in self.finished_cells().values()]
         try:
-            version = int(self.read_manifest().get("format_version") or FORMAT_VERSION)
-        except (RunDirError, TypeError, ValueError, AttributeError):
+            version = self.read_manifest().get("format_version")
+        except RunDirError:  # no manifest yet: the current format's
             version = FORMAT_VERSION
-        columns = RESULTS_COLUMNS if version >= FORMAT_VERSION else results_columns(version)
+        columns = (
+            results_columns(version)
+            if isinstance(version, int) and 1 <= version < FORMAT_VERSION
+            else RESULTS_COLUMNS
+        )
         text, n = results_text(records, columns)
         atomic_write(self.path / RESULTS, text)
         return n

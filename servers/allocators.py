@@ -46,6 +46,7 @@ _FIELDS = {
     "base",
     "companions",
     "hugetlbfs",
+    "source",
 }
 # What the host's ELF objects look like; a library for another machine cannot be preloaded.
 _HOST_MACHINE = {"x86_64": "EM_X86_64", "aarch64": "EM_AARCH64", "ppc64le": "EM_PPC64"}
@@ -69,6 +70,7 @@ class AllocatorSpec:
     base: str | None = None
     companions: tuple[str, ...] = ()  # sonames the library loads itself, beside it
     hugetlbfs: str | None = None  # a hugetlbfs mount point it allocates from (else unusable)
+    source: str = ""  # where a deployed setting comes from (a report, a vendor's advice)
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,7 @@ class Allocator:
     companions: tuple[str, ...] = ()
     # A server root's own allocator (detect_in_root below): `library` is a path inside it.
     root: str | None = None
+    source: str = ""  # where a variant's setting comes from (configs/allocators.toml)
 
     def companion_paths(self) -> list[str]:
         """Real paths of the companion libraries (those that exist): a file name is taken from
@@ -159,6 +162,7 @@ class Allocator:
             "usable": self.usable,
             "why_not": self.why_not,
             "root": self.root,
+            "source": self.source,
         }
 
 
@@ -283,7 +287,7 @@ def _spec(path: Path, name: str, e: dict) -> AllocatorSpec:
     family = e.get("family")
     if not isinstance(family, str) or not family:
         raise _fail(path, f"{where}.family", 'expected the allocator family, e.g. "jemalloc"')
-    for key in ("package", "description", "min_glibc", "base", "hugetlbfs"):
+    for key in ("package", "description", "min_glibc", "base", "hugetlbfs", "source"):
         if key in e and not isinstance(e[key], str):
             raise _fail(path, f"{where}.{key}", f"expected a string, got {e[key]!r}")
     if e.get("hugetlbfs") and not e["hugetlbfs"].startswith("/"):
@@ -311,6 +315,7 @@ def _spec(path: Path, name: str, e: dict) -> AllocatorSpec:
         base=e.get("base"),
         companions=_sonames(path, f"{where}.companions", e.get("companions", [])),
         hugetlbfs=e.get("hugetlbfs"),
+        source=e.get("source", ""),
     )
 
 
@@ -411,6 +416,7 @@ def spec_fields(spec: AllocatorSpec) -> dict:
         core=spec.core,
         base=spec.base,
         companions=spec.companions,
+        source=spec.source,
     )
 
 

@@ -24,7 +24,7 @@ from servers.allocators import Allocator
 from servers.errors import ServerError
 from servers.launch import Child, spawn
 from servers.life import BASE_ENV, Launch, Probe, ServerLife, tail
-from servers.mysql_config import MySQLSettings, ServerPaths, render_my_cnf
+from servers.mysql_config import MySQLSettings, ServerPaths, performance_schema, render_my_cnf
 from servers.mysql_flavor import ServerBinary, find_mysql
 from servers.root import RootLaunch, mount_points, remove_mount_points, rooted
 from servers.verify import refuse_self_allocating, verify_allocator
@@ -33,6 +33,13 @@ __all__ = ["MySQLServer", "MySQLSettings", "ServerBinary", "find_mysql"]
 
 SOCKET_MAX = 107  # sun_path is 108 bytes including the terminating NUL
 _MARKER_TEXT = "created by mallocsweep; safe for mallocsweep to delete\n"
+# MySQL's own account of its memory (sys.memory_global_total without the sys schema): every
+# memory instrument's current bytes. In the status under this name (not a status variable).
+PFS_MEMORY = "performance_schema.memory_total_bytes"
+PFS_MEMORY_QUERY = (
+    "SELECT SUM(CURRENT_NUMBER_OF_BYTES_USED) "
+    "FROM performance_schema.memory_summary_global_by_event_name"
+)
 
 
 def _error_lines(path: Path, n: int = 3) -> str:
@@ -208,6 +215,12 @@ class MySQLServer(ServerLife):
         self._mount_points += mount_points(root, binds)
         return rooted(root, binds)
 
+    def client_launch(self) -> RootLaunch | None:
+        """How one of the server's own client programs (its dump client) runs beside it: in the
+        server's root under chroot, seeing the work dir and socket at the same paths; None for a
+        server on the host (the program runs there as it is)."""
+        return self._in_root() if self.binary.root is not None else None
+
     def _remove_mount_points(self) -> None:
         if self.binary.root is not None and self._mount_points:
             remove_mount_points(self.binary.root.path, self._mount_points)
@@ -369,6 +382,9 @@ class MySQLServer(ServerLife):
                     cur = self._status_conn.cursor()
                     cur.execute(query)
                     rows = cur.fetchall()
+                    if not only and self.pfs_memory:
+                        cur.execute(PFS_MEMORY_QUERY)
+                        rows.append((PFS_MEMORY, (cur.fetchone() or (None,))[0]))
                     cur.close()
                     break
                 except mysql.connector.Error as e:
@@ -381,9 +397,15 @@ class MySQLServer(ServerLife):
         for name, value in rows:
             try:
                 out[str(name)] = float(_text(value))
-            except ValueError:
+            except (TypeError, ValueError):
                 continue
         return out
+
+    @property
+    def pfs_memory(self) -> bool:
+        """Whether its status carries performance_schema's memory total (PFS_MEMORY): MySQL and
+        Percona with performance_schema on (MariaDB says Memory_used itself)."""
+        return self.binary.flavor != "mariadb" and performance_schema(self.binary, self.settings)
 
     def connection_status(self) -> dict[str, float]:
         """Threads_connected alone, for a read while the load runs: the whole SHOW GLOBAL STATUS

@@ -60,6 +60,15 @@ class MySQLSettings:
     engine: str = "innodb"
     rocksdb_block_cache_mb: int = 256
     rocksdb_write_buffer_mb: int = 64
+    # Who holds the memory (collectors/smaps.py): MySQL and Percona mark their buffer pool
+    # don't-dump (so its mapping can be told from the heap) only with core-file on and
+    # innodb_buffer_pool_in_core_file OFF; MariaDB does it by default.
+    mark_buffer_pool: bool = False
+    # The server's own account of its memory: MariaDB has Memory_used; MySQL and Percona only
+    # performance_schema's memory instruments, so it is turned on for them, its history and
+    # digest tables sized 0 (measured on MySQL 9.7.4 here, 128 MiB pool, 64 connections: RSS at
+    # start 295 MB without performance_schema, 538 MB with its defaults, 377 MB so).
+    memory_account: bool = False
 
     def __post_init__(self):
         for name in ("buffer_pool_mb", "max_threads", "innodb_log_file_mb"):
@@ -147,7 +156,43 @@ def extra_lines(extra: dict[str, str]) -> list[str]:
     return lines
 
 
-def flavor_lines(binary: ServerBinary, paths: ServerPaths | None = None) -> list[str]:
+# performance_schema tables a memory account does not need, sized 0 (MySQL/Percona).
+PFS_UNNEEDED = (
+    "digests_size",
+    "events_statements_history_long_size",
+    "events_statements_history_size",
+    "events_stages_history_long_size",
+    "events_stages_history_size",
+    "events_waits_history_long_size",
+    "events_waits_history_size",
+    "events_transactions_history_long_size",
+    "events_transactions_history_size",
+    "max_sql_text_length",
+    "max_digest_length",
+    "error_size",
+    "session_connect_attrs_size",
+    "accounts_size",
+    "hosts_size",
+    "users_size",
+)
+
+
+def memory_lines(binary: ServerBinary, settings: MySQLSettings | None) -> list[str]:
+    """MySQL/Percona lines for the memory decomposition and the server's own account (see
+    MySQLSettings.mark_buffer_pool, memory_account); MariaDB needs none."""
+    if binary.flavor == "mariadb" or settings is None:
+        return []
+    lines = []
+    if settings.mark_buffer_pool:
+        lines += ["core-file", "innodb_buffer_pool_in_core_file = OFF"]
+    if settings.memory_account:
+        lines += [f"loose-performance_schema_{k} = 0" for k in PFS_UNNEEDED]
+    return lines
+
+
+def flavor_lines(
+    binary: ServerBinary, paths: ServerPaths | None = None, settings: MySQLSettings | None = None
+) -> list[str]:
     if binary.flavor == "mariadb":
         return []
     # MySQL 8 / Percona start the X Protocol plugin on port 33060 by default: a second server
@@ -159,7 +204,12 @@ def flavor_lines(binary: ServerBinary, paths: ServerPaths | None = None) -> list
         lines.append(
             f"secure-file-priv = {option_value(paths.secure_file_priv, 'secure-file-priv')}"
         )
-    return lines
+    return lines + memory_lines(binary, settings)
+
+
+def performance_schema(binary: ServerBinary, settings: MySQLSettings) -> bool:
+    """On when the suite asks, or for MySQL/Percona's own memory account."""
+    return settings.performance_schema or (settings.memory_account and binary.flavor != "mariadb")
 
 
 def redo_line(binary: ServerBinary, log_mb: int) -> str:
@@ -206,9 +256,9 @@ def render_my_cnf(
         "buffer_pool_mb": settings.buffer_pool_mb,
         "redo_line": redo_line(binary, settings.innodb_log_file_mb),
         "flush_log_at_trx_commit": settings.flush_log_at_trx_commit,
-        "performance_schema": "ON" if settings.performance_schema else "OFF",
+        "performance_schema": "ON" if performance_schema(binary, settings) else "OFF",
         "flavor_lines": "\n".join(
-            flavor_lines(binary, paths)
+            flavor_lines(binary, paths, settings)
             + engine_lines(
                 binary,
                 settings.engine,

@@ -51,7 +51,8 @@ _LIBC = re.compile(r"^libc(-[0-9.]+)?\.so")
 _REQUIRED = ("malloc", "free")
 # Environment keys that shape allocation; recorded from the live process as evidence.
 _ENV_KEYS = ("LD_PRELOAD", "GLIBC_TUNABLES", "MALLOC_CONF", "MALLOC_ARENA_MAX")
-_ENV_PREFIXES = ("TCMALLOC_", "MIMALLOC_", "JE_", "TBB_")
+# "glibc.": GLIBC_TUNABLES items after the first, split off by glibc itself (tunables_in)
+_ENV_PREFIXES = ("TCMALLOC_", "MIMALLOC_", "JE_", "TBB_", "glibc.")
 # What MariaDB's @@version_malloc_library can name (it checks for tc_version, then mallctl).
 _SERVER_DETECTS = {"jemalloc", "tcmalloc"}
 
@@ -337,6 +338,17 @@ def _process_root(pid: int, proc_root: str) -> str:
     return str(p) if p.is_dir() else ""
 
 
+def tunables_in(env: dict[str, str]) -> set[str]:
+    """The GLIBC_TUNABLES items of a process, from its /proc/PID/environ as parsed into `env`.
+
+    glibc parses GLIBC_TUNABLES at start-up in the process's own environment block, writing a
+    NUL where each ':' was (measured with Debian's glibc 2.36: GLIBC_TUNABLES=a=1:b=2 reads back
+    from /proc/PID/environ as "GLIBC_TUNABLES=a=1", then an entry "b=2"): the items after the
+    first are entries of their own, named glibc.<namespace>.<tunable>."""
+    items = {t for t in env.get("GLIBC_TUNABLES", "").split(":") if t}
+    return items | {f"{k}={v}" for k, v in env.items() if k.startswith("glibc.")}
+
+
 def verify_allocator(
     pid: int,
     allocator: Allocator,
@@ -418,8 +430,9 @@ def verify_allocator(
         own = interposes_malloc(defs)
         if own:
             problems.append(f"{binary} defines {', '.join(own)} itself")
+        have = tunables_in(env)
         for t in allocator.tunables:
-            if t not in env.get("GLIBC_TUNABLES", "").split(":"):
+            if t not in have:
                 problems.append(f"GLIBC_TUNABLES of the process lacks {t}")
     if evidence["server_agreement"] == "disagrees":
         problems.append(f"the server reports malloc library {server_reported!r}")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from rundir.derive.alloc import level_columns as alloc_level_columns
 from rundir.derive.phases import FIGURE_KEYS, mark_times, phase_figures, window_figures
+from rundir.derive.scenario import scenario_columns
 from rundir.derive.window import (
     Interval,
     Window,
@@ -118,6 +119,16 @@ def window_record(
     }
 
 
+def held_resident(heap_kb, in_use_kb):
+    """What the allocator holds resident and the server does not: the heap's resident part
+    minus what the allocator says is in use (read right before the level's end boundary). Empty
+    where either is unknown; negative when the server holds malloc'ed memory it never touched
+    (in use counts it, RSS does not)."""
+    if heap_kb is None or in_use_kb is None:
+        return None
+    return round(heap_kb - in_use_kb)
+
+
 def derive_level(raw: dict, level: dict) -> tuple[dict, dict]:
     """One level's row and window record from the cell's raw record (rundir.records.CellRaw)."""
     clock = raw.get("clock") or {}
@@ -143,6 +154,10 @@ def derive_level(raw: dict, level: dict) -> tuple[dict, dict]:
         win = window_figures(ph, window.first_mark, window.last_mark, source)
     row = level_row(raw["identity"], level, fig, win, window, source)
     row.update(alloc_level_columns(raw.get("alloc_readings"), level["phase"]))
+    row["alloc_held_resident_kb"] = held_resident(
+        row.get("heap_resident_kb"), row.get("alloc_in_use_kb")
+    )
+    row.update(scenario_columns(level))
     return row, window_record(intervals, len(times), fig, win, window, row)
 
 

@@ -16,6 +16,7 @@ from rundir.format import (
     HUGEPAGE_COLUMNS,
     HUGEPAGE_GAUGES,
     LEVEL_MEMORY_COLUMNS,
+    MEMORY_PART_COLUMNS,
     STATUS_COLUMNS,
     THP_COUNTER_COLUMNS,
 )
@@ -51,6 +52,7 @@ FIGURE_KEYS = (
     "process_thp_enabled",
     "status_delta",
     "window_marks",
+    *(c for c in MEMORY_PART_COLUMNS if c not in HUGEPAGE_COLUMNS),
 )
 
 # What window_figures() returns: deltas between two marks of one phase.
@@ -129,6 +131,11 @@ def phase_figures(ph: dict, counters: dict[str, str] | None = None) -> dict:
     t = ph.get("mid_status_t_s")
     fig["threads_connected_t_s"] = round(t, 3) if t is not None else None
     fig["window_marks"] = len(ph.get("marks") or ())
+    # Two part columns are the hugepage reading's too (hugetlb_kb, heap_anon_huge_kb): a boundary
+    # that has only one of the two readings keeps that one's figure.
+    for key, value in part_figures(b.get("parts")).items():
+        if value is not None or fig.get(key) is None:
+            fig[key] = value
     return {k: fig[k] for k in FIGURE_KEYS}
 
 
@@ -148,6 +155,24 @@ def hugepage_figures(start: dict | None, end: dict | None, sv: dict, ev: dict) -
         (start or {}).get("khugepaged_cpu_s"), end.get("khugepaged_cpu_s"), 3
     )
     return fig
+
+
+def part_figures(parts: dict | None) -> dict:
+    """MEMORY_PART_COLUMNS from a boundary's parts (rundir.records.RawParts; None: all empty).
+    The same names and sums as the timeline's (collectors.sampler.part_columns)."""
+    if not parts:
+        return dict.fromkeys(MEMORY_PART_COLUMNS)
+    p = {k: parts[k] for k in ("bufpool", "stacks", "file", "heap")}
+    huge = sum(x.get("anon_huge_kb", 0) for x in p.values())
+    return {
+        "heap_resident_kb": p["heap"]["rss_kb"],
+        "bufpool_resident_kb": p["bufpool"]["rss_kb"],
+        "stacks_kb": p["stacks"]["rss_kb"],
+        "file_kb": p["file"]["rss_kb"],
+        "swap_kb": sum(x.get("swap_kb", 0) for x in p.values()),
+        "hugetlb_kb": sum(x.get("hugetlb_kb", 0) for x in p.values()),
+        "heap_anon_huge_kb": huge - p["bufpool"].get("anon_huge_kb", 0),
+    }
 
 
 def _named(status: dict | None, names: dict[str, str], meaning: str):

@@ -265,6 +265,14 @@ class MemorySection(Section):
         "boundary through a small library preloaded after the allocator (servers/shims/"
         "alloc_stats.c); it waits on a FIFO between readings and costs nothing then. MySQL family.",
     )
+    parts: bool = Field(
+        True,
+        description="Take RSS apart by mapping at every phase boundary (buffer pool, thread "
+        "stacks, files, the heap; collectors/smaps.py): the whole /proc/PID/smaps is read there "
+        "instead of smaps_rollup, never while a level runs (make bench measures a read). MySQL "
+        "and Percona then run with core-file and innodb_buffer_pool_in_core_file=OFF, which "
+        "marks their buffer pool's mapping.",
+    )
     idle_s: NonNegFloat = Field(
         0,
         description="An idle phase after the last level, in seconds (0 = none): no client runs "

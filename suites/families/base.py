@@ -69,6 +69,12 @@ class ServerLaunch:
     extra_preload: tuple[str, ...] = ()
     late_preload: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
+    # RSS is taken apart by mapping ([memory] parts): a family whose server can mark its buffer
+    # pool's mapping does so (collectors/smaps.py)
+    memory_parts: bool = False
+    # the workload reads the server's own account of its memory at every boundary
+    # (server_memory_used_kb): a family that must switch something on for it does so
+    memory_account: bool = False
 
 
 @dataclass(frozen=True)
@@ -165,9 +171,10 @@ class Family:
         """A cheaper status read while a level runs (None: `status`)."""
         return None
 
-    def counters(self, engine: str = DEFAULT_ENGINE) -> dict[str, str]:
+    def counters(self, engine: str = DEFAULT_ENGINE, binary: Any = None) -> dict[str, str]:
         """Its status counter for each meaning it has (rundir.format.COUNTER_MEANINGS), for the
-        tables on `engine`; a meaning it lacks is left out (its columns stay empty)."""
+        tables on `engine` (and the resolved `binary`, where flavors differ); a meaning it lacks
+        is left out (its columns stay empty)."""
         return {}
 
     def target(self, life: ServerLife, database: str) -> ClientTarget:

@@ -18,7 +18,7 @@ from servers.mongodb import MongoServer, check_allocators, find_mongod
 from servers.mysql_flavor import which_server
 from suites.config.errors import FieldError
 from suites.config.sections import ServerSection
-from suites.families.base import Family, ServerLaunch, ServerNeeds
+from suites.families.base import DEFAULT_ENGINE, Family, ServerLaunch, ServerNeeds
 from suites.workloads.level import ClientTarget
 
 # A fresh dbpath's disk before any data, for the preflight. No mongod is packaged for this
@@ -81,6 +81,13 @@ class MongoFamily(Family):
 
     def status(self, life: MongoServer):
         return life.server_status
+
+    def counters(self, engine: str = DEFAULT_ENGINE, binary=None) -> dict[str, str]:
+        # serverStatus flattened (servers.mongodb.flatten_numeric). The server's own account of
+        # its heap: the tcmalloc section of a mongod built with tcmalloc (gperftools' and
+        # Google's both say generic.current_allocated_bytes); a mongod on the system allocator,
+        # and the tests' stand-in, have none.
+        return {"memory_used_bytes": "tcmalloc.generic.current_allocated_bytes"}
 
     def target(self, life: MongoServer, database: str) -> ClientTarget:
         info = life.client_target()

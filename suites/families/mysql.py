@@ -21,7 +21,7 @@ from servers.acquire.archive import parse_spec
 from servers.acquire.fetch import lookup
 from servers.engines import check_engine
 from servers.errors import ServerError
-from servers.mysql import MySQLServer, MySQLSettings, find_mysql
+from servers.mysql import PFS_MEMORY, MySQLServer, MySQLSettings, find_mysql
 from servers.mysql_config import extra_lines
 from servers.verify import refuse_self_allocating
 from suites.config.errors import FieldError
@@ -49,7 +49,7 @@ COUNTERS = {
     "clients_connected": "Threads_connected",
     "pages_read_from_disk": "Innodb_buffer_pool_reads",
     "page_read_requests": "Innodb_buffer_pool_read_requests",
-    "memory_used_bytes": "Memory_used",  # MariaDB's own account; MySQL has no such status
+    "memory_used_bytes": "Memory_used",  # MariaDB's own account (MySQL's: counters())
 }
 # The warmup's two questions per storage engine: reads that missed the engine's cache, and what
 # the cache holds. MyRocks keeps no gauge of its block cache's content in its status, so its
@@ -231,7 +231,12 @@ class MySQLFamily(Family):
         return server.model_copy(update={"settings": {**server.settings, "large_pages": "ON"}})
 
     def settings(
-        self, server, max_threads: int, prepared_statements: int = 0, engine: str = "innodb"
+        self,
+        server,
+        max_threads: int,
+        prepared_statements: int = 0,
+        engine: str = "innodb",
+        launch: ServerLaunch | None = None,
     ) -> MySQLSettings:
         """What its my.cnf is rendered from (servers.mysql_config)."""
         return MySQLSettings(
@@ -244,6 +249,8 @@ class MySQLFamily(Family):
             # caps it.
             prepared_statements=prepared_statements,
             extra={k: str(v) for k, v in server.settings.items()},
+            mark_buffer_pool=bool(launch and launch.memory_parts),
+            memory_account=bool(launch and launch.memory_account),
         )
 
     def needs(self, server, max_threads: int, prepared_statements: int = 0) -> ServerNeeds:
@@ -289,7 +296,11 @@ class MySQLFamily(Family):
             launch.binary,
             launch.workdir,
             self.settings(
-                launch.server, launch.max_threads, launch.prepared_statements, launch.engine
+                launch.server,
+                launch.max_threads,
+                launch.prepared_statements,
+                launch.engine,
+                launch,
             ),
             launch.allocator,
             thp_disable=launch.thp_disable,
@@ -305,9 +316,14 @@ class MySQLFamily(Family):
     def live_status(self, life: MySQLServer):
         return life.connection_status
 
-    def counters(self, engine: str = "innodb") -> dict[str, str]:
+    def counters(self, engine: str = "innodb", binary=None) -> dict[str, str]:
         missed, held = CACHE_COUNTERS[engine]
-        return COUNTERS | {"cache_misses": missed, "cache_fill": held}
+        out = COUNTERS | {"cache_misses": missed, "cache_fill": held}
+        if binary is not None and binary.flavor != "mariadb":
+            # MySQL/Percona have no Memory_used: performance_schema's memory total, where the
+            # server has it on (servers.mysql.PFS_MEMORY)
+            out["memory_used_bytes"] = PFS_MEMORY
+        return out
 
     def target(self, life: MySQLServer, database: str) -> ClientTarget:
         return ClientTarget.mysql(life.client_target(), database)

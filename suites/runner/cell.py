@@ -161,6 +161,7 @@ class CellRunner:
                 smaps_interval_s=ctx.suite.collect.smaps_interval_s,
                 use_perf=ctx.suite.collect.perf,  # allows the fallback when taskstats is not
                 pool_kb=self.pool_kb(),
+                parts=ctx.suite.memory.parts,
             )
             self.server = self.make_server(applied.thp_disable)
             coll = self.collectors

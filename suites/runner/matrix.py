@@ -237,6 +237,8 @@ class Matrix:
             family.check_allocators(binary, allocators)
             # An engine the server does not have (MyRocks on MySQL, or without its plugin).
             family.check_engines(binary, self._engines())
+            # What the workload needs of this server beyond the family's (a dump client).
+            workloads.of(self.suite).check_server(self.suite, binary)
             # A system setting a killed run left changed is put back first (and said).
             self._restore_leftover()
             # Refuse before writing anything: hugepage settings this machine cannot make (a mode

@@ -68,6 +68,8 @@ class WorkloadCell(CellRunner):
                 extra_preload=extra,
                 late_preload=late,
                 extra_env=env,
+                memory_parts=suite.memory.parts,
+                memory_account=self.workload.server_account,
             )
         )
 
@@ -87,7 +89,7 @@ class WorkloadCell(CellRunner):
         return self.family.live_status(self.server)
 
     def counters(self) -> dict[str, str]:
-        return self.family.counters(self.plan.engine)
+        return self.family.counters(self.plan.engine, self.ctx.server_binary)
 
     # -- the workload's part ----------------------------------------------------------------
     def workload_phases(self):

@@ -53,6 +53,9 @@ class Workload:
     remote_program = "sysbench"
     # Its levels' clients can be split over several client hosts (suites.remote.hosts)
     remote_split = False
+    # It reads the server's own account of its memory (server_memory_used_kb) at every
+    # boundary: the family switches on what that needs (MySQL: performance_schema)
+    server_account = False
 
     def max_clients(self, suite) -> int:
         """Client connections its largest level opens at once."""
@@ -64,6 +67,10 @@ class Workload:
 
     def check_family(self, suite, family) -> None:
         """A suites.config.errors.FieldError when it cannot run on the suite's server family."""
+
+    def check_server(self, suite, binary) -> None:
+        """A SuiteError (one line) when the resolved server `binary` lacks something it needs (a
+        client program of the server's own, e.g. its dump client): before any server starts."""
 
     def check_limits(self, suite, family) -> None:
         """A FieldError when a statement or row of its would exceed what the server takes (checked

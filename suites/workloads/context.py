@@ -17,7 +17,9 @@ Its `phases(ctx)` and `warmup(ctx)` get a LevelContext, which offers exactly:
   (the timeline only: warmup is never per-op);
 - what the server says: `counter(meaning)` reads one status counter by what it means
   (rundir.format.COUNTER_MEANINGS: "memory_used_bytes", "threads_created", ...), whatever the
-  server calls it (its family declares the names); None where the server has no such counter.
+  server calls it (its family declares the names); None where the server has no such counter;
+- what the server is: `server` (the resolved binary: flavor, version, path, root: where its own
+  client programs are), and `memory_now()` (its RSS now, cheaply: a spike's idle time follows it).
 
 Extending it (a workload that runs a dump client, or opens many short connections and reads
 "memory used" at each cycle's boundary): those are run_client, connect and counter. A run
@@ -121,17 +123,34 @@ class LevelContext:
         *,
         env: dict[str, str] | None = None,
         timeout_s: float | None = None,
+        in_root: bool = False,
     ) -> ClientRun:
         """Run one client program to its end, in the cell's work directory, its output appended
-        to `log` (under `logs`). OSError when it cannot start."""
+        to `log` (under `logs`). OSError when it cannot start. `in_root`: argv[0] is a program of
+        the server's root (`server.root`), run there under chroot with the work directory and
+        the server's socket at the same paths (as the server itself runs); on the host, as is."""
         log = Path(log)
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as f:
             f.write(("# mallocsweep: " + " ".join(argv) + "\n").encode())
+        launch = getattr(self._cell.server, "client_launch", None)
+        root = launch() if in_root and launch is not None else None
         ended, seconds = run_to_end(
-            argv, CLIENT_ENV | (env or {}), log, self.work, timeout_s, argv[0]
+            argv, CLIENT_ENV | (env or {}), log, self.work, timeout_s, argv[0], root=root
         )
         return ClientRun(ended, round(seconds, 3), log)
+
+    # -- the server itself ------------------------------------------------------------------------
+    @property
+    def server(self):
+        """The resolved server binary (servers.mysql_flavor.ServerBinary for the MySQL family:
+        flavor, version, path, root)."""
+        return self._cell.ctx.server_binary
+
+    def memory_now(self) -> tuple[float, int | None]:
+        """(seconds on the cell's timeline clock, the server's RSS in kB now; None once it is
+        gone): /proc/PID/status alone, cheap enough to follow RSS every second."""
+        return self._cell.collectors.memory_now()
 
     def progress(self, label: str, seconds: float) -> None:
         """What the console shows as running now, and how long it is expected to take."""

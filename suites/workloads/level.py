@@ -17,6 +17,7 @@ from rundir.records import (
     ClientLoad,
     IIBenchLevel,
     RwwLevel,
+    ScenarioLevel,
     SysbenchLevel,
 )
 
@@ -56,7 +57,8 @@ IntervalCallback = Callable[[float, float, float], None]
 
 # The typed records a LevelResult may carry, by field name (rundir.records: RawLevel has the same
 # fields). At most one of sysbench/iibench/rww (what is particular to the workload); churn,
-# client_load and agent are what any workload's level may add beside.
+# client_load, agent and scenario (a fragmentation scenario's cycle) are what any workload's
+# level may add beside.
 RECORDS = {
     "sysbench": SysbenchLevel,
     "iibench": IIBenchLevel,
@@ -64,6 +66,7 @@ RECORDS = {
     "churn": ChurnLevel,
     "client_load": ClientLoad,
     "agent": AgentLevel,
+    "scenario": ScenarioLevel,
 }
 
 
@@ -98,6 +101,7 @@ class LevelResult:
     churn: ChurnLevel | None = None
     client_load: ClientLoad | None = None
     agent: AgentLevel | None = None
+    scenario: ScenarioLevel | None = None
 
     def row(self) -> dict:
         """The results.csv fields this result owns."""

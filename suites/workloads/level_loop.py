@@ -342,13 +342,17 @@ def run_to_end(
     cwd: Path,
     timeout_s: float | None = None,
     what: str = "the client",
+    root=None,
 ) -> tuple[ExitInfo | None, float]:
     """Run one client program to its end (a prepare, a dump, a loader): our child, killed with
     us and at `timeout_s`, its output appended to `log`. Returns (its exit, or None when it was
     killed at the deadline; seconds it ran). OSError when it cannot start; a signal kills it at
-    once (Interrupted, at a safe point every half second)."""
+    once (Interrupted, at a safe point every half second). `root` (servers.root.RootLaunch): the
+    program is one of a server root's, run there (argv[0] and cwd as seen inside it)."""
     started = time.monotonic()
-    child = spawn(argv, env=env, cwd=cwd, stdout=log, stderr=log, death_signal=signal.SIGKILL)
+    child = spawn(
+        argv, env=env, cwd=cwd, stdout=log, stderr=log, death_signal=signal.SIGKILL, root=root
+    )
     try:
         deadline = None if timeout_s is None else started + timeout_s
         while True:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from suites.errors import SuiteError
 from suites.workloads.base import Workload
+from suites.workloads.fragmentation.plugin import Fragmentation
 from suites.workloads.iibench.plugin import IIBench
 from suites.workloads.rww.plugin import ReadWhileWriting
 from suites.workloads.sysbench.plugin import Sysbench
 
-REGISTRY: dict[str, Workload] = {w.kind: w for w in (Sysbench(), IIBench(), ReadWhileWriting())}
+REGISTRY: dict[str, Workload] = {
+    w.kind: w for w in (Sysbench(), IIBench(), ReadWhileWriting(), Fragmentation())
+}
 
 
 def workload(kind: str) -> Workload:

@@ -594,3 +594,31 @@ def test_custom_allocator_companions_are_checked(family_libs, companions, messag
     entry = {"name": "p", "library": str(d / "libtbbmalloc_proxy.so.2"), "companions": companions}
     with pytest.raises(AllocatorError, match=re.escape(f"custom allocator 'p': {message}")):
         custom_allocator(entry)
+
+
+def test_tunables_split_by_glibc_itself_still_verify(tmp_path, plain_binary):
+    """glibc writes a NUL where each ':' of GLIBC_TUNABLES was, in the process's own environment
+    block (seen with Debian's glibc 2.36): /proc/PID/environ then holds the items after the first
+    as entries of their own. A variant with two tunables (glibc-trim), or one appended to a
+    user's own, is verified from all of them."""
+    (trim,) = resolve(["glibc-trim"])
+    env = {"GLIBC_TUNABLES": "glibc.pthread.rseq=0", **dict(t.split("=") for t in trim.tunables)}
+    root = _fake_proc(tmp_path / "proc", 9, [("/usr/lib/x86_64-linux-gnu/libc.so.6", 5)], env)
+    ev = verify_allocator(
+        9,
+        trim,
+        plain_binary,
+        proc_root=root,
+        binding=_bound(9, "/usr/lib/x86_64-linux-gnu/libc.so.6"),
+    )
+    assert ev["verdict"] == "verified"
+    env.pop(trim.tunables[1].split("=")[0])
+    root = _fake_proc(tmp_path / "proc2", 9, [("/usr/lib/x86_64-linux-gnu/libc.so.6", 5)], env)
+    with pytest.raises(AllocatorError, match=r"lacks glibc\.malloc\.mmap_threshold=131072"):
+        verify_allocator(
+            9,
+            trim,
+            plain_binary,
+            proc_root=root,
+            binding=_bound(9, "/usr/lib/x86_64-linux-gnu/libc.so.6"),
+        )

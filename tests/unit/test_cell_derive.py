@@ -81,7 +81,7 @@ def _run_cell(tmp_path, index=0, allocator="glibc"):
     suite = NS(
         collect=NS(sample_interval_s=0.05, smaps_interval_s=0, perf=False),
         server=NS(startup_timeout_s=5),
-        memory=NS(idle_s=0.0),  # no idle phase after the load
+        memory=NS(idle_s=0.0, parts=True),  # no idle phase after the load; RSS taken apart
     )
     ctx = CellContext(
         suite=suite,
@@ -115,6 +115,14 @@ def test_rows_are_derived_from_the_raw_record_the_cell_wrote(tmp_path):
     assert row["cell"] == plan.id and row["allocator"] == "glibc" and row["qps"] == 100.0
     assert row["window_s"] > 0 and row["window_ops"] > 0
     assert outcome.record["levels"][0]["window"]["measured"] is True
+    # RSS taken apart at the level's end boundary, in the raw record and its row: the parts add up
+    # to the RSS read at that boundary (within 1%: two reads of a live process)
+    parts = raw["phases"]["stand-in@2"]["end"]["snap"]["parts"]
+    assert parts and parts["heap"]["rss_kb"] == row["heap_resident_kb"]
+    summed = sum(
+        row[k] for k in ("heap_resident_kb", "bufpool_resident_kb", "stacks_kb", "file_kb")
+    )
+    assert abs(summed - row["rss_end_kb"]) <= row["rss_end_kb"] / 100
     # --rederive on the untouched run derives the same rows (nothing changed).
     (again,) = rederive_run(rd.path)
     assert (again.outcome, again.changed) == (DERIVED, 0)

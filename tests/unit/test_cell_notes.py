@@ -79,6 +79,7 @@ def test_server_warnings_are_noted_right_after_the_server_starts(tmp_path):
     suite = NS(
         collect=NS(sample_interval_s=0.2, smaps_interval_s=0, perf=False),
         server=NS(startup_timeout_s=5),
+        memory=NS(idle_s=0.0, parts=False),
     )
     ctx = CellContext(
         suite=suite,

@@ -319,7 +319,11 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
         vs = [v for v in judged if (v.workload or "memory") == label]
         if not vs:
             continue
-        cols = sorted({v.threads for v in vs}) if label != "memory" else ["rss_stop", "rss_growth"]
+        # a thread level per throughput point; a metric's name for memory, and for a
+        # fragmentation scenario's growth and release beside its throughput
+        cols = sorted({v.threads for v in vs if v.threads is not None}) + list(
+            dict.fromkeys(v.metric for v in vs if v.threads is None)
+        )
         t = Table(title=f"{label}: ratio to {base} \\[interval] verdict, {vs[0].rounds} rounds")
         t.add_column("allocator (thp)")
         for c in cols:
@@ -334,7 +338,7 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
                         x
                         for x in vs
                         if (x.server, x.allocator, x.thp) == (server, alloc, thp)
-                        and (x.threads if label != "memory" else x.metric) == c
+                        and (x.threads if x.threads is not None else x.metric) == c
                     ),
                     None,
                 )

@@ -20,8 +20,7 @@ from suites.workloads.sysbench import scripts as user_scripts
 from suites.workloads.sysbench.dataset import prepare_tables
 from suites.workloads.sysbench.options import WORKLOADS as STOCK
 from suites.workloads.sysbench.options import Script, as_script, stock_tables
-from suites.workloads.sysbench.warm import sysbench_warm_up
-from suites.workloads.warmup import FILL, MISSES, cache_counters
+from suites.workloads.sysbench.warm import warm_up_in
 
 # On-disk size of a sysbench row with InnoDB overhead (page fill, secondary index on k).
 SYSBENCH_ROW_BYTES = 230
@@ -322,28 +321,15 @@ class Sysbench(Workload):
         """The stock tables' scans and an OLTP_RO run (the classic procedure); a suite of only
         its own scripts scans their tables and runs the first of them."""
         suite = ctx.suite
-        w = suite.warmup
         scripts = sysbench_scripts(suite)
         stock = any(x.stock for x in scripts)
         made = dict(getattr(ctx.dataset, "tables", None) or {})
-        names = (ctx.counter_name(MISSES), ctx.counter_name(FILL))
-        ctx.progress("warmup", w.cap_s)
-        return sysbench_warm_up(
-            ctx.connect,
-            ctx.target(),
+        return warm_up_in(
+            ctx,
             sysbench_options(suite, ctx.engine),
-            cache_counters(ctx.counters, names),
-            names,
             load=as_script("oltp_ro") if stock else scripts[0],
             stock=stock_tables(suite.dataset.tables) if stock else [],
             own=[t for x in scripts if not x.stock for t in made.get(x.name, [])],
-            cap_s=w.cap_s,
-            min_s=w.min_s,
-            log_dir=ctx.logs,
-            scan=w.scan,
-            threads=w.threads,
-            on_interval=ctx.on_warmup_interval,
-            engine=ctx.engine,  # whose cache counters say "warm"
         )
 
     def prepared_statements(self, suite) -> int:

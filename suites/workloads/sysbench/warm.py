@@ -11,7 +11,7 @@ from suites.errors import SuiteError
 from suites.workloads.level import ClientTarget
 from suites.workloads.sysbench.options import Script, SysbenchOptions
 from suites.workloads.sysbench.runner import run_level
-from suites.workloads.warmup import CHECK_S, warm_up
+from suites.workloads.warmup import CHECK_S, FILL, MISSES, cache_counters, warm_up
 
 
 def _primary_keyed(cur, database: str) -> set[str]:
@@ -99,4 +99,32 @@ def sysbench_warm_up(
         check_s=check_s,
         on_interval=on_interval,
         engine=engine,
+    )
+
+
+def warm_up_in(
+    ctx, opts: SysbenchOptions, *, load: Script, stock: list[str], own: list[str]
+) -> dict:
+    """sysbench_warm_up for a workload's level context (suites.workloads.context.LevelContext):
+    the suite's [warmup] settings, the server's cache counters by meaning, the console's
+    progress and the timeline's intervals."""
+    w = ctx.suite.warmup
+    names = (ctx.counter_name(MISSES), ctx.counter_name(FILL))
+    ctx.progress("warmup", w.cap_s)
+    return sysbench_warm_up(
+        ctx.connect,
+        ctx.target(),
+        opts,
+        cache_counters(ctx.counters, names),
+        names,
+        load=load,
+        stock=stock,
+        own=own,
+        cap_s=w.cap_s,
+        min_s=w.min_s,
+        log_dir=ctx.logs,
+        scan=w.scan,
+        threads=w.threads,
+        on_interval=ctx.on_warmup_interval,
+        engine=ctx.engine,  # whose cache counters say "warm"
     )

@@ -1,0 +1,547 @@
+"""The report's fragmentation section: growth per cycle, release after a burst, and what the
+reports claimed against what this run measured (figures: analysis/fragmentation_plots.py).
+
+Everything here comes from analysis/growth.py (one value per server life) and the run's verdicts
+(analysis/verdicts.py: paired by round against the baseline). A claim is checked only with the
+arms this run measured; a claim about an arm the run lacks says so instead of guessing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from analysis import growth as g
+from analysis import verdicts as vmod
+from analysis.sequential import FASTER, NONE, SLOWER, UNDECIDED
+from analysis.stats import median
+from analysis.table_model import Cell, Table, count, num, text
+from analysis.verdict_tables import ratio_ci
+from rundir.read import Run
+
+MB = 1024.0
+# bug 95065's "grows to a maximum": the allocator's held part grew by this share of RSS
+HELD_PCT = 10.0
+REPRODUCED, NOT_REPRODUCED, UNDECIDED_CLAIM, NOT_MEASURED = (
+    "reproduced",
+    "not reproduced",
+    "undecided",
+    "not measured here",
+)
+
+
+def _mb(kb: float | None) -> float | None:
+    return None if kb is None else kb / MB
+
+
+def _med(xs) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return median(vals) if vals else None
+
+
+def scenario_workloads(run: Run) -> list[str]:
+    """The run's scenario workloads, in the order they ran."""
+    seen: dict[str, None] = {}
+    for r in run.rows:
+        if r.get("scenario_cycle") is not None:
+            seen.setdefault(r["workload"], None)
+    return list(seen)
+
+
+def lives_by(run: Run) -> dict[tuple[str, str, str, str], list[g.LifeGrowth]]:
+    """(server, workload, allocator, thp) -> its lives, in round order."""
+    out: dict[tuple, list[g.LifeGrowth]] = defaultdict(list)
+    for life in g.life_growth(run):
+        out[(life.server, life.workload, life.allocator, life.thp)].append(life)
+    for v in out.values():
+        v.sort(key=lambda x: x.repeat)
+    return dict(out)
+
+
+def _verdict(judged, metric, workload, allocator) -> vmod.Verdict | None:
+    return next(
+        (
+            v
+            for v in judged
+            if v.metric == metric and v.workload == workload and v.allocator == allocator
+        ),
+        None,
+    )
+
+
+def _verdict_cell(v: vmod.Verdict | None) -> Cell:
+    if v is None:
+        return text("–")
+    return Cell(v.ratio, f"{ratio_ci(v)} {v.word}")
+
+
+def _states(lives: list[g.LifeGrowth]) -> str:
+    states = [x.state for x in lives]
+    return ", ".join(f"{s} {states.count(s)}/{len(states)}" for s in dict.fromkeys(states))
+
+
+def growth_table(run: Run, judged: list[vmod.Verdict], base: str) -> Table | None:
+    lives = lives_by(run)
+    rows = [k for k in lives if any(x.half for x in lives[k])]
+    if not rows:
+        return None
+    several = len({k[0] for k in rows}) > 1
+    t = Table(
+        "growth",
+        f"Growth per cycle by scenario (MB per cycle; verdicts against {base})",
+        "Each scenario repeats one cycle many times in one server life; RSS is read when each "
+        "cycle ends (a phase boundary). Growth per cycle is the least-squares slope of RSS over "
+        "the last half of the cycles (the first half warms caches and per-thread state), per "
+        "server life; shown is the median over the lives, with the lowest and highest beside "
+        "it. 'State' counts the lives whose RSS had levelled off (the slope's 95% interval adds "
+        f"less than {g.LEVEL_PCT:g}% of RSS over the half) or was still growing (its interval "
+        "above 0 and the slope adding at least that). Held: the same slope of what the "
+        "allocator holds resident beyond what it says is in use (heap resident − in use; empty "
+        "where the allocator keeps no totals: mimalloc, TBB). Server's account: the slope of "
+        "what the server says it uses (MariaDB Memory_used, MySQL performance_schema): RSS "
+        "growing while this stays flat is memory the allocator keeps, not the server. "
+        "Throughput: the scenario's transactions per second (sessions, dumps' background "
+        "load), median over cycles and lives. The verdict compares growth per cycle with the "
+        f"baseline's, paired by round: ratio − 1 is the extra growth {g.HORIZON} more cycles "
+        f"would add at the measured rates, as a share of {base}'s RSS (the minimum effect "
+        "applies to it).",
+        (["server"] if several else [])
+        + [
+            "scenario",
+            "allocator",
+            "THP",
+            "cycles",
+            "RSS end",
+            "growth / cycle",
+            "state",
+            "held / cycle",
+            "server's account / cycle",
+            "throughput",
+            "growth vs baseline",
+        ],
+    )
+    order = {w: i for i, w in enumerate(scenario_workloads(run))}
+    allocs = {a: i for i, a in enumerate(run.allocators)}
+    for key in sorted(rows, key=lambda k: (k[0], order.get(k[1], 99), allocs.get(k[2], 99))):
+        server, wl, alloc, thp = key
+        ls = [x for x in lives[key] if x.half]
+        slopes = [x.growth.kb for x in ls if x.growth]
+        row = [
+            text(wl),
+            text(alloc),
+            text(thp),
+            count(median([x.cycles for x in ls])),
+            num(_mb(_med(x.rss_end_kb for x in ls))),
+            num(
+                _mb(_med(slopes)),
+                note=(
+                    f"{min(slopes) / MB:.2f} – {max(slopes) / MB:.2f}" if len(slopes) > 1 else ""
+                ),
+            ),
+            text(_states(ls)),
+            num(_mb(_med(x.held.kb if x.held else None for x in ls))),
+            num(_mb(_med(x.server_growth.kb if x.server_growth else None for x in ls))),
+            num(_med(x.tps for x in ls)),
+            _verdict_cell(_verdict(judged, g.RSS_GROWTH_PER_CYCLE, wl, alloc)),
+        ]
+        t.rows.append(([text(server)] if several else []) + row)
+    return t
+
+
+def release_table(run: Run, judged: list[vmod.Verdict], base: str) -> Table | None:
+    lives = lives_by(run)
+    keys = [k for k, ls in lives.items() if any(x.returned is not None for x in ls)]
+    spikes = [k for k, ls in lives.items() if k[1] == "spike"]
+    keys = list(dict.fromkeys(keys + spikes))
+    if not keys:
+        return None
+    t = Table(
+        "release",
+        f"What a burst gives back (spike and idle; verdicts against {base})",
+        "Each cycle runs the largest client count for a short burst, then no client at all "
+        "while RSS is read every second. Returned = (RSS at the burst's end − RSS after the "
+        "idle time) / (RSS at the burst's end − RSS before the burst): 1 gave everything back, "
+        "0 kept it all (empty where the burst grew RSS by less than 1 MB). Back within 10%: "
+        "seconds until RSS was within 10% of the pre-burst level (0: the burst's end already "
+        "was; a burst that never was counts as never). Medians over bursts, then over lives. The "
+        "verdict: ratio − 1 is the difference in the share returned (0.30 = 30 points more).",
+        ["allocator", "THP", "bursts", "RSS before", "RSS peak of the burst", "RSS after idle",
+         "returned", "back within 10% (s)", "returned vs baseline"],
+    )  # fmt: skip
+    allocs = {a: i for i, a in enumerate(run.allocators)}
+    for key in sorted(keys, key=lambda k: (k[0], k[1], allocs.get(k[2], 99))):
+        server, wl, alloc, thp = key
+        ls = lives[key]
+        rows = [r for r in run.rows if r["workload"] == wl and r["allocator"] == alloc]
+        t.rows.append(
+            [
+                text(alloc),
+                text(thp),
+                count(median([x.cycles for x in ls])),
+                num(_mb(_pre_burst(run, alloc, thp, wl))),
+                num(_mb(_med(_burst_end(run, r) for r in rows))),
+                num(_mb(_med(r.get("rss_end_kb") for r in rows))),
+                num(_med(x.returned for x in ls)),
+                _seconds(_med(x.return_s for x in ls)),
+                _verdict_cell(_verdict(judged, g.BURST_RETURNED, wl, alloc)),
+            ]
+        )
+    return t
+
+
+def _seconds(s: float | None) -> Cell:
+    if s is not None and math.isinf(s):
+        return Cell(s, "not within the idle time")
+    return num(s)
+
+
+def _burst_end(run: Run, row: dict) -> float | None:
+    """The burst's RSS: the highest the level saw (the timeline's samples and its boundaries),
+    which is at the burst's end unless RSS still rose while idle."""
+    return row.get("rss_peak_kb")
+
+
+def _pre_burst(run: Run, alloc: str, thp: str, wl: str) -> float | None:
+    """RSS right before each burst: its level's RSS at start (the phase boundary)."""
+    return _med(
+        r.get("rss_start_kb")
+        for r in run.rows
+        if r["workload"] == wl and r["allocator"] == alloc and r["thp"] == thp
+    )
+
+
+# -- the reports' claims --------------------------------------------------------------------
+@dataclass
+class Claims:
+    """What the claims are checked against: the run's lives and verdicts (any baseline)."""
+
+    run: Run
+    base: str
+    judged: list[vmod.Verdict]
+    lives: dict[tuple, list[g.LifeGrowth]]
+    _other: dict[str, list[vmod.Verdict]]
+
+    def verdict(self, metric, workload, allocator, baseline=None) -> vmod.Verdict | None:
+        b = baseline or self.base
+        if b == self.base:
+            judged = self.judged
+        else:
+            if b not in self._other:
+                self._other[b] = vmod.run_verdicts(self.run, b)
+            judged = self._other[b]
+        return _verdict(judged, metric, workload, allocator)
+
+    def lives_of(self, workload: str, allocator: str) -> list[g.LifeGrowth]:
+        return [
+            x for k, ls in self.lives.items() if k[1] == workload and k[2] == allocator for x in ls
+        ]
+
+    def has(self, allocator: str) -> bool:
+        return allocator in self.run.allocators
+
+    def workloads(self, scenario: str) -> list[str]:
+        return [w for w in scenario_workloads(self.run) if w.split("_tc")[0] == scenario]
+
+
+def _is(v: vmod.Verdict | None, *words: str) -> bool | None:
+    """True/False whether the verdict is one of `words` (sequential rule's words), None when it
+    is undecided or missing."""
+    if v is None or v.verdict == UNDECIDED:
+        return None
+    return v.verdict in words
+
+
+def _growing(ls: list[g.LifeGrowth]) -> bool | None:
+    """Most lives still growing: True; most levelled off: False; else None."""
+    if not ls:
+        return None
+    states = [x.state for x in ls]
+    if states.count(g.GROWING) * 2 > len(states):
+        return True
+    if states.count(g.LEVELLED) * 2 > len(states):
+        return False
+    return None
+
+
+def _account_flat(ls: list[g.LifeGrowth]) -> bool | None:
+    """The server's own account added under LEVEL_PCT of RSS over the half, in most lives."""
+    flags = []
+    for x in ls:
+        s = x.server_growth
+        if s is None or not x.rss_end_kb:
+            continue
+        flags.append(abs(s.kb) * x.half < g.LEVEL_PCT / 100 * x.rss_end_kb)
+    if not flags:
+        return None
+    return sum(flags) * 2 > len(flags)
+
+
+def _outcome(checks: list[bool | None]) -> str:
+    if any(c is False for c in checks):
+        return NOT_REPRODUCED
+    if all(c is True for c in checks):
+        return REPRODUCED
+    return UNDECIDED_CLAIM
+
+
+def _growth_text(c: Claims, wl: str, alloc: str) -> str:
+    ls = c.lives_of(wl, alloc)
+    slopes = [x.growth.kb for x in ls if x.growth]
+    if not slopes:
+        return f"{alloc}: no growth figure"
+    return f"{alloc} {median(slopes) / MB:+.2f} MB/cycle ({_states(ls)})"
+
+
+def _vs_text(v: vmod.Verdict | None, alloc: str, baseline: str) -> str:
+    return f"{alloc} vs {baseline}: " + (f"{ratio_ci(v)} {v.word}" if v else "no verdict")
+
+
+def _tcmalloc_baseline(c: Claims) -> bool:
+    """The baseline is a tcmalloc: a binary's own (Debian's MySQL 9.7 links gperftools') or
+    the preloaded one."""
+    if c.base.startswith("tcmalloc"):
+        return True
+    for cell in c.run.cells.values():
+        if (cell.get("allocator") or {}).get("name") == c.base:
+            label = str(((cell.get("verification") or {}).get("builtin") or {}).get("label") or "")
+            return "tcmalloc" in label
+    return False
+
+
+def _mdev_30889(c: Claims):
+    wls = c.workloads("dump")
+    if not wls:
+        return None
+    wl = wls[0]
+    if c.has("glibc") and (c.has("tcmalloc") or c.has("jemalloc")):
+        checks, said = [_growing(c.lives_of(wl, "glibc"))], [_growth_text(c, wl, "glibc")]
+        for alloc, want in (("tcmalloc", (FASTER,)), ("jemalloc", (NONE, SLOWER))):
+            if c.has(alloc):
+                v = c.verdict(g.RSS_GROWTH_PER_CYCLE, wl, alloc, baseline="glibc")
+                checks.append(_is(v, *want))
+                said.append(_vs_text(v, alloc, "glibc"))
+        checked = "dump: glibc still growing; tcmalloc grows less per cycle; jemalloc not less"
+    elif _tcmalloc_baseline(c) and c.has("jemalloc"):
+        # no glibc arm (a binary that links tcmalloc): what can be checked is tcmalloc vs jemalloc
+        v = c.verdict(g.RSS_GROWTH_PER_CYCLE, wl, "jemalloc")
+        checks = [_is(v, SLOWER)]
+        said = [
+            _growth_text(c, wl, c.base),
+            _growth_text(c, wl, "jemalloc"),
+            _vs_text(v, "jemalloc", c.base),
+        ]
+        checked = f"dump (no glibc arm): jemalloc grows more per cycle than {c.base} (tcmalloc)"
+    else:
+        return None
+    return (
+        "MDEV-30889",
+        "a nightly mariadb-dump fragments glibc's heap: RSS grows dump after dump until the OOM "
+        "killer; tcmalloc fixed it, jemalloc did not",
+        checked,
+        "; ".join(said),
+        _outcome(checks),
+    )
+
+
+def _operator_1808(c: Claims):
+    wls = c.workloads("dump")
+    ref = next((a for a in ("glibc", "jemalloc") if c.has(a)), None)
+    if not wls or not c.has("jemalloc-bg") or ref is None:
+        return None
+    wl = wls[0]
+    v = c.verdict(g.RSS_GROWTH_PER_CYCLE, wl, "jemalloc-bg", baseline=ref)
+    checks = [_growing(c.lives_of(wl, ref)), _is(v, FASTER)]
+    said = [
+        _growth_text(c, wl, ref),
+        _growth_text(c, wl, "jemalloc-bg"),
+        _vs_text(v, "jemalloc-bg", ref),
+    ]
+    return (
+        "mariadb-operator #1808",
+        "RSS climbs after each backup until jemalloc with background_thread and 5 s dirty/muzzy "
+        "decay (a physical backup there; a logical dump here)",
+        f"dump: {ref} still growing; jemalloc-bg grows less per cycle than {ref}",
+        "; ".join(said),
+        _outcome(checks),
+    )
+
+
+def _kb_memory_used(c: Claims):
+    wls = c.workloads("session_churn")
+    if not wls:
+        return None
+    checks, said = [], []
+    for wl in wls:
+        ls = c.lives_of(wl, c.base)
+        grows, flat = _growing(ls), _account_flat(ls)
+        checks.append(None if grows is None or flat is None else (grows and flat))
+        srv = [x.server_growth.kb for x in ls if x.server_growth]
+        said.append(
+            f"{wl}: {_growth_text(c, wl, c.base)}, server's account "
+            + (f"{median(srv) / MB:+.2f} MB/cycle" if srv else "not read")
+        )
+    return (
+        "MariaDB KB (allocator choice)",
+        "if Memory_used does not grow but the process does, replace malloc",
+        "session churn: the baseline's RSS still growing while the server's own account is flat",
+        "; ".join(said),
+        _any_block(checks),
+    )
+
+
+def _any_block(checks: list[bool | None]) -> str:
+    """Reproduced when one block (thread cache size) shows it, not when every block is decided
+    against it, else undecided."""
+    if any(x is True for x in checks):
+        return REPRODUCED
+    if checks and all(x is False for x in checks):
+        return NOT_REPRODUCED
+    return UNDECIDED_CLAIM
+
+
+def _bug_95065(c: Claims):
+    """Grows to a maximum and is not freed: over the whole scenario (its first half included:
+    that is where the heap fills), the allocator's held part grows by at least HELD_PCT of RSS
+    while the server's own account does not move (under LEVEL_PCT), in most lives."""
+    wls = c.workloads("fulltext")
+    if not wls:
+        return None
+    wl = wls[0]
+    ls = c.lives_of(wl, c.base)
+    held = [x.over_scenario(x.held_kb) for x in ls]
+    account = [x.over_scenario(x.account_kb) for x in ls]
+    ends = [x.rss_end_kb for x in ls]
+    kept = [
+        None if h is None or not e else h >= HELD_PCT / 100 * e
+        for h, e in zip(held, ends, strict=True)
+    ]
+    flat = [
+        None if a is None or not e else abs(a) < g.LEVEL_PCT / 100 * e
+        for a, e in zip(account, ends, strict=True)
+    ]
+    said = (
+        f"{c.base}: over the {ls[0].cycles if ls else 0} cycles the allocator's held part "
+        + ", ".join(f"{h / MB:+.0f}" for h in held if h is not None)
+        + " MB, the server's own account "
+        + ", ".join(f"{a / MB:+.1f}" for a in account if a is not None)
+        + f" MB (per life); {_growth_text(c, wl, c.base)} in the last half"
+    )
+    return (
+        "bug 95065 / PS-5312",
+        "fulltext queries leave RSS grown to a maximum and not freed for long: fragmentation "
+        "of InnoDB's query heap (up to ~80 MB of small blocks), not a leak",
+        f"fulltext: over the scenario the allocator holds {HELD_PCT:g}% of RSS more while the "
+        "server's own account stays flat",
+        said,
+        _outcome([_most(kept), _most(flat)]),
+    )
+
+
+def _most(flags: list[bool | None]) -> bool | None:
+    known = [f for f in flags if f is not None]
+    if not known:
+        return None
+    if sum(known) * 2 > len(known):
+        return True
+    if (len(known) - sum(known)) * 2 > len(known):
+        return False
+    return None
+
+
+def _callaghan_2025(c: Claims):
+    arm = next((a for a in ("glibc-arena1", "glibc-arena2") if c.has(a)), None)
+    if arm is None or c.base not in ("glibc",):
+        return None
+    fewer = slower = seen = open_g = open_t = 0
+    for wl in scenario_workloads(c.run):
+        gv = c.verdict(g.RSS_GROWTH_PER_CYCLE, wl, arm)
+        tv = next(
+            (
+                v
+                for v in c.judged
+                if v.metric == vmod.THROUGHPUT and v.workload == wl and v.allocator == arm
+            ),
+            None,
+        )
+        if gv is None and tv is None:
+            continue
+        seen += 1
+        fewer += bool(gv and gv.verdict == FASTER)
+        slower += bool(tv and tv.verdict == SLOWER)
+        open_g += bool(gv is None or gv.verdict == UNDECIDED)
+        open_t += bool(tv is None or tv.verdict == UNDECIDED)
+    if not seen:
+        return None
+    checks = [
+        True if fewer else (None if open_g else False),
+        True if slower else (None if open_t else False),
+    ]
+    return (
+        "Callaghan 2025",
+        "glibc with one arena: the bloat mostly gone, throughput poor",
+        f"{arm} (the deployed arena cap) grows less per cycle and is slower than glibc",
+        f"{arm}: grows less in {fewer} and is slower in {slower} of {seen} scenario(s)",
+        _outcome(checks),
+    )
+
+
+def _idle_keeps(c: Claims):
+    wls = c.workloads("spike")
+    pairs = [
+        (a, b)
+        for a, b in (("jemalloc-bg", "jemalloc"), ("tcmalloc-release", "tcmalloc"))
+        if c.has(a) and c.has(b)
+    ]
+    if not wls or not pairs:
+        return None
+    wl = wls[0]
+    checks, said = [], []
+    for tuned, plain in pairs:
+        v = c.verdict(g.BURST_RETURNED, wl, tuned, baseline=plain)
+        checks.append(_is(v, FASTER))
+        said.append(_vs_text(v, tuned, plain))
+    return (
+        "DESIGN.md (idle servers)",
+        "an idle server gives nothing back: jemalloc's decay without a background thread and "
+        "gperftools' page heap keep what they hold",
+        "spike: the tuned arm (background thread; release rate 10) returns more of the burst "
+        "than the same allocator untuned",
+        "; ".join(said),
+        _outcome(checks),
+    )
+
+
+CLAIMS: tuple[Callable[[Claims], tuple | None], ...] = (
+    _mdev_30889,
+    _operator_1808,
+    _kb_memory_used,
+    _bug_95065,
+    _callaghan_2025,
+    _idle_keeps,
+)
+
+
+def claims_table(run: Run, judged: list[vmod.Verdict], base: str) -> Table | None:
+    if not scenario_workloads(run):
+        return None
+    c = Claims(run, base, judged, lives_by(run), {})
+    t = Table(
+        "claims",
+        "What the reports claimed vs what this run measured",
+        "Each report's claim, what of it this run can check (its scenario and arms), what it "
+        "measured, and the outcome: reproduced (every check holds), not reproduced (a check "
+        "fails), undecided (a verdict is undecided, or the lives disagree: more rounds or "
+        "longer cycles would tell). A claim about an arm this run lacks is left out. Verdicts "
+        f"are paired by round against {base} unless another arm is named.",
+        ["report", "claimed", "checked here", "measured", "outcome"],
+    )
+    if vmod.why_no_verdicts(run, base):
+        t.notes.append(f"No verdicts: {vmod.why_no_verdicts(run, base)}; claims cannot be checked.")
+        return t
+    for claim in CLAIMS:
+        row = claim(c)
+        if row is not None:
+            t.rows.append([text(x) for x in row])
+    return t

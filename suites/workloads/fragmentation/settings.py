@@ -1,0 +1,185 @@
+"""The fragmentation suite's settings: [fragmentation] (which scenarios, how many cycles) and one
+section per scenario. The sbtest tables the dump, session churn and spike read are [dataset]'s;
+the warmup is [warmup]'s (both shared with the sysbench sweep)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, field_validator, model_validator
+
+from suites.config.errors import FieldError, did_you_mean
+from suites.config.settings import MAX_THREADS, Section
+
+# The scenarios, in the order a suite that names none runs them, and the report each reproduces.
+REPORTS = {
+    "dump": "MDEV-30889; mariadb-operator #1808",
+    "session_churn": "'Memory_used does not grow but the process does' (MariaDB KB); "
+    "Callaghan 2025 (glibc arenas)",
+    "table_cache": "table caches far smaller than the schema (many-table reports)",
+    "fulltext": "MySQL bug 95065 / Percona PS-5312",
+    "spike": "memory not returned after a load peak (jemalloc decay, tcmalloc release)",
+}
+SCENARIOS = tuple(REPORTS)
+# A level of sysbench is at least this long (its --time is whole seconds).
+Seconds = Annotated[int, Field(ge=1, le=3600)]
+Clients = Annotated[int, Field(ge=1, le=MAX_THREADS)]
+# What -1 means for a thread cache size: as mallocsweep sizes it for the suite's largest level.
+SERVER_THREAD_CACHE = -1
+
+
+class FragmentationSection(Section):
+    scenarios: list[str] = Field(
+        default_factory=lambda: list(SCENARIOS),
+        description="The scenarios, in this order, in one server life: dump (MDEV-30889), "
+        "session_churn, table_cache, fulltext (bug 95065), spike (a burst, then idle).",
+    )
+    cycles: Annotated[int, Field(ge=2, le=1000)] = Field(
+        10,
+        description="Cycles of each scenario but the spike (its own [spike] cycles): growth per "
+        "cycle is measured over the last half of them.",
+    )
+    cycle_s: Seconds = Field(
+        2,
+        description="Seconds of load per cycle (session_churn, table_cache, fulltext; the "
+        "dump's background load), whole seconds (sysbench's --time).",
+    )
+    report_interval_s: Seconds = Field(1, description="sysbench interval reports (timeline).")
+
+    @field_validator("scenarios")
+    @classmethod
+    def _scenarios(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("expected at least one scenario")
+        for name in v:
+            if name not in SCENARIOS:
+                raise ValueError(
+                    f"unknown scenario {name!r}{did_you_mean(name, SCENARIOS)}; expected some of "
+                    f"{', '.join(SCENARIOS)}"
+                )
+        if len(set(v)) != len(v):
+            raise ValueError(f"a scenario is listed twice in {v}")
+        return v
+
+
+class DumpSection(Section):
+    background_threads: Annotated[int, Field(ge=0, le=MAX_THREADS)] = Field(
+        4,
+        description="sysbench oltp_read_write clients running while each dump runs (0: the dump "
+        "alone).",
+    )
+    options: list[str] = Field(
+        default_factory=lambda: ["--single-transaction", "--quick"],
+        description="Options of the dump client (mariadb-dump / mysqldump) besides the "
+        "connection, the output file and the tables.",
+    )
+    timeout_s: Annotated[float, Field(gt=0)] = Field(
+        600, description="A dump still running after this long fails its cycle."
+    )
+
+    @field_validator("options")
+    @classmethod
+    def _options(cls, v: list[str]) -> list[str]:
+        for o in v:
+            if not o.startswith("--") or "\n" in o:
+                raise ValueError(f"expected --options, got {o!r}")
+            if o.split("=")[0] in ("--result-file", "--socket", "--user", "--host", "--port"):
+                raise ValueError(f"{o.split('=')[0]} is set by mallocsweep; remove it")
+        return v
+
+
+class SessionChurnSection(Section):
+    threads: Clients = Field(8, description="Client threads, each opening session after session.")
+    statements: Annotated[int, Field(ge=0, le=10_000)] = Field(
+        8, description="Server-side prepared statements each session prepares and runs."
+    )
+    rows: Annotated[int, Field(ge=10, le=10_000_000)] = Field(
+        2000,
+        description="The largest range a sort, GROUP BY or join reads (each picks a size up "
+        "to it); at most [dataset] table_size - 1 is used.",
+    )
+    thread_cache_sizes: list[Annotated[int, Field(ge=SERVER_THREAD_CACHE, le=16384)]] = Field(
+        default_factory=lambda: [4, SERVER_THREAD_CACHE],
+        description="thread_cache_size of each block of cycles, in order (SET GLOBAL); -1: as "
+        "mallocsweep sizes it (>= the clients: threads are kept). Small: server threads exit "
+        "after their session. Each block is a workload of its own (session_churn_tc4, "
+        "session_churn_tcsized).",
+    )
+
+    @field_validator("thread_cache_sizes")
+    @classmethod
+    def _caches(cls, v: list[int]) -> list[int]:
+        if not v or len(set(v)) != len(v):
+            raise ValueError("expected one or more different sizes")
+        return v
+
+
+class TableCacheSection(Section):
+    tables: Annotated[int, Field(ge=10, le=100_000)] = Field(
+        1000, description="Small tables (tc_1..N), prepared once with the dataset."
+    )
+    rows: Annotated[int, Field(ge=1, le=10_000)] = Field(10, description="Rows per table.")
+    threads: Clients = Field(4, description="Client threads reading tables at random.")
+    table_open_cache: Annotated[int, Field(ge=10, le=1_000_000)] = Field(
+        200, description="table_open_cache during the scenario (SET GLOBAL; put back after)."
+    )
+    table_definition_cache: Annotated[int, Field(ge=400, le=1_000_000)] = Field(
+        400,
+        description="table_definition_cache during the scenario (the servers' minimum is 400).",
+    )
+
+    @model_validator(mode="after")
+    def _beyond(self):
+        if self.tables <= max(self.table_open_cache, self.table_definition_cache):
+            raise FieldError(
+                ("table_cache", "tables"),
+                f"{self.tables} tables fit in the caches (table_open_cache "
+                f"{self.table_open_cache}, table_definition_cache {self.table_definition_cache}): "
+                "nothing would churn; use more tables than either cache holds",
+            )
+        return self
+
+
+class FulltextSection(Section):
+    docs: Annotated[int, Field(ge=100, le=10_000_000)] = Field(
+        20000, description="Documents in the FULLTEXT table (prepared once with the dataset)."
+    )
+    words: Annotated[int, Field(ge=4, le=10_000)] = Field(40, description="Words per document.")
+    vocabulary: Annotated[int, Field(ge=100, le=1_000_000)] = Field(
+        5000, description="Distinct words (drawn log-uniformly: a few are in most documents)."
+    )
+    threads: Clients = Field(4, description="Client threads running fulltext queries.")
+
+
+class SpikeSection(Section):
+    cycles: Annotated[int, Field(ge=1, le=1000)] = Field(
+        3, description="Bursts, each followed by its idle time."
+    )
+    threads: Clients = Field(256, description="Clients of the burst (the largest level).")
+    burst_s: Seconds = Field(5, description="Seconds of the burst (sysbench --time).")
+    idle_s: Annotated[float, Field(ge=1, le=86_400)] = Field(
+        20, description="Seconds of idle after each burst, RSS read every sample_s."
+    )
+    sample_s: Annotated[float, Field(ge=0.2, le=60)] = Field(
+        1, description="RSS readings during the idle time (/proc/PID/status: cheap)."
+    )
+    workload: str = Field(
+        "oltp_ro", description="The burst's sysbench workload: oltp_ro or point_select."
+    )
+
+    @field_validator("workload")
+    @classmethod
+    def _workload(cls, v: str) -> str:
+        if v not in ("oltp_ro", "point_select"):
+            raise ValueError(f"expected oltp_ro or point_select, got {v!r}")
+        return v
+
+
+SECTIONS = {
+    "fragmentation": FragmentationSection,
+    "dump": DumpSection,
+    "session_churn": SessionChurnSection,
+    "table_cache": TableCacheSection,
+    "fulltext": FulltextSection,
+    "spike": SpikeSection,
+}
