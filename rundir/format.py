@@ -6,7 +6,7 @@ and comes with a migration in rundir/migrations.py (and a line in HISTORY); a fi
 directory is never rewritten.
 """
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 
 # What each format added or changed, newest last (docs/architecture.md tells the same story).
 HISTORY = {
@@ -29,6 +29,12 @@ HISTORY = {
     "typed records (RawLevel.sysbench/iibench/rww/churn/client_load instead of an untyped extra) "
     "and call the context-switch counters ctxsw_* as results.csv does; the suite's [server] "
     "section records only its family's settings (format 3 recorded every family's defaults)",
+    5: "several servers in one run (an upgrade check): the manifest's servers[] records each "
+    "server (name, label, flavor, version, binary, root, glibc, allocator builds) and "
+    "design.baseline_server the one the others are compared with; cells[].server.name names a "
+    "cell's server and its label is NAME:LABEL; manifest allocators[].server names the server "
+    "of a build; cells[].server.variables keeps the server's own settings that matter to "
+    "throughput and memory. Results columns unchanged",
 }
 
 MANIFEST = "manifest.json"

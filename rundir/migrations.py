@@ -123,8 +123,46 @@ def update_to_4(raw: RawRun) -> RawRun:
     return RawRun(manifest=manifest, columns=list(raw.columns), rows=list(raw.rows))
 
 
+def update_to_5(raw: RawRun) -> RawRun:
+    """Format 4 -> 5.
+
+    Format 5 lets a run hold several servers (an upgrade check: [server] servers) and records
+    them: manifest `servers` (one entry per server: name, label, flavor, version, binary, root,
+    glibc, its allocator builds) and `design.baseline_server`. A run of an older format measured
+    one server (or one per engine, labelled LABEL+ENGINE): `servers` gets one entry per server
+    label its cells name, without a name (the label is the server's only name) and without the
+    details older runs kept per cell only; `design.baseline_server` is None (no server is
+    compared with another). Cells and results columns are unchanged.
+    """
+    manifest = dict(raw.manifest)
+    if not isinstance(manifest.get("servers"), list):
+        labels: dict[str, dict] = {}
+        for c in manifest.get("cells") or []:
+            srv = c.get("server") if isinstance(c, dict) else None
+            if not isinstance(srv, dict) or not srv.get("label"):
+                continue
+            label = str(srv["label"])
+            engine = c.get("engine")
+            if engine and engine != "innodb" and label.endswith(f"+{engine}"):
+                label = label[: -len(engine) - 1]
+            entry = labels.setdefault(label, {"name": "", "label": label})
+            for key in ("flavor", "version", "version_string", "binary"):
+                if srv.get(key) is not None:
+                    entry.setdefault(key, srv[key])
+        manifest["servers"] = list(labels.values())
+    design = manifest.get("design")
+    if isinstance(design, dict) and "baseline_server" not in design:
+        manifest["design"] = {**design, "baseline_server": None}
+    return RawRun(manifest=manifest, columns=list(raw.columns), rows=list(raw.rows))
+
+
 # format N -> the function upgrading a format-N run to N+1
-MIGRATIONS: dict[int, Callable[[RawRun], RawRun]] = {1: update_to_2, 2: update_to_3, 3: update_to_4}
+MIGRATIONS: dict[int, Callable[[RawRun], RawRun]] = {
+    1: update_to_2,
+    2: update_to_3,
+    3: update_to_4,
+    4: update_to_5,
+}
 
 
 # -- raw records (raw/<cell>.json, their own raw_version) ---------------------------------------

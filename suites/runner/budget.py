@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.sequential import Design, plan_max_rounds
+from analysis.upgrade import upgrade_verdicts
 from analysis.verdicts import run_verdicts, undecided
 from rundir.read import load_run
 from suites.errors import SuiteError
@@ -61,7 +62,9 @@ class Decision:
 
 def _point(v) -> str:
     where = f"{v.workload} {v.threads} thr" if v.workload else v.metric
-    return f"{v.allocator} {where} ({v.ratio:.2f}x [{v.lo:.2f}-{v.hi:.2f}])"
+    server = f"{v.server} vs {v.baseline_server}: " if v.baseline_server else ""
+    what = f" {v.metric}" if v.baseline_server and v.workload else ""
+    return f"{server}{v.allocator} {where}{what} ({v.ratio:.2f}x [{v.lo:.2f}-{v.hi:.2f}])"
 
 
 class Budget:
@@ -72,8 +75,11 @@ class Budget:
         self.started = started  # time.monotonic() when the run began
 
     def after_round(self, run_dir: Path, rounds: int, last_round_s: float) -> Decision:
-        verdicts = run_verdicts(
-            load_run(run_dir), self.baseline, min_effect_pct=self.design.min_effect_pct
+        run = load_run(run_dir)
+        m = self.design.min_effect_pct
+        # Several servers (an upgrade check): their NEW/BASE verdicts and interactions count too.
+        verdicts = run_verdicts(run, self.baseline, min_effect_pct=m) + upgrade_verdicts(
+            run, self.baseline, min_effect_pct=m
         )
         open_ = undecided(verdicts)
         left = self.budget_s - (time.monotonic() - self.started)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from servers.allocstats import AllocStats
 from servers.thpshim import keep_thp_library
 from suites.families.base import Family, ServerLaunch
-from suites.families.registry import family_of
+from suites.families.registry import family_for
 from suites.runner.cell import CellRunner
 from suites.workloads import registry as workloads
 from suites.workloads.context import LevelContext
@@ -25,7 +25,7 @@ class WorkloadCell(CellRunner):
 
     @property
     def family(self) -> Family:
-        return family_of(self.ctx.suite)
+        return family_for(self.ctx.server_section)
 
     @property
     def workload(self) -> workloads.Workload:
@@ -56,7 +56,7 @@ class WorkloadCell(CellRunner):
             ServerLaunch(
                 binary=self.ctx.server_binary,
                 workdir=self.work,
-                server=suite.server,
+                server=self.ctx.server_section,
                 allocator=self.ctx.allocator,
                 engine=self.plan.engine,
                 max_threads=suite.max_threads,
