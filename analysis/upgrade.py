@@ -285,7 +285,7 @@ def upgrade_verdicts(
     out: list[UpgradeVerdict] = []
     tp = _by_point(throughput_points(run))
     lat = _by_point(throughput_points(run, "lat_p95_ms"))
-    stop, growth = _memory(run)
+    stop, growth = memory.lives_by_point(run)
     for pair in pairs(run):
 
         def add(wl, thp, th, metric, judged, base_alloc=None, pair=pair):
@@ -330,24 +330,6 @@ def _by_point(points) -> dict[tuple, dict[str, dict[str, dict[int, float]]]]:
     for (server, wl, thp, th), values in points:
         out[(wl, thp, th)][server] = values
     return out
-
-
-def _memory(run: Run):
-    """(server, thp) -> allocator -> round -> RSS at stop, and the same for RSS growth: one value
-    per complete server life (analysis/memory.py), as the allocator verdicts take them."""
-    basis = memory.memory_basis(run)
-    stop: dict[tuple, dict] = defaultdict(lambda: defaultdict(dict))
-    growth: dict[tuple, dict] = defaultdict(lambda: defaultdict(dict))
-    for cid, rows in memory.complete_cells(run).items():
-        if run.is_standin(cid):
-            continue
-        m = memory.cell_memory(run, cid, rows, basis)
-        key, a, rnd = (rows[0]["server"], rows[0]["thp"]), rows[0]["allocator"], rows[0]["repeat"]
-        if m.rss_end_kb is not None:
-            stop[key][a][rnd or 1] = m.rss_end_kb
-        if m.rss_growth_kb is not None:
-            growth[key][a][rnd or 1] = m.rss_growth_kb
-    return stop, growth
 
 
 # -- what the answer is -----------------------------------------------------------------------------

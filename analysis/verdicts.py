@@ -284,18 +284,7 @@ def run_verdicts(
         add(server, wl, thp, th, THROUGHPUT, _judge(values, base, design, "log"))
 
     # Memory: one value per complete server life.
-    basis = memory.memory_basis(run)
-    growth: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
-    stop: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
-    for cid, rows in memory.complete_cells(run).items():
-        if run.is_standin(cid):
-            continue
-        m = memory.cell_memory(run, cid, rows, basis)
-        key, a, rnd = (rows[0]["server"], rows[0]["thp"]), rows[0]["allocator"], rows[0]["repeat"]
-        if m.rss_growth_kb is not None:
-            growth[key][a][rnd or 1] = m.rss_growth_kb
-        if m.rss_end_kb is not None:
-            stop[key][a][rnd or 1] = m.rss_end_kb
+    stop, growth = memory.lives_by_point(run)
     for (server, thp), values in sorted(stop.items()):
         add(server, "", thp, None, RSS_STOP, _judge(values, base, design, "log", None, False))
         base_end = values.get(base) or {}

@@ -27,7 +27,13 @@ from suites.config.server_entries import (
     check_entries,
     normalize,
 )
-from suites.config.settings import NonNegFloat, Section, control_character, existing
+from suites.config.settings import (
+    NonNegFloat,
+    Section,
+    control_character,
+    existing,
+    server_binary,
+)
 from suites.workloads.registry import REGISTRY as WORKLOADS
 
 # Each round runs the whole matrix again; the plan lists every cell up front.
@@ -148,13 +154,7 @@ class ServerSection(Section):
     @field_validator("binary")
     @classmethod
     def _binary(cls, v: str, info: ValidationInfo) -> str:
-        if info.data.get("root"):
-            if v and not v.startswith("/"):
-                raise ValueError("with server.root, expected an absolute path inside the root")
-            return v  # checked inside the root when the server is resolved
-        if not v or ("/" not in v and not v.startswith("~")):
-            return v  # default, or a name to look up on PATH
-        return existing(v, info, "file")
+        return server_binary(v, info, bool(info.data.get("root")))
 
     @field_validator("root")
     @classmethod

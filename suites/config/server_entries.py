@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from suites.config.settings import Section, control_character, existing
+from suites.config.settings import Section, control_character, existing, server_binary
 
 # Where a server comes from: the [server] keys an entry may set (the rest are the section's).
 SOURCE_KEYS = ("binary", "basedir", "root", "fetched")
@@ -83,13 +83,7 @@ class ServerEntry(Section):
     @field_validator("binary")
     @classmethod
     def _binary(cls, v: str, info: ValidationInfo) -> str:
-        if info.data.get("root"):
-            if v and not v.startswith("/"):
-                raise ValueError("with a root, expected the binary's absolute path inside the root")
-            return v
-        if not v or ("/" not in v and not v.startswith("~")):
-            return v
-        return existing(v, info, "file")
+        return server_binary(v, info, bool(info.data.get("root")))
 
     @field_validator("basedir", "root")
     @classmethod

@@ -308,3 +308,19 @@ def test_update_to_5_records_the_one_server_of_an_older_run():
     ]
     assert got["design"]["baseline_server"] is None
     assert not upgrade.several(Run(Path("/x"), got, []))
+
+
+def test_resume_reads_back_each_cells_server_and_refuses_a_changed_one():
+    from suites.runner.matrix import _pending
+    from suites.runner.resume import check_resumable, plan_from_manifest
+
+    servers = [ServerPlan("old", "old:mariadb-10.11.18"), ServerPlan("new", "new:mariadb-10.11.19")]
+    cells = plan_cells(servers, ["glibc", "jemalloc"], ["system"], 2)
+    manifest = {"format_version": 5, "suite": {}, "host": {}, "cells": [_pending(c) for c in cells]}
+    assert plan_from_manifest(manifest, "old:mariadb-10.11.18") == cells
+    labels = ["old:mariadb-10.11.18", "new:mariadb-10.11.19"]
+    check_resumable(manifest, {}, labels, {})
+    with pytest.raises(
+        SuiteError, match=r"--resume: the server is now old:mariadb-10.11.18, new:mariadb-10.11.20"
+    ):
+        check_resumable(manifest, {}, [labels[0], "new:mariadb-10.11.20"], {})
