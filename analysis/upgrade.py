@@ -177,6 +177,14 @@ def same_build(run: Run, pair: Pair) -> bool:
     return bool(a) and all(a.get(k) == b.get(k) for k in keys) and root(a) == root(b)
 
 
+def same_flavor(run: Run, pair: Pair) -> bool:
+    """Both servers of one flavor (an upgrade); else a choice between servers."""
+    recs = {s.get("name"): s for s in servers(run)}
+    return (recs.get(pair.base_name) or {}).get("flavor") == (recs.get(pair.new_name) or {}).get(
+        "flavor"
+    )
+
+
 # -- the statistics -------------------------------------------------------------------------------
 def _contrasts(
     diffs: dict[str, dict[int, float]], level: float
@@ -437,13 +445,14 @@ def aa_alarm(run: Run, uv: list[UpgradeVerdict]) -> list[UpgradeVerdict]:
 
 
 # -- what differs besides the server ------------------------------------------------------------------
-def differences(run: Run, pair: Pair) -> list[str]:
-    """What else changed between BASE and NEW: flavor and version, the Debian release and glibc
-    under each, allocator builds, and the server's own settings recorded per life
-    (cells[].server.variables) and what our my.cnf made of the suite (cells[].server.settings)."""
+def differences(run: Run, pair: Pair) -> list[tuple[str, str, str]]:
+    """What else changed between BASE and NEW, as (what, BASE's, NEW's): flavor and version, the
+    Debian release and glibc under each, the binary, allocator builds, and the server's own
+    settings recorded per life (cells[].server.variables, RECORDED_VARIABLES: a name one server
+    lacks shows "(none)") and what our my.cnf made of the suite (cells[].server.settings)."""
     recs = {s.get("name"): s for s in servers(run)}
     b, n = recs.get(pair.base_name) or {}, recs.get(pair.new_name) or {}
-    out = []
+    out: list[tuple[str, str, str]] = []
 
     def root(s, key):
         return (s.get("root") or {}).get(key) or "the host's"
@@ -455,16 +464,14 @@ def differences(run: Run, pair: Pair) -> list[str]:
         ("binary", lambda s: s.get("binary")),
     ):
         if get(b) != get(n):
-            out.append(f"{what}: {get(b)} ({pair.base_name}) vs {get(n)} ({pair.new_name})")
+            out.append((what, str(get(b)), str(get(n))))
     ba = {a.get("name"): a for a in b.get("allocators") or []}
     na = {a.get("name"): a for a in n.get("allocators") or []}
     for name in [x for x in ba if x in na]:
         bv, nv = ba[name].get("version"), na[name].get("version")
         if (bv, ba[name].get("sha256")) != (nv, na[name].get("sha256")):
-            out.append(
-                f"allocator {name}: {bv} ({pair.base_name}) vs {nv} ({pair.new_name})"
-                + (" (another build)" if bv == nv else "")
-            )
+            same = " (another build)" if bv == nv else ""
+            out.append((f"allocator {name}", f"{bv}{same}", f"{nv}{same}"))
     g = baseline_of(run)
     for key, label in (("variables", "server variable"), ("settings", "my.cnf from the suite")):
         # the same allocator's lives (what a server reports may depend on it: its malloc library)
@@ -477,8 +484,28 @@ def differences(run: Run, pair: Pair) -> list[str]:
                 continue
             x, y = bvars.get(k, "(none)"), nvars.get(k, "(none)")
             if x != y:
-                out.append(f"{label} {k}: {x} ({pair.base_name}) vs {y} ({pair.new_name})")
+                out.append((f"{label} {k}", str(x), str(y)))
     return out
+
+
+def differences_table(run: Run) -> Table | None:
+    """What differs besides the server, per pair (None when nothing does, or one server)."""
+    ps = pairs(run)
+    t = Table(
+        "upgrade-differs",
+        "What differs besides the server",
+        "Everything recorded that differs between the servers compared, besides their code: "
+        "the Debian release and glibc under each (a server root's own), the allocator builds "
+        "(a root has its own packages), and the servers' own settings as each reported them "
+        "(SHOW GLOBAL VARIABLES of a chosen set, read once per life; '(none)': the server has no "
+        "such variable). Any of them can explain part of a NEW/BASE difference.",
+        ["servers", "what", "BASE", "NEW"] if len(ps) > 1 else ["what", "BASE", "NEW"],
+    )
+    for pair in ps:
+        for what, x, y in differences(run, pair):
+            row = [text(what), text(x), text(y)]
+            t.rows.append([text(pair.text), *row] if len(ps) > 1 else row)
+    return t if t.rows else None
 
 
 def _first_record(run: Run, label: str, key: str, allocator: str) -> dict | None:
@@ -537,7 +564,11 @@ def glance_table(
     m = design.min_effect_pct
     g = baseline_of(run, baseline)
     ps = pairs(run)
-    title = "At a glance: did the upgrade change the answer?"
+    title = (
+        "At a glance: which server, and does the best allocator change?"
+        if any(not same_flavor(run, p) for p in ps)
+        else "At a glance: did the upgrade change the answer?"
+    )
     if len(ps) == 1:
         title += f" ({ps[0].text})"
     t = Table(
@@ -596,9 +627,11 @@ def glance_table(
         )
         diff = differences(run, ans.pair)
         if diff:
+            shown = ", ".join(w for w, _, _ in diff[:4]) + (", ..." if len(diff) > 4 else "")
             t.notes.append(
-                f"What differs between {ans.pair.base_name} and {ans.pair.new_name} besides "
-                f"being another server: {'; '.join(diff)}."
+                f"Besides the server, {len(diff)} recorded thing(s) differ between "
+                f"{ans.pair.base_name} and {ans.pair.new_name} ({shown}): see 'What differs "
+                "besides the server'."
             )
     alarm = aa_alarm(run, uv)
     if alarm:
@@ -701,8 +734,9 @@ def context(
     if not several(run):
         return None
     uv = upgrade_verdicts(run, baseline)
+    differs = differences_table(run)
     return {
         "glance": glance_table(run, allocator_verdicts, uv, baseline),
-        "tables": verdict_tables(run, uv),
+        "tables": verdict_tables(run, uv) + ([differs] if differs is not None else []),
         "verdicts": uv,
     }

@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                 "separate runs compared, and the server A/A",
                 lambda: upgrade.run(
                     work,
+                    args.out,
                     args.upgrade_from,
                     rounds=args.upgrade_rounds or (3 if args.quick else 4),
                     quick=args.quick,

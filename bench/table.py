@@ -139,7 +139,7 @@ def upgrade_rows(t: Table, u: dict) -> None:
         f"median half-width: in one run +-{_fmt(i['median_half_width_pct'])}% over {i['points']} "
         f"points ({i['wall_s']:.0f} s, {i['significant']} significant); separate runs "
         f"+-{_fmt(s['median_half_width_pct'])}% over {s['points']} points ({s['wall_s']:.0f} s, "
-        f"{s['significant']} significant)",
+        f"{s['significant']} significant); load average {_loads(i, s)}",
         f"{_fmt(u['ratio'], '.2f')}x the width",
         "in-run narrower (< 1x)",
         _met(u["ratio"] < 1 if u["ratio"] is not None else None),
@@ -152,6 +152,12 @@ def upgrade_rows(t: Table, u: dict) -> None:
         "never called different",
         _met(aa["called_different"] == 0),
     )
+
+
+def _loads(*designs: dict) -> str:
+    """The machine's 1-minute load averages over the designs (what else ran beside them)."""
+    loads = [x for d in designs for x in d.get("load") or []]
+    return f"{min(loads):.1f}-{max(loads):.1f}" if loads else "n/a"
 
 
 def _interval(p: dict) -> str:

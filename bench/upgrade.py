@@ -13,6 +13,7 @@ pairs. Both designs' wall times are printed beside the ratio.
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -59,9 +60,11 @@ def half_width_pct(lo: float | None, hi: float | None) -> float | None:
     return ((hi / lo) ** 0.5 - 1) * 100
 
 
-def _run(suite: Path, out: Path, rounds: int, *extra: str) -> tuple[Path, float]:
-    """One `mallocsweep run` (its own process); (run directory, wall seconds)."""
+def _run(suite: Path, out: Path, rounds: int, *extra: str) -> tuple[Path, float, list[float]]:
+    """One `mallocsweep run` (its own process); (run directory, wall seconds, the machine's
+    1-minute load average at its start and end: what else ran beside it)."""
     before = set(out.iterdir()) if out.exists() else set()
+    load = [round(os.getloadavg()[0], 1)]
     t0 = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "suites.cli.main", "run", str(suite), "--out", str(out),
@@ -73,11 +76,12 @@ def _run(suite: Path, out: Path, rounds: int, *extra: str) -> tuple[Path, float]
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
         raise RuntimeError(f"mallocsweep run {' '.join(extra)} exited {done.returncode}: {tail[0]}")
     (run_dir,) = set(out.iterdir()) - before
-    return run_dir, took
+    return run_dir, took, [*load, round(os.getloadavg()[0], 1)]
 
 
 def run(
     work: Path,
+    out: Path,
     spec: str = "mariadb-10.11.18",
     rounds: int = 4,
     quick: bool = False,
@@ -87,15 +91,18 @@ def run(
     suite = work / "bench-upgrade.toml"
     workloads = '["point_select"]' if quick else '["oltp_ro", "point_select"]'
     suite.write_text(SUITE.format(workloads=workloads))
-    out = work / "upgrade-runs"
-    out.mkdir(exist_ok=True)
-    progress(f"in one run: old={spec} (fetched), new=host, {rounds} rounds")
-    inrun, inrun_s = _run(suite, out, rounds, "--servers", f"old=fetched:{spec},new=host")
+    # The run directories are kept (under --out): each design can be read, reported, compared.
+    out = out / f"bench-upgrade-{time.strftime('%Y%m%dT%H%M%S')}"
+    out.mkdir(parents=True)
+    progress(f"in one run: old={spec} (fetched), new=host, {rounds} rounds (into {out})")
+    inrun, inrun_s, inrun_load = _run(
+        suite, out, rounds, "--servers", f"old=fetched:{spec},new=host"
+    )
     progress(f"two separate runs of {rounds} rounds: {spec}, then the host's server")
-    base, base_s = _run(suite, out, rounds, "--server", f"fetched:{spec}")
-    new, new_s = _run(suite, out, rounds)
+    base, base_s, base_load = _run(suite, out, rounds, "--server", f"fetched:{spec}")
+    new, new_s, new_load = _run(suite, out, rounds)
     progress(f"server A/A: the host's server as a and b, {rounds} rounds")
-    aa, aa_s = _run(suite, out, rounds, "--servers", "a=host,b=host")
+    aa, aa_s, aa_load = _run(suite, out, rounds, "--servers", "a=host,b=host")
 
     uv = [v for v in upgrade_verdicts(load_run(inrun)) if v.metric == THROUGHPUT]
     cmp = compare_runs(base, new)
@@ -114,6 +121,7 @@ def run(
         "inrun": {
             "run": str(inrun),
             "wall_s": round(inrun_s, 1),
+            "load": inrun_load,
             "points": len(h_in),
             "median_half_width_pct": med_in,
             "significant": sum(v.significant for v in uv),
@@ -133,6 +141,7 @@ def run(
         "separate": {
             "runs": [str(base), str(new)],
             "wall_s": round(base_s + new_s, 1),
+            "load": [*base_load, *new_load],
             "points": len(h_sep),
             "median_half_width_pct": med_sep,
             "significant": sum(p.verdict in ("faster", "slower") for p in sep),
@@ -153,6 +162,7 @@ def run(
         "aa": {
             "run": str(aa),
             "wall_s": round(aa_s, 1),
+            "load": aa_load,
             "verdicts": len([v for v in aa_uv if v.metric != "interaction"]),
             "called_different": len(alarm),
             "median_half_width_pct": statistics.median(

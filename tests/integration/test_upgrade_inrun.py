@@ -105,4 +105,6 @@ def test_two_servers_in_one_run_paired_by_round(out, monkeypatch, older_mariadb,
     assert f"At a glance: did the upgrade change the answer? ({base} → {new})" in text
     assert "| recommended | old: " in text
     vs = [srv["version_string"] for srv in m["servers"]]
-    assert f"server: mariadb {vs[0]} (old) vs mariadb {vs[1]} (new)" in text  # besides the server
+    # what differs besides the server, said plainly
+    assert "### What differs besides the server" in text
+    assert f"| server | mariadb {vs[0]} | mariadb {vs[1]} |" in text

@@ -324,3 +324,32 @@ def test_resume_reads_back_each_cells_server_and_refuses_a_changed_one():
         SuiteError, match=r"--resume: the server is now old:mariadb-10.11.18, new:mariadb-10.11.20"
     ):
         check_resumable(manifest, {}, [labels[0], "new:mariadb-10.11.20"], {})
+
+
+def test_bench_rows_say_which_design_was_narrower_and_whether_the_aa_held():
+    from rich.table import Table
+
+    from bench.table import upgrade_rows
+    from bench.upgrade import half_width_pct
+
+    assert half_width_pct(0.81, 1.21) == pytest.approx(100 * (1.1 / 0.9 - 1), rel=1e-9)
+    assert half_width_pct(None, 1.0) is None and half_width_pct(0.0, 1.0) is None
+    fig = {
+        "old": "mariadb-10.11.18",
+        "rounds": 4,
+        "ratio": 0.5,
+        "inrun": {"median_half_width_pct": 5.0, "points": 8, "wall_s": 300, "significant": 2, "load": [1.0, 2.0]},
+        "separate": {"median_half_width_pct": 10.0, "points": 8, "wall_s": 310, "significant": 0, "load": [3.0, 0.5]},
+        "aa": {"verdicts": 24, "called_different": 0, "median_half_width_pct": 6.0, "load": [1.0, 1.0]},
+    }  # fmt: skip
+    t = Table()
+    for _ in range(5):
+        t.add_column("")
+    upgrade_rows(t, fig)
+    cells = [list(col._cells) for col in t.columns]
+    assert "0.50x the width" in cells[2][0] and "yes" in cells[4][0]
+    assert "load average 0.5-3.0" in cells[1][0]
+    assert "0 of 24" in cells[2][1] and "yes" in cells[4][1]
+    upgrade_rows(t, fig | {"ratio": 1.3, "aa": fig["aa"] | {"called_different": 1}})
+    cells = [list(col._cells) for col in t.columns]
+    assert "NOT met" in cells[4][2] and "NOT met" in cells[4][3]

@@ -22,6 +22,10 @@ and thread level, with a 95% interval: faster / slower / none / undecided. With 
 are added after the first --repeat rounds while verdicts are undecided and time allows; the 5% is
 spent over the planned looks so the added rounds do not inflate false positives.
 
+With --servers old=SPEC,new=SPEC (an upgrade check) every round runs every server under every
+allocator once, paired by round: the run ends with NEW/BASE per allocator (throughput, p95,
+memory) and whether each allocator's standing against the baseline carries over to the new build.
+
 Options override the suite file; the suite file documents every setting
 (configs/suites/template.toml). Interrupt with Ctrl-C at any time: servers are stopped, THP is
 restored, and `--resume RUN_DIR` later runs only the cells that did not finish.
@@ -391,6 +395,9 @@ def upgrade_tables(run, judged, base: str) -> tuple[list[Table], list[str]]:
     uv = upgrade.upgrade_verdicts(run, base)
     glance = upgrade.glance_table(run, judged, uv, base)
     shown = [glance, *upgrade.verdict_tables(run, uv, (upgrade.THROUGHPUT, upgrade.INTERACTION))]
+    differs = upgrade.differences_table(run)
+    if differs is not None:
+        shown.append(differs)
     return [_rich(t) for t in shown if t.rows], list(glance.notes)
 
 
