@@ -28,13 +28,13 @@ from suites.runner import leftovers, preflight
 from suites.runner.display import Display
 from suites.runner.matrix import Matrix
 from suites.runner.plan import plan_cells
-from suites.runner.servers import run_servers
 from suites.runner.resume import (
     check_allocators,
     check_resumable,
     clear_stale_work,
     plan_from_manifest,
 )
+from suites.runner.servers import run_servers
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "configs/suites/smoke.toml"

@@ -353,3 +353,36 @@ def test_bench_rows_say_which_design_was_narrower_and_whether_the_aa_held():
     upgrade_rows(t, fig | {"ratio": 1.3, "aa": fig["aa"] | {"called_different": 1}})
     cells = [list(col._cells) for col in t.columns]
     assert "NOT met" in cells[4][2] and "NOT met" in cells[4][3]
+
+
+# -- the server A/A on recorded data ------------------------------------------------------------
+AA_RUN = REPO / "tests/fixtures/runs/real-servers-aa-format5"
+
+
+def test_recorded_server_aa_one_build_under_two_names_is_not_called_different():
+    from rundir.read import load_run
+
+    run = load_run(AA_RUN)
+    (pair,) = upgrade.pairs(run)
+    assert (pair.base_name, pair.new_name) == ("a", "b")
+    assert (pair.base, pair.new) == ("a:mariadb-10.11.19", "b:mariadb-10.11.19")
+    assert upgrade.same_build(run, pair) and upgrade.same_flavor(run, pair)
+    uv = upgrade.upgrade_verdicts(run)
+    assert Counter(v.metric for v in uv) == {
+        "throughput": 2, "lat_p95": 2, "rss_stop": 2, "rss_growth": 2, "interaction": 1,
+    }  # fmt: skip
+    assert all(v.rounds == 3 and v.baseline_server == pair.base for v in uv)
+    assert not any(v.significant for v in uv) and not upgrade.aa_alarm(run, uv)
+    assert not upgrade.differences(run, pair)  # one build: nothing differs besides the name
+    glance = upgrade.glance_table(run, run_verdicts(run), uv)
+    assert any("same build (a server A/A check)" in n for n in glance.notes)
+    # The same recording with b's throughput cut by 60% in every life: now called different,
+    # and said at the top as the machine's noise (these are one build).
+    for r in run.rows:
+        if r["server"] == pair.new:
+            r["qps"] *= 0.4
+    alarm = upgrade.aa_alarm(run, upgrade.upgrade_verdicts(run))
+    assert {(v.metric, v.allocator) for v in alarm} == {
+        ("throughput", "glibc"),
+        ("throughput", "jemalloc"),
+    }
