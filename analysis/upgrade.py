@@ -168,21 +168,26 @@ def pairs(run: Run) -> list[Pair]:
     return out
 
 
+def _records(run: Run, pair: Pair) -> tuple[dict, dict]:
+    """The server records (manifest servers[]) of BASE and NEW."""
+    recs = {s.get("name"): s for s in servers(run)}
+    return recs.get(pair.base_name) or {}, recs.get(pair.new_name) or {}
+
+
 def same_build(run: Run, pair: Pair) -> bool:
     """Both names run one build (binary, version string and root): a server A/A check."""
-    recs = {s.get("name"): s for s in servers(run)}
-    a, b = recs.get(pair.base_name) or {}, recs.get(pair.new_name) or {}
-    keys = ("binary", "version_string")
-    root = lambda s: (s.get("root") or {}).get("path")  # noqa: E731
-    return bool(a) and all(a.get(k) == b.get(k) for k in keys) and root(a) == root(b)
+    a, b = _records(run, pair)
+
+    def build(s: dict) -> tuple:
+        return s.get("binary"), s.get("version_string"), (s.get("root") or {}).get("path")
+
+    return bool(a) and build(a) == build(b)
 
 
 def same_flavor(run: Run, pair: Pair) -> bool:
     """Both servers of one flavor (an upgrade); else a choice between servers."""
-    recs = {s.get("name"): s for s in servers(run)}
-    return (recs.get(pair.base_name) or {}).get("flavor") == (recs.get(pair.new_name) or {}).get(
-        "flavor"
-    )
+    a, b = _records(run, pair)
+    return a.get("flavor") == b.get("flavor")
 
 
 # -- the statistics -------------------------------------------------------------------------------
@@ -450,8 +455,7 @@ def differences(run: Run, pair: Pair) -> list[tuple[str, str, str]]:
     Debian release and glibc under each, the binary, allocator builds, and the server's own
     settings recorded per life (cells[].server.variables, RECORDED_VARIABLES: a name one server
     lacks shows "(none)") and what our my.cnf made of the suite (cells[].server.settings)."""
-    recs = {s.get("name"): s for s in servers(run)}
-    b, n = recs.get(pair.base_name) or {}, recs.get(pair.new_name) or {}
+    b, n = _records(run, pair)
     out: list[tuple[str, str, str]] = []
 
     def root(s, key):

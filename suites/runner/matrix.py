@@ -200,10 +200,7 @@ class Matrix:
             cache_root=self.cache_root if restores else None,
             cached=not uncached,
             needs=most,
-            server=max(
-                (srv for srv in self.servers),
-                key=lambda srv: srv.family.cache_kb(srv.section),
-            ).section,
+            server=max(self.servers, key=lambda srv: srv.family.cache_kb(srv.section)).section,
         )
 
     # -- the run -----------------------------------------------------------------------------------
