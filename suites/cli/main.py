@@ -148,41 +148,39 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mallocsweep: interrupted", file=sys.stderr)
         return 130
-    code = _dispatch(args)
-    return _exit_code(code, error_said=code == 2 and _ERROR_SAID[0])
+    code, error_said = _dispatch(args)
+    return _exit_code(code, error_said=error_said)
 
 
-_ERROR_SAID = [False]  # whether _dispatch printed an error line
-
-
-def _dispatch(args) -> int:
+def _dispatch(args) -> tuple[int, bool]:
+    """The command's exit code, and whether an error line was printed (a later "output lost" line
+    would be a second one). Nothing is kept between calls: tests call main() many times in one
+    process (a flag kept in the module once hid a forked child's "stdout: cannot write" line)."""
     try:
-        return args.func(args)
+        return args.func(args), False
     except Interrupted as e:
         try:
             print(f"mallocsweep: {e}; servers stopped, system settings restored", file=sys.stderr)
         except OSError:  # the terminal went away with the SIGHUP: the exit code still tells
             pass
-        return e.exit_code
+        return e.exit_code, False
     except USER_ERRORS as e:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         print(f"mallocsweep: error: {msg}", file=sys.stderr)
-        _ERROR_SAID[0] = True
-        return 2
+        return 2, True
     except KeyboardInterrupt:
         print("mallocsweep: interrupted", file=sys.stderr)
-        return 130
+        return 130, False
     except OSError as e:
         # What the user's machine refuses (a full disk, a read-only or unreachable place, a name
         # too long) is theirs to fix, not a bug of ours: one line naming the file, exit 2.
         if e.errno not in USER_OS_ERRORS:
-            return _internal_error(e)
+            return _internal_error(e), True
         where = f"{e.filename}: " if e.filename else ""
         print(f"mallocsweep: error: {where}{e.strerror}", file=sys.stderr)
-        _ERROR_SAID[0] = True
-        return 2
+        return 2, True
     except Exception as e:  # noqa: BLE001 - a bug of ours: one line, the detail on request
-        return _internal_error(e)
+        return _internal_error(e), True
 
 
 def _internal_error(e: Exception) -> int:

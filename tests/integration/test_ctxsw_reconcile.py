@@ -23,6 +23,7 @@ from collectors.procfs import ProcFS
 from collectors.session import Collectors
 from rundir.format import SAMPLE_COLUMNS
 from servers.launch import spawn
+from suites.families.mysql import MYSQL
 from tests.integration.runs_helpers import gcc_program, wait_for
 
 pytestmark = pytest.mark.integration
@@ -246,7 +247,7 @@ def test_mariadb_connection_threads_exit_and_still_reconcile(mariadb_pristine, s
     try:
         pid = server.start(on_spawn=attach, timeout_s=120, before_reap=coll.before_reap)
         assert server.variables(["thread_cache_size"])["thread_cache_size"] == "0"
-        coll.set_status_source(server.global_status)
+        coll.set_status_source(server.global_status, counters=MYSQL.counters())
         coll.begin_phase("connections")
 
         def clients(n: int) -> None:

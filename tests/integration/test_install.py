@@ -72,9 +72,15 @@ def installed(tmp_path_factory):
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in ("PYTHONPATH", "MALLOCSWEEP_MSEXEC", "VIRTUAL_ENV")
+        if k not in ("PYTHONPATH", "MALLOCSWEEP_MSEXEC", "VIRTUAL_ENV", "MALLOCSWEEP_SERVERS")
     }
-    env |= {"MALLOCSWEEP_CACHE": str(tmp / "cache"), "PATH": f"{venv / 'bin'}:{env['PATH']}"}
+    # A user's own cache and state: not the test session's (whose fetched servers are kept in the
+    # checkout's .cache/servers, tests/integration/roots.py).
+    env |= {
+        "MALLOCSWEEP_CACHE": str(tmp / "cache"),
+        "MALLOCSWEEP_STATE": str(tmp / "state"),
+        "PATH": f"{venv / 'bin'}:{env['PATH']}",
+    }
     return venv, work, env
 
 

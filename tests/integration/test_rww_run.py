@@ -176,7 +176,7 @@ def test_read_while_writing_on_both_engines_under_two_allocators(rww_run):
     assert processes_mentioning(str(run_dir)) == []
 
 
-def test_engine_in_report_and_compare(rww_run, tmp_path):
+def test_engine_in_report_and_compare(rww_run, root, tmp_path):
     _, run_dir = rww_run
     summary = (run_dir / "summary.md").read_text()
     assert "Read-while-writing on innodb (mariadb-10" in summary
@@ -184,8 +184,12 @@ def test_engine_in_report_and_compare(rww_run, tmp_path):
     assert "RSS at the end of the run against glibc" in summary
     html = (run_dir / "report.html").read_text()
     assert "+rocksdb" in html
+    # A second run (glibc only, both engines) to compare with: a run compared with itself is
+    # refused (issue 27).
+    code, base = _run(root, SUITE, "--allocators", "glibc")
+    assert code == 0, manifest(base).get("error")
     out = tmp_path / "cmp"
-    code = main(["compare", str(run_dir), str(run_dir), "--out", str(out)])
+    code = main(["compare", str(base), str(run_dir), "--out", str(out)])
     assert code in (0, 2)  # one round per side: no verdict, but every point listed
     (written,) = out.glob("compare-*-vs-*.md")  # named by both runs
     text = written.read_text()

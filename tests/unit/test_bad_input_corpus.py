@@ -851,3 +851,17 @@ def test_merge_of_the_corpus_shards_works(tmp_path):
     assert code == 0, err
     assert "merged 2 shards" in out
     assert sorted(p.name for p in (s / "m" / "raw").iterdir()) == [f"{c}.json" for c in F3_CELLS]
+
+
+def test_an_earlier_error_in_this_process_does_not_hide_lost_output(tmp_path, capsys):
+    """main() keeps nothing between calls: an error said by an earlier call in the same process
+    (tests call main() in-process; the corpus forks from such a process) must not silence a later
+    call's "stdout: cannot write the output" line. It once did (a module-level flag): a compare
+    that judged nothing (exit 2) to /dev/full said nothing at all after another test's refused
+    compare."""
+    from suites.cli import main as cli
+
+    assert cli.main(["report", str(tmp_path / "nope")]) == 2
+    assert "nope: does not exist" in capsys.readouterr().err
+    (case,) = [c for c in CASES if c.id == "compare-stdout-full"]
+    check_case(case, tmp_path / "s")
