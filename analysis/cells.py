@@ -364,7 +364,8 @@ def servers_table(run: Run) -> Table:
     seen = set()
     for c in run.cells.values():
         s = c.get("server") or {}
-        key = (s.get("flavor"), s.get("version"), s.get("binary"))
+        # a run with several servers may run one build under two names (a server A/A check)
+        key = (s.get("name"), s.get("flavor"), s.get("version"), s.get("binary"))
         if not s.get("flavor") or key in seen:
             continue
         seen.add(key)
@@ -392,13 +393,20 @@ def allocators_table(run: Run) -> Table:
     seen = set()
     for c in run.cells.values():
         a = c.get("allocator") or {}
-        if not a.get("name") or a["name"] in seen or "library" not in a and "kind" not in a:
+        # several servers: each its own builds (a server root has its own allocator packages)
+        server = (c.get("server") or {}).get("name") or ""
+        if (
+            not a.get("name")
+            or (server, a["name"]) in seen
+            or "library" not in a
+            and "kind" not in a
+        ):
             continue
-        seen.add(a["name"])
+        seen.add((server, a["name"]))
         env = [f"{k}={v}" for k, v in (a.get("env") or {}).items()] + list(a.get("tunables") or [])
         table.rows.append(
             [
-                text(a["name"]),
+                text(a["name"] + (f" ({server})" if server else "")),
                 text(a.get("version")),
                 text(a.get("library") or "(no preload)"),
                 text(a.get("package")),

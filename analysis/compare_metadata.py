@@ -95,10 +95,20 @@ def differences(base: Run, new: Run, mode: str, pairs: list[tuple[str, str]]) ->
             out.append(f"{side} run uses a MongoDB protocol stand-in: {study_tables.STANDIN_LABEL}")
     if mode == "upgrade":
         ((old, now),) = pairs
-        # Labels are FLAVOR-VERSION: two flavors make it a choice between servers, not an upgrade.
-        what = "upgrade check" if old.split("-")[0] == now.split("-")[0] else "which-server check"
-        out.append(f"{what}: {old} -> {now}; points matched by allocator")
+        # Labels are FLAVOR-VERSION (NAME:FLAVOR-VERSION in a run of several servers): two
+        # flavors make it a choice between servers, not an upgrade.
+        what = "upgrade check" if _flavor(old) == _flavor(now) else "which-server check"
+        out.append(
+            f"{what}: {old} -> {now}; points matched by allocator. Two runs made at different "
+            "times carry whatever drifted between them (load, page cache, a neighbour); both "
+            "servers in one run, interleaved and paired by round, is the stronger design: "
+            f"`mallocsweep run SUITE --servers old=...,new=...`"
+        )
     return out
+
+
+def _flavor(label: str) -> str:
+    return label.rpartition(":")[2].split("-")[0]
 
 
 def _server_platform(run: Run) -> dict[str, str]:

@@ -123,6 +123,25 @@ def complete_cells(run: Run) -> dict[str, list[dict]]:
     }
 
 
+def lives_by_point(run: Run) -> tuple[dict, dict]:
+    """(server, thp) -> allocator -> round -> RSS at stop, and the same for RSS growth: one value
+    per complete server life (complete_cells), on the run's basis; stand-ins left out. What the
+    memory verdicts compare (analysis/verdicts.py, between servers analysis/upgrade.py)."""
+    basis = memory_basis(run)
+    stop: dict[tuple, dict] = defaultdict(lambda: defaultdict(dict))
+    growth: dict[tuple, dict] = defaultdict(lambda: defaultdict(dict))
+    for cid, rows in complete_cells(run).items():
+        if run.is_standin(cid):
+            continue
+        m = cell_memory(run, cid, rows, basis)
+        key, a, rnd = (rows[0]["server"], rows[0]["thp"]), rows[0]["allocator"], rows[0]["repeat"]
+        if m.rss_growth_kb is not None:
+            growth[key][a][rnd or 1] = m.rss_growth_kb
+        if m.rss_end_kb is not None:
+            stop[key][a][rnd or 1] = m.rss_end_kb
+    return stop, growth
+
+
 def memory_basis(run: Run) -> str:
     """SERVER when every complete cell recorded its server start/stop memory, else LEVELS: one
     basis for the whole run, so rows of a table (and two runs compared) mean the same thing."""

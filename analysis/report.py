@@ -28,6 +28,7 @@ from analysis import (
     plots,
     rww_tables,
     study_tables,
+    upgrade,
     verdict_tables,
     verdicts,
 )
@@ -133,6 +134,9 @@ def warnings(run: Run, baseline: str | None = None) -> list[str]:
     alarm = verdicts.aa_alarm(verdicts.run_verdicts(run, verdicts.baseline_of(run, baseline)))
     if alarm:
         out.insert(0, verdict_tables.aa_alarm_text(alarm))
+    server_alarm = upgrade.aa_alarm(run, upgrade.upgrade_verdicts(run, baseline))
+    if server_alarm:
+        out.insert(0, upgrade.aa_alarm_text(server_alarm))
     rec = cells.reconciliation_failed(run)
     if rec:
         out.append(
@@ -175,6 +179,8 @@ def build_context(run: Run, baseline: str | None = None) -> dict:
         "problems": notices.run_problems(run),
         "warnings": warnings(run, base),
         "glance": verdict_tables.glance_table(run, judged, base),
+        # several servers in one run (an upgrade check): NEW/BASE and the interaction
+        "upgrade": upgrade.context(run, judged, base),
         "noise": verdict_tables.noise_table(run, judged, base),
         "proof_summary": cells.proof_summary_table(run),
         "proof": cells.proof_table(run),
@@ -246,7 +252,8 @@ def write_verdicts(run: Run, baseline: str | None = None) -> Path:
     """RUN_DIR/verdicts.csv, for scripts and CI (derived: rewritten on every report)."""
     path = run.path / VERDICTS
     base = verdicts.baseline_of(run, baseline)
-    atomic_write(path, verdicts.verdicts_csv(verdicts.run_verdicts(run, base)))
+    judged = verdicts.run_verdicts(run, base) + upgrade.upgrade_verdicts(run, base)
+    atomic_write(path, verdicts.verdicts_csv(judged))
     return path
 
 

@@ -147,7 +147,10 @@ class Contrast:
 
 
 def block_contrasts(
-    values: Mapping[str, Mapping[int, float]], baseline: str, level: float
+    values: Mapping[str, Mapping[int, float]],
+    baseline: str,
+    level: float,
+    independent: bool = False,
 ) -> dict[str, Contrast]:
     """Contrasts of every allocator with `baseline` from paired differences (module docstring).
 
@@ -155,7 +158,11 @@ def block_contrasts(
     are those the baseline has; allocators with every one of them share one pooled variance of
     their paired differences; an allocator that misses some (a failed cell) is paired with the
     baseline alone over the rounds both have. Fewer than 2 shared rounds: no interval
-    (half = inf)."""
+    (half = inf).
+
+    `independent`: the arms' differences share no noise, because the baseline is an exact
+    constant (analysis/upgrade.py passes each allocator's NEW - BASE differences, the baseline
+    0): the pooled variance then has m (R - 1) degrees of freedom, not Satterthwaite's."""
     base = values.get(baseline) or {}
     rounds = sorted(base)
     full = [a for a in values if a != baseline and all(r in values[a] for r in rounds)]
@@ -163,7 +170,7 @@ def block_contrasts(
     if full and len(rounds) >= 2:
         arms = [baseline, *full]
         y = np.array([[values[a][r] for r in rounds] for a in arms], dtype=float)
-        out.update(_paired(y, arms, level))
+        out.update(_paired(y, arms, level, independent))
     elif full:
         for a in full:
             out[a] = Contrast(values[a][rounds[0]] - base[rounds[0]], math.inf, len(rounds), 0)
@@ -173,7 +180,7 @@ def block_contrasts(
         shared = sorted(set(values[a]) & set(rounds))
         if len(shared) >= 2:
             y = np.array([[base[r] for r in shared], [values[a][r] for r in shared]])
-            out[a] = _paired(y, [baseline, a], level)[a]
+            out[a] = _paired(y, [baseline, a], level, independent)[a]
         elif shared:
             out[a] = Contrast(values[a][shared[0]] - base[shared[0]], math.inf, 1, 0)
     return out
@@ -185,7 +192,15 @@ def paired_df(arms: int, rounds: int) -> float:
     return 4 * arms * (rounds - 1) / (arms + 3)
 
 
-def _paired(y: np.ndarray, arms: Sequence[str], level: float) -> dict[str, Contrast]:
+def arms_df(arms: int, rounds: int, independent: bool = False) -> float:
+    """Degrees of freedom of the pooled variance of `arms` arms' differences over `rounds`:
+    Satterthwaite's when they share the baseline's noise (paired_df), m (R - 1) when not."""
+    return arms * (rounds - 1) if independent else paired_df(arms, rounds)
+
+
+def _paired(
+    y: np.ndarray, arms: Sequence[str], level: float, independent: bool = False
+) -> dict[str, Contrast]:
     """y[arm, round], arms[0] the baseline: each arm's mean paired difference, with the spread of
     the paired differences pooled over the arms, except for an arm far noisier than the others
     (its_own_spread), which is judged on its own differences alone (the paired t test)."""
@@ -196,8 +211,10 @@ def _paired(y: np.ndarray, arms: Sequence[str], level: float) -> dict[str, Contr
     s2 = float(squares.sum()) / (m * (n_rounds - 1))
     out = {}
     for i, a in enumerate(arms[1:]):
-        own = its_own_spread(squares, i, n_rounds)
-        var, df = (own, n_rounds - 1) if own is not None else (s2, paired_df(m, n_rounds))
+        own = its_own_spread(squares, i, n_rounds, independent)
+        var, df = (
+            (own, n_rounds - 1) if own is not None else (s2, arms_df(m, n_rounds, independent))
+        )
         se = math.sqrt(var / n_rounds)
         q = t_quantile(1 - level / 2, df) if se > 0 else 0.0
         out[a] = Contrast(float(d[i].mean()), q * se, n_rounds, df)
@@ -207,7 +224,9 @@ def _paired(y: np.ndarray, arms: Sequence[str], level: float) -> dict[str, Contr
 HETEROGENEITY_P = 0.99  # the F quantile past which an arm is noisier than the others
 
 
-def its_own_spread(squares: np.ndarray, i: int, rounds: int) -> float | None:
+def its_own_spread(
+    squares: np.ndarray, i: int, rounds: int, independent: bool = False
+) -> float | None:
     """Arm i's own variance of paired differences when it is far larger than the others' pooled
     one (beyond the 99% point of F(R - 1, their Satterthwaite df)), else None.
 
@@ -227,7 +246,9 @@ def its_own_spread(squares: np.ndarray, i: int, rounds: int) -> float | None:
         return None
     if others <= 0:
         return own
-    crit = float(scipy_stats.f.ppf(HETEROGENEITY_P, rounds - 1, paired_df(m - 1, rounds)))
+    crit = float(
+        scipy_stats.f.ppf(HETEROGENEITY_P, rounds - 1, arms_df(m - 1, rounds, independent))
+    )
     return own if own / others > crit else None
 
 

@@ -60,6 +60,9 @@ CSV_COLUMNS = [
     "rounds",
     "level",
     "aa_arm",
+    # The server the row's server is compared with: itself for an allocator against the baseline
+    # allocator; another server's label for NEW/BASE and the interaction (analysis/upgrade.py)
+    "baseline_server",
 ]
 # For memory a higher ratio is worse: the verdict "slower" there means "uses more memory". Every
 # place that shows a verdict to a reader says it in the metric's own words (Verdict.word).
@@ -95,6 +98,9 @@ class Verdict:
     rounds: int
     level: float  # the look's two-sided confidence level (0.95 for a fixed design)
     aa_arm: bool
+    # Another server's label when `server` is compared with it (analysis/upgrade.py); "" when the
+    # row compares allocators within `server`.
+    baseline_server: str = ""
 
     @property
     def meaning(self) -> str:
@@ -203,13 +209,16 @@ def _judge(
     return out
 
 
-def throughput_points(run: Run) -> list[tuple[tuple, dict[str, dict[int, float]]]]:
+def throughput_points(
+    run: Run, column: str | None = None
+) -> list[tuple[tuple, dict[str, dict[int, float]]]]:
     """((server, workload, thp, threads), allocator -> round -> throughput) for every point: one
     value per server life at each level (a churn life's cycles are one, see analysis/lives.py);
-    the round is the life's repeat."""
+    the round is the life's repeat. `column`: another results column per level instead of the
+    workload's throughput (analysis/upgrade.py: lat_p95_ms)."""
     out = []
     for wl in run.workloads:
-        metric = study_tables.metric_of(run, wl)
+        metric = column or study_tables.metric_of(run, wl)
         by_point: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
         lives = by_life(
             (r for r in run.ok_rows if r["workload"] == wl and not run.is_standin(r["cell"])),
@@ -283,18 +292,7 @@ def run_verdicts(
         add(server, wl, thp, th, THROUGHPUT, _judge(values, base, design, "log"))
 
     # Memory: one value per complete server life.
-    basis = memory.memory_basis(run)
-    growth: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
-    stop: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
-    for cid, rows in memory.complete_cells(run).items():
-        if run.is_standin(cid):
-            continue
-        m = memory.cell_memory(run, cid, rows, basis)
-        key, a, rnd = (rows[0]["server"], rows[0]["thp"]), rows[0]["allocator"], rows[0]["repeat"]
-        if m.rss_growth_kb is not None:
-            growth[key][a][rnd or 1] = m.rss_growth_kb
-        if m.rss_end_kb is not None:
-            stop[key][a][rnd or 1] = m.rss_end_kb
+    stop, growth = memory.lives_by_point(run)
     for (server, thp), values in sorted(stop.items()):
         add(server, "", thp, None, RSS_STOP, _judge(values, base, design, "log", None, False))
         base_end = values.get(base) or {}
@@ -408,6 +406,7 @@ def verdicts_csv(verdicts: list[Verdict]) -> str:
                 v.rounds,
                 f"{v.level:.4f}",
                 "yes" if v.aa_arm else "no",
+                v.baseline_server or v.server,
             ]
         )
     return buf.getvalue()

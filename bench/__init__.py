@@ -32,9 +32,16 @@ back (or interleaved) in this process, never an absolute time compared with a co
                                                                    goal: rows/s >= 1.0x, and
                                                                    client CPU per row lower
 
+10. an upgrade check: the same two builds (an older patch, fetched, and the host's server), the
+   same suite and lives, (a) in ONE run, interleaved and paired by round, and (b) in two separate
+   runs compared afterwards: the median half-width of the NEW/BASE throughput intervals of each
+   design, as a ratio; and the server A/A (one build under two names in one run)
+                                                                   goal: in-run narrower; the
+                                                                   A/A never called different
+
 The figures live in small modules: bench (items 1-6), paired (8: sweep vs raw sysbench within
-one server life), reference (9: iibench vs iibench.py), table (the printout), main (the steps).
+one server life), reference (9: iibench vs iibench.py), upgrade (10), table (the printout), main (the steps).
 
 Usage: python -m bench [--quick] [--out DIR] [--iibench-py PATH] [--only FIGS]
-                                 [--pairs N]
+                                 [--pairs N] [--upgrade-from SPEC] [--upgrade-rounds N]
 """

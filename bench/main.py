@@ -13,10 +13,10 @@ from pathlib import Path
 from rich.console import Console
 
 import bench as package
-from bench import paired, reference
+from bench import paired, reference, upgrade
 from bench import smaps as smaps_cost
 from bench.bench import HIGH, LOW, Bench, console, verdicts_figure
-from bench.table import table, verdicts_row
+from bench.table import table, upgrade_rows, verdicts_row
 from rundir.atomic import atomic_write
 
 
@@ -38,7 +38,20 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="",
         help="comma-separated figures to measure (restore, warm, onoff, iibench, sweep_vs_raw, "
-        "iibench_vs_reference, smaps); default all",
+        "iibench_vs_reference, smaps, upgrade); default all",
+    )
+    p.add_argument(
+        "--upgrade-from",
+        default="mariadb-10.11.18",
+        metavar="SPEC",
+        help="the older build of the upgrade figure (fetched if it is not; the newer one is the "
+        "host's server), default mariadb-10.11.18",
+    )
+    p.add_argument(
+        "--upgrade-rounds",
+        type=int,
+        default=0,
+        help="rounds of each design in the upgrade figure (default 4, --quick 3)",
     )
     p.add_argument(
         "--pairs",
@@ -114,6 +127,19 @@ def main(argv: list[str] | None = None) -> int:
                     script=args.iibench_py,
                 ),
             ),
+            (
+                "upgrade",
+                f"an upgrade check ({args.upgrade_from} -> the host's server) in one run vs two "
+                "separate runs compared, and the server A/A",
+                lambda: upgrade.run(
+                    work,
+                    args.out,
+                    args.upgrade_from,
+                    rounds=args.upgrade_rounds or (3 if args.quick else 4),
+                    quick=args.quick,
+                    progress=lambda s: console.print(f"[dim]  {s}[/dim]"),
+                ),
+            ),
         ]
         only = {k.strip() for k in args.only.split(",") if k.strip()}
         unknown = only - {key for key, _, _ in steps}
@@ -143,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     shown = table(figures)
     if "verdicts" in figures:
         verdicts_row(shown, figures["verdicts"])
+    if "upgrade" in figures:
+        upgrade_rows(shown, figures["upgrade"])
     for key, why in failed.items():
         shown.add_row(f"{key}: FAILED", why, "n/a", "", "[red]failed[/red]")
     if failed:

@@ -155,6 +155,36 @@ def verdicts_row(t: Table, v: dict) -> None:
     )
 
 
+def upgrade_rows(t: Table, u: dict) -> None:
+    """Item 10: the in-run upgrade check against two separate runs, and the server A/A."""
+    i, s, aa = u["inrun"], u["separate"], u["aa"]
+    t.add_row(
+        f"upgrade check {u['old']} -> host: NEW/BASE throughput interval, in one run vs two "
+        f"separate runs ({u['rounds']} rounds each design, same lives)",
+        f"median half-width: in one run +-{_fmt(i['median_half_width_pct'])}% over {i['points']} "
+        f"points ({i['wall_s']:.0f} s, {i['significant']} significant); separate runs "
+        f"+-{_fmt(s['median_half_width_pct'])}% over {s['points']} points ({s['wall_s']:.0f} s, "
+        f"{s['significant']} significant); load average {_loads(i, s)}",
+        f"{_fmt(u['ratio'], '.2f')}x the width",
+        "in-run narrower (< 1x)",
+        _met(u["ratio"] < 1 if u["ratio"] is not None else None),
+    )
+    t.add_row(
+        "server A/A: one build under two names in one run",
+        f"{aa['verdicts']} NEW/BASE verdicts, {aa['called_different']} called different "
+        f"(interval half-width +-{_fmt(aa['median_half_width_pct'])}% median)",
+        f"{aa['called_different']} of {aa['verdicts']}",
+        "never called different",
+        _met(aa["called_different"] == 0),
+    )
+
+
+def _loads(*designs: dict) -> str:
+    """The machine's 1-minute load averages over the designs (what else ran beside them)."""
+    loads = [x for d in designs for x in d.get("load") or []]
+    return f"{min(loads):.1f}-{max(loads):.1f}" if loads else "n/a"
+
+
 def _interval(p: dict) -> str:
     if p.get("ratio") is None:
         return "n/a"

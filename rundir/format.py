@@ -39,7 +39,13 @@ HISTORY = {
     "MEMORY_PART_COLUMNS (heap, buffer pool, stacks, file, swap, hugetlb, the heap's huge pages), "
     "alloc_held_resident_kb (heap resident minus the allocator's in use); the fragmentation "
     "scenarios' cycles (SCENARIO_COLUMNS: scenario_cycle, burst_returned, burst_return_s; raw "
-    "levels' `scenario` record). update_to_5 gives older runs these columns, empty",
+    "levels' `scenario` record). update_to_5 gives older runs these columns, empty; "
+    "several servers in one run (an upgrade check): the manifest's servers[] records each "
+    "server (name, label, flavor, version, binary, root, glibc, allocator builds) and "
+    "design.baseline_server the one the others are compared with; cells[].server.name names a "
+    "cell's server and its label is NAME:LABEL; manifest allocators[].server names the server "
+    "of a build; cells[].server.variables keeps the server's own settings that matter to "
+    "throughput and memory",
 }
 
 MANIFEST = "manifest.json"

@@ -133,24 +133,61 @@ def update_to_4(raw: RawRun) -> RawRun:
 def update_to_5(raw: RawRun) -> RawRun:
     """Format 4 -> 5.
 
-    Format 5 studies huge pages and takes RSS apart. Results gain HUGEPAGE_COLUMNS (the
-    server's ShmemPmdMapped and hugetlb pages, the buffer pool's and the heap's huge pages,
-    HugePages_Total/Free/Rsvd, compaction's and khugepaged's cost per level) and
-    the memory parts (rundir.format.FORMAT5_ADDED_COLUMNS has both: RSS by mapping at each level's end: heap, buffer pool,
-    stacks, file, swap, hugetlb, the heap's huge pages; what the allocator holds resident beyond
-    what the server uses; the fragmentation scenarios' cycle and burst release). A format-4 run
-    measured none of them: every row gets them empty (None), which the tables show as "not
-    recorded", never as zero. Its cells' thp records are what they were (a THP mode with defrag
-    left as the suite said): readers take a missing setting as that. Raw boundaries may hold a
-    `hugepages` reading and `parts`, a level a `scenario` record (absent in older records:
-    nothing to upgrade; raw_version stays 2). Older timelines simply lack the parts' columns.
+    Format 5 studies huge pages, takes RSS apart, and lets a run hold several servers.
+
+    Results gain HUGEPAGE_COLUMNS (the server's ShmemPmdMapped and hugetlb pages, the buffer
+    pool's and the heap's huge pages, HugePages_Total/Free/Rsvd, compaction's and khugepaged's
+    cost per level) and the memory parts (rundir.format.FORMAT5_ADDED_COLUMNS has both: RSS by
+    mapping at each level's end: heap, buffer pool, stacks, file, swap, hugetlb, the heap's huge
+    pages; what the allocator holds resident beyond what the server uses; the fragmentation
+    scenarios' cycle and burst release). A format-4 run measured none of them: every row gets
+    them empty (None), which the tables show as "not recorded", never as zero. Its cells' thp
+    records are what they were (a THP mode with defrag left as the suite said): readers take a
+    missing setting as that. Raw boundaries may hold a `hugepages` reading and `parts`, a level
+    a `scenario` record (absent in older records: nothing to upgrade; raw_version stays 2).
+    Older timelines simply lack the parts' columns.
+
+    The manifest records the run's servers (an upgrade check: [server] servers): see
+    servers_of_older_run.
     """
     added = FORMAT5_ADDED_COLUMNS
     rows = [{**dict.fromkeys(added), **row} for row in raw.rows]
     columns = list(raw.columns)
     if columns:
         columns += [c for c in added if c not in columns]
-    return RawRun(manifest=dict(raw.manifest), columns=columns, rows=rows)
+    return RawRun(manifest=servers_of_older_run(raw.manifest), columns=columns, rows=rows)
+
+
+def servers_of_older_run(manifest: dict) -> dict:
+    """The manifest with format 5's `servers` and `design.baseline_server`.
+
+    Format 5 records every server of a run (one entry per server: name, label, flavor, version,
+    binary, root, glibc, its allocator builds) and `design.baseline_server`. A run of an older
+    format measured one server (or one per engine, labelled LABEL+ENGINE): `servers` gets one
+    entry per server label its cells name, without a name (the label is the server's only name)
+    and without the details older runs kept per cell only; `design.baseline_server` is None (no
+    server is compared with another). Cells are unchanged.
+    """
+    manifest = dict(manifest)
+    if not isinstance(manifest.get("servers"), list):
+        labels: dict[str, dict] = {}
+        for c in manifest.get("cells") or []:
+            srv = c.get("server") if isinstance(c, dict) else None
+            if not isinstance(srv, dict) or not srv.get("label"):
+                continue
+            label = str(srv["label"])
+            engine = c.get("engine")
+            if engine and engine != "innodb" and label.endswith(f"+{engine}"):
+                label = label[: -len(engine) - 1]
+            entry = labels.setdefault(label, {"name": "", "label": label})
+            for key in ("flavor", "version", "version_string", "binary"):
+                if srv.get(key) is not None:
+                    entry.setdefault(key, srv[key])
+        manifest["servers"] = list(labels.values())
+    design = manifest.get("design")
+    if isinstance(design, dict) and "baseline_server" not in design:
+        manifest["design"] = {**design, "baseline_server": None}
+    return manifest
 
 
 # format N -> the function upgrading a format-N run to N+1

@@ -65,6 +65,16 @@ class Cell(_Record):
     derive_error: str | None = None
 
 
+class ServerRecord(_Record):
+    """One server of the run (manifest servers[], format 5): a run with several servers (an
+    upgrade check) names each; a run of one has one entry without a name."""
+
+    name: str = ""  # "" for a run of one server (older runs: every entry)
+    label: str  # the server label its cells' results rows carry (NAME:LABEL with several)
+    flavor: str | None = None
+    version: str | None = None
+
+
 class Manifest(_Record):
     """manifest.json's top level, in the current format."""
 
@@ -78,6 +88,7 @@ class Manifest(_Record):
     host: dict[str, Any] = Field(default_factory=dict)
     suite: dict[str, Any] = Field(default_factory=dict)
     cells: list[Cell] = Field(default_factory=list)
+    servers: list[ServerRecord] = Field(default_factory=list)
 
 
 class _Strict(BaseModel):
@@ -443,6 +454,7 @@ __all__ = [
     "RwwLevel",
     "ScenarioLevel",
     "SysbenchLevel",
+    "ServerRecord",
     "SysbenchPercentile",
     "Tool",
     "check_manifest",

@@ -32,6 +32,55 @@ from servers.verify import refuse_self_allocating, verify_allocator
 __all__ = ["MySQLServer", "MySQLSettings", "ServerBinary", "find_mysql"]
 
 SOCKET_MAX = 107  # sun_path is 108 bytes including the terminating NUL
+# The server's own settings that change throughput or memory and whose defaults differ between
+# versions and flavors (InnoDB's redo and flushing, the thread and table caches, per-session
+# buffers, the query cache, performance_schema...): read once per life after the proof and kept
+# in the cell's record (cells[].server.variables), so a run of two servers can say which of them
+# differed besides the version (analysis/upgrade.py). A name the server lacks is left out.
+RECORDED_VARIABLES = (
+    "innodb_adaptive_hash_index",
+    "innodb_buffer_pool_chunk_size",
+    "innodb_buffer_pool_instances",
+    "innodb_change_buffering",
+    "innodb_doublewrite",
+    "innodb_flush_log_at_trx_commit",
+    "innodb_flush_method",
+    "innodb_io_capacity",
+    "innodb_log_buffer_size",
+    "innodb_log_file_size",
+    "innodb_page_size",
+    "innodb_purge_threads",
+    "innodb_read_io_threads",
+    "innodb_write_io_threads",
+    "innodb_stats_persistent",
+    "innodb_thread_concurrency",
+    "innodb_use_native_aio",
+    "innodb_default_row_format",
+    "join_buffer_size",
+    "key_buffer_size",
+    "large_pages",
+    "log_bin",
+    "max_heap_table_size",
+    "performance_schema",
+    "query_cache_size",
+    "query_cache_type",
+    "read_buffer_size",
+    "read_rnd_buffer_size",
+    "sort_buffer_size",
+    "sync_binlog",
+    "table_definition_cache",
+    "table_open_cache",
+    "table_open_cache_instances",
+    "thread_handling",
+    "thread_pool_size",
+    "thread_stack",
+    "tmp_table_size",
+    "transaction_isolation",
+    "tx_isolation",
+    "character_set_server",
+    "collation_server",
+    "version_malloc_library",
+)
 _MARKER_TEXT = "created by mallocsweep; safe for mallocsweep to delete\n"
 # MySQL's own account of its memory (sys.memory_global_total without the sys schema): every
 # memory instrument's current bytes. In the status under this name (not a status variable).
@@ -88,6 +137,7 @@ class MySQLServer(ServerLife):
         self.workdir = Path(workdir).absolute()
         self.settings = settings
         self.allocator = allocator
+        self.recorded_variables: dict[str, str] | None = None  # RECORDED_VARIABLES, once it answers
         self.requested_port = port
         self.port: int | None = port
         self.thp_disable = thp_disable
@@ -311,6 +361,15 @@ class MySQLServer(ServerLife):
             Path(self.binary.path),
             server_reported=self._malloc_library(),
         )
+        self.recorded_variables = self._recorded_variables()
+
+    def _recorded_variables(self) -> dict[str, str] | None:
+        """RECORDED_VARIABLES as this server has them; None when they could not be read (the
+        record then says nothing, the cell goes on: they describe the server, they prove nothing)."""
+        try:
+            return self.variables(RECORDED_VARIABLES)
+        except (mysql.connector.Error, ServerError, OSError):
+            return None
 
     def _malloc_library(self) -> str | None:
         """What the server says serves malloc (MariaDB only); None where it has no such report."""
@@ -470,6 +529,7 @@ class MySQLServer(ServerLife):
             "extra_preload": list(self.extra_preload),
             "late_preload": list(self.late_preload),
             "allocator": self.allocator.name,
+            "variables": self.recorded_variables,
             "launch_env": {k: v for k, v in self.launch_env.items() if k not in ("HOME", "TMPDIR")},
             "evidence": self.evidence,
             "exit": self.exit.to_manifest() if self.exit else None,

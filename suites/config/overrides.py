@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from suites.config.errors import first_error, format_loc, reason
+from suites.config.server_entries import SOURCE_KEYS, ServerEntryError, parse_option
 from suites.config.suite import Suite
 from suites.errors import SuiteError
 from suites.workloads import registry as workloads
@@ -60,7 +61,26 @@ def apply_overrides(suite: Suite, **opts) -> Suite:
     if opts.get("thp") is not None:
         data["thp"]["modes"] = opts["thp"]
         put("--thp", opts["thp"], ("thp", "modes"))
+    if opts.get("server") is not None and opts.get("servers") is not None:
+        raise SuiteError(
+            f"--server {opts['server']} with --servers: give one server (--server) or several "
+            "(--servers NAME=SPEC,...), not both"
+        )
+    if opts.get("servers") is not None:
+        try:
+            entries = parse_option(opts["servers"])
+        except ServerEntryError as e:
+            raise SuiteError(str(e)) from None
+        data["server"]["servers"] = entries
+        for key in SOURCE_KEYS:  # the servers say where each comes from
+            if key in data["server"]:
+                data["server"][key] = ""
+        data["server"]["baseline_server"] = ""
+        put("--servers", opts["servers"], ("server", "servers"))
     if opts.get("server") is not None:
+        # One server: the suite's list of servers (if any) is replaced by it.
+        data["server"].pop("servers", None)
+        data["server"].pop("baseline_server", None)
         if not opts["server"].strip():
             raise SuiteError(
                 f"--server {opts['server']!r}: empty; give a server binary (a name on PATH or a "
@@ -87,6 +107,9 @@ def apply_overrides(suite: Suite, **opts) -> Suite:
         if opts.get(opt) is not None:
             data["run"][key] = opts[opt]
             put("--" + opt.replace("_", "-"), opts[opt], ("run", key))
+    if opts.get("baseline_server") is not None:
+        data["server"]["baseline_server"] = opts["baseline_server"]
+        put("--baseline-server", opts["baseline_server"], ("server", "baseline_server"))
     if opts.get("server_root") is not None:
         data["server"]["root"] = opts["server_root"]
         put("--server-root", opts["server_root"], ("server", "root"))

@@ -20,7 +20,21 @@ from pydantic import (
 from analysis.sequential import MIN_EFFECT_PCT
 from suites.config.errors import LINE_BREAKS, FieldError
 from suites.config.hugepages import DEFRAG_MODES, PROFILES, THP_MODES, HugepageSetting, settings_of
-from suites.config.settings import NonNegFloat, Section, control_character, existing
+from suites.config.server_entries import (
+    SOURCE_KEYS,
+    SPEC_HELP,
+    ServerEntry,
+    ServerEntryError,
+    check_entries,
+    normalize,
+)
+from suites.config.settings import (
+    NonNegFloat,
+    Section,
+    control_character,
+    existing,
+    server_binary,
+)
 from suites.workloads.registry import REGISTRY as WORKLOADS
 
 DefragChoice = Literal[("system", *DEFRAG_MODES)]  # type: ignore[valid-type]
@@ -78,17 +92,72 @@ class ServerSection(Section):
     startup_timeout_s: PositiveFloat = Field(
         180, description="How long a server may take to accept connections."
     )
+    servers: list[ServerEntry] = Field(
+        default_factory=list,
+        description="Several servers in one run (an upgrade check), interleaved and paired by "
+        'round like the allocators: { old = "fetched:mariadb-10.11.18", new = "host" } (--servers '
+        f"old=...,new=...). Each is {SPEC_HELP}; the other [server] settings apply to every one. "
+        "Empty: the one server binary/basedir/root/fetched name.",
+    )
+    baseline_server: str = Field(
+        "",
+        description="The server of `servers` every other is compared with (--baseline-server); "
+        "empty: the first.",
+    )
+
+    @field_validator("servers", mode="before")
+    @classmethod
+    def _servers_form(cls, v):
+        try:
+            return normalize(v)
+        except ServerEntryError as e:
+            raise ValueError(str(e)) from None
+
+    @field_validator("servers")
+    @classmethod
+    def _servers(cls, v: list[ServerEntry]) -> list[ServerEntry]:
+        try:
+            check_entries(v)
+        except ServerEntryError as e:
+            raise ValueError(str(e)) from None
+        return v
+
+    @model_validator(mode="after")
+    def _servers_or_one(self):
+        if not self.servers:
+            if self.baseline_server:
+                raise FieldError(
+                    ("server", "baseline_server"),
+                    "names a server of server.servers, which lists none",
+                    self.baseline_server,
+                )
+            return self
+        for key in SOURCE_KEYS:
+            if getattr(self, key, ""):
+                raise FieldError(
+                    ("server", key),
+                    "with server.servers, each server says where it comes from (NAME = SPEC); "
+                    f"leave server.{key} empty",
+                    getattr(self, key),
+                )
+        names = [e.name for e in self.servers]
+        if self.baseline_server and self.baseline_server not in names:
+            raise FieldError(
+                ("server", "baseline_server"),
+                f"not one of the servers ({', '.join(n or '(unnamed)' for n in names)})",
+                self.baseline_server,
+            )
+        return self
+
+    @property
+    def baseline_name(self) -> str:
+        """The baseline server's name: baseline_server, else the first entry's ("" for one)."""
+        return self.baseline_server or (self.servers[0].name if self.servers else "")
 
     @field_validator("binary")
     @classmethod
     def _binary(cls, v: str, info: ValidationInfo) -> str:
-        if info.data.get("root"):
-            if v and not v.startswith("/"):
-                raise ValueError("with server.root, expected an absolute path inside the root")
-            return v  # checked inside the root when the server is resolved
-        if not v or ("/" not in v and not v.startswith("~")):
-            return v  # default, or a name to look up on PATH
-        return existing(v, info, "file")
+        return server_binary(v, info, bool(info.data.get("root")))
 
     @field_validator("root")
     @classmethod

@@ -68,6 +68,18 @@ def _where_relative(value: str, info: ValidationInfo) -> str:
     return f" (a relative path is taken from {base})"
 
 
+def server_binary(value: str, info: ValidationInfo, in_root: bool) -> str:
+    """A server binary setting: inside a root, an absolute path there (checked when the server is
+    resolved); else empty (the default), a bare name looked up on PATH, or a path that exists."""
+    if in_root:
+        if value and not value.startswith("/"):
+            raise ValueError("with a server root, expected an absolute path inside the root")
+        return value
+    if not value or ("/" not in value and not value.startswith("~")):
+        return value
+    return existing(value, info, "file")
+
+
 def existing(value: str, info: ValidationInfo, kind: str) -> str:
     """`value` as an absolute path that exists and is a `kind` ("file" or "directory")."""
     p = resolve_path(value, info)

@@ -45,7 +45,12 @@ from suites.config.sections import (
 )
 from suites.config.settings import OWN_CONNECTIONS, Section, mycnf_int
 from suites.errors import SuiteError
-from suites.families.registry import family_of, section_models, server_section
+from suites.families.registry import (
+    family_for,
+    section_models,
+    server_entries,
+    server_section,
+)
 from suites.workloads import registry as workloads
 
 __all__ = [
@@ -77,12 +82,27 @@ class _SuiteRules(Section):
 
     @model_validator(mode="after")
     def _server(self):
-        # The workload first (can it run on this family at all?), then what the family refuses.
-        workload, family = workloads.of(self), family_of(self)
-        workload.check_family(self, family)
-        family.check_suite(self, self.server)
-        if any(self.thp.large_pages) and family.no_large_pages:
-            raise FieldError(("thp", "large_pages"), f"{family.name}: {family.no_large_pages}")
+        # The workload first (can it run on this family at all?), then what the family refuses;
+        # for every server of a run with several (suites.config.server_entries), at its entry.
+        workload = workloads.of(self)
+        entries = server_entries(self)
+        for name, server in entries:
+            family = family_for(server)
+            try:
+                workload.check_family(self, family)
+                family.check_suite(self, server)
+                if any(self.thp.large_pages) and family.no_large_pages:
+                    raise FieldError(
+                        ("thp", "large_pages"), f"{family.name}: {family.no_large_pages}"
+                    )
+            except FieldError as e:
+                if len(entries) == 1:
+                    raise
+                raise FieldError(
+                    ("server", "servers", name),
+                    f"server {name!r} is {family.summary} ({server.flavor}): {e}",
+                    e.value,
+                ) from None
         return self
 
     @model_validator(mode="after")
@@ -154,7 +174,8 @@ class _SuiteRules(Section):
 
     @model_validator(mode="after")
     def _client_hosts(self):
-        if self.clients.hosts and not (workloads.of(self).remote_clients and family_of(self).sql):
+        sql = all(family_for(server).sql for _, server in server_entries(self))
+        if self.clients.hosts and not (workloads.of(self).remote_clients and sql):
             raise FieldError(
                 ("clients", "hosts"),
                 "client hosts run sysbench and iibench levels on MySQL-family servers only in "
@@ -180,22 +201,25 @@ class _SuiteRules(Section):
     @model_validator(mode="after")
     def _connections(self):
         workload = workloads.of(self)
-        limit = family_of(self).connection_limit(self.server)
-        clients = workload.max_clients(self)
-        if limit is not None and clients > limit - OWN_CONNECTIONS:
-            loc, what = workload.clients_field
-            raise FieldError(
-                loc,
-                f"{what} {clients} is above the server's connection limit "
-                f"(server.settings.max_connections = {limit}, of which {OWN_CONNECTIONS} are kept "
-                "for our own monitoring); raise max_connections or drop the setting to size it "
-                "automatically",
-            )
+        for _, server in server_entries(self):
+            limit = family_for(server).connection_limit(server)
+            clients = workload.max_clients(self)
+            if limit is not None and clients > limit - OWN_CONNECTIONS:
+                loc, what = workload.clients_field
+                raise FieldError(
+                    loc,
+                    f"{what} {clients} is above the server's connection limit "
+                    f"(server.settings.max_connections = {limit}, of which {OWN_CONNECTIONS} are "
+                    "kept for our own monitoring); raise max_connections or drop the setting to "
+                    "size it automatically",
+                )
         return self
 
     @model_validator(mode="after")
     def _limits(self):
-        workloads.of(self).check_limits(self, family_of(self))
+        # Every server's family (one run may hold MariaDB and MySQL: each its own limits).
+        for family in dict.fromkeys(family_for(s) for _, s in server_entries(self)):
+            workloads.of(self).check_limits(self, family)
         return self
 
     @property
@@ -205,6 +229,10 @@ class _SuiteRules(Section):
 
     def as_dict(self) -> dict[str, Any]:
         d = self.model_dump(mode="json")
+        if not self.server.servers:
+            # One server, as before [server] servers existed: recorded as runs always were.
+            for key in ("servers", "baseline_server"):
+                d["server"].pop(key, None)
         if self.clients == ClientsSection():
             # Clients on this machine, as before [clients] existed: recorded as runs always were,
             # so --resume and compare see no difference with runs written before it.

@@ -26,7 +26,7 @@ from suites.datasets.cache import DatasetCache
 from suites.datasets.stale import remove_stale
 from suites.errors import SuiteError
 from suites.families.base import DEFAULT_ENGINE, ServerLaunch
-from suites.families.registry import family_of
+from suites.families.registry import family_for
 from suites.workloads import registry as workloads
 
 
@@ -76,14 +76,16 @@ def binary_identity(path: str | os.PathLike) -> dict:
     return {"path": real, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def cache_spec(suite, binary, engine: str = "innodb") -> dict:
+def cache_spec(suite, binary, engine: str = "innodb", server=None) -> dict:
     """Everything a pristine datadir depends on, hashed into its cache key.
 
     The dataset itself, the server flavor and build, and what the family says its files depend
     on (Family.dataset_key: for the MySQL family every [server] setting the suite writes into
     my.cnf, some of which change the on-disk format; a needless prepare costs time, a wrong reuse
-    costs correctness).
+    costs correctness). `server`: the [server] section of one server of a run with several (the
+    suite's own by default).
     """
+    server = server if server is not None else suite.server
     # The engine is in the key when it is not the default (every pristine datadir cached before
     # engines existed is InnoDB's, and keeps its key).
     engine_key = {} if engine == DEFAULT_ENGINE else {"engine": engine}
@@ -94,23 +96,26 @@ def cache_spec(suite, binary, engine: str = "innodb") -> dict:
             "flavor": binary.flavor,
             "binary": binary_identity(getattr(binary, "host_path", binary.path)),
         }
-        | family_of(suite).dataset_key(suite.server)
+        | family_for(server).dataset_key(server)
     )
 
 
-def cache_key(suite, binary, cache: DatasetCache, engine: str = "innodb") -> tuple[str, dict]:
+def cache_key(
+    suite, binary, cache: DatasetCache, engine: str = "innodb", server=None
+) -> tuple[str, dict]:
     """(key, spec) of this suite's pristine datadir for `binary`: the one key `ensure` and
     `is_cached` (the runner's preflight) both use, so they cannot disagree."""
-    spec = cache_spec(suite, binary, engine)
+    spec = cache_spec(suite, binary, engine, server)
     return cache.key(binary.version, spec), spec
 
 
-def is_cached(suite, binary, cache_root: Path) -> bool:
+def is_cached(suite, binary, cache_root: Path, server=None) -> bool:
     """Whether `ensure` would find this suite's pristine datadirs for `binary`, one per engine
     (no preparation)."""
+    server = server if server is not None else suite.server
     cache = DatasetCache(Path(cache_root))
-    engines = family_of(suite).engines(suite.server)
-    return all(cache.has(cache_key(suite, binary, cache, e)[0]) for e in engines)
+    engines = family_for(server).engines(server)
+    return all(cache.has(cache_key(suite, binary, cache, e, server)[0]) for e in engines)
 
 
 def _loading_allocator(binary) -> str:
@@ -124,26 +129,38 @@ def _loading_allocator(binary) -> str:
     return "builtin" if linked else "glibc"
 
 
-def ensure(suite, binary, cache_root: Path, run_dir, engine: str = DEFAULT_ENGINE) -> Prepared:
-    """The cached pristine datadir for this suite, server and engine, preparing it if missing."""
-    family = family_of(suite)
+def ensure(
+    suite,
+    binary,
+    cache_root: Path,
+    run_dir,
+    engine: str = DEFAULT_ENGINE,
+    server=None,
+    name: str = "",
+) -> Prepared:
+    """The cached pristine datadir for this suite, server and engine, preparing it if missing.
+    `server`, `name`: one server of a run with several (its section and name; its logs go to
+    logs/dataset-NAME)."""
+    server = server if server is not None else suite.server
+    family = family_for(server)
     wl = workloads.of(suite)
     cache = DatasetCache(Path(cache_root), linkable=family.linkable)
-    key, spec = cache_key(suite, binary, cache, engine)
+    key, spec = cache_key(suite, binary, cache, engine, server)
     stale = remove_stale(Path(cache_root))  # what a SIGKILL during an earlier prepare left
     if cache.has(key):
         tables = cache.meta(key).get("tables") or {}
         return Prepared(cache, key, spec, False, None, stale, tables)
     Path(cache_root).mkdir(parents=True, exist_ok=True)
     work = make_owned_dir(Path(cache_root) / f".prepare-{key}-{os.getpid()}")
-    logs = run_dir.path / "logs" / ("dataset" if engine == DEFAULT_ENGINE else f"dataset-{engine}")
+    parts = [p for p in (name, "" if engine == DEFAULT_ENGINE else engine) if p]
+    logs = run_dir.path / "logs" / "-".join(["dataset", *parts])
     logs.mkdir(parents=True, exist_ok=True)
     glibc = resolve([_loading_allocator(binary)], root=getattr(binary, "root", None))[0]
-    server = family.make_server(
+    life = family.make_server(
         ServerLaunch(
             binary=binary,
             workdir=work,
-            server=suite.server,
+            server=server,
             allocator=glibc,
             engine=engine,
             max_threads=64,
@@ -152,13 +169,13 @@ def ensure(suite, binary, cache_root: Path, run_dir, engine: str = DEFAULT_ENGIN
     )
     t0 = time.monotonic()
     try:
-        family.initialize(server)
-        server.start(timeout_s=suite.server.startup_timeout_s)
+        family.initialize(life)
+        life.start(timeout_s=suite.server.startup_timeout_s)
         for database in wl.databases(suite):
-            family.create_database(server, database)
-        target = family.target(server, wl.database)
-        made = wl.prepare_dataset(suite, target, logs, engine, connect=family.connect(server))
-        server.stop()
+            family.create_database(life, database)
+        target = family.target(life, wl.database)
+        made = wl.prepare_dataset(suite, target, logs, engine, connect=family.connect(life))
+        life.stop()
         meta = {
             "spec": spec,
             "server_version": binary.version,
@@ -183,6 +200,6 @@ def ensure(suite, binary, cache_root: Path, run_dir, engine: str = DEFAULT_ENGIN
     finally:
         # Held: a signal never leaves a server running or a .prepare-* directory in the cache.
         with interrupts.held(), interrupts.doing("the dataset's server to stop"):
-            if server.alive:
-                server.stop()
+            if life.alive:
+                life.stop()
             shutil.rmtree(work, ignore_errors=True)

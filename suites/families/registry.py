@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BeforeValidator, ConfigDict, Discriminator, Field, Tag
+from pydantic import BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError
 
-from suites.config.errors import VARIANT_TAG, FieldError
+from suites.config.errors import VARIANT_TAG, FieldError, format_loc, reason
 from suites.config.sections import ServerSection
+from suites.config.server_entries import SOURCE_KEYS, ServerEntry
 from suites.errors import SuiteError
 from suites.families.base import Family
 from suites.families.mongodb import MONGODB
@@ -57,6 +58,42 @@ def family_for(server) -> Family:
 def family_of(suite) -> Family:
     """The server family of a loaded suite (its server.flavor)."""
     return family_for(suite.server)
+
+
+def server_entries(suite) -> list[tuple[str, ServerSection]]:
+    """(name, section) of every server the suite runs: each entry of [server] servers as the
+    suite's [server] with that entry's source (suites.config.server_entries), validated by its
+    own family's section; or ("", suite.server) when the suite names one server. FieldError at
+    the entry for one its family refuses."""
+    server = suite.server
+    if not server.servers:
+        return [("", server)]
+    return [(e.name, entry_section(server, e)) for e in server.servers]
+
+
+def entry_section(server: ServerSection, entry: ServerEntry) -> ServerSection:
+    """One entry's server: the section's settings, the entry's binary/basedir/root/fetched (and
+    flavor), validated by the section of the entry's family."""
+    data = server.model_dump()
+    for key in ("servers", "baseline_server", *SOURCE_KEYS):
+        data.pop(key, None)
+    data.update({k: v for k, v in entry.source().items() if v})
+    if entry.flavor:
+        data["flavor"] = entry.flavor
+    where = ("server", "servers", entry.name or entry.spec)
+    family = FAMILIES.get(data.get("flavor"))
+    if family is None:
+        raise FieldError(
+            where,
+            f"flavor {data.get('flavor')!r}: no such server family ({', '.join(sorted(FAMILIES))})",
+        )
+    try:
+        return family.section.model_validate(_settle_foreign(data))
+    except FieldError as e:
+        raise FieldError(where, f"{format_loc(e.loc)}: {e}", e.value) from None
+    except ValidationError as e:
+        loc, msg = reason(e.errors(include_url=False)[0])
+        raise FieldError(where, f"{format_loc(loc)}: {msg}") from None
 
 
 def _unknown_flavor() -> type[ServerSection]:
@@ -131,7 +168,9 @@ __all__ = [
     "REGISTRY",
     "Family",
     "family_for",
+    "entry_section",
     "family_of",
     "register",
+    "server_entries",
     "server_section",
 ]

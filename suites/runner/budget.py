@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.sequential import Design, plan_max_rounds
+from analysis.upgrade import several, upgrade_verdicts
 from analysis.verdicts import run_verdicts, undecided
 from rundir.read import load_run
 from suites.errors import SuiteError
@@ -59,9 +60,15 @@ class Decision:
     message: str
 
 
-def _point(v) -> str:
+def _point(v, several: bool = False) -> str:
+    """An undecided verdict, short; with several servers, each named with its server (and a
+    verdict between two servers with both)."""
     where = f"{v.workload} {v.threads} thr" if v.workload else v.metric
-    return f"{v.allocator} {where} ({v.ratio:.2f}x [{v.lo:.2f}-{v.hi:.2f}])"
+    server = f"{v.server} vs {v.baseline_server}: " if v.baseline_server else ""
+    if several and not server:
+        server = f"{v.server}: "
+    what = f" {v.metric}" if v.baseline_server and v.workload else ""
+    return f"{server}{v.allocator} {where}{what} ({v.ratio:.2f}x [{v.lo:.2f}-{v.hi:.2f}])"
 
 
 class Budget:
@@ -72,8 +79,11 @@ class Budget:
         self.started = started  # time.monotonic() when the run began
 
     def after_round(self, run_dir: Path, rounds: int, last_round_s: float) -> Decision:
-        verdicts = run_verdicts(
-            load_run(run_dir), self.baseline, min_effect_pct=self.design.min_effect_pct
+        run = load_run(run_dir)
+        m = self.design.min_effect_pct
+        # Several servers (an upgrade check): their NEW/BASE verdicts and interactions count too.
+        verdicts = run_verdicts(run, self.baseline, min_effect_pct=m) + upgrade_verdicts(
+            run, self.baseline, min_effect_pct=m
         )
         open_ = undecided(verdicts)
         left = self.budget_s - (time.monotonic() - self.started)
@@ -82,7 +92,7 @@ class Budget:
             return Decision(False, f"{head}; no point could be judged, stopping")
         if not open_:
             return Decision(False, f"{head}: every point decided, stopping early")
-        names = ", ".join(_point(v) for v in open_[:SHOWN])
+        names = ", ".join(_point(v, several(run)) for v in open_[:SHOWN])
         more_names = f" and {len(open_) - SHOWN} more" if len(open_) > SHOWN else ""
         still = f"undecided: {names}{more_names}"
         if rounds >= self.design.max_rounds:

@@ -52,6 +52,13 @@ class CellContext:
     on_note: Callable[[str], None] | None = None  # one line for the user, e.g. a server warning
     # suites.remote.clients.RemoteClients: the levels' clients run on that host (None: here)
     clients: object | None = None
+    # This cell's server's [server] section (a run with several servers: the suite's settings
+    # with its own source, suites.families.registry.server_entries); None: suite.server.
+    server: object | None = None
+
+    @property
+    def server_section(self):
+        return self.server if self.server is not None else self.suite.server
 
 
 class CellRunner:
@@ -178,7 +185,11 @@ class CellRunner:
                 before_reap=coll.before_reap,
             )
             # The label names the engine too (suites.runner.plan.engine_label): --resume reads it back.
-            self.record["server"] = self.server.to_manifest() | {"label": plan.server_label}
+            self.record["server"] = (
+                self.server.to_manifest()
+                | {"label": plan.server_label}
+                | ({"name": plan.server} if plan.server else {})
+            )
             self._note_server_warnings()
             self.record["verification"] = self.server.evidence
             coll.set_status_source(self.status_source(), self.live_status_source(), self.counters())

@@ -76,7 +76,9 @@ class Display:
         self._cell_expected = max(expected_s, 1.0)
         if not self.quiet:
             self.console.print(
-                f"cell {plan.index + 1}: {plan.allocator} (thp={plan.thp}, round {plan.round}) ..."
+                f"cell {plan.index + 1}: "
+                + (f"{escape(plan.server)} " if getattr(plan, "server", "") else "")
+                + f"{plan.allocator} (thp={plan.thp}, round {plan.round}) ..."
             )
 
     def phase(self, label: str, seconds: float) -> None:

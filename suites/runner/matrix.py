@@ -58,6 +58,7 @@ from suites.runner.resume import (
     clear_stale_work,
     plan_from_manifest,
 )
+from suites.runner.servers import RunServer, run_servers
 from suites.runner.thp import LargePagesNeed, ThpController
 from suites.runner.workload_cell import WorkloadCell
 from suites.workloads import registry as workloads
@@ -85,7 +86,8 @@ class Matrix:
         self.display = display or Display(enabled=False)
         self.cache_root = cache_root or dataset_prepare.default_cache_root()
         self.run_dir: RunDir | None = None
-        self.root = None  # the server's root, once resolve_server has found it
+        self.root = None  # the baseline server's root, once resolve_servers has found it
+        self.servers: list[RunServer] = []  # the run's servers, baseline first (resolve_servers)
         self.manifest: dict = {}
         self.started = time.monotonic()
         self.design = plan_design(suite, 0.0, MAX_REPEAT)
@@ -96,73 +98,93 @@ class Matrix:
         """The storage engines its cells run (a matrix dimension; its family's)."""
         return family_of(self.suite).engines(self.suite.server)
 
+    def resolve_servers(self) -> list[RunServer]:
+        """Every server of the run, resolved (binary, label), baseline first; ServerError for one
+        that cannot be found. Labels must tell the servers apart (they name cells and rows)."""
+        self.servers = run_servers(self.suite)
+        for srv in self.servers:
+            srv.resolve()
+        self.root = self.servers[0].root
+        return self.servers
+
     def resolve_server(self):
-        b, label = family_of(self.suite).resolve(self.suite.server)
-        # A server root's allocators are its own (server.root or fetched); None for mongod.
-        self.root = getattr(b, "root", None)
-        return b, label
+        """(binary, label) of the run's (baseline) server."""
+        first = self.resolve_servers()[0]
+        return first.binary, first.label
 
     def _server_root(self):
-        """The server's root (servers.root.ServerRoot: server.root, or a fetched root), or None
-        for a host server. Set by resolve_server."""
+        """The baseline server's root (servers.root.ServerRoot: server.root, or a fetched root),
+        or None for a host server. Set by resolve_servers."""
         return self.root
 
-    def resolve_allocators(self, binary=None) -> list:
-        """The suite's allocators, each usable here. `all` on a MySQL-family binary that links an
-        allocator itself (Debian's MySQL 9.7 links tcmalloc) measures that one as `builtin`
-        instead of glibc, which such a binary cannot run with (an explicit glibc is refused)."""
-
+    def resolve_allocators(self, binary=None, server: RunServer | None = None) -> list:
+        """The suite's allocators, each usable here (for `server`: with its root's builds). `all`
+        on a MySQL-family binary that links an allocator itself (Debian's MySQL 9.7 links
+        tcmalloc) measures that one as `builtin` instead of glibc, which such a binary cannot
+        run with (an explicit glibc is refused)."""
+        root = server.root if server is not None else self._server_root()
+        family = server.family if server is not None else family_of(self.suite)
         custom = [c.model_dump() for c in self.suite.allocators.custom]
         use = list(self.suite.allocators.use)
-        if "all" in use and binary is not None and family_of(self.suite).links_allocators:
+        if "all" in use and binary is not None and family.links_allocators:
             linked = linked_allocators(Path(binary.host_path))
             if linked:
                 use = ["builtin" if u == "all" else u for u in use]
-                core = resolve(["all"], root=self._server_root())
+                core = resolve(["all"], root=root)
                 use += [a.name for a in core if a.name != "glibc"]
                 use += [c.name for c in self.suite.allocators.custom]
                 self.display.note(
                     f"{binary.path} links {linked[0][0]} itself: `all` measures it as 'builtin' "
                     "instead of glibc"
                 )
-        allocs = resolve(use, custom=custom, root=self._server_root())
+        allocs = resolve(use, custom=custom, root=root)
         if not allocs:
             raise SuiteError("allocators.use: no usable allocator (see `mallocsweep allocators`)")
         unusable = [a for a in allocs if not a.usable]
         if unusable:
             a = unusable[0]
-            raise SuiteError(f"allocator {a.name!r} is not usable here: {a.why_not}")
+            where = (
+                f" for server {server.name!r} ({server.label})" if server and server.name else ""
+            )
+            raise SuiteError(f"allocator {a.name!r} is not usable here{where}: {a.why_not}")
         return allocs
 
-    def _resume_plan(self, label: str) -> tuple[RunDir, list[CellPlan], list]:
-        """The resumed run's directory, its own cells, and the allocators of those still to run,
-        checked against the builds the run started with."""
+    def _resume_plan(self) -> tuple[RunDir, list[CellPlan]]:
+        """The resumed run's directory and its own cells; each server's allocators of the cells
+        still to run, checked against the builds the run started with."""
         rd = RunDir.open_existing(self.resume)
         manifest = rd.read_manifest()
-        check_resumable(manifest, self.suite.as_dict(), label, host_metadata())
-        cells = plan_from_manifest(manifest, label)
+        labels = [srv.label for srv in self.servers]
+        check_resumable(manifest, self.suite.as_dict(), labels, host_metadata())
+        cells = plan_from_manifest(manifest, labels[0])
         done = {
             cid for cid, rec in rd.finished_cells().items() if rec["cell"].get("status") == "ok"
         }
-        names = list(dict.fromkeys(c.allocator for c in cells if c.id not in done))
-        allocators = []
-        if names:
-            custom = [c.model_dump() for c in self.suite.allocators.custom]
-            try:
-                allocators = resolve(names, custom=custom, root=self._server_root())
-            except ServerError as e:
-                raise SuiteError(f"--resume: {e}") from None
-            check_allocators(manifest, allocators)
-        return rd, cells, allocators
+        custom = [c.model_dump() for c in self.suite.allocators.custom]
+        for srv in self.servers:
+            names = list(
+                dict.fromkeys(
+                    c.allocator for c in cells if c.id not in done and c.server == srv.name
+                )
+            )
+            srv.allocators = []
+            if names:
+                try:
+                    srv.allocators = resolve(names, custom=custom, root=srv.root)
+                except ServerError as e:
+                    raise SuiteError(f"--resume: {e}") from None
+                check_allocators(manifest, srv.allocators, srv.name)
+        return rd, cells
 
-    def _thp_controller(self, run_dir: Path | None, binary) -> ThpController:
-        """The run's hugepage controller: its settings, and what a large-pages cell needs."""
+    def _thp_controller(self, run_dir: Path | None) -> ThpController:
+        """The run's hugepage controller: its settings, and what a large-pages cell needs (the
+        largest of the run's servers': one cell runs at a time)."""
         thp = self.suite.thp
         need = None
         if any(thp.large_pages):
-            family = family_of(self.suite)  # one that can (the suite's validation refused others)
+            # families that can (the suite's validation refused the others)
             page_kb = system_hugepages(ProcFS()).get("hugepage_size_kb")
-            kb = family.large_pages_kb(self.suite.server, binary)
+            kb = max(srv.family.large_pages_kb(srv.section, srv.binary) for srv in self.servers)
             need = LargePagesNeed.of(kb, page_kb, thp.large_pages_reserve)
         return ThpController(
             run_dir, defrag=thp.defrag if isinstance(thp.defrag, str) else "system",
@@ -186,22 +208,35 @@ class Matrix:
             self.display.note(thp_mod.restored_text(rec))
             self.restored_leftover = rec
 
-    def _preflight(self, binary, out_root: Path) -> list[dict]:
+    def _preflight(self, out_root: Path) -> list[dict]:
         """Before anything is written: disk on --out's (and the dataset cache's) filesystem,
-        memory, descriptors, threads."""
+        memory, descriptors, threads; the datasets of every server not yet cached."""
         s = self.suite
-        family = family_of(s)
-        needs = family.needs(s.server, s.max_threads, workloads.of(s).prepared_statements(s))
+        prepared = workloads.of(s).prepared_statements(s)
+        needs = [srv.family.needs(srv.section, s.max_threads, prepared) for srv in self.servers]
         # A cached dataset needs no preparation room (the key is dataset_prepare.ensure's own).
-        restores = family.restores_dataset
-        cached = dataset_prepare.is_cached(s, binary, self.cache_root) if restores else True
+        restores = [srv for srv in self.servers if srv.family.restores_dataset]
+        uncached = [
+            srv
+            for srv in restores
+            if not dataset_prepare.is_cached(s, srv.binary, self.cache_root, srv.section)
+        ]
+        kb = [preflight.estimate_dataset_kb(s, n) for n in needs]
+        # One cell's copy at a time (the largest), and the preparation of each uncached dataset.
+        dataset_kb = (
+            max(kb)
+            if not uncached
+            else sum(k for srv, k in zip(self.servers, kb, strict=True) if srv in uncached)
+        )
+        most = max(needs, key=lambda n: (n.open_files, n.per_connection_kb))
         return preflight.preflight(
             s,
             out_root,
-            preflight.estimate_dataset_kb(s, needs),
+            dataset_kb,
             cache_root=self.cache_root if restores else None,
-            cached=cached,
-            needs=needs,
+            cached=not uncached,
+            needs=most,
+            server=max(self.servers, key=lambda srv: srv.family.cache_kb(srv.section)).section,
         )
 
     # -- the run -----------------------------------------------------------------------------------
@@ -212,40 +247,47 @@ class Matrix:
         thp = None
         self.clients = None
         try:
-            binary, label = self.resolve_server()
+            self.resolve_servers()
+            check_labels(self.servers)
             if self.resume is not None:
-                resumed, cells, allocators = self._resume_plan(label)
+                resumed, cells = self._resume_plan()
             else:
                 resumed = None
-                allocators = with_aa_arm(self.resolve_allocators(binary), self.suite)
+                for srv in self.servers:
+                    srv.allocators = with_aa_arm(
+                        self.resolve_allocators(srv.binary, srv), self.suite
+                    )
                 cells = plan_cells(
-                    label,
-                    baseline_first([a.name for a in allocators], self.suite.run.baseline),
+                    self._plan_servers(),
+                    self._arm_names(self.servers[0]),
                     self.suite.thp.labels(),
                     self.suite.run.repeat,
                     self._engines(),
                 )
-                per_round = len(allocators) * len(self.suite.thp.labels()) * len(self._engines())
+                per_round = (
+                    sum(len(srv.allocators) for srv in self.servers)
+                    * len(self.suite.thp.labels())
+                    * len(self._engines())
+                )
                 if self.shard is not None:
                     self.manifest_shard = self.shard.to_manifest(cells, self.suite.run.repeat)
                     cells = self.shard.select(cells, self.suite.run.repeat)
                 self.design = plan_design(
                     self.suite, estimate_cell_seconds(self.suite) * per_round, MAX_REPEAT
                 )
-            by_name = {a.name: a for a in allocators}
-            family = family_of(self.suite)
-            family.check_allocators(binary, allocators)
-            # An engine the server does not have (MyRocks on MySQL, or without its plugin).
-            family.check_engines(binary, self._engines())
-            # What the workload needs of this server beyond the family's (a dump client).
-            workloads.of(self.suite).check_server(self.suite, binary)
+            for srv in self.servers:
+                srv.family.check_allocators(srv.binary, srv.allocators)
+                # An engine the server does not have (MyRocks on MySQL, or without its plugin).
+                srv.family.check_engines(srv.binary, self._engines())
+                # What the workload needs of this server beyond the family's (a dump client).
+                workloads.of(self.suite).check_server(self.suite, srv.binary)
             # A system setting a killed run left changed is put back first (and said).
             self._restore_leftover()
             # Refuse before writing anything: hugepage settings this machine cannot make (a mode
             # its kernel does not offer, no root, too few huge pages), and shortfalls.
-            self._thp_controller(None, binary).check(self.suite.thp.labels())
+            self._thp_controller(None).check(self.suite.thp.labels())
             exec_helper.helper()  # every child starts through it: built here if it must be
-            checks = self._preflight(binary, self.resume or Path(self.suite.run.out))
+            checks = self._preflight(self.resume or Path(self.suite.run.out))
             gate.check()  # safe point: nothing written yet
             if self.suite.clients.hosts:
                 # The client host is checked before anything is written, like this machine.
@@ -255,30 +297,18 @@ class Matrix:
                 stale = clear_stale_work(resumed, cells)
                 self.run_dir = self._reopen(resumed, stale)
             else:
-                self.run_dir = self._create_run_dir(label, cells, allocators)
+                self.run_dir = self._create_run_dir(cells)
             self.manifest["preflight"] = checks
             if self.clients is not None:
                 self.manifest["clients"] = self.clients.to_manifest()
-            thp = self._thp_controller(self.run_dir.path, binary)
+            thp = self._thp_controller(self.run_dir.path)
             todo = [c for c in cells if self.manifest_cell(c.id).get("status") != "ok"]
             self.display.start_matrix(len(todo), estimate_cell_seconds(self.suite) * len(todo))
-            dataset = {}  # engine -> its pristine datadir
-            if family_of(self.suite).restores_dataset and todo:
-                self.display.note("preparing the dataset (once; cached for later runs)")
-                for engine in dict.fromkeys(c.engine for c in todo):
-                    dataset[engine] = dataset_prepare.ensure(
-                        self.suite, binary, self.cache_root, self.run_dir, engine
-                    )
-                # "dataset" stays the first engine's (its readers know one); every engine's is
-                # under "datasets" (issue 15).
-                first = next(iter(dataset.values()))
-                self.manifest["dataset"] = first.to_manifest()
-                self.manifest["datasets"] = {e: d.to_manifest() for e, d in dataset.items()}
-                self._save_manifest()
+            dataset = self._datasets(todo)
             for cell in todo:
-                self._run_cell(cell, binary, by_name[cell.allocator], thp, dataset)
+                self._run_cell(cell, thp, dataset)
             if resumed is None and self.suite.run.budget_s:
-                self._more_rounds(cells, label, allocators, binary, thp, dataset)
+                self._more_rounds(cells, thp, dataset)
             elif resumed is not None and self.suite.run.budget_s:
                 self.display.note("--resume: the budget adds no rounds to a resumed run")
             self.manifest["status"] = "finished"
@@ -310,6 +340,47 @@ class Matrix:
             if gate.first is not None and not raising:
                 raise Interrupted(gate.first)
 
+    def _arm_names(self, srv: RunServer) -> list[str]:
+        return baseline_first([a.name for a in srv.allocators], self.suite.run.baseline)
+
+    def _plan_servers(self):
+        """What the plan needs of the servers: the one label, or every server's name, label and
+        allocators (baseline first)."""
+        if len(self.servers) == 1 and not self.servers[0].name:
+            return self.servers[0].label
+        return [replace(srv.plan(), allocators=tuple(self._arm_names(srv))) for srv in self.servers]
+
+    def _server(self, name: str) -> RunServer:
+        return next(srv for srv in self.servers if srv.name == name)
+
+    def _datasets(self, todo: list[CellPlan]) -> dict:
+        """(server name, engine) -> its pristine datadir, prepared once per server and engine
+        (each server's own build: a server never gets another's datadir)."""
+        dataset: dict = {}
+        wanted = list(dict.fromkeys((c.server, c.engine) for c in todo))
+        wanted = [(n, e) for n, e in wanted if self._server(n).family.restores_dataset]
+        if not wanted:
+            return dataset
+        self.display.note("preparing the dataset (once per server; cached for later runs)")
+        for name, engine in wanted:
+            srv = self._server(name)
+            dataset[(name, engine)] = dataset_prepare.ensure(
+                self.suite, srv.binary, self.cache_root, self.run_dir, engine, srv.section, name
+            )
+        # "dataset" stays the first one's (its readers know one); every engine's is under
+        # "datasets" (issue 15), every server's under servers[].datasets.
+        first = next(iter(dataset.values()))
+        self.manifest["dataset"] = first.to_manifest()
+        self.manifest["datasets"] = {
+            e: d.to_manifest() for (n, e), d in dataset.items() if n == self.servers[0].name
+        }
+        for entry in self.manifest.get("servers") or []:
+            own = {e: d.to_manifest() for (n, e), d in dataset.items() if n == entry["name"]}
+            if own:
+                entry["datasets"] = own
+        self._save_manifest()
+        return dataset
+
     def _close(self, thp, gate) -> None:
         """The run's last clean-up, in order: THP restored, the manifest written (as interrupted
         if a signal came after the last safe point), the display stopped."""
@@ -340,13 +411,12 @@ class Matrix:
         except OSError:  # a terminal gone with SIGHUP: nothing left to show
             pass
 
-    def _more_rounds(self, cells, label, allocators, binary, thp, dataset) -> None:
+    def _more_rounds(self, cells, thp, dataset) -> None:
         """The budget's loop: after each round, stop if every point is decided, the planned
         maximum is reached or the next round would not fit; else plan and run one more round."""
         budget = Budget(self.suite.run.budget_s, self.design, self.suite.run.baseline, self.started)
         rounds = self.suite.run.repeat
         last_round_s = (time.monotonic() - self.started) / rounds
-        by_name = {a.name: a for a in allocators}
         while True:
             self.run_dir.rebuild_results()
             decision = budget.after_round(self.run_dir.path, rounds, last_round_s)
@@ -359,8 +429,8 @@ class Matrix:
                 return
             rounds += 1
             new = plan_round(
-                label,
-                baseline_first([a.name for a in allocators], self.suite.run.baseline),
+                self._plan_servers(),
+                self._arm_names(self.servers[0]),
                 self.suite.thp.labels(),
                 rounds,
                 len(cells),
@@ -372,11 +442,13 @@ class Matrix:
             t0 = time.monotonic()
             self.display.add_cells(len(new))
             for cell in new:
-                self._run_cell(cell, binary, by_name[cell.allocator], thp, dataset)
+                self._run_cell(cell, thp, dataset)
             last_round_s = time.monotonic() - t0
 
-    def _run_cell(self, plan: CellPlan, binary, allocator, thp, dataset) -> None:
+    def _run_cell(self, plan: CellPlan, thp, dataset) -> None:
         interrupts.check()  # safe point: between cells (and rounds)
+        srv = self._server(plan.server)
+        allocator = next(a for a in srv.allocators if a.name == plan.allocator)
         entry = self.manifest_cell(plan.id)
         attempt = self.run_dir.archive_attempt(plan.id)
         if attempt is not None:
@@ -388,14 +460,15 @@ class Matrix:
             suite=self.suite,
             plan=plan,
             run_dir=self.run_dir,
-            server_binary=binary,
+            server_binary=srv.binary,
             allocator=allocator,
             thp=thp,
-            dataset=(dataset or {}).get(plan.engine),
+            dataset=(dataset or {}).get((plan.server, plan.engine)),
             on_progress=self.display.phase,
             on_interval=self.display.interval,
             on_note=self.display.note,
             clients=self.clients,
+            server=srv.section,
         )
         cell = WorkloadCell(ctx)
         try:
@@ -436,15 +509,19 @@ class Matrix:
         self._save_manifest(rd)
         return rd
 
-    def _create_run_dir(self, label: str, cells: list[CellPlan], allocators: list) -> RunDir:
+    def _create_run_dir(self, cells: list[CellPlan]) -> RunDir:
         stamp = datetime.now().strftime("%Y%m%dT%H%M%S")
         out = Path(self.suite.run.out)
         shard = f"-shard{self.shard.index}of{self.shard.count}" if self.shard is not None else ""
-        rd = RunDir.create(out, f"{self.suite.suite.name}-{label}-{stamp}{shard}")
+        several = len(self.servers) > 1
+        # One server: named by its label; several: by their names (old-vs-new)
+        what = "-vs-".join(srv.name for srv in self.servers) if several else self.servers[0].label
+        rd = RunDir.create(out, f"{self.suite.suite.name}-{what}-{stamp}{shard}")
         try:
             leftovers.register(rd.path)  # so doctor finds its servers wherever --out put it
         except OSError as e:
             self.display.note(f"could not record the run for `mallocsweep doctor`: {e}")
+        host = host_metadata()
         self.manifest = {
             "format_version": FORMAT_VERSION,
             "tool": Tool.installed().model_dump(),
@@ -453,19 +530,28 @@ class Matrix:
             "started_at": now_iso(),
             "finished_at": None,
             **leftovers.runner_identity(),
-            "host": host_metadata(),
+            "host": host,
             # Whether a server's own THP opt-out also blocks MADV_HUGEPAGE here (the report's advice).
             "thp_prctl_probe": prctl_blocks_madvise(),
             "suite": self.suite.as_dict(),
             "suite_file": self.loaded.path,
             "suite_sha256": self.loaded.sha256,
-            # The allocator builds this run measures; --resume refuses if one has changed.
-            "allocators": [a.to_manifest() for a in allocators],
+            # The allocator builds this run measures; --resume refuses if one has changed. With
+            # several servers, each build names its server (a root has its own packages).
+            "allocators": [
+                a.to_manifest() | ({"server": srv.name} if several else {})
+                for srv in self.servers
+                for a in srv.allocators
+            ],
+            # Every server: what it is, where it came from, its glibc and allocator builds
+            # (format 5; one entry for a run of one server).
+            "servers": [srv.to_manifest(host_glibc(host)) for srv in self.servers],
             # What was planned before any data: the looks and the level each is tested at.
             "design": self.design.to_dict()
             | {
                 "baseline": self.suite.run.baseline,
                 "aa_arm": aa_name(self.suite.run.baseline) if self.suite.run.aa else None,
+                "baseline_server": self.servers[0].name if several else None,
                 "budget_s": self.suite.run.budget_s,
             },
             "cells": [_pending(c) for c in cells],
@@ -518,11 +604,23 @@ def _pending(c: CellPlan) -> dict:
         "repeat": c.round,
         "allocator": {"name": c.allocator},
         "thp": {"requested": c.thp},
-        "server": {"label": c.server_label},
+        "server": {"label": c.server_label} | ({"name": c.server} if c.server else {}),
         "engine": c.engine,
         "status": "pending",
         "error": None,
     }
+
+
+def check_labels(servers: list[RunServer]) -> None:
+    """Labels name cells and results rows: two servers may not share one."""
+    labels = [srv.label for srv in servers]
+    dup = next((x for x in labels if labels.count(x) > 1), None)
+    if dup is not None:
+        raise SuiteError(f"two servers of this run have the label {dup!r}; name them apart")
+
+
+def host_glibc(host: dict) -> str | None:
+    return host.get("glibc_version") or host.get("glibc")
 
 
 def with_aa_arm(allocators: list, suite: Suite) -> list:

@@ -123,10 +123,12 @@ def check_shards(shards: list[Shard]) -> list[str]:
                 f"{s.path} was written by mallocsweep {sv}, {first.path} by {tv}: shards of one "
                 "run come from one tool version"
             )
-        fa = {a.get("name"): a for a in first.manifest.get("allocators") or []}
-        sa = {a.get("name"): a for a in s.manifest.get("allocators") or []}
-        for name in sorted(set(fa) | set(sa)):
-            a, b = fa.get(name) or {}, sa.get(name) or {}
+        # (server, allocator): a run with several servers has each server's own builds
+        fa = {_build(a): a for a in first.manifest.get("allocators") or []}
+        sa = {_build(a): a for a in s.manifest.get("allocators") or []}
+        for build in sorted(set(fa) | set(sa)):
+            a, b = fa.get(build) or {}, sa.get(build) or {}
+            name = build[1] + (f" of server {build[0]!r}" if build[0] else "")
             for key in ("version", "library", "env"):
                 if a.get(key) != b.get(key):
                     raise SuiteError(
@@ -149,6 +151,10 @@ def check_shards(shards: list[Shard]) -> list[str]:
                 f"`mallocsweep run --resume {s.path}` before merging"
             )
     return noted
+
+
+def _build(a: dict) -> tuple[str, str]:
+    return str(a.get("server") or ""), str(a.get("name"))
 
 
 def _labels(s: Shard) -> set[str]:

@@ -4,11 +4,16 @@ A cell is one server life: server x allocator x THP mode x repeat round. Rounds 
 allocator order (a Williams design, see allocator_order) and alternate the THP order, so slow drift
 of the machine — thermal, page cache, a noisy neighbour — does not always favour the allocator that
 runs first or the one that runs next to the baseline (asv/pyperf interleaving).
+
+A run with several servers (an upgrade check) has one arm per server x allocator: the Williams
+order is over those combined arms, so every round runs every server's every allocator once and
+the pairs NEW/BASE of one allocator are as balanced as the allocators' pairs (analysis/upgrade.py).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from suites.families.base import DEFAULT_ENGINE
@@ -26,6 +31,8 @@ class CellPlan:
     # server label (engine_label) whenever it is not InnoDB, so every point, verdict and compare
     # keeps engines apart without each of them knowing about engines.
     engine: str = "innodb"
+    # The server's name in a run with several ([server] servers); "" in a run of one.
+    server: str = ""
 
     @property
     def id(self) -> str:
@@ -40,14 +47,37 @@ def engine_label(server_label: str, engine: str) -> str:
     return server_label if engine == DEFAULT_ENGINE else f"{server_label}+{engine}"
 
 
+@dataclass(frozen=True)
+class ServerPlan:
+    """One server of a run with several: its name, its label, and its allocators when they are
+    not the run's list (a server root's own `all`)."""
+
+    name: str
+    label: str
+    allocators: tuple[str, ...] = ()
+
+
+Servers = str | Sequence[ServerPlan]  # one server's label, or several servers
+
+
+def _arms(servers: Servers, allocators: list[str]) -> tuple[list[tuple[str, str]], dict]:
+    """The round's arms (server name, allocator), the baseline server's arms first (the caller
+    lists it first, each server's allocators baseline first), and each server's label."""
+    if isinstance(servers, str):
+        return [("", a) for a in allocators], {"": servers}
+    arms = [(s.name, a) for s in servers for a in (s.allocators or allocators)]
+    return arms, {s.name: s.label for s in servers}
+
+
 def plan_cells(
-    server_label: str,
+    server_label: Servers,
     allocators: list[str],
     thp_modes: list[str],
     repeat: int,
     engines: tuple[str, ...] = (DEFAULT_ENGINE,),
 ) -> list[CellPlan]:
-    """Cells in run order: each round runs every (engine, thp, allocator), in a rotated order."""
+    """Cells in run order: each round runs every (engine, thp, server x allocator), in a rotated
+    order. `server_label`: the one server's label, or the ServerPlans of a run with several."""
     cells: list[CellPlan] = []
     for rnd in range(1, repeat + 1):
         cells += plan_round(server_label, allocators, thp_modes, rnd, len(cells), engines)
@@ -55,26 +85,28 @@ def plan_cells(
 
 
 def plan_round(
-    server_label: str,
+    server_label: Servers,
     allocators: list[str],
     thp_modes: list[str],
     rnd: int,
     first_index: int,
     engines: tuple[str, ...] = (DEFAULT_ENGINE,),
 ) -> list[CellPlan]:
-    """One round's cells (a budget adds rounds one at a time), allocators in the order of
-    `allocator_order`; even rounds run the THP modes (and engines) backwards."""
+    """One round's cells (a budget adds rounds one at a time), the arms (allocators, or server x
+    allocator) in the order of `allocator_order`; even rounds run the THP modes (and engines)
+    backwards."""
     groups = [(e, t) for e in engines for t in thp_modes]
     if rnd % 2 == 0:
         groups.reverse()
-    order = [(e, t, a) for e, t in groups for a in allocator_order(allocators, rnd)]
+    arms, labels = _arms(server_label, allocators)
+    order = [(e, t, arm) for e, t in groups for arm in allocator_order(arms, rnd)]
     return [
-        CellPlan(first_index + i, rnd, engine_label(server_label, e), alloc, thp, e)
-        for i, (e, thp, alloc) in enumerate(order)
+        CellPlan(first_index + i, rnd, engine_label(labels[srv], e), alloc, thp, e, srv)
+        for i, (e, thp, (srv, alloc)) in enumerate(order)
     ]
 
 
-def allocator_order(allocators: list[str], rnd: int) -> list[str]:
+def allocator_order(allocators: list, rnd: int) -> list:
     """The allocators' order in round `rnd`: row rnd - 1 of a Williams design (a Latin square
     balanced for neighbours). Over n rounds (2n for an odd n) every allocator takes every place
     once and runs right after every other allocator equally often, so neither a drift within the

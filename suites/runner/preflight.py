@@ -20,7 +20,7 @@ from collectors.procfs import ProcFS
 from servers.checks import open_files_needed, threads_needed
 from suites.errors import SuiteError
 from suites.families.base import ServerNeeds
-from suites.families.registry import family_of
+from suites.families.registry import family_for
 from suites.workloads import registry as workloads
 
 # Redo, undo and temporary growth of a cell's datadir copy while its workload runs.
@@ -124,17 +124,21 @@ def checks(
     cache_root: Path | None = None,
     cached: bool = True,
     needs: ServerNeeds | None = None,
+    server=None,
 ) -> list[Need]:
+    """`server`: the [server] section whose cache sizes the memory need (of several servers, the
+    largest); the suite's by default."""
     max_threads = suite.max_threads
-    family = family_of(suite)
-    server = needs or family.needs(suite.server, max_threads)
+    section = server if server is not None else suite.server
+    family = family_for(section)
+    server = needs or family.needs(section, max_threads)
     found = disk_needs(out_root, cache_root, dataset_kb, cached)
     # Memory: the server's cache (its family's: buffer pool, WiredTiger cache) plus its
     # per-connection memory at the top level.
     found.append(
         Need(
             "available memory for the server",
-            family.cache_kb(suite.server) + max_threads * server.per_connection_kb,
+            family.cache_kb(section) + max_threads * server.per_connection_kb,
             mem_available_kb(),
             "kB",
         )
@@ -176,11 +180,12 @@ def preflight(
     cache_root: Path | None = None,
     cached: bool = True,
     needs: ServerNeeds | None = None,
+    server=None,
 ) -> list[dict]:
     """Run the checks; SuiteError naming the first shortfall. Returns the checks for the manifest."""
     if cache_root is not None:
         usable_cache(Path(cache_root))
-    results = checks(suite, Path(out_root), dataset_kb, cache_root, cached, needs)
+    results = checks(suite, Path(out_root), dataset_kb, cache_root, cached, needs, server)
     for n in results:
         if not n.ok:
             raise SuiteError(f"preflight: {n.line()}")

@@ -47,7 +47,7 @@ def _identity(d: dict) -> dict:
     return {k: v for k, v in d.items() if k != "run"} | {"repeat": d.get("run", {}).get("repeat")}
 
 
-def check_resumable(manifest: dict, suite: dict, label: str, host: dict) -> None:
+def check_resumable(manifest: dict, suite: dict, label: str | list[str], host: dict) -> None:
     """Refuse (SuiteError, one line) a run that cannot continue as it was started."""
     m = manifest
     if m.get("format_version") != FORMAT_VERSION:
@@ -65,12 +65,18 @@ def check_resumable(manifest: dict, suite: dict, label: str, host: dict) -> None
             raise SuiteError(
                 f"--resume: host {key} changed ({was.get(key)!r} -> {host.get(key)!r})"
             )
-    # Pending cells carry the server label; a cell that ran has the server's own record instead.
+    # Every cell carries its server's label (a run with several servers: NAME:LABEL each).
     labels = {(c.get("server") or {}).get("label") for c in m["cells"]} - {None}
-    # A non-InnoDB engine's cells carry "LABEL+ENGINE" (suites.runner.plan.engine_label).
-    if labels and not any(x == label or x.startswith(label + "+") for x in labels):
+    now = [label] if isinstance(label, str) else list(label)
+
+    def known(x: str) -> bool:
+        # A non-InnoDB engine's cells carry "LABEL+ENGINE" (suites.runner.plan.engine_label).
+        return any(x == n or x.startswith(n + "+") for n in now)
+
+    gone = sorted(x for x in labels if not known(x))
+    if gone:
         raise SuiteError(
-            f"--resume: the server is now {label}, the run used {', '.join(sorted(labels))}"
+            f"--resume: the server is now {', '.join(now)}, the run used {', '.join(sorted(labels))}"
         )
     pid = runner_running(m) if m.get("status") == "running" else None
     if pid is not None:
@@ -90,6 +96,7 @@ def plan_from_manifest(manifest: dict, label: str) -> list[CellPlan]:
                 str(c["allocator"]["name"]),
                 str(c["thp"]["requested"]),
                 str(c.get("engine") or "innodb"),  # runs before engines existed were InnoDB
+                str((c.get("server") or {}).get("name") or ""),  # a run with several servers
             )
         except (KeyError, TypeError, ValueError):
             raise SuiteError(f"--resume: manifest cell {c.get('id')!r} is incomplete") from None
@@ -99,24 +106,26 @@ def plan_from_manifest(manifest: dict, label: str) -> list[CellPlan]:
     return plans
 
 
-def recorded_allocator(manifest: dict, name: str) -> dict | None:
-    """The allocator build the run used: its list of allocators, else any cell that ran it."""
+def recorded_allocator(manifest: dict, name: str, server: str = "") -> dict | None:
+    """The allocator build the run used (on `server`, in a run with several: each server's root
+    has its own builds): its list of allocators, else any cell that ran it."""
     for a in manifest.get("allocators") or []:
-        if a.get("name") == name:
+        if a.get("name") == name and (a.get("server") or "") == server:
             return a
     for c in manifest.get("cells") or []:
         a = c.get("allocator") or {}
-        if a.get("name") == name and "sha256" in a:
+        on = (c.get("server") or {}).get("name") or ""
+        if a.get("name") == name and on == server and "sha256" in a:
             return a
     return None
 
 
-def check_allocators(manifest: dict, allocators: list) -> None:
+def check_allocators(manifest: dict, allocators: list, server: str = "") -> None:
     """Each allocator still to run must be usable and the very build the run started with."""
     for a in allocators:
         if not a.usable:
             raise SuiteError(f"--resume: allocator {a.name!r} is no longer usable: {a.why_not}")
-        was = recorded_allocator(manifest, a.name)
+        was = recorded_allocator(manifest, a.name, server)
         if was is None:
             continue  # nothing recorded to compare with (no cell of it ever started)
         for key in ("version", "sha256"):

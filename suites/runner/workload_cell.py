@@ -13,7 +13,7 @@ from __future__ import annotations
 from servers.allocstats import AllocStats
 from servers.thpshim import keep_thp_library
 from suites.families.base import Family, ServerLaunch
-from suites.families.registry import family_of
+from suites.families.registry import family_for
 from suites.runner.cell import CellRunner
 from suites.workloads import registry as workloads
 from suites.workloads.context import LevelContext
@@ -25,7 +25,7 @@ class WorkloadCell(CellRunner):
 
     @property
     def family(self) -> Family:
-        return family_of(self.ctx.suite)
+        return family_for(self.ctx.server_section)
 
     @property
     def workload(self) -> workloads.Workload:
@@ -53,7 +53,8 @@ class WorkloadCell(CellRunner):
             late = (lib,)
         clients = suite.clients
         # A large-pages cell: the family's own setting puts its data cache on huge pages.
-        server = family.with_large_pages(suite.server) if self.large_pages else suite.server
+        section = self.ctx.server_section
+        server = family.with_large_pages(section) if self.large_pages else section
         return family.make_server(
             ServerLaunch(
                 binary=self.ctx.server_binary,

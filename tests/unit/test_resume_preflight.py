@@ -34,6 +34,7 @@ from suites.runner.resume import (
     clear_stale_work,
     plan_from_manifest,
 )
+from suites.runner.servers import run_servers
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "configs/suites/smoke.toml"
@@ -451,19 +452,21 @@ def test_preflight_and_ensure_agree_on_whether_the_dataset_is_cached(tmp_path, m
     exe.write_bytes(b"\x7fELF a build")
     binary = NS(path=str(exe), flavor="mariadb", version="10.11.6-MariaDB")
     m = _matrix(tmp_path)
+    m.servers = run_servers(m.suite)
+    m.servers[0].binary = binary
     seen = []
     monkeypatch.setattr(preflight, "preflight", lambda *a, **k: seen.append(k["cached"]) or [])
-    m._preflight(binary, tmp_path / "runs")
+    m._preflight(tmp_path / "runs")
     # store exactly what dataset_prepare.ensure looks for (its key includes the build and every setting)
     datadir = tmp_path / "prep" / "datadir"
     (datadir / "mysql").mkdir(parents=True)
     cache = DatasetCache(tmp_path / "cache")
     key, spec = dataset_prepare.cache_key(m.suite, binary, cache)
     cache.store(key, datadir, {"spec": spec})
-    m._preflight(binary, tmp_path / "runs")
+    m._preflight(tmp_path / "runs")
     assert seen == [False, True]
     prepared = dataset_prepare.ensure(m.suite, binary, tmp_path / "cache", run_dir=None)
     assert (prepared.prepared_now, prepared.key) == (False, key)
     exe.write_bytes(b"\x7fELF another build")  # a reinstall: neither reuses the pristine copy
-    m._preflight(binary, tmp_path / "runs")
+    m._preflight(tmp_path / "runs")
     assert seen == [False, True, False]

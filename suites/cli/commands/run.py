@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 
 from suites.errors import SuiteError
@@ -20,6 +21,10 @@ verdicts.csv and the verdicts: each allocator against the baseline (--baseline, 
 and thread level, with a 95% interval: faster / slower / none / undecided. With --budget, rounds
 are added after the first --repeat rounds while verdicts are undecided and time allows; the 5% is
 spent over the planned looks so the added rounds do not inflate false positives.
+
+With --servers old=SPEC,new=SPEC (an upgrade check) every round runs every server under every
+allocator once, paired by round: the run ends with NEW/BASE per allocator (throughput, p95,
+memory) and whether each allocator's standing against the baseline carries over to the new build.
 
 Options override the suite file; the suite file documents every setting
 (configs/suites/template.toml). Interrupt with Ctrl-C at any time: servers are stopped, THP is
@@ -100,6 +105,19 @@ def add_parser(sub) -> None:
         metavar="NAME|PATH",
         help="server binary (mariadbd, mysqld of a Percona/MySQL install, mongod); with "
         "--server-root, a path inside the root",
+    )
+    p.add_argument(
+        "--servers",
+        metavar="NAME=SPEC,...",
+        help="several servers in one run, interleaved and paired by round like the allocators "
+        "(an upgrade check): e.g. old=fetched:mariadb-10.11.18,new=host; each SPEC is host, "
+        "fetched:SPEC, root:DIR, basedir:DIR or a server binary. Verdicts NEW/BASE per allocator "
+        "and whether the best allocator changes",
+    )
+    p.add_argument(
+        "--baseline-server",
+        metavar="NAME",
+        help="the server of --servers every other is compared with (default: the first)",
     )
     p.add_argument(
         "--server-root",
@@ -221,6 +239,8 @@ def run(args) -> int:
         repeat=args.repeat,
         thp=args.thp,
         server=args.server,
+        servers=args.servers,
+        baseline_server=args.baseline_server,
         budget=budget,
         baseline=args.baseline,
         min_effect=args.min_effect,
@@ -314,7 +334,7 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
     if why:
         return [], [f"no verdicts: {why}"]
     judged = run_verdicts(run, base)
-    out = []
+    out, notes = upgrade_tables(run, judged, base)
     for label in [*run.workloads, "memory"]:
         vs = [v for v in judged if (v.workload or "memory") == label]
         if not vs:
@@ -346,7 +366,6 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
             t.add_row(f"{alloc} ({thp})" + (f" {server}" if several else ""), *cells)
         out.append(t)
     nf = noise_floor(run, judged)
-    notes = []
     if nf.aa_points:
         notes.append(
             f"noise floor: A/A ratios {nf.aa_ratio_min:.2f}-{nf.aa_ratio_max:.2f}, interval "
@@ -367,6 +386,33 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
     if alarm:
         notes.insert(0, aa_alarm_text(alarm))
     return out, notes
+
+
+def upgrade_tables(run, judged, base: str) -> tuple[list[Table], list[str]]:
+    """A run with several servers: the upgrade's glance (per allocator, NEW/BASE and whether its
+    standing against the baseline allocator carries over) and the throughput NEW/BASE and
+    interaction tables, as the report has them (analysis/upgrade.py); ([], []) otherwise."""
+    from analysis import upgrade
+
+    if not upgrade.several(run):
+        return [], []
+    uv = upgrade.upgrade_verdicts(run, base)
+    glance = upgrade.glance_table(run, judged, uv, base)
+    shown = [glance, *upgrade.verdict_tables(run, uv, (upgrade.THROUGHPUT, upgrade.INTERACTION))]
+    differs = upgrade.differences_table(run)
+    if differs is not None:
+        shown.append(differs)
+    return [_rich(t) for t in shown if t.rows], list(glance.notes)
+
+
+def _rich(t) -> Table:
+    """An analysis.table_model.Table on the console (its figures as the report shows them)."""
+    out = Table(title=t.title)
+    for c in t.columns:
+        out.add_column(c)
+    for row in t.rows:
+        out.add_row(*(escape(c.text) for c in row))
+    return out
 
 
 def _finish(args, code: int, run_dir: Path) -> int:
