@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from collectors.thp_sysfs import SYSFS, read_choice, signals_held
+from collectors.thp_sysfs import MACHINE_LOCK, SYSFS, SYSTEM_LOCK, read_choice, signals_held
 
 _CHILD = r"""
 import ctypes, mmap, sys
@@ -66,32 +66,54 @@ def prctl_blocks_madvise(sysfs: Path = SYSFS) -> dict:
     enabled_file = Path(sysfs) / "enabled"
     system = read_choice(enabled_file)
     result: dict = {"system_enabled": system, "probe_mode": system, "forced": False}
+    # Forcing madvise is a system change like a cell's: only while no other run of ours has the
+    # system changed (its cell may be running under this `never`; writing madvise, then `never`
+    # back after that run restored its original, would leave the machine at `never`).
+    # (A test's fake sysfs changes nothing of the machine's: no lock for it.)
+    real = Path(sysfs) == SYSFS
+    locked = False
     if system == "never" and os.access(enabled_file, os.W_OK):
-        with signals_held():  # a Ctrl-C now must not leave the system setting changed
-            try:
-                enabled_file.write_text(PROBE_MODE)
-            except OSError as e:
-                result["force_error"] = f"cannot set {PROBE_MODE} for the probe: {e.strerror}"
-                free, blocked = None, None
-            else:
-                result.update(probe_mode=PROBE_MODE, forced=True)
-                try:
-                    free, blocked = _measure()
-                finally:
-                    result.update(_put_back(enabled_file, system))
-                    if result.get("restore_error"):
-                        print(
-                            f"mallocsweep: WARNING: THP NOT RESTORED after the probe: "
-                            f"{result['restore_error']}; write {system!r} to it as root",
-                            file=sys.stderr,
-                        )
-    else:
-        free, blocked = _measure()
+        locked = MACHINE_LOCK.acquire(blocking=False) if real else True
+        if not locked:
+            result["force_error"] = (
+                f"another mallocsweep run has the system THP setting changed ({SYSTEM_LOCK}): "
+                "not forced"
+            )
+        elif read_choice(enabled_file) != system:  # changed before we held the lock
+            if real:
+                MACHINE_LOCK.release()
+            return prctl_blocks_madvise(sysfs)
+    try:
+        free, blocked = _probe(enabled_file, system, result) if locked else _measure()
+    finally:
+        if locked and real:
+            MACHINE_LOCK.release()
     verdict = None
     if free:  # advised memory got huge pages without the prctl: the comparison means something
         verdict = not blocked
     result.update(advised_kb=free, advised_with_prctl_kb=blocked, blocks_madvise=verdict)
     return result
+
+
+def _probe(enabled_file: Path, system: str, result: dict) -> tuple[int | None, int | None]:
+    """The measurement under PROBE_MODE, set for it and put back (the caller holds the lock)."""
+    with signals_held():  # a Ctrl-C now must not leave the system setting changed
+        try:
+            enabled_file.write_text(PROBE_MODE)
+        except OSError as e:
+            result["force_error"] = f"cannot set {PROBE_MODE} for the probe: {e.strerror}"
+            return None, None
+        result.update(probe_mode=PROBE_MODE, forced=True)
+        try:
+            return _measure()
+        finally:
+            result.update(_put_back(enabled_file, system))
+            if result.get("restore_error"):
+                print(
+                    f"mallocsweep: WARNING: THP NOT RESTORED after the probe: "
+                    f"{result['restore_error']}; write {system!r} to it as root",
+                    file=sys.stderr,
+                )
 
 
 def _put_back(enabled_file: Path, value: str) -> dict:

@@ -8,14 +8,21 @@ ours, so every layer may use it.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import signal
+import sys
 import threading
+import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
 SYSFS = Path("/sys/kernel/mm/transparent_hugepage")
+# Held by whichever process of ours has a system setting changed (THP, khugepaged, huge pages):
+# the runner while a cell runs under its setting, the THP probe while it forces madvise.
+SYSTEM_LOCK = Path("/run/mallocsweep/system.lock")
 
 
 MODES = ("enabled", "defrag")  # the two system-wide choice files mallocsweep reads and sets
@@ -114,3 +121,75 @@ def signals_held():
             signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)  # blocked ones arrive here
         for s in dict.fromkeys(noted):
             signal.raise_signal(s)
+
+
+class MachineLock:
+    """The machine-wide lock (SYSTEM_LOCK, flock), counted per process: the first holder in a
+    process takes it, the last release gives it up. Two runs of ours on one machine must not both
+    change the system: the second would measure the first's setting, record it as "the original"
+    and put it back after the first had restored the real one."""
+
+    def __init__(self, path: Path = SYSTEM_LOCK):
+        self.path = path
+        self.fd: int | None = None
+        self.holders = 0
+
+    def acquire(self, wait: Callable[[float], None] = time.sleep, blocking: bool = True) -> bool:
+        """Hold the lock (waiting for another process's turn, said once, unless not `blocking`:
+        then False at once when another process holds it). True also where /run is not ours:
+        then no other run of ours can change the system either."""
+        if self.fd is None:
+            fd = self._open()
+            if fd is not None and not self._lock(fd, wait, blocking):
+                os.close(fd)
+                return False
+            self.fd = fd
+        self.holders += 1
+        return True
+
+    def release(self) -> None:
+        self.holders = max(0, self.holders - 1)
+        if self.holders == 0 and self.fd is not None:
+            try:
+                os.ftruncate(self.fd, 0)
+            except OSError:
+                pass
+            os.close(self.fd)  # closing releases the flock
+            self.fd = None
+
+    def _open(self) -> int | None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return None
+
+    @staticmethod
+    def _lock(fd: int, wait: Callable[[float], None], blocking: bool) -> bool:
+        said = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if not blocking:
+                    return False
+                if not said:
+                    holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+                    print(
+                        f"mallocsweep: waiting for another run (pid {holder or '?'}) to give back "
+                        "the THP / huge-page setting of its cell",
+                        file=sys.stderr,
+                    )
+                    said = True
+                try:
+                    wait(0.5)
+                except BaseException:
+                    os.close(fd)
+                    raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return True
+
+
+MACHINE_LOCK = MachineLock()  # one per process

@@ -28,7 +28,6 @@ before exec and inherited by the server. `always`/`madvise` cannot be forced wit
 from __future__ import annotations
 
 import atexit
-import fcntl
 import json
 import math
 import os
@@ -40,6 +39,7 @@ from collectors.errors import CollectorError
 from collectors.hugepages import system_hugepages
 from collectors.procfs import ProcFS
 from collectors.thp_sysfs import (
+    MACHINE_LOCK,
     MAX_PTES_NONE,
     SYSFS,
     max_ptes_none,
@@ -57,7 +57,6 @@ from suites.errors import SuiteError
 PENDING_NAME = "thp-original.json"
 # Root-owned and per machine (tmpfs: gone after a reboot, as is the change itself).
 SYSTEM_PENDING = Path("/run/mallocsweep/thp-pending.json")
-SYSTEM_LOCK = Path("/run/mallocsweep/system.lock")
 PRCTL_NEVER = "never (prctl)"  # what "in force" means for a server started with PR_SET_THP_DISABLE
 NR_HUGEPAGES = "nr_hugepages"  # /proc/sys/vm/nr_hugepages: the persistent pool of explicit pages
 # What a restore record may hold, in the order restores write them.
@@ -119,61 +118,8 @@ def write_knob(name: str, value, sysfs: Path, procfs: ProcFS) -> None:
         (Path(sysfs) / name).write_text(str(value))
 
 
-class _MachineLock:
-    """The machine-wide lock (SYSTEM_LOCK, flock), counted per process: the first controller
-    that changes the real system takes it, the last one to give its change back releases it."""
-
-    def __init__(self):
-        self.fd: int | None = None
-        self.holders = 0
-
-    def acquire(self) -> None:
-        if self.fd is None:
-            self.fd = self._take()
-        self.holders += 1
-
-    def release(self) -> None:
-        self.holders = max(0, self.holders - 1)
-        if self.holders == 0 and self.fd is not None:
-            try:
-                os.ftruncate(self.fd, 0)
-            except OSError:
-                pass
-            os.close(self.fd)  # closing releases the flock
-            self.fd = None
-
-    @staticmethod
-    def _take() -> int | None:
-        try:
-            SYSTEM_LOCK.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(SYSTEM_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:
-            return None  # /run not ours: nothing else of ours can change the system either
-        said = False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError:
-                if not said:
-                    holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
-                    print(
-                        f"mallocsweep: waiting for another run (pid {holder or '?'}) to give back "
-                        "the THP / huge-page setting of its cell",
-                        file=sys.stderr,
-                    )
-                    said = True
-                try:
-                    interrupts.sleep(0.5)
-                except BaseException:
-                    os.close(fd)
-                    raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        return fd
-
-
-_PROCESS_LOCK = _MachineLock()
+def _wait(seconds: float) -> None:
+    interrupts.sleep(seconds)  # a Ctrl-C while waiting for another run's cell ends the wait
 
 
 @dataclass(frozen=True)
@@ -518,13 +464,13 @@ class ThpController:
         )
         if not real or self._locked:
             return
-        _PROCESS_LOCK.acquire()
+        MACHINE_LOCK.acquire(wait=_wait)
         self._locked = True
 
     def _unlock(self) -> None:
         if self._locked:
             self._locked = False
-            _PROCESS_LOCK.release()
+            MACHINE_LOCK.release()
 
     def restore(self) -> dict | None:
         """Put the original values back and verify them; see the class docstring for the result."""

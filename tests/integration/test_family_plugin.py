@@ -192,7 +192,7 @@ class StubFamily(Family):
     def status(self, life: StubServer):
         return life.status
 
-    def counters(self, engine: str = "innodb") -> dict[str, str]:
+    def counters(self, engine: str = "innodb", binary=None) -> dict[str, str]:
         return {
             "threads_created": "Threads_created",
             "clients_connected": "Threads_connected",

@@ -48,3 +48,30 @@ def test_probe_says_when_never_could_not_be_put_back(fake_sysfs, monkeypatch, ca
     got = thp_probe.prctl_blocks_madvise(fake_sysfs)
     assert "writing 'never' back failed" in got["restore_error"]
     assert "THP NOT RESTORED" in capsys.readouterr().err
+
+
+def test_probe_does_not_force_while_another_run_holds_the_system(fake_sysfs, tmp_path, monkeypatch):
+    """Another run of ours has its cell under `never` (it holds the machine lock): forcing
+    madvise now would measure that cell under the wrong mode and, writing `never` back after
+    that run restored its original, leave the machine at `never`. So the probe does not force."""
+    import fcntl
+    import os
+
+    from collectors import thp_sysfs
+
+    lock = thp_sysfs.MachineLock(tmp_path / "system.lock")
+    monkeypatch.setattr(thp_probe, "MACHINE_LOCK", lock)
+    monkeypatch.setattr(thp_probe, "SYSFS", fake_sysfs)  # the probe takes it for the machine's
+    monkeypatch.setattr(thp_probe, "_measure", lambda: (4096, 0))
+    other = os.open(tmp_path / "system.lock", os.O_RDWR | os.O_CREAT)  # another process's flock
+    try:
+        fcntl.flock(other, fcntl.LOCK_EX)
+        got = thp_probe.prctl_blocks_madvise(fake_sysfs)
+        assert not got["forced"] and got["probe_mode"] == "never"
+        assert "another mallocsweep run" in got["force_error"]
+        assert (fake_sysfs / "enabled").read_text() == "always madvise [never]\n"  # untouched
+    finally:
+        os.close(other)
+    got = thp_probe.prctl_blocks_madvise(fake_sysfs)  # free again: forced, and given back
+    assert got["forced"] and (fake_sysfs / "enabled").read_text() == "never"
+    assert lock.fd is None and lock.holders == 0  # released after the probe
