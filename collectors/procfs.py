@@ -9,8 +9,10 @@ Rules (after psutil's _pslinux.py):
 Only cheap files are read here by default: status, stat and statm are generated from counters.
 smaps_rollup walks the target's page tables under its mmap lock (129 ms on 12 GB of 4 KB pages)
 and must stay out of any 1 Hz loop; callers decide when to pay for it. smaps (per mapping) walks
-the same tables and prints one block per mapping: dearer still (collectors/smaps.py reads it at
-cycle boundaries only; `make bench` measures it).
+the same tables and prints one block per mapping: dearer still. smaps() is its only parser; the
+collectors read it once per phase boundary (collectors.sampler.ProcessReader) and derive from that
+one read the parts (collectors.smaps) and the hugepage reading (collectors.hugepages); `make
+bench` measures a read.
 """
 
 from __future__ import annotations
@@ -80,6 +82,18 @@ class Vma:
     @property
     def size_kb(self) -> int:
         return (self.end - self.start) // 1024
+
+    @property
+    def hugetlb(self) -> bool:
+        """Backed by explicit huge pages (vm.nr_hugepages): VmFlags "ht"."""
+        return "ht" in self.flags
+
+    @property
+    def anonymous(self) -> bool:
+        """No file behind it: no name, or the hidden hugetlbfs file an anonymous hugetlb mapping
+        is named after ("/anon_hugepage (deleted)"). [heap] and shared memory are the callers'
+        to decide."""
+        return not self.path or self.path.startswith("/anon_hugepage")
 
 
 @dataclass(frozen=True)
@@ -200,15 +214,6 @@ class ProcFS:
             # A zombie has no address space left: the file reads empty.
             raise ProcessGone(pid, "smaps_rollup (no address space)")
         return out
-
-    def smaps_text(self, pid: int) -> str:
-        """/proc/PID/smaps as text, one block per mapping (collectors.hugepages parses it).
-        Dearer than smaps_rollup (the same page-table walk, and a block per mapping): phase
-        boundaries only."""
-        text = self._read(pid, "smaps")
-        if not text:
-            raise ProcessGone(pid, "smaps (no address space)")
-        return text
 
     def smaps(self, pid: int) -> list[Vma]:
         """Every mapping of the process, in address order (see Vma). Expensive: it walks the page

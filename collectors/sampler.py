@@ -3,7 +3,9 @@
 Each sample reads two small procfs files (status: memory and threads; stat: whole-group CPU time)
 and the context-switch source. smaps_rollup (AnonHugePages) is read only when the caller asks for
 it: at phase boundaries and every `smaps_interval_s` (it walks the target's page tables under its
-mmap lock and can stall a large server). The thread never raises: a process that exits ends the
+mmap lock and can stall a large server). A boundary that wants the mappings (the parts, the
+hugepage reading) reads the whole smaps instead, once (collectors.smaps.read_smaps), and takes
+AnonHugePages from it. The thread never raises: a process that exits ends the
 sampling (`gone`), anything else unexpected is recorded in `error`; the session decides.
 
 The sampler measures its own CPU time with time.thread_time(), which `make bench` reports next to
@@ -16,7 +18,7 @@ import csv
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from collectors.ctxsw import (
@@ -29,7 +31,7 @@ from collectors.ctxsw import (
 from collectors.errors import CollectorError, ProcessGone
 from collectors.priority import boost
 from collectors.procfs import ProcFS
-from collectors.smaps import Decomposition, decompose
+from collectors.smaps import Decomposition, SmapsRead, read_smaps
 from rundir.format import MEMORY_PART_COLUMNS, SAMPLE_COLUMNS
 
 
@@ -47,7 +49,7 @@ class Snapshot:
     cpu_sys_s: float | None
     ctx: CtxCounts | None
     thp_enabled: int | None
-    anon_huge_kb: int | None = None  # only when smaps_rollup was read for this snapshot
+    anon_huge_kb: int | None = None  # only when smaps_rollup (or smaps) was read for it
     live: bool = True  # False: the process is gone and these are the last known values
     # True while the pid is still the launch gate (/bin/sh waiting to exec the server): its
     # cumulative counters are valid baselines (CPU and context-switch counts carry across
@@ -55,6 +57,10 @@ class Snapshot:
     pre_exec: bool = False
     # RSS taken apart by mapping (collectors.smaps): only at phase boundaries that ask for it
     parts: Decomposition | None = None
+    # The whole smaps read for this snapshot, when the caller asked for the mappings: for the
+    # caller to derive what else it needs from the same read (the hugepage reading), then drop.
+    # Never recorded.
+    smaps_read: SmapsRead | None = field(default=None, repr=False, compare=False)
 
 
 class ProcessReader:
@@ -71,8 +77,11 @@ class ProcessReader:
         pid: int,
         ctx: CtxSource | None = None,
         gate_exe: str | None = None,
+        pool_kb: int | None = None,
     ):
+        """`pool_kb`: the server's buffer pool, for the parts (collectors.smaps.pool_mappings)."""
         self.procfs = procfs
+        self.pool_kb = pool_kb
         self.pid = pid
         self.ctx = ctx
         self.starttime = procfs.stat(pid).starttime_ticks  # identity: unchanged by exec
@@ -92,13 +101,21 @@ class ProcessReader:
         return False
 
     def read(
-        self, smaps: bool = False, memory: bool = True, ctx: bool = True, parts: bool = False
+        self,
+        smaps: bool = False,
+        memory: bool = True,
+        ctx: bool = True,
+        parts: bool = False,
+        mappings: bool = False,
     ) -> Snapshot:
         """One snapshot. `memory=False` skips /proc/PID/status (memory figures None): a window
         mark needs only the counters. `ctx=False` skips the context-switch source. Its time `t`
-        is taken around the counter reads. `smaps` with `parts`: the whole smaps taken apart
-        (collectors.smaps; AnonHugePages is its parts' sum) instead of smaps_rollup."""
+        is taken around the counter reads. `smaps` reads smaps_rollup (AnonHugePages); with
+        `parts` or `mappings`, the whole smaps instead, once (AnonHugePages is its mappings'
+        sum): `parts` takes it apart (collectors.smaps), `mappings` hands the read over in
+        `smaps_read`, except before exec (the launch gate's mappings are the shell's)."""
         pre_exec = self._pre_exec()  # before status/stat: a "server" snapshot is really one
+        mappings = mappings and not pre_exec
         st = self.procfs.status(self.pid) if memory else None
         t0 = time.monotonic()
         sa = self.procfs.stat(self.pid)
@@ -106,12 +123,13 @@ class ProcessReader:
             raise ProcessGone(self.pid, "stat (exited; pid reaped or reused)")
         counts = self.ctx.read() if ctx and self.ctx is not None else None
         t = (t0 + time.monotonic()) / 2
-        huge = dec = None
+        huge = dec = whole = None
         if smaps:
             t0 = time.perf_counter()
-            if parts:
-                dec = decompose(self.procfs, self.pid)
-                huge = dec.anon_huge_kb
+            if parts or mappings:
+                whole = read_smaps(self.procfs, self.pid, parts=parts)
+                huge = whole.anon_huge_kb
+                dec = whole.decompose(self.pool_kb) if parts else None
             else:
                 huge = self.procfs.smaps_rollup(self.pid).get("AnonHugePages")
             self.smaps_seconds += time.perf_counter() - t0
@@ -130,6 +148,7 @@ class ProcessReader:
             anon_huge_kb=huge,
             pre_exec=pre_exec,
             parts=dec,
+            smaps_read=whole if mappings else None,
         )
 
     def after_exit(self, last: Snapshot | None) -> Snapshot:
@@ -144,7 +163,10 @@ class ProcessReader:
                 threads=None, cpu_user_s=None, cpu_sys_s=None, ctx=ctx, thp_enabled=None,
                 live=False,
             )  # fmt: skip
-        return replace(last, t=time.monotonic(), ctx=ctx, anon_huge_kb=None, live=False, parts=None)
+        return replace(
+            last, t=time.monotonic(), ctx=ctx, anon_huge_kb=None, live=False, parts=None,
+            smaps_read=None,
+        )  # fmt: skip
 
 
 def part_columns(dec: Decomposition | None) -> dict:

@@ -53,6 +53,7 @@ from collectors.hugepages import HugepageReader
 from collectors.priority import boost
 from collectors.procfs import ProcFS
 from collectors.sampler import ProcessReader, Sampler, Snapshot, TimelineWriter
+from collectors.smaps import SmapsRead
 from rundir.derive.phases import (
     phase_figures,
     vmstat_delta,
@@ -71,8 +72,8 @@ class _Boundary:
     snap: Snapshot
     vmstat: dict[str, int]
     status: dict[str, float] | None
-    # collectors.hugepages.HugepageReading as a dict: the process's huge pages (smaps, at
-    # boundaries that read it) and the system's (HugePages_*, khugepaged's CPU)
+    # collectors.hugepages.HugepageReading as a dict: the process's huge pages (from the
+    # boundary's smaps read, when it read one) and the system's (HugePages_*, khugepaged's CPU)
     hugepages: dict | None = None
 
 
@@ -226,13 +227,15 @@ class Collectors:
         """`use_taskstats`/`use_perf`: which context-switch sources may be used, best first
         (taskstats, then perf as its fallback, then procfs; see collectors.ctxsw).
         `pool_kb`: the server's buffer pool, to tell its mappings from the heap's
-        (collectors.hugepages). `parts`: take RSS apart by mapping at every phase boundary
-        (collectors.smaps: the whole smaps, read there instead of smaps_rollup)."""
+        (collectors.smaps.pool_mappings). A boundary reads the server's whole smaps once (not
+        smaps_rollup) and takes from it the hugepage reading (collectors.hugepages) and, with
+        `parts`, RSS by mapping (collectors.smaps)."""
         if sample_interval_s <= 0:
             raise CollectorError(f"collect.sample_interval_s must be > 0, got {sample_interval_s}")
         if smaps_interval_s < 0:
             raise CollectorError(f"collect.smaps_interval_s must be >= 0, got {smaps_interval_s}")
         self.procfs = ProcFS(proc_root)
+        self.pool_kb = pool_kb
         self._huge = HugepageReader(self.procfs, pool_kb)
         self.writer = TimelineWriter(Path(samples_csv), columns)
         self.sample_interval_s = sample_interval_s
@@ -303,7 +306,9 @@ class Collectors:
             self._late_note = "attached after the server started (on_spawn not used)"
         elif pid != self.pid:
             raise CollectorError(f"start({pid}) but on_spawn attached to pid {self.pid}")
-        self._reader = ProcessReader(self.procfs, pid, self._ctx, gate_exe=self._gate_exe)
+        self._reader = ProcessReader(
+            self.procfs, pid, self._ctx, gate_exe=self._gate_exe, pool_kb=self.pool_kb
+        )
         self.writer.open()
         self._t0 = time.monotonic()
         self.begin_phase(phase)
@@ -364,9 +369,10 @@ class Collectors:
     def _snapshot(self, smaps: bool) -> Snapshot:
         if not self.gone:
             try:
-                # The gate's snapshot (before exec) is the shell's: nothing to take apart.
+                # The gate's snapshot (before exec) is the shell's: nothing to take apart, and
+                # the reader hands over no mappings then. One read of smaps serves the rest.
                 parts = smaps and self.parts and self._phase is not None
-                return self._reader.read(smaps=smaps, parts=parts)
+                return self._reader.read(smaps=smaps, parts=parts, mappings=smaps)
             except ProcessGone as e:
                 self._mark_gone(str(e))
         return self._reader.after_exit(self._last)
@@ -416,7 +422,8 @@ class Collectors:
         except CollectorError as e:
             self.errors.append(str(e))
             vm = {}
-        huge = self._hugepages(smaps and snap.live and not snap.pre_exec)
+        huge = self._hugepages(snap.smaps_read)
+        snap = replace(snap, smaps_read=None)  # read once, used: not kept for the phase
         if self._phase is None and not self._phases and snap.ctx is not None:
             # The first boundary. A source counting from fork, attached in the launch gate: the
             # phases start from the pid's birth, as wait4's totals do (see the module doc).
@@ -436,15 +443,12 @@ class Collectors:
             self._boundary_cpu_s += time.thread_time() - c0
         return b
 
-    def _hugepages(self, process: bool) -> dict | None:
-        """The boundary's hugepage reading: the process's mappings too when `process` (smaps:
-        the server is live and past exec), else the system's figures alone."""
+    def _hugepages(self, smaps: SmapsRead | None) -> dict | None:
+        """The boundary's hugepage reading: the process's part from the boundary's smaps read
+        when it has one (the server live and past exec), else the system's figures alone."""
         try:
-            if process and not self.gone:
-                try:
-                    return self._huge.read(self.pid).to_dict()
-                except ProcessGone:
-                    pass  # whether the server is gone, the snapshot's reads decide
+            if smaps is not None:
+                return self._huge.reading(smaps).to_dict()
             return self._huge.system().to_dict()
         except CollectorError as e:
             self.errors.append(f"hugepages: {e}"[:300])

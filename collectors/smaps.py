@@ -8,9 +8,13 @@ mappings' Rss is the kernel's RSS, up to what changed while the file was read):
   dumps (MADV_DONTDUMP). MariaDB 10.11 does so by default for its buffer pool (and its redo log
   buffer, 2 x innodb_log_buffer_size: measured 128 MiB pool + 32 MiB log buffer here); MySQL and
   Percona only with `core-file` and innodb_buffer_pool_in_core_file=OFF, which mallocsweep's
-  my.cnf sets for them when the decomposition is on. Wrong where a server marks other memory
-  don't-dump, or where it allocates its pool through malloc without the mark (then the pool is in
-  `heap`): a server without any "dd" mapping has bufpool 0 and says so (`marked` False).
+  my.cnf sets for them when the decomposition is on. Where the server did not mark it (MySQL's
+  chunks without that setting), the pool is found by its size instead (pool_mappings below, given
+  the pool's size: the one identification the hugepage reading uses too), so bufpool is every
+  don't-dump mapping plus the pool's mappings. Wrong where a server marks other memory
+  don't-dump, or where it allocates its pool through malloc with neither the mark nor a mapping
+  of its own (then the pool is in `heap`): a server where neither finds anything has bufpool 0
+  and says so (`marked` False).
 - stacks: thread stacks. A mapping holding the stack pointer of a thread blocked in the kernel
   (/proc/PID/task/TID/syscall), the main thread's [stack], and mappings shaped like glibc's
   pthread stacks: a small PROT_NONE guard mapping right below, or a guard region installed in it
@@ -39,8 +43,22 @@ before (the boundary's figure) and right after (`rss_after_kb`): a process that 
 two, and its parts then lie between them, not within 1% of either (seen once in 881 readings
 here: a spike's idle time ending while jemalloc's background thread purged, 3.7%).
 
+Which mapping is the buffer pool (pool_mappings), given its size. Measured here on the servers we
+run:
+- MariaDB 10.11.19 maps its pool as one mapping advised MADV_DONTDUMP (VmFlags `dd`): 272 MB for
+  a 256 MB pool on 4 kB pages; with large_pages=1 a 256 MB hugetlb mapping (`ht dd`), beside two
+  16 MB log buffers (`ht dd`) and its key cache and Aria page cache (hugetlb, no `dd`).
+- MySQL 9.7 maps it in chunks (innodb_buffer_pool_chunk_size, 128 MB): two 130 MB anonymous
+  mappings for 256 MB, no `dd` (each chunk `dd` with innodb_buffer_pool_in_core_file=OFF); with
+  --large-pages two 132 MB hugetlb mappings (`ht`).
+So the pool is: the largest `dd` mapping when its size is near the pool's; else the group of
+equally sized mappings (`dd` ones, then hugetlb, then anonymous without a path) whose sizes add up
+to the pool's (between 1x and 1.15x of it, chunks and their block descriptors). A reading that
+finds none says so (pool_mappings 0 in the hugepage reading).
+
 Reading smaps walks every mapping's page tables under the server's mmap lock (DESIGN.md): the
-collectors read it at phase (cycle) boundaries only, never in the 1 Hz loop; `make bench`
+collectors read it once per phase (cycle) boundary (read_smaps; the boundary's AnonHugePages, its
+parts and its hugepage reading all come from that one read), never in the 1 Hz loop; `make bench`
 measures what one read costs.
 """
 
@@ -53,6 +71,9 @@ from dataclasses import asdict, dataclass, fields
 from collectors.procfs import ProcFS, Vma
 
 PARTS = ("bufpool", "stacks", "file", "heap")
+# The pool's mappings add up to at least its size and at most this much more (chunk rounding and
+# InnoDB's block descriptors: 272 MB for 256 MB on MariaDB, 2 x 130 MB on MySQL).
+POOL_SLACK = 1.15
 # A PROT_NONE mapping this small right below an anonymous one is a thread stack's guard (glibc
 # uses one page by default; MySQL asks for none beyond it). A glibc arena's unused tail is
 # usually tens of MiB.
@@ -92,7 +113,8 @@ class Decomposition:
     stacks: Part
     file: Part
     heap: Part
-    marked: bool  # some mapping was marked don't-dump: bufpool found, not merely empty
+    # the buffer pool was found (marked don't-dump, or by its size): bufpool is not merely empty
+    marked: bool
     threads: int  # threads whose stack pointer was read (blocked in the kernel)
     read_ms: float  # wall time of the smaps read (and the stack pointers')
     # The kernel's VmRSS right after the read: against the VmRSS read before it, how much the
@@ -151,11 +173,11 @@ def _anonymous(v: Vma) -> bool:
     is named after the hidden hugetlbfs file "/anon_hugepage (deleted)")."""
     if v.perms.endswith("s"):
         return False
-    return v.path in ("", "[heap]") or v.path.startswith("/anon_hugepage")
+    return v.anonymous or v.path == "[heap]"
 
 
 def _file(v: Vma) -> bool:
-    return v.path.startswith("/") and not v.path.startswith("/anon_hugepage")
+    return v.path.startswith("/") and not v.anonymous
 
 
 def _is_guard(v: Vma | None, nxt: Vma) -> bool:
@@ -168,8 +190,46 @@ def _is_guard(v: Vma | None, nxt: Vma) -> bool:
     )
 
 
-def classify(vmas: list[Vma], stack_pointers: list[int]) -> dict[str, list[Vma]]:
-    """Each mapping into its part (module doc); `vmas` in address order as smaps lists them."""
+def pool_mappings(vmas: list[Vma], pool_kb: int | None) -> list[Vma]:
+    """The mappings that hold the buffer pool of `pool_kb` (see the module doc), or []."""
+    if not pool_kb:
+        return []
+    hi = pool_kb * POOL_SLACK
+    dd = [v for v in vmas if "dd" in v.flags and v.anonymous]
+    if dd:
+        best = max(dd, key=lambda v: v.size_kb)
+        if pool_kb <= best.size_kb <= hi:
+            return [best]
+    # Equally sized anonymous mappings (chunks) adding up to the pool: don't-dump ones first (the
+    # server's own mark), then hugetlb ones (with large pages the pool is the only large hugetlb
+    # user on MySQL), then any without a path.
+    picks = (
+        lambda v: "dd" in v.flags and v.anonymous,
+        lambda v: v.hugetlb,
+        lambda v: v.anonymous and not v.hugetlb,
+    )
+    for pick in picks:
+        sizes: dict[int, list[Vma]] = {}
+        for v in vmas:
+            # not a thread stack (gu: guard gap) nor an address-space reservation (nr)
+            if pick(v) and v.size_kb >= 1024 and not v.flags & {"nr", "gu"}:
+                sizes.setdefault(v.size_kb, []).append(v)
+        for size in sorted(sizes, reverse=True):
+            group = sizes[size]
+            if pool_kb <= size * len(group) <= hi:
+                return group
+    return []
+
+
+def classify(
+    vmas: list[Vma], stack_pointers: list[int], pool_kb: int | None = None
+) -> dict[str, list[Vma]]:
+    """Each mapping into its part (module doc); `vmas` in address order as smaps lists them.
+    `pool_kb`: the buffer pool's size, to find it where the server did not mark it don't-dump."""
+    # The pool by its size (pool_mappings: what the hugepage reading calls the pool), beside the
+    # don't-dump mark: the mark alone misses MySQL's chunks when the server was not asked to
+    # leave its pool out of core dumps; the size alone misses MariaDB's redo log buffer (marked).
+    pool = {id(v) for v in pool_mappings(vmas, pool_kb)}
     starts = [v.start for v in vmas]
     holding: set[int] = set()  # indices of mappings holding a blocked thread's stack pointer
     for sp in stack_pointers:
@@ -190,7 +250,7 @@ def classify(vmas: list[Vma], stack_pointers: list[int]) -> dict[str, list[Vma]]
             part = "file"
         elif v.path == "[stack]" or i in holding:
             part = "stacks"
-        elif "dd" in v.flags:
+        elif "dd" in v.flags or id(v) in pool:
             part = "bufpool"
         elif prev is not None and prev.end == v.start and _file(prev) and v.path == "":
             part = "file"  # an object's .bss, right after its last file mapping
@@ -213,8 +273,9 @@ def decompose_vmas(
     stack_pointers: list[int],
     read_ms: float = 0.0,
     rss_after_kb: int | None = None,
+    pool_kb: int | None = None,
 ) -> Decomposition:
-    parts = classify(vmas, stack_pointers)
+    parts = classify(vmas, stack_pointers, pool_kb)
     summed = {}
     for name, vs in parts.items():
         p = Part()
@@ -230,12 +291,42 @@ def decompose_vmas(
     )
 
 
-def decompose(procfs: ProcFS, pid: int) -> Decomposition:
+@dataclass(frozen=True)
+class SmapsRead:
+    """One read of the process's smaps at a boundary: every mapping (ProcFS.smaps), and what the
+    parts need read around it. The boundary's AnonHugePages, parts and hugepage reading
+    (collectors.hugepages) all come from it: smaps is read once per boundary (module doc)."""
+
+    vmas: list[Vma]
+    smaps_ms: float  # wall time of reading smaps alone
+    read_ms: float  # with the stack pointers read just before it, when they were
+    stack_pointers: list[int] | None = None  # None: not read (no parts wanted)
+    rss_after_kb: int | None = None  # the kernel's VmRSS right after (with the stack pointers)
+
+    @property
+    def anon_huge_kb(self) -> int:
+        """AnonHugePages of every mapping: what smaps_rollup says, from the same walk."""
+        return sum(v.kb.get("AnonHugePages", 0) for v in self.vmas)
+
+    def decompose(self, pool_kb: int | None = None) -> Decomposition:
+        return decompose_vmas(
+            self.vmas, self.stack_pointers or [], self.read_ms, self.rss_after_kb, pool_kb
+        )
+
+
+def read_smaps(procfs: ProcFS, pid: int, parts: bool = False) -> SmapsRead:
+    """Read the process's smaps; with `parts`, also its blocked threads' stack pointers (just
+    before) and its VmRSS (right after), for decompose(). ProcessGone when it has exited."""
+    t0 = time.perf_counter()
+    sps = list(procfs.stack_pointers(pid).values()) if parts else None
+    t1 = time.perf_counter()
+    vmas = procfs.smaps(pid)
+    t2 = time.perf_counter()
+    after = procfs.status(pid).vm_rss_kb if parts else None
+    return SmapsRead(vmas, (t2 - t1) * 1000, (t2 - t0) * 1000, sps, after)
+
+
+def decompose(procfs: ProcFS, pid: int, pool_kb: int | None = None) -> Decomposition:
     """Read the process's smaps (and its blocked threads' stack pointers) and take it apart.
     ProcessGone when it has exited."""
-    t0 = time.perf_counter()
-    sps = procfs.stack_pointers(pid)
-    vmas = procfs.smaps(pid)
-    took = (time.perf_counter() - t0) * 1000
-    after = procfs.status(pid).vm_rss_kb
-    return decompose_vmas(vmas, list(sps.values()), took, after)
+    return read_smaps(procfs, pid, parts=True).decompose(pool_kb)

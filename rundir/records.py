@@ -114,7 +114,7 @@ class RawParts(_Strict):
     stacks: RawPart
     file: RawPart
     heap: RawPart
-    marked: bool = False  # a don't-dump mapping (the buffer pool) was found
+    marked: bool = False  # the buffer pool was found (its don't-dump mark, or its size)
     threads: int = 0  # threads whose stack pointer located their stack
     read_ms: float | None = None
     rss_after_kb: int | None = None  # the kernel's VmRSS right after the read

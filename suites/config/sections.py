@@ -337,8 +337,8 @@ class MemorySection(Section):
     parts: bool = Field(
         True,
         description="Take RSS apart by mapping at every phase boundary (buffer pool, thread "
-        "stacks, files, the heap; collectors/smaps.py): the whole /proc/PID/smaps is read there "
-        "instead of smaps_rollup, never while a level runs (make bench measures a read). MySQL "
+        "stacks, files, the heap; collectors/smaps.py), from the one read of /proc/PID/smaps a "
+        "boundary makes anyway (for the hugepage figures), never while a level runs. MySQL "
         "and Percona then run with core-file and innodb_buffer_pool_in_core_file=OFF, which "
         "marks their buffer pool's mapping.",
     )

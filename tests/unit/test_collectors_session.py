@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import csv
+import re
 import shutil
 import time
 from pathlib import Path
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from collectors.errors import CollectorError
-from collectors.procfs import CLK_TCK
+from collectors.procfs import CLK_TCK, ProcFS
 from collectors.session import Collectors
 from rundir.derive.phases import FIGURE_KEYS
 from suites.families.mysql import MYSQL
@@ -59,15 +61,18 @@ class FakeProc:
                 f"voluntary_ctxt_switches:\t300\nnonvoluntary_ctxt_switches:\t{invol_worker}\n",
             )
         if huge is not None:
-            p = self.dir / "smaps_rollup"
-            _write(
-                p,
-                "\n".join(
-                    f"AnonHugePages:    {huge} kB" if ln.startswith("AnonHugePages:") else ln
-                    for ln in p.read_text().splitlines()
-                )
-                + "\n",
-            )
+            # smaps_rollup (the sampler's periodic reads) and smaps (the boundaries'), where the
+            # 600 MB anonymous mapping holds every huge page
+            for name, block in (("smaps_rollup", ""), ("smaps", "7f3c00000000-")):
+                p = self.dir / name
+                lines, here = [], False
+                for ln in p.read_text().splitlines():
+                    if re.match(r"[0-9a-f]+-[0-9a-f]+ ", ln):
+                        here = ln.startswith(block)
+                    if here and ln.startswith("AnonHugePages:"):
+                        ln = f"AnonHugePages:    {huge} kB"
+                    lines.append(ln)
+                _write(p, "\n".join(lines) + "\n")
         if vm is not None:
             _write(self.root / "vmstat", "".join(f"{k} {v}\n" for k, v in vm.items()))
 
@@ -153,7 +158,7 @@ def test_phase_deltas_status_and_manifest(tmp_path, proc):
     assert list(rows[0]) == COLUMNS
     assert {r["phase"] for r in rows} == {"startup", "oltp_ro@8", "shutdown"}
     boundary = [r for r in rows if r["anon_huge_kb"] != ""]
-    assert len(boundary) >= 3  # every boundary reads smaps_rollup
+    assert len(boundary) >= 3  # every boundary reads smaps
     assert any(r["workload_qps"] == "30000.0" for r in rows)
     assert all(r["workload_qps"] == "" for r in rows if r["phase"] == "startup")
 
@@ -168,6 +173,52 @@ def test_smaps_only_at_boundaries_when_interval_is_zero(tmp_path, proc):
     rows = _rows(tmp_path / "samples" / "cell.csv")
     assert sum(r["anon_huge_kb"] != "" for r in rows) == 2
     assert c.stop(None)["smaps_reads"] == 2  # stop is idempotent
+
+
+@pytest.mark.parametrize("parts", [False, True], ids=["hugepages", "hugepages+parts"])
+def test_a_boundary_reads_smaps_once(tmp_path, proc, monkeypatch, parts):
+    """Each boundary walks the server's page tables once: one read of smaps gives the snapshot's
+    AnonHugePages, the hugepage reading and (with parts) RSS by mapping, and smaps_rollup is not
+    read beside it. The pool's mapping is the same one for the parts and the hugepage reading."""
+    reads = collections.Counter()
+    real = ProcFS._read
+
+    def counting(self, pid, name):
+        if name in ("smaps", "smaps_rollup"):
+            reads[name] += 1
+        return real(self, pid, name)
+
+    monkeypatch.setattr(ProcFS, "_read", counting)
+    c = _collectors(tmp_path, proc, smaps_interval_s=0, parts=parts, pool_kb=600 * 1024)
+    c.on_spawn(PID)
+    per = []
+    c.start(PID)
+    per.append(dict(reads))
+    for name in ("warmup", "oltp_ro@8"):
+        reads.clear()
+        c.begin_phase(name)
+        per.append(dict(reads))
+    reads.clear()
+    proc.exit()
+    section = c.stop(None)
+    assert per == [{"smaps": 1}] * 3 and not reads  # the last boundary: the server is gone
+    assert section["smaps_reads"] == 3
+
+    end = c.raw_phases()["warmup"]["end"]
+    huge = end["hugepages"]
+    assert end["snap"]["anon_huge_kb"] == huge["anon_huge_kb"] == 317440  # smaps_rollup's figure
+    pool = (huge["pool_mappings"], huge["pool_kb"], huge["pool_anon_huge_kb"])
+    assert pool == (1, 614400, 317440)  # the 600 MB mapping, by its size
+    assert huge["heap_anon_huge_kb"] == 0
+    if parts:
+        p = end["snap"]["parts"]
+        assert p["bufpool"]["rss_kb"] == 350000 and p["bufpool"]["anon_huge_kb"] == 317440
+        assert sum(p[k]["rss_kb"] for k in ("bufpool", "stacks", "file", "heap")) == 398120
+        assert p["marked"]  # found by its size: the fixture's pool has no don't-dump mark
+    else:
+        assert "parts" not in end["snap"]
+    # The first boundary takes nothing apart (collectors.session._snapshot)
+    assert "parts" not in c.raw_phases()["startup"]["start"]["snap"]
 
 
 def test_process_exiting_mid_phase_does_not_raise(tmp_path, proc):

@@ -1,7 +1,8 @@
 """Hugepage settings, their system changes and their readings, without a server: the settings a
 [thp] section makes, the controller on a fake sysfs and /proc (what it refuses, writes, reads back
-and gives back, also after a killed runner), the smaps reader on the mapping layouts measured on
-MariaDB 10.11.19 and MySQL 9.7.4, and the per-level figures derived from boundary readings."""
+and gives back, also after a killed runner), the reading of the mappings (ProcFS.smaps, the one
+smaps parser) on the layouts measured on MariaDB 10.11.19 and MySQL 9.7.4, and the per-level
+figures derived from boundary readings."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import json
 
 import pytest
 
-from collectors.hugepages import of_mappings, parse_smaps, pool_mappings
-from collectors.procfs import ProcFS
+from collectors.hugepages import of_mappings
+from collectors.procfs import ProcFS, Vma
+from collectors.smaps import classify, pool_mappings
 from rundir.derive.phases import hugepage_figures
 from rundir.format import FORMAT5_ADDED_COLUMNS, HUGEPAGE_COLUMNS
 from rundir.migrations import RawRun, update_to_5
@@ -39,6 +41,13 @@ def mapping(start_mb: int, size_mb: int, flags: str, path: str = "", ahp_mb: int
         f"Shared_Hugetlb:        0 kB\n"
         f"VmFlags: {flags}\n"
     )
+
+
+def parse(tmp_path, text: str) -> list[Vma]:
+    """The mappings of an smaps text, as the collectors read them (ProcFS.smaps of a fixture)."""
+    (tmp_path / "1").mkdir(exist_ok=True)
+    (tmp_path / "1" / "smaps").write_text(text)
+    return ProcFS(tmp_path).smaps(1)
 
 
 HUGE = "/anon_hugepage (deleted)"
@@ -70,6 +79,14 @@ MYSQL_SMALL = "".join([
     mapping(900, 130, "rd wr mr mw me ac", ahp_mb=2),
     *(mapping(1100 + 70 * i, 64, "rd wr mr mw me ac", ahp_mb=8) for i in range(4)),
 ])  # fmt: skip
+# The same with innodb_buffer_pool_in_core_file=OFF ([memory] parts): each chunk marked don't-dump,
+# beside an allocator's 270 MB anonymous mapping that is near the pool's size on its own.
+MYSQL_SMALL_MARKED = "".join([
+    mapping(100, 237, "rd wr mr mw me ac", "[heap]", ahp_mb=100),
+    mapping(400, 270, "rd wr mr mw me ac", ahp_mb=20),
+    mapping(700, 130, "rd wr mr mw me ac dd", ahp_mb=64),
+    mapping(900, 130, "rd wr mr mw me ac dd", ahp_mb=2),
+])  # fmt: skip
 MYSQL_LARGE = "".join([
     mapping(100, 237, "rd wr mr mw me ac", "[heap]", ahp_mb=50),
     mapping(700, 132, "rd wr mr mw me de ht", HUGE, hugetlb_mb=4, page_kb=2048),
@@ -83,33 +100,46 @@ MYSQL_LARGE = "".join([
         (MARIADB_SMALL, 1, 272, 4),
         (MARIADB_LARGE, 1, 256, 2048),
         (MYSQL_SMALL, 2, 260, 4),
+        (MYSQL_SMALL_MARKED, 2, 260, 4),
         (MYSQL_LARGE, 2, 264, 2048),
     ],
-    ids=["mariadb-small-pages", "mariadb-large-pages", "mysql-small-pages", "mysql-large-pages"],
+    ids=[
+        "mariadb-small-pages",
+        "mariadb-large-pages",
+        "mysql-small-pages",
+        "mysql-marked-chunks",
+        "mysql-large-pages",
+    ],
 )
-def test_the_buffer_pool_is_found_in_each_measured_layout(text, count, size_mb, page_kb):
-    pool = pool_mappings(parse_smaps(text), 256 * MB)
+def test_the_buffer_pool_is_found_in_each_measured_layout(tmp_path, text, count, size_mb, page_kb):
+    vmas = parse(tmp_path, text)
+    pool = pool_mappings(vmas, 256 * MB)
     assert len(pool) == count
     assert sum(m.size_kb for m in pool) == size_mb * MB
-    assert {m.kb("KernelPageSize") for m in pool} == {page_kb}
+    assert {m.kb["KernelPageSize"] for m in pool} == {page_kb}
+    # The parts' bufpool is the same pool, with every other don't-dump mapping (MariaDB's log
+    # buffers)
+    bufpool = classify(vmas, [], 256 * MB)["bufpool"]
+    assert all(m in bufpool for m in pool)
+    assert all(m in pool or "dd" in m.flags for m in bufpool)
 
 
-def test_the_heaps_share_is_every_huge_page_outside_the_pool():
-    fig = of_mappings(parse_smaps(MYSQL_SMALL), 256 * MB)
+def test_the_heaps_share_is_every_huge_page_outside_the_pool(tmp_path):
+    fig = of_mappings(parse(tmp_path, MYSQL_SMALL), 256 * MB)
     assert fig["pool_anon_huge_kb"] == 66 * MB
     assert fig["anon_huge_kb"] == (100 + 66 + 32) * MB
     assert fig["heap_anon_huge_kb"] == (100 + 32) * MB  # [heap] and the arenas
     assert fig["hugetlb_kb"] == 0 and fig["pool_hugetlb_kb"] == 0
-    large = of_mappings(parse_smaps(MARIADB_LARGE), 256 * MB)
+    large = of_mappings(parse(tmp_path, MARIADB_LARGE), 256 * MB)
     assert large["pool_page_kb"] == 2048 and large["pool_hugetlb_kb"] == 256 * MB
     # every hugetlb mapping counts for the process: the log buffers and key cache too
     assert large["hugetlb_kb"] == (16 + 256 + 2) * MB
     assert large["heap_anon_huge_kb"] == 10 * MB
 
 
-def test_without_a_pool_size_or_a_match_the_heap_holds_every_huge_page():
+def test_without_a_pool_size_or_a_match_the_heap_holds_every_huge_page(tmp_path):
     for pool_kb in (None, 4096 * MB):  # unknown; or no mapping near 4 GB
-        fig = of_mappings(parse_smaps(MARIADB_SMALL), pool_kb)
+        fig = of_mappings(parse(tmp_path, MARIADB_SMALL), pool_kb)
         assert fig["pool_mappings"] == 0 and fig["pool_kb"] is None
         assert fig["heap_anon_huge_kb"] == fig["anon_huge_kb"] == 70 * MB
 

@@ -85,6 +85,21 @@ def test_mysql_merged_stacks_and_pool_in_the_brk_heap(tmp_path):
     assert [v.path for v in parts["heap"]] == ["[heap]"]
 
 
+def test_an_unmarked_pool_is_found_by_its_size(tmp_path):
+    """MySQL without innodb_buffer_pool_in_core_file=OFF: no don't-dump mark. Given the pool's
+    size (128 MiB here), the parts find it as the hugepage reading does (pool_mappings)."""
+    text = (SMAPS / "mysql-9.7-tcmalloc.smaps").read_text()
+    unmarked = "\n".join(
+        ln.replace(" dd", "") if ln.startswith("VmFlags:") else ln for ln in text.splitlines()
+    )
+    vmas = proc_tree(tmp_path, unmarked + "\n").smaps(1)
+    assert not any("dd" in v.flags for v in vmas)
+    assert not classify(vmas, [])["bufpool"]  # the size unknown: bufpool 0, said so
+    dec = decompose_vmas(vmas, [], pool_kb=128 * 1024)
+    assert dec.marked and dec.bufpool.mappings == 1 and dec.bufpool.size_kb == 134020
+    assert dec.bufpool == decompose(proc_tree(tmp_path / "marked", text), 1).bufpool
+
+
 def test_stack_pointers_find_a_stack_without_its_shape(tmp_path):
     base = 0x7F0000000000
     smaps = "".join(

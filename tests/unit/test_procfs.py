@@ -68,7 +68,19 @@ def test_smaps_rollup(procfs):
     assert "[rollup]" not in " ".join(r)
 
 
-@pytest.mark.parametrize("reader", ["status", "stat", "statm", "smaps_rollup"])
+def test_smaps_per_mapping_adds_up_to_the_rollup(procfs):
+    vmas = procfs.smaps(4242)
+    rollup = procfs.smaps_rollup(4242)
+    for field in ("Rss", "Anonymous", "AnonHugePages"):
+        assert sum(v.kb[field] for v in vmas) == rollup[field]
+    binary, heap, anon = vmas[:3]
+    assert (binary.path, binary.perms, binary.anonymous) == ("/usr/sbin/mariadbd", "r-xp", False)
+    assert heap.path == "[heap]" and not heap.anonymous  # the callers' to decide
+    assert anon.path == "" and anon.anonymous and not anon.hugetlb and anon.size_kb == 614400
+    assert "ac" in anon.flags and vmas[-1].path == "[stack]"
+
+
+@pytest.mark.parametrize("reader", ["status", "stat", "statm", "smaps_rollup", "smaps"])
 def test_missing_pid_is_process_gone(procfs, reader):
     with pytest.raises(ProcessGone) as e:
         getattr(procfs, reader)(999999)
