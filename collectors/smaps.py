@@ -218,6 +218,12 @@ def pool_mappings(vmas: list[Vma], pool_kb: int | None) -> list[Vma]:
             group = sizes[size]
             if pool_kb <= size * len(group) <= hi:
                 return group
+    # The kernel merges adjacent mappings of the same flags: MariaDB 10.11's pool and its redo log
+    # buffer (both don't-dump) came as one 98304 kB mapping for a 64 MB pool and a 32 MB buffer.
+    # smaps cannot split it: the pool's figures then include that buffer, and the heap's share
+    # stays the heap's (before, no pool was found and every huge page was counted as the heap's).
+    if dd and best.size_kb > hi:
+        return [best]
     return []
 
 

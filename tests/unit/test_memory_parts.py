@@ -202,3 +202,21 @@ def test_scenario_columns():
 def test_decompose_vmas_is_what_decompose_reads(tmp_path):
     fs = proc_tree(tmp_path, (SMAPS / "mysql-9.7-tcmalloc.smaps").read_text())
     assert decompose_vmas(fs.smaps(1), []).parts == decompose(fs, 1).parts
+
+
+def test_a_pool_merged_with_its_log_buffer_is_still_the_pool():
+    """MariaDB 10.11 with a 64 MB pool: the kernel merged the pool and the 32 MB redo log buffer
+    (both don't-dump, adjacent) into one 98304 kB mapping, beyond POOL_SLACK. It is the pool (with
+    the buffer inside), so its huge pages are not counted as the heap's."""
+    from collectors.smaps import pool_mappings
+
+    def vma(lo_mb, size_mb, flags, path=""):
+        lo, hi = lo_mb << 20, (lo_mb + size_mb) << 20
+        return Vma(lo, hi, "rw-p", path, {"Rss": size_mb << 10}, frozenset(flags.split()))
+
+    merged = vma(1024, 96, "rd wr mr mw me ac dd")
+    heap = vma(4096, 300, "rd wr mr mw me ac")  # larger, not marked: never the pool
+    assert pool_mappings([merged, heap], 64 * 1024) == [merged]
+    exact = vma(2048, 68, "rd wr mr mw me ac dd")  # a pool mapping within the slack wins
+    assert pool_mappings([merged, exact, heap], 64 * 1024) == [exact]
+    assert pool_mappings([heap], 64 * 1024) == []  # nothing marked, no chunks: none found
