@@ -277,11 +277,18 @@ def test_mariadb_connection_threads_exit_and_still_reconcile(mariadb_pristine, s
     rec = section["reconciliation"]
     print("reconciliation:", rec, "main thread only:", main_only)
     assert section["ctxsw_source"] == "taskstats", section["ctxsw_fallback_reason"]
-    assert rec["check"] == "passed", rec
     ru = exit_info.rusage
     # Voluntary switches are many (400 connection threads came and went): within 2%, not 30.
     assert ru["ru_nvcsw"] >= LARGE, ru
-    assert_reconciled(rec, ru)
+    assert rec["wait4_voluntary"] == ru["ru_nvcsw"]
+    assert rec["diff_pct_voluntary"] <= 100 * REL_TOLERANCE, rec
+    # Involuntary: each exiting thread's preemptions after taskstats' exit hook are wait4's only
+    # (collectors.ctxsw); how many depends on how busy the machine is (1 of 544 here alone, 85 of
+    # 485 beside another test run). Never more than wait4's, and the check says which it was.
+    assert rec["wait4_involuntary"] == ru["ru_nivcsw"]
+    assert rec["counted_involuntary"] <= ru["ru_nivcsw"], rec
+    within = abs(rec["diff_involuntary"]) <= max(REL_TOLERANCE * ru["ru_nivcsw"], ABS_TOLERANCE)
+    assert rec["check"] == ("passed" if within else "failed"), rec
     phases = section["phases"]
     for cls in ("voluntary", "involuntary"):
         assert sum(p[f"ctxsw_{cls}"] for p in phases.values()) == rec[f"counted_{cls}"]

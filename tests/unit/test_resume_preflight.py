@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -165,10 +166,17 @@ def test_resume_refuses_an_allocator_no_longer_usable():
 
 
 def _holder(directory: Path) -> subprocess.Popen:
-    """A live process whose command line names `directory` (as mariadbd's --defaults-file does)."""
-    return subprocess.Popen(
+    """A live process whose command line names `directory` (as mariadbd's --defaults-file does),
+    returned once it does: until its exec, /proc shows the forking parent's command line."""
+    p = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(60)", f"--defaults-file={directory}/my.cnf"]
     )
+    cmdline = Path(f"/proc/{p.pid}/cmdline")
+    deadline = time.monotonic() + 30
+    while str(directory) not in cmdline.read_bytes().decode(errors="replace"):
+        assert time.monotonic() < deadline, "the holder process never started"
+        time.sleep(0.01)
+    return p
 
 
 def _run_with_stale_cell(tmp_path: Path):
