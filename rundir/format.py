@@ -6,7 +6,7 @@ and comes with a migration in rundir/migrations.py (and a line in HISTORY); a fi
 directory is never rewritten.
 """
 
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 
 # What each format added or changed, newest last (docs/architecture.md tells the same story).
 HISTORY = {
@@ -46,6 +46,11 @@ HISTORY = {
     "cell's server and its label is NAME:LABEL; manifest allocators[].server names the server "
     "of a build; cells[].server.variables keeps the server's own settings that matter to "
     "throughput and memory",
+    6: "decisive comparisons and memory in a reader's unit: results columns FORMAT6_ADDED_COLUMNS "
+    "(EXPOSURE_COLUMNS: the allocator's calls and bytes per query and per transaction counted "
+    "in the server; STEADY_COLUMNS: the ramp each level's measurement skipped; "
+    "GROWTH_PART_COLUMNS: the allocator's in-use memory split into resident and never touched); "
+    "update_to_6 gives older runs these columns, empty",
 }
 
 MANIFEST = "manifest.json"
@@ -196,6 +201,20 @@ FORMAT5_RESULT_COLUMNS = (*MEMORY_PART_COLUMNS, "alloc_held_resident_kb", *SCENA
 # the hugepage reading or from the parts, whichever the boundary has): they are one column each.
 FORMAT5_ADDED_COLUMNS = tuple(dict.fromkeys((*HUGEPAGE_COLUMNS, *FORMAT5_RESULT_COLUMNS)))
 
+# Format 6 (one bump shared by the work of one wave; each group names what fills it).
+# The allocator's exposure per level: calls into the malloc family and the bytes asked, counted
+# inside the server by the preloaded counting shim, per query and per transaction over the
+# level's measured window (suites/workloads + servers/shims).
+EXPOSURE_COLUMNS: tuple[str, ...] = ()
+# Steady state: the seconds of a level's start that were a ramp and are left out of its window.
+STEADY_COLUMNS: tuple[str, ...] = ()
+# Who holds the memory, format 6: the allocator's in-use memory split into what is resident and
+# what was allocated but never touched (so no part of RSS is ever negative).
+GROWTH_PART_COLUMNS: tuple[str, ...] = ()
+FORMAT6_ADDED_COLUMNS = tuple(
+    dict.fromkeys((*EXPOSURE_COLUMNS, *STEADY_COLUMNS, *GROWTH_PART_COLUMNS))
+)
+
 # One row per (cell, workload, threads, repeat). Per-level figures are deltas over that level, not
 # since server start; each group below says which part of the level it covers.
 RESULTS_COLUMNS = [
@@ -288,6 +307,8 @@ RESULTS_COLUMNS = [
     # in the table; reads_min: the fewest rows any one reader read (the stop rule is
     # reads_min >= table_rows).
     *ADDED_RWW_COLUMNS,
+    # format 6 (FORMAT6_ADDED_COLUMNS says which; empty in older runs)
+    *FORMAT6_ADDED_COLUMNS,
 ]
 
 # The per-cell timeline, samples/<cell>.csv. Cumulative counters are whole-process totals since start.
@@ -355,6 +376,7 @@ COLUMNS_ADDED_IN = {
     # ones), the client host's, the allocator's own accounting and thread churn
     3: (*ADDED_COLUMNS, *CLIENT_COLUMNS, *ALLOC_COLUMNS, "churn_cycle", "thread_cache_size"),
     5: FORMAT5_ADDED_COLUMNS,
+    6: FORMAT6_ADDED_COLUMNS,
 }
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from rundir.errors import RunDirError
 from rundir.format import (
     FORMAT5_ADDED_COLUMNS,
+    FORMAT6_ADDED_COLUMNS,
     FORMAT_VERSION,
     RAW_VERSION,
     RESULTS_COLUMNS,
@@ -190,12 +191,29 @@ def servers_of_older_run(manifest: dict) -> dict:
     return manifest
 
 
+def update_to_6(raw: RawRun) -> RawRun:
+    """Format 5 -> 6.
+
+    Format 6 adds results columns (rundir.format.FORMAT6_ADDED_COLUMNS): the allocator's exposure
+    per query, the ramp left out of each level's window, and the allocator's in-use memory split
+    into resident and untouched. A format-5 run measured none of them: every row gets them empty
+    (None), shown as "not recorded", never as zero. The manifest is unchanged.
+    """
+    added = FORMAT6_ADDED_COLUMNS
+    rows = [{**dict.fromkeys(added), **row} for row in raw.rows]
+    columns = list(raw.columns)
+    if columns:
+        columns += [c for c in added if c not in columns]
+    return RawRun(manifest=raw.manifest, columns=columns, rows=rows)
+
+
 # format N -> the function upgrading a format-N run to N+1
 MIGRATIONS: dict[int, Callable[[RawRun], RawRun]] = {
     1: update_to_2,
     2: update_to_3,
     3: update_to_4,
     4: update_to_5,
+    5: update_to_6,
 }
 
 
