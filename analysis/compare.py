@@ -48,23 +48,28 @@ A MongoDB protocol stand-in is never given a verdict: it proves the harness, not
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from scipy import stats as scipy_stats
 
 from analysis import memory, study_tables
 from analysis.compare_metadata import differences, same_run
 from analysis.errors import AnalysisError
 from analysis.lives import life_values
+from analysis.metrics import BETTER, MEMORY_CHANGE, METRICS, THROUGHPUT, WORSE, Metric
 from analysis.stats import BATCHES, CONFIDENCE, Estimate, batch_means, diff_ci, ratio_ci
 from rundir.integrity import GAP_PREFIX
 from rundir.read import Run, load_run
 
-FASTER, SLOWER, NO_CHANGE, NO_VERDICT = "faster", "slower", "no significant change", "no verdict"
-POSSIBLY_SLOWER, POSSIBLY_FASTER = "possibly slower", "possibly faster"
+# The verdicts' words are the metrics' (analysis/metrics.py): throughput's for the points, the
+# memory figures' for memory; "possibly ..." is compare's own, for weak evidence.
+FASTER, SLOWER = METRICS[THROUGHPUT].better, METRICS[THROUGHPUT].worse
+LESS_MEMORY, MORE_MEMORY = METRICS[MEMORY_CHANGE].better, METRICS[MEMORY_CHANGE].worse
+NO_CHANGE, NO_VERDICT = "no significant change", "no verdict"
+POSSIBLY_SLOWER, POSSIBLY_FASTER = "possibly " + SLOWER, "possibly " + FASTER
 FAILED_IN_NEW, FAILED_IN_BASE = "failed in NEW", "failed in BASE"
-MORE_MEMORY, LESS_MEMORY = "more memory", "less memory"
 
 MIN_REPEATS = 2  # server lives per side for a firm verdict (see the module docstring)
 # Intervals per level needed for weak (single-run) evidence: BATCHES batch means of >= 2 each.
@@ -254,20 +259,32 @@ def _interval_samples(run: Run, rows: list[dict], workload: str, threads: int) -
 
 
 def geomean(values: list[float]) -> float:
+    """The geometric mean of positive values (scipy's); a value <= 0 has none, and is an error
+    here: the callers say what they show instead (the arithmetic mean, labelled)."""
     if min(values) <= 0:
-        return float(sum(values) / len(values))
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+        raise ValueError("geomean of a value <= 0")
+    return float(scipy_stats.gmean(values))
+
+
+def typical(values: list[float]) -> tuple[float, bool]:
+    """(the geometric mean, True) of positive values, else (the arithmetic mean, False): a point
+    with a zero throughput shows its arithmetic mean, and its note says so."""
+    if min(values) > 0:
+        return geomean(values), True
+    return float(sum(values) / len(values)), False
 
 
 # -- verdicts -----------------------------------------------------------------------------------
-def _verdict(est: Estimate, threshold_pct: float, higher_is_better: bool = True) -> tuple[str, str]:
+def _verdict(est: Estimate, threshold_pct: float, metric: Metric) -> tuple[str, str]:
+    """The metric's word for a NEW/BASE estimate: better or worse beyond the threshold and
+    significant, else no significant change."""
     thr = threshold_pct / 100.0
     if not est.excludes(1.0):
         return NO_CHANGE, ""
     if est.value < 1.0 - thr:
-        return (SLOWER if higher_is_better else FASTER), ""
+        return metric.word(WORSE if metric.higher_is_better else BETTER), ""
     if est.value > 1.0 + thr:
-        return (FASTER if higher_is_better else SLOWER), ""
+        return metric.word(BETTER if metric.higher_is_better else WORSE), ""
     return NO_CHANGE, f"significant but within ±{threshold_pct:g}%"
 
 
@@ -281,8 +298,8 @@ def _new_point(kind, key, metric, bserver, nserver, base, new) -> PointCompariso
 
 def _failed_point(key, metric, bserver, nserver, brows, nrows, reasons) -> PointComparison:
     """BASE measured it, NEW failed at it (all attempts, or some: a crash is not noise)."""
-    b = geomean(life_values(brows, lambda r: r[metric]))
-    n = geomean(life_values(nrows, lambda r: r[metric])) if nrows else None
+    b, _ = typical(life_values(brows, lambda r: r[metric]))
+    n = typical(life_values(nrows, lambda r: r[metric]))[0] if nrows else None
     p = _new_point("throughput", key, metric, bserver, nserver, b, n)
     if n is not None and b > 0:
         p.ratio = n / b  # what the attempts that worked measured, shown beside the failure
@@ -311,9 +328,10 @@ def _throughput_point(
     standin = any(base.is_standin(r["cell"]) for r in brows) or any(
         new.is_standin(r["cell"]) for r in nrows
     )
-    p = _new_point("throughput", key, metric, bserver, nserver, geomean(bvals), geomean(nvals))
-    if min(bvals) <= 0 or min(nvals) <= 0:
-        p.note = "zero throughput on one side"
+    (b, bgeo), (n, ngeo) = typical(bvals), typical(nvals)
+    p = _new_point("throughput", key, metric, bserver, nserver, b, n)
+    if not (bgeo and ngeo):
+        p.note = "zero throughput on one side (base and new are arithmetic means)"
         p.ratio = p.new / p.base if p.base > 0 else None
         if p.ratio is not None and p.ratio < 1 - threshold_pct / 100 and not standin:
             p.verdict, p.regression, p.weak = SLOWER, True, False
@@ -338,7 +356,7 @@ def _throughput_point(
     if standin:
         p.note = study_tables.STANDIN_LABEL
         return p
-    p.verdict, p.note = _verdict(est, threshold_pct)
+    p.verdict, p.note = _verdict(est, threshold_pct, METRICS[THROUGHPUT])
     if p.weak and p.verdict in (SLOWER, FASTER):
         p.verdict = POSSIBLY_SLOWER if p.verdict == SLOWER else POSSIBLY_FASTER
         p.note = WEAK_NOTE
@@ -394,12 +412,11 @@ def _memory_points(
                 d = diff_ci(bg, ng)
                 p.ratio, p.lo, p.hi = 1 + d.value / ref, 1 + d.lo / ref, 1 + d.hi / ref
                 p.evidence, p.weak = f"repeats {len(bg)}+{len(ng)}", False
-                verdict, p.note = _verdict(
+                p.verdict, p.note = _verdict(
                     Estimate(p.ratio, p.lo, p.hi, len(bg), len(ng)),
                     threshold_pct,
-                    higher_is_better=False,
+                    METRICS[MEMORY_CHANGE],
                 )
-                p.verdict = {SLOWER: MORE_MEMORY, FASTER: LESS_MEMORY}.get(verdict, verdict)
                 p.regression = p.verdict == MORE_MEMORY
             else:
                 p.note = "one server life per side: run-to-run memory variation unknown"

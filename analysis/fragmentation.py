@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from analysis import growth as g
 from analysis import verdicts as vmod
-from analysis.sequential import FASTER, NONE, SLOWER, UNDECIDED
+from analysis.metrics import BETTER, NONE, UNDECIDED, WORSE
 from analysis.stats import median
 from analysis.table_model import Cell, Table, count, num, text
 from analysis.verdict_tables import ratio_ci
@@ -317,7 +317,7 @@ def _mdev_30889(c: Claims):
     wl = wls[0]
     if c.has("glibc") and (c.has("tcmalloc") or c.has("jemalloc")):
         checks, said = [_growing(c.lives_of(wl, "glibc"))], [_growth_text(c, wl, "glibc")]
-        for alloc, want in (("tcmalloc", (FASTER,)), ("jemalloc", (NONE, SLOWER))):
+        for alloc, want in (("tcmalloc", (BETTER,)), ("jemalloc", (NONE, WORSE))):
             if c.has(alloc):
                 v = c.verdict(g.RSS_GROWTH_PER_CYCLE, wl, alloc, baseline="glibc")
                 checks.append(_is(v, *want))
@@ -326,7 +326,7 @@ def _mdev_30889(c: Claims):
     elif _tcmalloc_baseline(c) and c.has("jemalloc"):
         # no glibc arm (a binary that links tcmalloc): what can be checked is tcmalloc vs jemalloc
         v = c.verdict(g.RSS_GROWTH_PER_CYCLE, wl, "jemalloc")
-        checks = [_is(v, SLOWER)]
+        checks = [_is(v, WORSE)]
         said = [
             _growth_text(c, wl, c.base),
             _growth_text(c, wl, "jemalloc"),
@@ -352,7 +352,7 @@ def _operator_1808(c: Claims):
         return None
     wl = wls[0]
     v = c.verdict(g.RSS_GROWTH_PER_CYCLE, wl, "jemalloc-bg", baseline=ref)
-    checks = [_growing(c.lives_of(wl, ref)), _is(v, FASTER)]
+    checks = [_growing(c.lives_of(wl, ref)), _is(v, BETTER)]
     said = [
         _growth_text(c, wl, ref),
         _growth_text(c, wl, "jemalloc-bg"),
@@ -468,8 +468,8 @@ def _callaghan_2025(c: Claims):
         if gv is None and tv is None:
             continue
         seen += 1
-        fewer += bool(gv and gv.verdict == FASTER)
-        slower += bool(tv and tv.verdict == SLOWER)
+        fewer += bool(gv and gv.verdict == BETTER)
+        slower += bool(tv and tv.verdict == WORSE)
         open_g += bool(gv is None or gv.verdict == UNDECIDED)
         open_t += bool(tv is None or tv.verdict == UNDECIDED)
     if not seen:
@@ -500,10 +500,10 @@ def _idle_keeps(c: Claims):
     checks, said = [], []
     for tuned, plain in pairs:
         v = c.verdict(g.BURST_RETURNED, wl, tuned, baseline=plain)
-        checks.append(_is(v, FASTER))
+        checks.append(_is(v, BETTER))
         said.append(_vs_text(v, tuned, plain))
     return (
-        "DESIGN.md (idle servers)",
+        "docs/facts.md (idle servers)",
         "an idle server gives nothing back: jemalloc's decay without a background thread and "
         "gperftools' page heap keep what they hold",
         "spike: the tuned arm (background thread; release rate 10) returns more of the burst "

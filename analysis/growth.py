@@ -16,7 +16,7 @@ order:
 - a spike's release: the median over the life's bursts of burst_returned and burst_return_s
   (rundir.derive.scenario; a burst that never came back within 10% counts as infinitely long).
 
-Verdicts (analysis/verdicts.py registers them; paired by round against the baseline, as every
+Verdicts (analysis/metrics.py registers them, analysis/verdicts.py judges them; paired by round against the baseline, as every
 other metric): rss_growth_per_cycle and held_per_cycle on the additive scale, expressed as a
 ratio 1 + (difference in growth per cycle) x HORIZON / (the baseline's RSS at the scenario's
 end): how much more (or less) the allocator would add than the baseline over HORIZON (100) more
@@ -34,12 +34,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from analysis.memory import complete_cells
+from analysis.metrics import BURST_RETURNED, HELD_PER_CYCLE, RSS_GROWTH_PER_CYCLE
 from analysis.stats import median, t_quantile
 from rundir.read import Run
 
-RSS_GROWTH_PER_CYCLE = "rss_growth_per_cycle"
-HELD_PER_CYCLE = "held_per_cycle"
-BURST_RETURNED = "burst_returned"
+# the metrics' names, scales, directions and words: analysis/metrics.py's table
 METRICS = (RSS_GROWTH_PER_CYCLE, HELD_PER_CYCLE, BURST_RETURNED)
 # "levelled off" / "still growing": growth over the measured half against this share of RSS
 LEVEL_PCT = 1.0
@@ -184,7 +183,8 @@ def life_growth(run: Run) -> list[LifeGrowth]:
 @dataclass(frozen=True)
 class VerdictPoint:
     """What analysis/verdicts.py judges for one metric at one point: allocator -> round -> the
-    life's value; `scale` and `norm` as verdicts._judge takes them."""
+    life's value; `norm` as analysis/judge.py takes it (the metric's scale and direction are its
+    entry in analysis/metrics.py)."""
 
     metric: str
     server: str
@@ -192,7 +192,6 @@ class VerdictPoint:
     thp: str
     values: dict[str, dict[int, float]]
     norm: float | None
-    higher_is_better: bool
 
 
 def verdict_points(run: Run, base: str) -> list[VerdictPoint]:
@@ -204,10 +203,10 @@ def verdict_points(run: Run, base: str) -> list[VerdictPoint]:
     for (server, wl, thp), gs in sorted(by.items()):
         base_ends = [g.rss_end_kb for g in gs if g.allocator == base and g.rss_end_kb]
         norm = sum(base_ends) / len(base_ends) / HORIZON if base_ends else None
-        for metric, get, n, better in (
-            (RSS_GROWTH_PER_CYCLE, lambda g: g.growth.kb if g.growth else None, norm, False),
-            (HELD_PER_CYCLE, lambda g: g.held.kb if g.held else None, norm, False),
-            (BURST_RETURNED, lambda g: g.returned, 1.0, True),
+        for metric, get, n in (
+            (RSS_GROWTH_PER_CYCLE, lambda g: g.growth.kb if g.growth else None, norm),
+            (HELD_PER_CYCLE, lambda g: g.held.kb if g.held else None, norm),
+            (BURST_RETURNED, lambda g: g.returned, 1.0),
         ):
             values: dict[str, dict[int, float]] = defaultdict(dict)
             for g in gs:
@@ -215,5 +214,5 @@ def verdict_points(run: Run, base: str) -> list[VerdictPoint]:
                 if v is not None:
                     values[g.allocator][g.repeat] = v
             if values.get(base):
-                out.append(VerdictPoint(metric, server, wl, thp, dict(values), n, better))
+                out.append(VerdictPoint(metric, server, wl, thp, dict(values), n))
     return out

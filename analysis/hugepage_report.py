@@ -19,20 +19,25 @@ import math
 from collections import defaultdict
 
 from analysis import memory
+from analysis.hugepages import cell_process_thp
 from analysis.hugepage_verdicts import (
     BASELINE,
-    MEMORY_GROWTH,
-    MEMORY_STOP,
-    METRIC_NAME,
-    P95,
-    THROUGHPUT,
     HugepageVerdict,
     baseline_of,
     hugepage_verdicts,
     why_none,
 )
-from analysis.hugepages import cell_process_thp
-from analysis.sequential import FASTER, NONE, SLOWER, UNDECIDED
+from analysis.metrics import (
+    BETTER,
+    LAT_P95,
+    MEMORY_GROWTH,
+    MEMORY_STOP,
+    METRICS,
+    NONE,
+    THROUGHPUT,
+    UNDECIDED,
+    WORSE,
+)
 from analysis.stats import median
 from analysis.table_model import Cell, Table, count, fmt, num, text
 from analysis.verdicts import design_of
@@ -94,11 +99,11 @@ def _advice(vs: list[HugepageVerdict], setting: str, baseline: str) -> str:
     """What the verdicts add up to, as advice (never stronger than they are)."""
     thr = [v for v in vs if v.metric == THROUGHPUT]
     mem = next((v for v in vs if v.metric == MEMORY_STOP), None)
-    faster = any(v.verdict == FASTER for v in thr)
-    slower = any(v.verdict == SLOWER for v in thr)
-    more = mem is not None and mem.verdict == SLOWER
-    less = mem is not None and mem.verdict == FASTER
-    decided = all(v.verdict in (FASTER, SLOWER, NONE) for v in thr + ([mem] if mem else []))
+    faster = any(v.verdict == BETTER for v in thr)
+    slower = any(v.verdict == WORSE for v in thr)
+    more = mem is not None and mem.verdict == WORSE
+    less = mem is not None and mem.verdict == BETTER
+    decided = all(v.verdict in (BETTER, WORSE, NONE) for v in thr + ([mem] if mem else []))
     if slower and not faster:
         return f"{setting} costs throughput here: keep {baseline}"
     if faster and not slower:
@@ -120,12 +125,12 @@ def _sentence(run: Run, server: str, alloc: str, setting: str, vs: list[Hugepage
     parts = []
     for v in _heaviest(vs, THROUGHPUT):
         parts.append(f"throughput at {v.point} {said(v)}")
-    for v in _heaviest(vs, P95):
+    for v in _heaviest(vs, LAT_P95):
         parts.append(f"p95 at {v.point} {said(v)}")
     for metric in (MEMORY_STOP, MEMORY_GROWTH):
         v = next((x for x in vs if x.metric == metric), None)
         if v is not None:
-            parts.append(f"{METRIC_NAME[metric]} {said(v)}")
+            parts.append(f"{METRICS[metric].text} {said(v)}")
     thr = [v for v in vs if v.metric == THROUGHPUT]
     over = (
         f" (over all {len(thr)} levels: {_tally(thr)})"
@@ -377,13 +382,13 @@ def verdict_table(run: Run, verdicts: list[HugepageVerdict]) -> Table:
     if why:
         t.notes.append(f"No verdicts: {why}.")
         return t
-    order = {THROUGHPUT: 0, P95: 1, MEMORY_STOP: 2, MEMORY_GROWTH: 3}
+    order = {THROUGHPUT: 0, LAT_P95: 1, MEMORY_STOP: 2, MEMORY_GROWTH: 3}
     for v in sorted(
         verdicts,
         key=lambda v: (v.server, v.allocator, v.setting, order[v.metric], v.workload,
                        v.threads or 0),
     ):  # fmt: skip
-        point = f"{METRIC_NAME[v.metric]} {v.point}" if v.workload else v.point
+        point = f"{METRICS[v.metric].text} {v.point}" if v.workload else v.point
         t.rows.append(
             [
                 text(v.server),
@@ -391,7 +396,7 @@ def verdict_table(run: Run, verdicts: list[HugepageVerdict]) -> Table:
                 text(v.setting),
                 text(point),
                 Cell(v.ratio, interval(v)),
-                Cell(v.word, v.word, warn=v.verdict in (FASTER, SLOWER)),
+                Cell(v.word, v.word, warn=v.verdict in (BETTER, WORSE)),
                 count(v.rounds),
             ]
         )
@@ -399,6 +404,7 @@ def verdict_table(run: Run, verdicts: list[HugepageVerdict]) -> Table:
     t.notes.append(
         f"Minimum effect {m:g}%; intervals at the look's level (95% for a fixed design)."
     )
+    t.notes += getattr(verdicts, "notices", [])  # points the judge refused (analysis/judge.py)
     return t
 
 

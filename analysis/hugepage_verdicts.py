@@ -3,9 +3,9 @@
 The verdicts of analysis/verdicts.py compare allocators at one hugepage setting; these compare
 hugepage settings for one allocator. The cell of setting S and the cell of `never` of the same
 allocator in the same round form a pair (every round runs every setting of every allocator once,
-in alternating order), and the ratio's interval comes from the paired differences, exactly as
-analysis/verdicts.py's `_judge` does for allocators (analysis/sequential.py: Student t on the
-paired log differences, the look's share of the 5% for a budget's looks):
+in alternating order), and the ratio's interval comes from the paired differences, by the one
+judge (analysis/judge.py; analysis/sequential.py: Student t on the paired differences, the look's
+share of the 5% for a budget's looks), each metric on its scale from analysis/metrics.py:
 
 - throughput at every (workload, threads): log scale, higher is better;
 - p95 latency at every (workload, threads): log scale, lower is better;
@@ -25,28 +25,24 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from analysis import memory, study_tables
+from analysis.judge import judge
 from analysis.lives import by_life
-from analysis.sequential import FASTER, NONE, SLOWER, UNDECIDED
+from analysis.metrics import (
+    DECIDED,
+    LAT_P95,
+    MEMORY_GROWTH,
+    MEMORY_STOP,
+    METRICS,
+    THROUGHPUT,
+    UNDECIDED,
+)
 from analysis.stats import median
-from analysis.verdicts import _judge, design_of, rounds_of
+from analysis.verdicts import Verdicts, design_of, rounds_of
 from rundir.read import Run
 
 BASELINE = "never"  # THP off, small pages: what every hugepage setting is judged against
-THROUGHPUT, P95, MEMORY_STOP, MEMORY_GROWTH = "throughput", "p95", "memory_stop", "memory_growth"
-METRIC_NAME = {
-    THROUGHPUT: "throughput",
-    P95: "p95 latency",
-    MEMORY_STOP: "memory at stop (RSS + hugetlb)",
-    MEMORY_GROWTH: "memory growth",
-}
-# The verdict in each metric's words ("faster" / "slower" are the sequential rule's own words for
-# the better and the worse side).
-WORDS = {
-    THROUGHPUT: {FASTER: "faster", SLOWER: "slower"},
-    P95: {FASTER: "lower p95", SLOWER: "higher p95"},
-    MEMORY_STOP: {FASTER: "less memory", SLOWER: "more memory"},
-    MEMORY_GROWTH: {FASTER: "grows less", SLOWER: "grows more"},
-}
+# The metrics judged here (their words and scales are analysis/metrics.py's).
+HUGEPAGE_METRICS = (THROUGHPUT, LAT_P95, MEMORY_STOP, MEMORY_GROWTH)
 
 
 @dataclass(frozen=True)
@@ -61,22 +57,22 @@ class HugepageVerdict:
     ratio: float
     lo: float
     hi: float
-    verdict: str  # the sequential rule's word: faster / slower / none / undecided
+    verdict: str  # metrics.BETTER / WORSE / NONE / UNDECIDED
     rounds: int
     level: float
 
     @property
     def word(self) -> str:
         """In the metric's words: "faster", "more memory", "lower p95", "none", "undecided"."""
-        return WORDS[self.metric].get(self.verdict, self.verdict)
+        return METRICS[self.metric].word(self.verdict)
 
     @property
     def decided(self) -> bool:
-        return self.verdict in (FASTER, SLOWER, NONE)
+        return self.verdict in DECIDED
 
     @property
     def point(self) -> str:
-        return f"{self.workload}@{self.threads}" if self.workload else METRIC_NAME[self.metric]
+        return f"{self.workload}@{self.threads}" if self.workload else METRICS[self.metric].text
 
 
 def baseline_of(run: Run) -> str | None:
@@ -121,29 +117,32 @@ def cell_footprint(run: Run, cell_id: str, rows: list[dict]) -> tuple[float | No
     return end, m.rss_growth_kb
 
 
-def hugepage_verdicts(run: Run, min_effect_pct: float | None = None) -> list[HugepageVerdict]:
+def hugepage_verdicts(run: Run, min_effect_pct: float | None = None) -> Verdicts:
     """Every hugepage setting against `never`, per server, allocator and point (empty when
-    why_none says)."""
+    why_none says), with the notices of the points the judge refused."""
     if why_none(run):
-        return []
+        return Verdicts()
     design = design_of(run, min_effect_pct)
     base = BASELINE
     out: list[HugepageVerdict] = []
+    notices: list[str] = []
 
-    def add(server, alloc, wl, th, metric, judged):
-        for setting, (ratio, lo, hi, v, n, level) in judged.items():
+    def add(server, alloc, wl, th, metric, values, norm=None):
+        where = " ".join(str(x) for x in (server, alloc, wl, th) if x not in ("", None))
+        judged = judge(METRICS[metric], values, base, design, norm, where)
+        if judged.notice:
+            notices.append(judged.notice)
+        for setting, j in judged.arms.items():
             out.append(
                 HugepageVerdict(
-                    server, alloc, setting, base, wl, th, metric, ratio, lo, hi, v, n, level
+                    server, alloc, setting, base, wl, th, metric, j.ratio, j.lo, j.hi, j.verdict,
+                    j.rounds, j.level,
                 )
-            )
+            )  # fmt: skip
 
     rows = [r for r in run.ok_rows if not run.is_standin(r["cell"])]
     for wl in run.workloads:
-        for metric, col, better in (
-            (THROUGHPUT, study_tables.metric_of(run, wl), True),
-            (P95, "lat_p95_ms", False),
-        ):
+        for metric, col in ((THROUGHPUT, study_tables.metric_of(run, wl)), (LAT_P95, "lat_p95_ms")):
             lives = by_life(
                 (r for r in rows if r["workload"] == wl),
                 lambda r: (r["server"], r["allocator"], r["threads"], r["thp"], r["repeat"] or 1),
@@ -155,8 +154,7 @@ def hugepage_verdicts(run: Run, min_effect_pct: float | None = None) -> list[Hug
             for (server, alloc, th, setting, rnd), per_cell in lives.items():
                 points[(server, alloc, th)][setting][rnd] = median(list(per_cell.values()))
             for (server, alloc, th), values in sorted(points.items()):
-                judged = _judge(values, base, design, "log", None, better)
-                add(server, alloc, wl, th, metric, judged)
+                add(server, alloc, wl, th, metric, values)
 
     stop: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
     grow: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
@@ -171,12 +169,11 @@ def hugepage_verdicts(run: Run, min_effect_pct: float | None = None) -> list[Hug
         if growth is not None:
             grow[key][setting][rnd] = growth
     for (server, alloc), values in sorted(stop.items()):
-        add(server, alloc, "", None, MEMORY_STOP, _judge(values, base, design, "log", None, False))
+        add(server, alloc, "", None, MEMORY_STOP, values)
         base_end = values.get(base) or {}
         norm = sum(base_end.values()) / len(base_end) if base_end else None
-        judged = _judge(grow[(server, alloc)], base, design, "add", norm, False)
-        add(server, alloc, "", None, MEMORY_GROWTH, judged)
-    return out
+        add(server, alloc, "", None, MEMORY_GROWTH, grow[(server, alloc)], norm)
+    return Verdicts(out, notices)
 
 
 def undecided(verdicts: list[HugepageVerdict]) -> list[HugepageVerdict]:

@@ -17,10 +17,11 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from analysis.sequential import FASTER, SLOWER, block_contrasts, verdict
+from analysis.judge import judge
+from analysis.metrics import METRICS, RSS_STOP
 from analysis.stats import median
 from analysis.table_model import Cell, Table, count, num, ratio_text, text
-from analysis.verdicts import MEANING, RSS_STOP, design_of
+from analysis.verdicts import design_of
 from rundir.read import BASELINE_ALLOCATOR, Run
 
 LOAD, RUN = "rww_load", "rww_run"
@@ -117,20 +118,14 @@ def rss_ratios(run: Run) -> list[dict]:
     for server, values in _rss_by_round(run).items():
         base = values.get(BASELINE_ALLOCATOR) or {}
         base_med = median(list(base.values())) if base else None
-        logs = {a: {k: math.log(v) for k, v in vs.items() if v > 0} for a, vs in values.items()}
-        alpha = design.alpha_at(len(base))
-        contrasts = block_contrasts(logs, BASELINE_ALLOCATOR, alpha) if len(base) >= 2 else {}
+        judged = judge(METRICS[RSS_STOP], values, BASELINE_ALLOCATOR, design, where=server)
         for alloc, vals in sorted(values.items(), key=lambda kv: kv[0] != BASELINE_ALLOCATOR):
             med = median(list(vals.values()))
-            c = contrasts.get(alloc)
+            j = judged.arms.get(alloc)
             lo = hi = None
             word = ""
-            if c is not None and math.isfinite(c.half):
-                lo, hi = math.exp(c.diff - c.half), math.exp(c.diff + c.half)
-                v = verdict(math.exp(c.diff), lo, hi, design.min_effect_pct)
-                # memory: a ratio above 1 is more memory, so the rule's "faster" reads "more"
-                v = {FASTER: SLOWER, SLOWER: FASTER}.get(v, v)
-                word = MEANING[RSS_STOP].get(v, v)
+            if j is not None and math.isfinite(j.lo):
+                lo, hi, word = j.lo, j.hi, METRICS[RSS_STOP].word(j.verdict)
             out.append(
                 {
                     "server": server,
@@ -139,12 +134,13 @@ def rss_ratios(run: Run) -> list[dict]:
                     "rounds": len(vals),
                     # paired (the geometric mean of the per-round ratios, which the interval
                     # is around); the ratio of medians when no round pairs it with glibc
-                    "ratio": math.exp(c.diff)
-                    if c is not None
+                    "ratio": j.ratio
+                    if j is not None
                     else (med / base_med if base_med and alloc != BASELINE_ALLOCATOR else None),
                     "lo": lo,
                     "hi": hi,
                     "verdict": word,
+                    "notice": judged.notice,  # the judge refused the server's point: why
                 }
             )
     return out
@@ -200,4 +196,5 @@ def rss_ratio_table(run: Run) -> Table | None:
         )
     if any(x["rounds"] < 2 for x in ratios):
         t.notes.append("An allocator with one round has no interval and no verdict.")
+    t.notes += list(dict.fromkeys(x["notice"] for x in ratios if x["notice"]))
     return t

@@ -54,9 +54,11 @@ needs the joint distribution of the looks, which t statistics with few degrees o
 give in closed form). A fixed design is the special case K = 1 (alpha_1 = 5%).
 tests/unit/test_sequential.py checks the false-positive rate by simulation, looks included.
 
-Verdicts (m = the minimum effect, 5% by default; ratios are allocator / baseline):
-  faster     the interval lies above 1 and the ratio is at least 1 + m
-  slower     the interval lies below 1 and the ratio is at most 1 / (1 + m)
+Verdicts (m = the minimum effect, 5% by default; ratios are allocator / baseline). The rule says
+on which side of 1 a ratio lies; analysis/judge.py turns that into better or worse by the metric's
+direction (analysis/metrics.py), so a memory verdict is never called "faster":
+  higher     the interval lies above 1 and the ratio is at least 1 + m
+  lower      the interval lies below 1 and the ratio is at most 1 / (1 + m)
   none       the whole interval lies within [1 / (1 + m), 1 + m]: any difference is smaller than
              the minimum effect (also a significant but tiny one)
   undecided  anything else: the interval still admits a difference beyond m in some direction,
@@ -72,13 +74,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as scipy_stats
 
+from analysis.metrics import NONE, UNDECIDED
 from analysis.stats import t_quantile
+from rundir.format import DEFAULT_MIN_EFFECT_PCT
 
 ALPHA = 0.05
-MIN_EFFECT_PCT = 5.0
-FASTER, SLOWER, NONE, UNDECIDED = "faster", "slower", "none", "undecided"
-VERDICTS = (FASTER, SLOWER, NONE, UNDECIDED)
-DECIDED = (FASTER, SLOWER, NONE)
+MIN_EFFECT_PCT = DEFAULT_MIN_EFFECT_PCT
+# The rule's sides of 1 (NONE and UNDECIDED are analysis/metrics.py's outcomes, shared).
+HIGHER, LOWER = "higher", "lower"
 SPENDING = "Lan-DeMets Pocock-type alpha spending over the planned looks (union bound)"
 
 
@@ -253,15 +256,15 @@ def its_own_spread(
 
 
 def verdict(ratio: float, lo: float, hi: float, min_effect_pct: float) -> str:
-    """faster / slower / none / undecided for a ratio and its interval (module docstring)."""
+    """higher / lower / none / undecided for a ratio and its interval (module docstring)."""
     up = 1 + min_effect_pct / 100
     down = 1 / up
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return UNDECIDED
     if lo > 1 and ratio >= up:
-        return FASTER
+        return HIGHER
     if hi < 1 and ratio <= down:
-        return SLOWER
+        return LOWER
     if lo >= down and hi <= up:
         return NONE
     return UNDECIDED

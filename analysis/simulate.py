@@ -18,14 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.sequential import (
-    DECIDED,
-    FASTER,
-    SLOWER,
-    Design,
-    block_contrasts,
-    verdict,
-)
+from analysis.judge import outcome
+from analysis.metrics import BETTER, DECIDED, METRICS, THROUGHPUT, WORSE
+from analysis.sequential import Design, block_contrasts, verdict
 
 BASE = "base"
 Order = Callable[[list[str], int], list[str]]
@@ -123,8 +118,8 @@ def simulate_run(
         final = {}
         for a, c in judged.items():
             ratio, lo, hi = math.exp(c.diff), math.exp(c.diff - c.half), math.exp(c.diff + c.half)
-            final[a] = verdict(ratio, lo, hi, design.min_effect_pct)
-            if called[a] is None and final[a] in (FASTER, SLOWER):
+            final[a] = outcome(METRICS[THROUGHPUT], verdict(ratio, lo, hi, design.min_effect_pct))
+            if called[a] is None and final[a] in (BETTER, WORSE):
                 called[a] = rnd
             ever[a] |= lo > 1 or hi < 1
             p = plain[a]
@@ -152,8 +147,8 @@ def rounds_to_decide(
     for _ in range(runs):
         r = simulate_run(rng, truth, sigma, design, order=order)
         v = r.verdicts.get("x")
-        found += v == FASTER
-        wrong += v == SLOWER
+        found += v == BETTER
+        wrong += v == WORSE
         rounds.append(r.first_called["x"] or design.max_rounds)
     return found / runs, float(np.median(rounds)), wrong / runs
 

@@ -92,10 +92,21 @@ def median_ci(values: Sequence[float], level: float = CONFIDENCE) -> MedianCI:
 
 def _t_half(xs: np.ndarray, level: float) -> float:
     """Half-width of the one-sample t interval of the mean of xs (n >= 2)."""
-    sd = float(xs.std(ddof=1))
-    if sd == 0:
-        return 0.0
-    return t_quantile(0.5 + level / 2, len(xs) - 1) * sd / math.sqrt(len(xs))
+    return mean_interval(xs, level)[1]
+
+
+def mean_interval(xs: Sequence[float], level: float = CONFIDENCE) -> tuple[float, float]:
+    """(mean, half-width of its one-sample Student t interval) of xs (n >= 2): scipy's
+    t.interval; 0 for values that do not vary (scipy's would be NaN)."""
+    arr = np.asarray(xs, dtype=float)
+    if len(arr) < 2:
+        raise ValueError("a t interval needs at least two values")
+    mean = float(arr.mean())
+    sem = float(scipy_stats.sem(arr))
+    if sem == 0:
+        return mean, 0.0
+    lo, hi = scipy_stats.t.interval(level, len(arr) - 1, loc=mean, scale=sem)
+    return mean, float(hi - lo) / 2
 
 
 # -- Student's t --------------------------------------------------------------------------------
@@ -124,17 +135,16 @@ class Estimate:
 
 
 def _welch(base: Sequence[float], new: Sequence[float], level: float) -> tuple[float, float]:
-    """(difference of means NEW - BASE, half-width of its Welch t interval)."""
+    """(difference of means NEW - BASE, half-width of its Welch t interval): scipy's ttest_ind
+    without equal variances; 0 when neither side varies (scipy's would be NaN)."""
     b, n = np.asarray(base, dtype=float), np.asarray(new, dtype=float)
     if len(b) < 2 or len(n) < 2:
         raise ValueError("Welch's interval needs at least two values per side")
-    vb, vn = b.var(ddof=1) / len(b), n.var(ddof=1) / len(n)
-    se = math.sqrt(vb + vn)
     diff = float(n.mean() - b.mean())
-    if se == 0:
+    if b.var(ddof=1) == 0 and n.var(ddof=1) == 0:
         return diff, 0.0
-    df = (vb + vn) ** 2 / (vb**2 / (len(b) - 1) + vn**2 / (len(n) - 1))
-    return diff, t_quantile(0.5 + level / 2, df) * se
+    ci = scipy_stats.ttest_ind(n, b, equal_var=False).confidence_interval(level)
+    return diff, float(ci.high - ci.low) / 2
 
 
 def ratio_ci(base: Sequence[float], new: Sequence[float], level: float = CONFIDENCE) -> Estimate:

@@ -37,22 +37,25 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from analysis import memory
-from analysis.sequential import (
+from analysis.judge import Judged, judge_scaled, on_scale
+from analysis.metrics import (
+    BETTER,
     DECIDED,
-    FASTER,
+    INTERACTION,
+    LAT_P95,
+    METRICS,
     NONE,
-    SLOWER,
-    UNDECIDED,
-    Design,
-    block_contrasts,
-    verdict,
-)
-from analysis.table_model import Cell, Table, text
-from analysis.verdicts import (
     RSS_GROWTH,
     RSS_STOP,
     THROUGHPUT,
+    UNDECIDED,
+    WORSE,
+)
+from analysis.sequential import Design
+from analysis.table_model import Cell, Table, text
+from analysis.verdicts import (
     Verdict,
+    Verdicts,
     aa_name,
     baseline_of,
     design_of,
@@ -61,25 +64,8 @@ from analysis.verdicts import (
 )
 from rundir.read import Run
 
-LAT_P95 = "lat_p95"  # p95 latency of a level, NEW/BASE (lower is better)
-INTERACTION = "interaction"  # (NEW_a / NEW_g) / (BASE_a / BASE_g), throughput
-CARRIES_OVER = "carries over"
-CHANGES = "changes"
-# Each metric's words for "better" and "worse" after the upgrade (Verdict.word, for these rows).
-WORDS = {
-    THROUGHPUT: {FASTER: "faster", SLOWER: "slower"},
-    LAT_P95: {FASTER: "lower p95", SLOWER: "higher p95"},
-    RSS_STOP: {FASTER: "less memory", SLOWER: "more memory"},
-    RSS_GROWTH: {FASTER: "grows less", SLOWER: "grows more"},
-    INTERACTION: {FASTER: CHANGES, SLOWER: CHANGES, NONE: CARRIES_OVER},
-}
-METRIC_TEXT = {
-    THROUGHPUT: "throughput",
-    LAT_P95: "p95 latency",
-    RSS_STOP: "RSS at stop",
-    RSS_GROWTH: "RSS growth",
-    INTERACTION: "allocator vs baseline allocator",
-}
+CARRIES_OVER = METRICS[INTERACTION].same
+CHANGES = METRICS[INTERACTION].better  # either direction of the interaction is a change
 _ZERO = "\0zero"  # the exact baseline of the NEW - BASE differences (block_contrasts)
 
 
@@ -99,15 +85,11 @@ class UpgradeVerdict(Verdict):
                 )
             if self.verdict == UNDECIDED:
                 return "not decided: the interval still allows a change beyond the minimum effect"
-            gained = "gains on" if self.verdict == FASTER else "loses to"
+            gained = "gains on" if self.verdict == BETTER else "loses to"
             return f"the allocator choice changes: {self.allocator} {gained} {g} with the upgrade"
         if self.verdict in (NONE, UNDECIDED):
             return super().meaning
-        return WORDS[self.metric][self.verdict] + " after the upgrade"
-
-    @property
-    def word(self) -> str:
-        return WORDS[self.metric].get(self.verdict, self.verdict)
+        return self.word + " after the upgrade"
 
 
 @dataclass(frozen=True)
@@ -191,85 +173,43 @@ def same_flavor(run: Run, pair: Pair) -> bool:
 
 
 # -- the statistics -------------------------------------------------------------------------------
-def _contrasts(
-    diffs: dict[str, dict[int, float]], level: float
-) -> dict[str, tuple[float, float, int]]:
-    """allocator -> (mean NEW - BASE difference, half-width, rounds), pooled over the point's
-    allocators as independent arms (module docstring)."""
-    rounds = sorted({r for d in diffs.values() for r in d})
-    values = {_ZERO: {r: 0.0 for r in rounds}, **diffs}
-    got = block_contrasts(values, _ZERO, 1 - level, independent=True)
-    return {a: (c.diff, c.half, c.rounds) for a, c in got.items()}
-
-
-def _level(design: Design, rounds: int) -> float:
-    return 1 - design.alpha_at(rounds)
-
-
 def _judge(
+    metric: str,
     base: dict[str, dict[int, float]],
     new: dict[str, dict[int, float]],
     design: Design,
-    scale: str,
-    higher_is_better: bool,
+    where: str,
     norms: dict[str, float] | None = None,
-) -> tuple[dict[str, tuple], dict[str, dict[int, float]]]:
-    """(allocator -> (ratio, lo, hi, verdict, rounds, level), the differences) for one point.
-    scale "log": positive values, ratios; "add": differences, each allocator's divided by its
-    norm (BASE's mean RSS at stop)."""
+) -> tuple[Judged, dict[str, dict[int, float]]]:
+    """(NEW/BASE per allocator, the NEW - BASE differences on the metric's scale) at one point:
+    each allocator's differences over the rounds both servers ran, judged against an exact 0 as
+    independent arms (module docstring). A LOG metric's non-positive value refuses the point
+    (analysis/judge.py); DIFF metrics are divided by each allocator's norm (BASE's mean RSS at
+    stop)."""
+    metric_ = METRICS[metric]
+    b, notice = on_scale(metric_, base, f"{where} (BASE)")
+    n, notice_new = on_scale(metric_, new, f"{where} (NEW)")
+    if b is None or n is None:
+        return Judged(notice=notice or notice_new), {}
     diffs: dict[str, dict[int, float]] = {}
-    for a in base:
-        if a not in new:
-            continue
-        shared = sorted(set(base[a]) & set(new[a]))
-        if scale == "log":
-            shared = [r for r in shared if base[a][r] > 0 and new[a][r] > 0]
-            d = {r: math.log(new[a][r]) - math.log(base[a][r]) for r in shared}
-        else:
-            if not norms or not norms.get(a):
-                continue
-            d = {r: new[a][r] - base[a][r] for r in shared}
-        if len(d) >= 2:
-            diffs[a] = d
+    for a in b:
+        if a in n:
+            d = {r: n[a][r] - b[a][r] for r in sorted(set(b[a]) & set(n[a]))}
+            if len(d) >= 2:
+                diffs[a] = d
     if not diffs:
-        return {}, {}
-    rounds = max(len(d) for d in diffs.values())
-    level = _level(design, rounds)
-    out = {}
-    for a, (diff, half, n) in _contrasts(diffs, level).items():
-        if scale == "log":
-            conv = math.exp
-        else:
-            norm = norms[a]
-
-            def conv(x: float, norm=norm) -> float:
-                return 1 + x / norm
-
-        ratio = conv(diff)
-        lo, hi = (conv(diff - half), conv(diff + half)) if math.isfinite(half) else (math.nan,) * 2
-        v = verdict(ratio, lo, hi, design.min_effect_pct)
-        if not higher_is_better:
-            v = {FASTER: SLOWER, SLOWER: FASTER}.get(v, v)
-        out[a] = (ratio, lo, hi, v, n, _level(design, n))
-    return out, diffs
+        return Judged(), {}
+    rounds = sorted({r for d in diffs.values() for r in d})
+    values = {_ZERO: {r: 0.0 for r in rounds}, **diffs}
+    judged = judge_scaled(metric_, values, _ZERO, design, norms, independent=True, where=where)
+    return judged, diffs
 
 
-def _interaction(diffs: dict[str, dict[int, float]], g: str, design: Design) -> dict[str, tuple]:
-    """allocator -> (ratio of ratios, lo, hi, verdict, rounds, level) against allocator g."""
+def _interaction(diffs: dict[str, dict[int, float]], g: str, design: Design) -> Judged:
+    """allocator -> ratio of ratios against allocator g, from the log NEW - BASE differences."""
     if g not in diffs or len(diffs) < 2:
-        return {}
-    rounds = len(diffs[g])
-    level = _level(design, rounds)
-    out = {}
-    for a, c in block_contrasts(diffs, g, 1 - level).items():
-        ratio = math.exp(c.diff)
-        if math.isfinite(c.half):
-            lo, hi = math.exp(c.diff - c.half), math.exp(c.diff + c.half)
-        else:
-            lo = hi = math.nan
-        out[a] = (ratio, lo, hi, verdict(ratio, lo, hi, design.min_effect_pct), c.rounds,
-                  _level(design, c.rounds))  # fmt: skip
-    return out
+        return Judged()
+    return judge_scaled(METRICS[INTERACTION], diffs, g, design)
 
 
 def why_no_upgrade_verdicts(run: Run) -> str | None:
@@ -287,53 +227,58 @@ def why_no_upgrade_verdicts(run: Run) -> str | None:
 
 def upgrade_verdicts(
     run: Run, baseline: str | None = None, min_effect_pct: float | None = None
-) -> list[UpgradeVerdict]:
+) -> Verdicts:
     """Every NEW/BASE verdict (throughput, p95, RSS at stop, RSS growth) per allocator and the
-    interactions, for every server paired with the baseline server; [] when
-    why_no_upgrade_verdicts says."""
+    interactions, for every server paired with the baseline server, with the notices of the
+    points the judge refused; empty when why_no_upgrade_verdicts says."""
     if why_no_upgrade_verdicts(run):
-        return []
+        return Verdicts()
     design = design_of(run, min_effect_pct)
     g = baseline_of(run, baseline)
-    out: list[UpgradeVerdict] = []
+    out = Verdicts()
     tp = _by_point(throughput_points(run))
     lat = _by_point(throughput_points(run, "lat_p95_ms"))
     stop, growth = memory.lives_by_point(run)
+    notices: list[str] = []
     for pair in pairs(run):
 
-        def add(wl, thp, th, metric, judged, base_alloc=None, pair=pair):
+        def add(wl, thp, th, metric, judged: Judged, base_alloc=None, pair=pair, skip=()):
+            if judged.notice:
+                notices.append(judged.notice)
             for a in run.allocators:
-                if a in judged:
-                    ratio, lo, hi, v, n, level = judged[a]
+                if a in judged.arms and a not in skip:
+                    j = judged.arms[a]
                     out.append(
                         UpgradeVerdict(
-                            pair.new, wl, a, base_alloc or a, thp, th, metric, ratio, lo, hi, v,
-                            n, level, a == aa_name(g), pair.base,
+                            pair.new, wl, a, base_alloc or a, thp, th, metric, j.ratio, j.lo,
+                            j.hi, j.verdict, j.rounds, j.level, a == aa_name(g), pair.base,
                         )
                     )  # fmt: skip
 
         for (wl, thp, th), by_server in tp.items():
+            where = f"{pair.text} {wl} {thp} {th}"
             if pair.base in by_server and pair.new in by_server:
                 judged, diffs = _judge(
-                    by_server[pair.base], by_server[pair.new], design, "log", True
+                    THROUGHPUT, by_server[pair.base], by_server[pair.new], design, where
                 )
                 add(wl, thp, th, THROUGHPUT, judged)
-                inter = _interaction(diffs, g, design)
-                add(wl, thp, th, INTERACTION, {a: x for a, x in inter.items() if a != g}, g)
+                add(wl, thp, th, INTERACTION, _interaction(diffs, g, design), g, skip=(g,))
             by_lat = lat.get((wl, thp, th)) or {}
             if pair.base in by_lat and pair.new in by_lat:
-                judged, _ = _judge(by_lat[pair.base], by_lat[pair.new], design, "log", False)
+                judged, _ = _judge(LAT_P95, by_lat[pair.base], by_lat[pair.new], design, where)
                 add(wl, thp, th, LAT_P95, judged)
         for thp in dict.fromkeys(k[1] for k in stop):
             b, n = stop.get((pair.base, thp)), stop.get((pair.new, thp))
             if not b or not n:
                 continue
-            judged, _ = _judge(b, n, design, "log", False)
+            where = f"{pair.text} {thp}"
+            judged, _ = _judge(RSS_STOP, b, n, design, where)
             add("", thp, None, RSS_STOP, judged)
             norms = {a: sum(vs.values()) / len(vs) for a, vs in b.items() if vs}
             gb, gn = growth.get((pair.base, thp)) or {}, growth.get((pair.new, thp)) or {}
-            judged, _ = _judge(gb, gn, design, "add", False, norms)
+            judged, _ = _judge(RSS_GROWTH, gb, gn, design, where, norms)
             add("", thp, None, RSS_GROWTH, judged)
+    out.notices = notices
     return out
 
 
@@ -362,9 +307,9 @@ def recommended(allocator_verdicts: list[Verdict], server: str) -> tuple[str | N
     score: dict[str, tuple[int, float]] = {}
     for a in dict.fromkeys(v.allocator for v in vs):
         mine = [v for v in vs if v.allocator == a]
-        if any(v.verdict == SLOWER for v in mine):
+        if any(v.verdict == WORSE for v in mine):
             continue
-        faster = sum(v.verdict == FASTER for v in mine)
+        faster = sum(v.verdict == BETTER for v in mine)
         if faster:
             gm = math.exp(sum(math.log(v.ratio) for v in mine) / len(mine))
             score[a] = (faster, gm)
@@ -434,7 +379,7 @@ def answers(run: Run, allocator_verdicts: list[Verdict], uv: list[UpgradeVerdict
         out.append(
             Answer(
                 pair, b, n, bw, nw,
-                [v for v in inter if v.verdict in (FASTER, SLOWER)],
+                [v for v in inter if v.verdict in (BETTER, WORSE)],
                 [v for v in inter if v.verdict == UNDECIDED],
                 [v for v in inter if v.verdict == NONE],
             )
@@ -534,11 +479,11 @@ def _ratio(v: Verdict) -> str:
 
 def _where(v: Verdict) -> str:
     if v.metric in (RSS_STOP, RSS_GROWTH):
-        return METRIC_TEXT[v.metric]
+        return METRICS[v.metric].text
     return f"{v.workload}@{v.threads}" + ("" if v.thp == "system" else f" THP {v.thp}")
 
 
-def _summary(vs: list[UpgradeVerdict], named: tuple[str, ...] = (FASTER, SLOWER)) -> Cell:
+def _summary(vs: list[UpgradeVerdict], named: tuple[str, ...] = (BETTER, WORSE)) -> Cell:
     """A cell of the glance: the significant verdicts named with their intervals, the others
     counted ("no change at 3, undecided at 1")."""
     if not vs:
@@ -548,7 +493,7 @@ def _summary(vs: list[UpgradeVerdict], named: tuple[str, ...] = (FASTER, SLOWER)
     open_ = sum(v.verdict == UNDECIDED for v in vs)
     tail = []
     if none:
-        tail.append(f"{WORDS[vs[0].metric].get(NONE, 'no change')} at {none}")
+        tail.append(f"{METRICS[vs[0].metric].same or 'no change'} at {none}")
     if open_:
         tail.append(f"undecided at {open_}")
     shown = "; ".join(parts + ([", ".join(tail)] if tail else []))
@@ -613,6 +558,7 @@ def glance_table(
                 else text("(the baseline allocator)"),
             ]
             t.rows.append([text(pair.text), *row] if len(ps) > 1 else row)
+    t.notes += getattr(uv, "notices", [])  # points the judge refused (analysis/judge.py)
     for ans in answers(run, allocator_verdicts, uv):
         row = [
             text("recommended"),
@@ -677,7 +623,7 @@ def verdict_tables(
                 what = (
                     f"each allocator's ratio to {vs[0].baseline}, NEW over BASE"
                     if metric == INTERACTION
-                    else f"{METRIC_TEXT[metric]} NEW/BASE"
+                    else f"{METRICS[metric].text} NEW/BASE"
                 )
                 t = Table(
                     f"upgrade-{wl}-{metric}-{pair.new}",

@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import math
 
-from analysis import growth as cycle_growth
-from analysis.sequential import FASTER, NONE, SLOWER, UNDECIDED
+from analysis.metrics import BETTER, METRICS, NONE, THROUGHPUT, UNDECIDED, WORSE
 from analysis.table_model import Cell, Table, text
 from analysis.verdicts import (
-    RSS_GROWTH,
-    RSS_STOP,
-    THROUGHPUT,
     Verdict,
     aa_alarm,
     design_of,
@@ -26,13 +22,11 @@ from analysis.verdicts import (
 )
 from rundir.read import Run
 
-METRIC_TEXT = {
-    RSS_GROWTH: "memory: RSS growth",
-    RSS_STOP: "memory: RSS at stop",
-    cycle_growth.RSS_GROWTH_PER_CYCLE: "RSS growth per cycle",
-    cycle_growth.HELD_PER_CYCLE: "held per cycle",
-    cycle_growth.BURST_RETURNED: "burst returned",
-}
+
+def metric_text(v: Verdict) -> str:
+    """A metric's name in the glance: a memory figure of a whole life says it is memory."""
+    m = METRICS[v.metric]
+    return f"memory: {m.text}" if m.memory and not v.workload else m.text
 
 
 def point_label(v: Verdict) -> str:
@@ -40,7 +34,7 @@ def point_label(v: Verdict) -> str:
     metric, or a scenario's metric ("dump: RSS growth per cycle")."""
     if v.metric == THROUGHPUT:
         return v.workload
-    return f"{v.workload}: {METRIC_TEXT[v.metric]}" if v.workload else METRIC_TEXT[v.metric]
+    return f"{v.workload}: {metric_text(v)}" if v.workload else metric_text(v)
 
 
 def ratio_ci(v: Verdict) -> str:
@@ -100,8 +94,8 @@ def glance_table(run: Run, verdicts: list[Verdict], baseline: str) -> Table:
         wl = point_label(v)
         points.setdefault((v.server, wl, v.thp, v.threads), []).append(v)
     for (server, wl, thp, th), vs in points.items():
-        better = [v for v in vs if v.verdict == FASTER]  # memory verdicts: FASTER = less memory
-        worse = [v for v in vs if v.verdict == SLOWER]
+        better = [v for v in vs if v.verdict == BETTER]
+        worse = [v for v in vs if v.verdict == WORSE]
         none = [v.allocator for v in vs if v.verdict == NONE]
         open_ = [v.allocator for v in vs if v.verdict == UNDECIDED]
         same = []
@@ -119,6 +113,7 @@ def glance_table(run: Run, verdicts: list[Verdict], baseline: str) -> Table:
         ]
         t.rows.append([text(server), *row] if len(servers) > 1 else row)
     t.notes.append(_level_text(verdicts) + f"; minimum effect {m:g}%.")
+    t.notes += getattr(verdicts, "notices", [])  # points the judge refused (analysis/judge.py)
     alarm = aa_alarm(verdicts)
     if alarm:
         t.notes.insert(0, aa_alarm_text(alarm))

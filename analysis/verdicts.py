@@ -25,25 +25,28 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
+import numpy as np
+
 from analysis import growth as cycle_growth
 from analysis import memory, study_tables
+from analysis.judge import Judged, judge
 from analysis.lives import by_life
-from analysis.sequential import (
+from analysis.metrics import (
+    BETTER,
     DECIDED,
-    FASTER,
-    MIN_EFFECT_PCT,
+    METRICS,
     NONE,
-    SLOWER,
+    RSS_GROWTH,
+    RSS_STOP,
+    THROUGHPUT,
     UNDECIDED,
-    Design,
-    block_contrasts,
-    verdict,
+    WORSE,
 )
+from analysis.sequential import MIN_EFFECT_PCT, Design
 from analysis.stats import median
+from rundir.format import AA_SUFFIX  # the A/A arm: the baseline's settings under a second name
 from rundir.read import BASELINE_ALLOCATOR, Run
 
-AA_SUFFIX = "-aa"  # the A/A arm: the baseline's settings under a second name
-THROUGHPUT, RSS_GROWTH, RSS_STOP = "throughput", "rss_growth", "rss_stop"
 CSV_COLUMNS = [
     "server",
     "workload",
@@ -64,20 +67,6 @@ CSV_COLUMNS = [
     # allocator; another server's label for NEW/BASE and the interaction (analysis/upgrade.py)
     "baseline_server",
 ]
-# For memory a higher ratio is worse: the verdict "slower" there means "uses more memory". Every
-# place that shows a verdict to a reader says it in the metric's own words (Verdict.word).
-MEANING = {
-    THROUGHPUT: {FASTER: "faster", SLOWER: "slower"},
-    RSS_GROWTH: {FASTER: "grows less", SLOWER: "grows more"},
-    RSS_STOP: {FASTER: "less memory", SLOWER: "more memory"},
-    # the fragmentation scenarios (analysis/growth.py)
-    cycle_growth.RSS_GROWTH_PER_CYCLE: {
-        FASTER: "grows less per cycle",
-        SLOWER: "grows more per cycle",
-    },
-    cycle_growth.HELD_PER_CYCLE: {FASTER: "holds less per cycle", SLOWER: "holds more per cycle"},
-    cycle_growth.BURST_RETURNED: {FASTER: "returns more", SLOWER: "returns less"},
-}
 NO_DIFFERENCE = "no difference beyond the minimum effect"
 NOT_YET = "not decided: the interval still allows a difference beyond the minimum effect"
 
@@ -90,11 +79,11 @@ class Verdict:
     baseline: str
     thp: str
     threads: int | None
-    metric: str  # THROUGHPUT (the workload's qps/tps), RSS_GROWTH or RSS_STOP
+    metric: str  # a name in analysis/metrics.py's table (THROUGHPUT, RSS_STOP, ...)
     ratio: float
     lo: float
     hi: float
-    verdict: str
+    verdict: str  # metrics.BETTER / WORSE / NONE / UNDECIDED
     rounds: int
     level: float  # the look's two-sided confidence level (0.95 for a fixed design)
     aa_arm: bool
@@ -108,17 +97,26 @@ class Verdict:
             return NO_DIFFERENCE
         if self.verdict == UNDECIDED:
             return NOT_YET
-        return MEANING[self.metric][self.verdict]
+        return self.word
 
     @property
     def word(self) -> str:
         """The verdict in the metric's words, short: "faster", "more memory", "grows less",
-        "none", "undecided" (the `verdict` field stays the sequential rule's own word)."""
-        return MEANING[self.metric].get(self.verdict, self.verdict)
+        "none", "undecided" (the `verdict` field is the outcome: better, worse, ...)."""
+        return METRICS[self.metric].word(self.verdict)
 
     @property
     def significant(self) -> bool:
-        return self.verdict in (FASTER, SLOWER)
+        return self.verdict in (BETTER, WORSE)
+
+
+class Verdicts(list):
+    """A run's verdicts, and the notices of the points the judge refused (analysis/judge.py: a
+    non-positive value on a ratio's scale), which the report shows beside them."""
+
+    def __init__(self, items=(), notices: list[str] | None = None):
+        super().__init__(items)
+        self.notices: list[str] = list(notices or [])
 
 
 def aa_name(baseline: str) -> str:
@@ -157,56 +155,6 @@ def why_no_verdicts(run: Run, baseline: str | None = None) -> str | None:
     if base not in run.allocators:
         return f"the baseline {base!r} was not measured in this run (--baseline NAME)"
     return None
-
-
-def _level(design: Design, rounds: int) -> float:
-    return 1 - design.alpha_at(rounds)
-
-
-def _judge(
-    values: dict[str, dict[int, float]],
-    base: str,
-    design: Design,
-    scale: str,
-    norm: float | None = None,
-    higher_is_better: bool = True,
-) -> dict[str, tuple[float, float, float, str, int, float]]:
-    """allocator -> (ratio, lo, hi, verdict, rounds, level) for one point. `scale` "log": values
-    are positive and compared as ratios; "add": differences divided by `norm`."""
-    rounds = len(values.get(base) or {})
-    if rounds < 2:
-        return {}
-    level = _level(design, rounds)
-    if scale == "log":
-        if any(v <= 0 for vs in values.values() for v in vs.values()):
-            return {}
-        logs = {a: {r: math.log(v) for r, v in vs.items()} for a, vs in values.items()}
-        contrasts = block_contrasts(logs, base, 1 - level)
-        conv = math.exp
-    else:
-        if not norm or norm <= 0:
-            return {}
-        contrasts = block_contrasts(values, base, 1 - level)
-
-        def conv(x: float) -> float:
-            return 1 + x / norm
-
-    out = {}
-    for a, c in contrasts.items():
-        ratio = conv(c.diff)
-        lo, hi = (
-            (conv(c.diff - c.half), conv(c.diff + c.half))
-            if math.isfinite(c.half)
-            else (
-                math.nan,
-                math.nan,
-            )
-        )
-        v = verdict(ratio, lo, hi, design.min_effect_pct)
-        if not higher_is_better:  # memory: a ratio above 1 is more memory, the worse side
-            v = {FASTER: SLOWER, SLOWER: FASTER}.get(v, v)
-        out[a] = (ratio, lo, hi, v, c.rounds, level)
-    return out
 
 
 def throughput_points(
@@ -269,46 +217,44 @@ def paired_noise(run: Run, baseline: str | None = None) -> PairedNoise | None:
 
 def run_verdicts(
     run: Run, baseline: str | None = None, min_effect_pct: float | None = None
-) -> list[Verdict]:
-    """Every allocator against the baseline at every point (empty when why_no_verdicts says)."""
+) -> Verdicts:
+    """Every allocator against the baseline at every point (empty when why_no_verdicts says), and
+    the notices of the points the judge refused."""
     base = baseline_of(run, baseline)
     if why_no_verdicts(run, base):
-        return []
+        return Verdicts()
     design = design_of(run, min_effect_pct)
     aa = aa_name(base)
-    out: list[Verdict] = []
+    out = Verdicts()
 
-    def add(server, wl, thp, th, metric, judged):
+    def add(server, wl, thp, th, metric, values, norm=None):
+        where = " ".join(str(x) for x in (server, wl, thp, th) if x not in ("", None))
+        judged: Judged = judge(METRICS[metric], values, base, design, norm, where)
+        if judged.notice:
+            out.notices.append(judged.notice)
         for a in run.allocators:
-            if a in judged:
-                ratio, lo, hi, v, n, level = judged[a]
+            if a in judged.arms:
+                j = judged.arms[a]
                 out.append(
                     Verdict(
-                        server, wl, a, base, thp, th, metric, ratio, lo, hi, v, n, level, a == aa
+                        server, wl, a, base, thp, th, metric, j.ratio, j.lo, j.hi, j.verdict,
+                        j.rounds, j.level, a == aa,
                     )
-                )
+                )  # fmt: skip
 
     for (server, wl, thp, th), values in throughput_points(run):
-        add(server, wl, thp, th, THROUGHPUT, _judge(values, base, design, "log"))
+        add(server, wl, thp, th, THROUGHPUT, values)
 
     # Memory: one value per complete server life.
     stop, growth = memory.lives_by_point(run)
     for (server, thp), values in sorted(stop.items()):
-        add(server, "", thp, None, RSS_STOP, _judge(values, base, design, "log", None, False))
+        add(server, "", thp, None, RSS_STOP, values)
         base_end = values.get(base) or {}
         norm = sum(base_end.values()) / len(base_end) if base_end else None
-        add(
-            server,
-            "",
-            thp,
-            None,
-            RSS_GROWTH,
-            _judge(growth[(server, thp)], base, design, "add", norm, False),
-        )
+        add(server, "", thp, None, RSS_GROWTH, growth[(server, thp)], norm)
     # The fragmentation scenarios: growth per cycle, held per cycle, a burst's release.
     for p in cycle_growth.verdict_points(run, base):
-        judged = _judge(p.values, base, design, "add", p.norm, p.higher_is_better)
-        add(p.server, p.workload, p.thp, None, p.metric, judged)
+        add(p.server, p.workload, p.thp, None, p.metric, p.values, p.norm)
     return out
 
 
@@ -351,32 +297,20 @@ def noise_floor(run: Run, verdicts: list[Verdict]) -> NoiseFloor:
         )
         series.update({k: list(v.values()) for k, v in lives.items()})
     spreads = sorted(
-        (math.exp(_sd([math.log(x) for x in xs])) - 1) * 100
+        (math.exp(float(np.std(np.log(xs), ddof=1))) - 1) * 100
         for xs in series.values()
         if len(xs) >= 2
     )
     return NoiseFloor(
         len(aa),
-        _median(halves),
+        median(halves) if halves else None,
         halves[-1] if halves else None,
         min((v.ratio for v in aa), default=None),
         max((v.ratio for v in aa), default=None),
-        _median(spreads),
+        median(spreads) if spreads else None,
         spreads[-1] if spreads else None,
         len(spreads),
     )
-
-
-def _sd(xs: list[float]) -> float:
-    m = sum(xs) / len(xs)
-    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
-
-
-def _median(xs: list[float]) -> float | None:
-    if not xs:
-        return None
-    n = len(xs)
-    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
 # -- verdicts.csv -----------------------------------------------------------------------------
@@ -401,7 +335,7 @@ def verdicts_csv(verdicts: list[Verdict]) -> str:
                 _num(v.ratio),
                 _num(v.lo),
                 _num(v.hi),
-                v.verdict,
+                v.word,
                 v.meaning,
                 v.rounds,
                 f"{v.level:.4f}",

@@ -77,7 +77,7 @@ def _cpu_self() -> float:
 
 def t_interval(ratios: list[float], level: float = 0.95) -> dict:
     """Geometric mean of `ratios` with its two-sided t-interval (on log ratios)."""
-    from analysis.stats import t_quantile
+    from analysis.stats import mean_interval
 
     if not ratios or any(r <= 0 for r in ratios):
         return {"ratio": None, "lo": None, "hi": None, "half_width": None, "sd": None}
@@ -86,7 +86,7 @@ def t_interval(ratios: list[float], level: float = 0.95) -> dict:
     if len(logs) < 2:
         return {"ratio": math.exp(m), "lo": None, "hi": None, "half_width": None, "sd": None}
     sd = statistics.stdev(logs)
-    half = t_quantile(0.5 + level / 2, len(logs) - 1) * sd / math.sqrt(len(logs))
+    _, half = mean_interval(logs, level)
     return {
         "ratio": math.exp(m),
         "lo": math.exp(m - half),

@@ -69,6 +69,11 @@ RAW_VERSION = 2
 DERIVED_DIR = "derived"
 # Derived, rewritten by `report`: every allocator against the baseline per point (analysis/verdicts.py)
 VERDICTS = "verdicts.csv"
+# The verdicts' design as runs record it (manifest "design"): the minimum effect a run that did not
+# record one is judged with, and the A/A arm's name (the baseline again, under this suffix). Both
+# the suite's settings (suites/config) and the verdicts (analysis/) read them here.
+DEFAULT_MIN_EFFECT_PCT = 5.0
+AA_SUFFIX = "-aa"
 OWNER_MARKER = (
     ".mallocsweep-owned"  # proves a directory was created by mallocsweep (never delete without it)
 )

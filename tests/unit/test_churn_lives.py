@@ -79,7 +79,7 @@ def test_verdicts_and_noise_floor_count_lives(tmp_path):
     run = load_run(run_dir)
     vs = run_verdicts(run)
     (tp,) = [v for v in vs if v.metric == THROUGHPUT]
-    assert tp.rounds == 5 and tp.ratio == pytest.approx(1.5) and tp.verdict == "faster"
+    assert tp.rounds == 5 and tp.ratio == pytest.approx(1.5) and tp.verdict == "better"
     nf = noise_floor(run, vs)
     plain = load_run(joined(tmp_path, "real-regress-base-a", "fast2", scale=1.5))
     nf_plain = noise_floor(plain, run_verdicts(plain))

@@ -121,7 +121,7 @@ def test_lives_and_states(run):
 def test_verdicts_paired_by_round(run):
     judged = {(v.metric, v.workload, v.allocator): v for v in verdicts.run_verdicts(run, "glibc")}
     tc = judged[(g.RSS_GROWTH_PER_CYCLE, "dump", "tcmalloc")]
-    assert tc.verdict == "faster" and tc.word == "grows less per cycle" and tc.ratio < 1
+    assert tc.verdict == "better" and tc.word == "grows less per cycle" and tc.ratio < 1
     # the ratio: 1 + (difference per cycle) x HORIZON / glibc's RSS at the end
     glibc_end = sum(LIVES[("glibc", r)]["dump"]["rss"][-1] for r in (1, 2, 3)) / 3
     diffs = [
@@ -131,9 +131,9 @@ def test_verdicts_paired_by_round(run):
     ]
     assert tc.ratio == pytest.approx(1 + sum(diffs) / 3 * g.HORIZON / glibc_end)
     assert judged[(g.RSS_GROWTH_PER_CYCLE, "dump", "jemalloc")].verdict == "none"
-    assert judged[(g.HELD_PER_CYCLE, "dump", "tcmalloc")].verdict == "faster"
+    assert judged[(g.HELD_PER_CYCLE, "dump", "tcmalloc")].verdict == "better"
     back = judged[(g.BURST_RETURNED, "spike", "jemalloc")]
-    assert back.verdict == "faster" and back.word == "returns more"
+    assert back.verdict == "better" and back.word == "returns more"
     assert back.ratio == pytest.approx(1.8)  # 80 points more of the burst
     assert (g.RSS_GROWTH_PER_CYCLE, "spike", "jemalloc") not in judged
     csv_text = verdicts.verdicts_csv(list(judged.values()))

@@ -13,15 +13,15 @@ import pytest
 
 from analysis.hugepage_report import answers, hugepage_section
 from analysis.hugepage_verdicts import (
+    LAT_P95,
     MEMORY_GROWTH,
     MEMORY_STOP,
-    P95,
     THROUGHPUT,
     hugepage_verdicts,
     why_none,
 )
+from analysis.metrics import BETTER, WORSE
 from analysis.report import render
-from analysis.sequential import FASTER, SLOWER
 from rundir.read import load_run
 from tests.fixtures.make_runs import make_run
 
@@ -71,15 +71,15 @@ def test_every_setting_is_judged_against_never_per_allocator(study):
     }
     assert {v.baseline for v in vs} == {"never"}
     per = [v for v in vs if v.allocator == "glibc" and v.setting == "always"]
-    assert sorted({v.metric for v in per}) == sorted({THROUGHPUT, P95, MEMORY_STOP, MEMORY_GROWTH})
+    assert sorted({v.metric for v in per}) == sorted({THROUGHPUT, LAT_P95, MEMORY_STOP, MEMORY_GROWTH})
     thr = [v for v in per if v.metric == THROUGHPUT]
     assert len(thr) == 4  # two workloads x two thread levels
     for v in thr:
         assert v.rounds == 3 and math.isfinite(v.lo) and v.lo < v.ratio < v.hi
-        assert v.ratio == pytest.approx(1.3, rel=0.05) and v.verdict == FASTER
+        assert v.ratio == pytest.approx(1.3, rel=0.05) and v.verdict == BETTER
     # Large pages moved the pool out of RSS, not out of memory: RSS + hugetlb is what is judged.
     mem = next(v for v in vs if v.setting == "never+large-pages" and v.metric == MEMORY_STOP)
-    assert mem.ratio == pytest.approx(1.0, abs=0.02) and mem.verdict != SLOWER
+    assert mem.ratio == pytest.approx(1.0, abs=0.02) and mem.verdict != WORSE
 
 
 def test_the_three_questions_come_in_words_first(study):

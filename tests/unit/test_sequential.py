@@ -13,11 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from analysis.metrics import BETTER, NONE, UNDECIDED, WORSE
 from analysis.sequential import (
-    FASTER,
-    NONE,
-    SLOWER,
-    UNDECIDED,
+    HIGHER,
+    LOWER,
     Design,
     block_contrasts,
     its_own_spread,
@@ -149,8 +148,8 @@ def test_a_missing_round_pairs_that_allocator_over_what_it_has():
 @pytest.mark.parametrize(
     ("ratio", "lo", "hi", "want"),
     [
-        (1.10, 1.04, 1.16, FASTER),
-        (0.88, 0.80, 0.97, SLOWER),
+        (1.10, 1.04, 1.16, HIGHER),
+        (0.88, 0.80, 0.97, LOWER),
         (1.02, 1.005, 1.04, NONE),  # significant but tiny: none
         (1.00, 0.97, 1.03, NONE),
         (1.03, 1.01, 1.08, UNDECIDED),  # significant, size unclear
@@ -175,7 +174,7 @@ def test_aa_is_called_different_at_most_at_the_stated_rate_including_the_looks()
         r = simulate_run(rng, {"aa": 1.0}, sigma, design, stop_when_decided=False)
         ever += r.ever_excluded_1["aa"]
         naive += r.naive_excluded_1["aa"]
-        called += r.verdicts["aa"] in (FASTER, SLOWER)
+        called += r.verdicts["aa"] in (BETTER, WORSE)
     se = math.sqrt(0.05 * 0.95 / n)
     assert ever / n <= 0.05 + 3 * se
     assert naive / n > 0.08  # the inflation the spending prevents
@@ -189,7 +188,7 @@ def test_aa_with_the_quick_suites_arms_and_early_stopping():
     truth = {"aa": 1.0, "a": 1.0, "b": 1.1, "c": 0.9, "d": 1.0, "e": 1.05}
     n = 1500
     called = sum(
-        simulate_run(rng, truth, recorded_sigma(), Design(3, 8)).verdicts["aa"] in (FASTER, SLOWER)
+        simulate_run(rng, truth, recorded_sigma(), Design(3, 8)).verdicts["aa"] in (BETTER, WORSE)
         for _ in range(n)
     )
     assert called / n <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / n)

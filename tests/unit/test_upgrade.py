@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from rundir.format import FORMAT_VERSION
 from analysis import upgrade
-from analysis.sequential import FASTER, NONE, SLOWER
+from analysis.metrics import BETTER, NONE, WORSE
 from analysis.stats import ratio_ci
 from analysis.verdicts import CSV_COLUMNS, run_verdicts, verdicts_csv
+from rundir.format import FORMAT_VERSION
 from rundir.migrations import RawRun, update_to_5
 from rundir.read import Run
 from suites.config.overrides import apply_overrides
@@ -189,9 +189,9 @@ def test_a_known_10pct_upgrade_regression_is_found_and_the_allocator_choice_carr
     for a in ("glibc", "jemalloc"):
         v = _one(uv, upgrade.THROUGHPUT, a)
         assert (v.server, v.baseline_server) == ("new:mariadb-10.11.19", "old:mariadb-10.11.18")
-        assert v.lo < 0.90 < v.hi and v.verdict == SLOWER and v.word == "slower"
+        assert v.lo < 0.90 < v.hi and v.verdict == WORSE and v.word == "slower"
         p95 = _one(uv, upgrade.LAT_P95, a)  # latency up by 1/0.9: "higher p95", the worse side
-        assert p95.lo < 1 / 0.90 < p95.hi and p95.verdict == SLOWER and p95.word == "higher p95"
+        assert p95.lo < 1 / 0.90 < p95.hi and p95.verdict == WORSE and p95.word == "higher p95"
     inter = _one(uv, upgrade.INTERACTION, "jemalloc")
     assert (inter.baseline, inter.lo < 1 < inter.hi, inter.verdict) == ("glibc", True, NONE)
     assert inter.word == upgrade.CARRIES_OVER
@@ -217,7 +217,7 @@ def test_an_allocator_that_gains_on_glibc_only_after_the_upgrade_changes_the_cho
     run = synthetic(10, effect)
     uv = upgrade.upgrade_verdicts(run)
     inter = _one(uv, upgrade.INTERACTION, "jemalloc")
-    assert inter.lo < 1.15 < inter.hi and inter.verdict == FASTER
+    assert inter.lo < 1.15 < inter.hi and inter.verdict == BETTER
     assert inter.word == upgrade.CHANGES and "jemalloc gains on glibc" in inter.meaning
     (answer,) = upgrade.answers(run, run_verdicts(run), uv)
     assert answer.verdict == upgrade.CHANGES

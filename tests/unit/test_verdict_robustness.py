@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 from analysis import simulate
-from analysis.sequential import FASTER, SLOWER, Contrast, Design
+from analysis.metrics import BETTER, WORSE
+from analysis.sequential import Contrast, Design
 from analysis.simulate import Noise, simulate_run
 from analysis.stats import t_quantile
 from suites.runner.plan import allocator_order
@@ -57,7 +58,7 @@ def excluded_rates(noise: Noise, runs: int = RUNS, seed: int = 5, order=allocato
         r = simulate_run(rng, QUICK, noise, design, order=order)
         for a in QUICK:
             ever[a] += r.ever_excluded_1[a]
-            called[a] += r.verdicts[a] in (FASTER, SLOWER)
+            called[a] += r.verdicts[a] in (BETTER, WORSE)
     return {a: v / runs for a, v in ever.items()}, {a: v / runs for a, v in called.items()}
 
 

@@ -84,19 +84,22 @@ def test_recorded_slowdown_is_never_called_faster(tmp_path):
     (tp,) = [v for v in run_verdicts(run) if v.metric == THROUGHPUT]
     assert tp.rounds == 3  # paired over the rounds both have
     assert tp.ratio < 1
-    assert tp.verdict in ("slower", "undecided")
+    assert tp.verdict in ("worse", "undecided")
 
 
 def test_a_clear_difference_is_called_and_named_at_a_glance(tmp_path):
     run_dir = joined(tmp_path, "real-regress-base-a", "fast", scale=1.5)
     vs = run_verdicts(load_run(run_dir))
     (tp,) = [v for v in vs if v.metric == THROUGHPUT]
-    assert tp.verdict == "faster" and tp.ratio == pytest.approx(1.5)
+    assert tp.verdict == "better" and tp.ratio == pytest.approx(1.5)
     write_report(run_dir)
     rows = list(csv.DictReader((run_dir / "verdicts.csv").open()))
     assert list(rows[0]) == CSV_COLUMNS
-    assert {r["verdict"] for r in rows} <= {"faster", "slower", "none", "undecided"}
+    # the verdict column says each row in its metric's words (never "slower" for memory)
+    words = {"none", "undecided", "faster", "slower", "less memory", "more memory"}
+    assert {r["verdict"] for r in rows} <= words | {"grows less", "grows more"}
     assert any(r["allocator"] == "fast" and r["verdict"] == "faster" for r in rows)
+    assert all(r["verdict"] not in ("faster", "slower") for r in rows if r["metric"] != "throughput")
     md = (run_dir / "summary.md").read_text()
     assert "fast 1.50×" in md and "What differs from glibc" in md.replace("what", "What")
 
@@ -105,9 +108,9 @@ def test_more_memory_is_the_worse_side(tmp_path):
     vs = run_verdicts(load_run(joined(tmp_path, "real-regress-base-a", "fat", rss_scale=1.3)))
     (stop,) = [v for v in vs if v.metric == RSS_STOP]
     assert stop.ratio == pytest.approx(1.3, rel=0.01)
-    assert stop.verdict == "slower" and stop.meaning == "more memory"
+    assert stop.verdict == "worse" and stop.meaning == "more memory"
     (grow,) = [v for v in vs if v.metric == RSS_GROWTH]
-    assert grow.ratio > 1.05 and grow.verdict == "slower" and grow.meaning == "grows more"
+    assert grow.ratio > 1.05 and grow.verdict == "worse" and grow.meaning == "grows more"
 
 
 def test_memory_verdicts_are_said_in_memory_words_everywhere(tmp_path):

@@ -309,8 +309,8 @@ def resumed_suite(loaded, run_dir: Path):
     return suite_from_dict(m["suite"], f"--resume {run_dir}: recorded suite")
 
 
-# By the sequential rule's verdict: "slower" is the worse side for every metric (more memory too).
-STYLE = {"faster": "green", "slower": "red", "none": "dim", "undecided": "yellow"}
+# By the verdict's outcome (analysis/metrics.py), whatever the metric's words.
+STYLE = {"better": "green", "worse": "red", "none": "dim", "undecided": "yellow"}
 
 
 def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Table], list[str]]:
