@@ -3,7 +3,7 @@
 One reading (HugepageReading) per boundary, from /proc/PID/smaps (per mapping), /proc/meminfo
 (HugePages_*), and khugepaged's /proc/PID/stat (its CPU time: what collapsing small pages into
 huge ones costs). smaps walks the server's page tables under its mmap lock, so it is read at
-phase boundaries only, never in the sampler's loop (DESIGN.md), and once there: the reading's
+phase boundaries only, never in the sampler's loop (docs/facts.md, "Reading smaps"), and once there: the reading's
 process part comes from the boundary's one read (collectors.smaps.read_smaps), which gives the
 parts and the snapshot's AnonHugePages too.
 

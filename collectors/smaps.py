@@ -56,7 +56,7 @@ equally sized mappings (`dd` ones, then hugetlb, then anonymous without a path) 
 to the pool's (between 1x and 1.15x of it, chunks and their block descriptors). A reading that
 finds none says so (pool_mappings 0 in the hugepage reading).
 
-Reading smaps walks every mapping's page tables under the server's mmap lock (DESIGN.md): the
+Reading smaps walks every mapping's page tables under the server's mmap lock (docs/facts.md, "Reading smaps"): the
 collectors read it once per phase (cycle) boundary (read_smaps; the boundary's AnonHugePages, its
 parts and its hugepage reading all come from that one read), never in the 1 Hz loop; `make bench`
 measures what one read costs.

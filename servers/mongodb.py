@@ -191,7 +191,7 @@ def thp_advice(
     """Warnings where this server's THP setup goes against MongoDB's advice for its version.
 
     Up to 7.0 the advice is "disable": anything but an effective "never" is against it (madvise
-    too: DESIGN.md, and MongoDB's own production notes, say disable). From 8.0 it is "always" with
+    too: MongoDB's own production notes say disable; docs/facts.md, "MongoDB"). From 8.0 it is "always" with
     defrag defer+madvise. An unreadable mode is said as such, never judged.
     """
     v = version_tuple(version)

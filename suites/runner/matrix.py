@@ -1,6 +1,6 @@
 """The matrix runner: resolve, preflight, prepare the dataset once, run every cell, write the run.
 
-Order of a run (DESIGN.md "How a run flows"): validate -> plan (interleaved; on --resume, the
+Order of a run (docs/architecture.md, "One run, step by step"): validate -> plan (interleaved; on --resume, the
 run's own cells) -> preflight, before anything is written -> run directory -> dataset prepared once
 and cached pristine -> cells, each recorded atomically the moment it ends -> report. A run that
 stops on an error is marked "failed" with the error in its manifest.

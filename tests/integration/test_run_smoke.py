@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 
-# DESIGN.md's run-directory contract, copied here on purpose: the test fails if the code and the
+# The run-directory contract (docs/architecture.md, "The contract"), copied here on purpose: the test fails if the code and the
 # contract drift apart, whichever moved.
 DESIGN_RESULTS = """server, server_version, allocator, allocator_version, thp, workload,
   threads, repeat, duration_s, tps, qps, lat_avg_ms, lat_p50_ms, lat_p95_ms,
@@ -92,13 +92,13 @@ def test_qps_equals_what_sysbench_printed(smoke_run):
 
 
 def test_design_contract_columns_present_and_filled(smoke_run):
-    """Every results column DESIGN.md promises is in results.csv and filled on every ok row;
+    """Every results column the contract promises is in results.csv and filled on every ok row;
     every timeline column is in samples/<cell>.csv, with throughput during workload phases."""
     _, run_dir = smoke_run
     rows = results(run_dir)
     assert rows
     for col in _names(DESIGN_RESULTS):
-        assert col in rows[0], f"results.csv lacks DESIGN.md column {col}"
+        assert col in rows[0], f"results.csv lacks contract column {col}"
         for r in rows:
             if r["status"] == "ok":
                 assert r[col] != "", f"{col} empty in {r['cell']} {r['workload']}@{r['threads']}"
@@ -108,9 +108,9 @@ def test_design_contract_columns_present_and_filled(smoke_run):
         header = list(samples[0])
         assert header == SAMPLE_COLUMNS
         for col in [*_names(DESIGN_SAMPLES), *THROUGHPUT]:
-            assert col in header, f"samples lack DESIGN.md column {col}"
+            assert col in header, f"samples lack contract column {col}"
         for col in _names(DESIGN_SAMPLES):
-            if col != "anon_huge_kb":  # read at boundaries and at a low rate only (DESIGN.md)
+            if col != "anon_huge_kb":  # read at boundaries only (docs/facts.md, "Reading smaps")
                 assert all(r[col] != "" for r in samples), f"{col} has gaps in {c['id']}"
         assert any(r["anon_huge_kb"] != "" for r in samples)
         levels = {f"{w}@{t}" for w in ("oltp_ro", "point_select") for t in (4, 16)}
@@ -136,8 +136,10 @@ def test_per_op_figures_cover_the_measured_window(smoke_run):
         assert float(r["ctxsw_per_op"]) == pytest.approx(csw / ops, rel=1e-2, abs=1e-4)
         assert float(r["ctxsw_per_1m_ops"]) == pytest.approx(csw * 1e6 / ops, rel=1e-2, abs=1)
         assert float(r["cpu_overhead"]) == pytest.approx(cpu / win, rel=1e-2, abs=1e-3)
-        # ops at the window's rate: close to the level's own rate (same steady load)
-        assert ops / win == pytest.approx(float(r["qps"]), rel=0.5), where
+        # the window's operations are a part of the level's: never more than the level served
+        # over its whole length (no claim that the rate was steady inside the level: it drifts,
+        # docs/facts.md, "The machine's noise")
+        assert 0 < ops <= float(r["qps"]) * float(r["duration_s"]) * 1.01 + 1, where
         assert r["ctxsw_source"] == "taskstats"
         # all clients connected when the gauge was read (plus our status connection)
         if r["threads_connected"] != "":
