@@ -306,12 +306,36 @@ class ProcFS:
         """The process's arguments ([] for a kernel thread or a zombie)."""
         return [a for a in self._read(pid, "cmdline").split("\0") if a]
 
-    def alive(self, pid: int) -> bool:
-        """True while `pid` exists and is not a zombie (gone or unreadable: False)."""
+    def alive(
+        self, pid: int, start_ticks: int | None = None, running_at: float | None = None
+    ) -> bool:
+        """True while the process `pid` named exists and is not a zombie (gone or unreadable:
+        False), and is the same process: pids are reused (docs/facts.md, "Processes": they wrap
+        within minutes here), so a pid alone may name someone else's process by now.
+
+        `start_ticks`: its start time as recorded with the pid (Stat.starttime_ticks): the
+        process must have exactly that one. `running_at`: a wall-clock time at which the process
+        was certainly running (the mtime of a directory it created and wrote): a process that
+        started after it is a later one that was given the same pid."""
         try:
-            return self.stat(pid).state != "Z"
+            stat = self.stat(pid)
         except CollectorError:  # ProcessGone included
             return False
+        if stat.state == "Z":
+            return False
+        if start_ticks is not None and stat.starttime_ticks != start_ticks:
+            return False
+        if running_at is not None:
+            started = self.boot_time() + stat.starttime_ticks / CLK_TCK
+            return started <= running_at + 1  # btime is whole seconds
+        return True
+
+    def boot_time(self) -> float:
+        """When the system booted (seconds since the epoch: /proc/stat btime)."""
+        for line in self._read(None, "stat").splitlines():
+            if line.startswith("btime "):
+                return float(line.split()[1])
+        raise CollectorError(f"{self.root}/stat: no btime line")
 
     # -- system-wide ----------------------------------------------------------------------------
     def meminfo(self) -> dict[str, int]:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from collectors.procfs import ProcFS
 from rundir.atomic import atomic_write
 from servers.acquire import archive
 from servers.acquire.archive import Located, Package, ReleaseIndex, Spec
@@ -190,14 +191,14 @@ def _remove_partial(d: Path) -> None:
     shutil.rmtree(d, ignore_errors=True)
 
 
-def _pid_alive(pid: int) -> bool:
+def _builder_runs(pid: int, d: Path) -> bool:
+    """The build's process still runs, and is the one that wrote `d` (not a later process given
+    its pid: collectors.procfs.ProcFS.alive)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        written = d.stat().st_mtime
+    except OSError:
         return False
-    except PermissionError:
-        return True
-    return True
+    return ProcFS().alive(pid, running_at=written)
 
 
 def clean_leftovers(base: Path) -> list[Path]:
@@ -207,7 +208,7 @@ def clean_leftovers(base: Path) -> list[Path]:
         return removed
     for d in base.iterdir():
         m = _PARTIAL.match(d.name)
-        if m and int(m.group("pid")) != os.getpid() and not _pid_alive(int(m.group("pid"))):
+        if m and int(m.group("pid")) != os.getpid() and not _builder_runs(int(m.group("pid")), d):
             _remove_partial(d)
             removed.append(d)
     return removed

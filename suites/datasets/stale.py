@@ -23,19 +23,18 @@ import re
 import shutil
 from pathlib import Path
 
+from collectors.procfs import ProcFS
 from rundir.format import OWNER_MARKER
 
 _NAME = re.compile(r"^\.(?:prepare|store)-[A-Za-z0-9.-]+-(\d+)$")
 
 
-def _pid_alive(pid: int) -> bool:
+def _builder_runs(pid: int, path: Path) -> bool:
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        written = path.stat().st_mtime
+    except OSError:
         return False
-    except PermissionError:  # alive, someone else's
-        return True
-    return True
+    return ProcFS().alive(pid, running_at=written)
 
 
 def _mentioned_by_a_process(path: Path, proc: Path = Path("/proc")) -> bool:
@@ -72,7 +71,9 @@ def stale_dirs(cache_root: Path) -> list[Path]:
         m = _NAME.match(p.name)
         if not m or p.is_symlink() or not p.is_dir() or not _ours(p):
             continue
-        if _pid_alive(int(m.group(1))) or _mentioned_by_a_process(p):
+        # the builder named in it still runs (and is the one that wrote it, not a later process
+        # given its pid: collectors.procfs.ProcFS.alive)
+        if _builder_runs(int(m.group(1)), p) or _mentioned_by_a_process(p):
             continue
         out.append(p)
     return out

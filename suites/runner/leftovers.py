@@ -19,7 +19,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from collectors.errors import CollectorError
 from collectors.procfs import ProcFS
 from rundir.atomic import atomic_write
 from rundir.format import MANIFEST
@@ -114,13 +113,10 @@ def runner_running(manifest: dict) -> int | None:
     if not pid or pid == os.getpid():
         return None
     try:
-        stat = ProcFS().stat(int(pid))
-    except (CollectorError, ValueError, TypeError):  # gone (ProcessGone) or unreadable
+        pid = int(pid)
+    except (ValueError, TypeError):
         return None
-    started = manifest.get("runner_start_ticks")
-    if stat.state == "Z" or (started is not None and stat.starttime_ticks != started):
-        return None
-    return int(pid)
+    return pid if ProcFS().alive(pid, start_ticks=manifest.get("runner_start_ticks")) else None
 
 
 def runner_pid(run_dir: Path) -> int | None:

@@ -149,3 +149,34 @@ def test_meminfo_and_cmdline(tmp_path):
     assert fs.cmdline(9) == ["python3", "-m", "suites.cli"]
     with pytest.raises(ProcessGone):
         fs.cmdline(10)
+
+
+def test_alive_tells_a_reused_pid_from_the_process_that_had_it(tmp_path):
+    """Pids wrap within minutes here (docs/facts.md, "Processes"): a pid is the recorded process
+    only if its start time matches, or if it started before a moment it was known to run."""
+    root = tmp_path / "proc"
+    shutil.copytree(FIXTURE, root)
+    (root / "stat").write_text("cpu  1 2 3 4\nbtime 1000\n")
+    started = 1000 + 112233 / CLK_TCK  # pid 4242's start, in seconds since the epoch
+    procfs = ProcFS(root)
+    assert procfs.boot_time() == 1000.0
+    assert procfs.alive(4242, start_ticks=112233) is True
+    assert procfs.alive(4242, start_ticks=112232) is False  # another process now has the pid
+    assert procfs.alive(4242, running_at=started + 60) is True  # it ran then: the same one
+    assert procfs.alive(4242, running_at=started - 60) is False  # started after: a later one
+
+
+def test_a_leftover_directory_of_a_reused_pid_is_stale(tmp_path):
+    """The dataset cache's and the server fetcher's partial directories name their builder's pid:
+    a live process that started after the directory was written is not that builder."""
+    import os
+
+    from suites.datasets import stale
+
+    me = ProcFS().stat(os.getpid())
+    d = tmp_path / f".prepare-x-{os.getpid()}"
+    d.mkdir()
+    assert stale._builder_runs(os.getpid(), d) is True  # this process wrote it: it runs
+    old = ProcFS().boot_time() + me.starttime_ticks / CLK_TCK - 3600
+    os.utime(d, (old, old))  # written an hour before this process started
+    assert stale._builder_runs(os.getpid(), d) is False

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from collectors.procfs import ProcFS
 from servers.acquire import fetch
 from servers.acquire.archive import Package
 from servers.errors import ServerError
@@ -229,7 +230,7 @@ def test_a_build_step_past_its_time_is_killed_with_its_children(tmp_path):
     # SIGKILL went to the whole group; a killed process may still be on its way out ('R' in its
     # exit path on a loaded machine) for a moment: it must be gone or a zombie soon after.
     deadline = time.monotonic() + 10
-    while fetch._pid_alive(child) and _state(child) not in ("Z", None):
+    while ProcFS().alive(child) and _state(child) not in ("Z", None):
         assert time.monotonic() < deadline, f"the step's child {child} outlived the kill"
         time.sleep(0.05)
     seen = []
