@@ -19,7 +19,7 @@ import math
 from collections import defaultdict
 
 from analysis import memory
-from analysis.hugepages import cell_process_thp
+from analysis.hugepage_tables import cell_process_thp
 from analysis.hugepage_verdicts import (
     BASELINE,
     HugepageVerdict,

@@ -1,6 +1,6 @@
 """Each server life's memory and the memory table: RSS/VSZ at server start and stop (older runs: at
 the start and end of the measured levels) and their growth (Percona's table), peak RSS and
-AnonHugePages. The hugepage tables are in analysis/hugepages.py, the allocator's own accounting in
+AnonHugePages. The hugepage tables are in analysis/hugepage_tables.py, the allocator's own accounting in
 analysis/alloc_memory.py, thread churn in analysis/churn.py: each reads the per-life figures here.
 """
 

@@ -21,7 +21,7 @@ from analysis import (
     fragmentation,
     fragmentation_plots,
     hugepage_report,
-    hugepages,
+    hugepage_tables,
     memory,
     memory_plots,
     notices,
@@ -112,7 +112,7 @@ def warnings(run: Run, baseline: str | None = None) -> list[str]:
             f"EXPERIMENT — {what}. Figures from these cells describe a modified server, not the"
             " server as shipped; compare them only with each other."
         )
-    self_off = hugepages.thp_self_disabled(run)
+    self_off = hugepage_tables.thp_self_disabled(run)
     if self_off and (len(run.thp_modes) > 1 or run.thp_modes != ["system"]):
         out.append(
             f"THP was part of this study, but the server disabled THP for itself in"
@@ -120,7 +120,7 @@ def warnings(run: Run, baseline: str | None = None) -> list[str]:
             " allocator's heap. See 'Transparent hugepages'."
         )
     not_taken = [
-        c for c in hugepages.thp_state_mismatches(run) if hugepages.cell_process_thp(run, c)
+        c for c in hugepage_tables.thp_state_mismatches(run) if hugepage_tables.cell_process_thp(run, c)
     ]
     if not_taken:
         out.append(
@@ -167,7 +167,7 @@ def build_context(run: Run, baseline: str | None = None) -> dict:
                 "throughput_table": study_tables.throughput_table(run, wl, metric),
                 "latency_tables": [study_tables.latency_table(run, wl, p) for p in ("p95", "p99")],
                 "efficiency_tables": study_tables.efficiency_tables(run, wl),
-                "hugepage_table": hugepages.hugepage_table(run, wl),
+                "hugepage_table": hugepage_tables.hugepage_table(run, wl),
             }
         )
     return {
@@ -205,11 +205,11 @@ def build_context(run: Run, baseline: str | None = None) -> dict:
         "thp_modes": run.thp_modes,
         # the three hugepage questions in words, then verdicts, where the pages were, the cost
         "hugepage_study": hugepage_report.hugepage_section(run),
-        "thp_cells": hugepages.thp_cells_table(run),
+        "thp_cells": hugepage_tables.thp_cells_table(run),
         "thp_advice": notices.thp_advice(run),
-        "thp_self_disabled": hugepages.thp_self_disabled(run),
-        "thp_kept": hugepages.thp_kept(run),
-        "thp_mismatches": hugepages.thp_state_mismatches(run),
+        "thp_self_disabled": hugepage_tables.thp_self_disabled(run),
+        "thp_kept": hugepage_tables.thp_kept(run),
+        "thp_mismatches": hugepage_tables.thp_state_mismatches(run),
         "thp_probe": run.manifest.get("thp_prctl_probe") or {},
         "probe_why": probe_why(run.manifest.get("thp_prctl_probe")),
         "failures": cells.failures(run),

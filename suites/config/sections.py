@@ -17,9 +17,15 @@ from pydantic import (
     model_validator,
 )
 
-from analysis.sequential import MIN_EFFECT_PCT
+from rundir.format import DEFAULT_MIN_EFFECT_PCT
 from suites.config.errors import LINE_BREAKS, FieldError
-from suites.config.hugepages import DEFRAG_MODES, PROFILES, THP_MODES, HugepageSetting, settings_of
+from suites.config.hugepage_settings import (
+    DEFRAG_MODES,
+    PROFILES,
+    THP_MODES,
+    HugepageSetting,
+    settings_of,
+)
 from suites.config.server_entries import (
     SOURCE_KEYS,
     SPEC_HELP,
@@ -222,7 +228,7 @@ class AllocatorsSection(Section):
 
 
 class ThpSection(Section):
-    """Hugepage settings as one matrix dimension (suites.config.hugepages): each combination of
+    """Hugepage settings as one matrix dimension (suites.config.hugepage_settings): each combination of
     modes x defrag x max_ptes_none x large_pages is one setting, labelled in the `thp` column."""
 
     modes: list[Literal[THP_MODES + tuple(PROFILES)]] = Field(  # type: ignore[valid-type]
@@ -393,7 +399,7 @@ class RunSection(Section):
         "glibc", description="The allocator every verdict compares with (--baseline NAME)."
     )
     min_effect_pct: Annotated[float, Field(gt=0, lt=100)] = Field(
-        MIN_EFFECT_PCT,
+        DEFAULT_MIN_EFFECT_PCT,
         description="Smallest difference called faster/slower, in % (--min-effect): a "
         "significant but smaller one is 'none'.",
     )

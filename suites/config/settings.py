@@ -15,8 +15,6 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo
 
-from suites.workloads.iibench.spec import DEFAULT_MAX_ALLOWED_PACKET
-
 MAX_THREADS = 100_000
 # Our own connections beside the clients (status collector, control connection, warmup scans)
 # when a suite sets max_connections itself; sized automatically, the margin is larger.
@@ -104,6 +102,11 @@ def mycnf_int(value: Any) -> int | None:
     if not m:
         return None
     return int(m.group(1)) * 1024 ** " kmg".index((m.group(2) or " ").lower())
+
+
+# The server's max_allowed_packet when the suite does not set it: 16 MiB, MariaDB 10.2+'s default
+# (MySQL 8's is 64 MiB: taking the smaller refuses nothing that fits).
+DEFAULT_MAX_ALLOWED_PACKET = 16 * 1024 * 1024
 
 
 def packet_limit(server_settings: dict) -> tuple[int | None, bool]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
+from rundir.format import AA_SUFFIX
 from rundir.integrity import why_unreachable
 from servers.allocators import custom_allocator, load_registry
 from servers.errors import AllocatorError
@@ -146,9 +147,7 @@ class _SuiteRules(Section):
             )
         if self.run.aa:
             # The A/A arm is a name of its own in every table: nothing else may have it.
-            from analysis.verdicts import aa_name  # (heavy: only when there is an A/A arm)
-
-            arm = aa_name(self.run.baseline)
+            arm = self.run.baseline + AA_SUFFIX
             if arm in names:
                 raise FieldError(
                     ("allocators", "custom", names.index(arm), "name"),

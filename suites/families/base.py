@@ -39,7 +39,7 @@ from typing import Any
 from servers.allocators import Allocator
 from servers.life import ServerLife
 from suites.config.sections import ServerSection
-from suites.workloads.level import ClientTarget
+from suites.target import ClientTarget
 
 Status = Callable[[], dict[str, float]]
 

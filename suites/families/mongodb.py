@@ -19,7 +19,7 @@ from servers.mysql_flavor import which_server
 from suites.config.errors import FieldError
 from suites.config.sections import ServerSection
 from suites.families.base import DEFAULT_ENGINE, Family, ServerLaunch, ServerNeeds
-from suites.workloads.level import ClientTarget
+from suites.target import ClientTarget
 
 # A fresh dbpath's disk before any data, for the preflight. No mongod is packaged for this
 # machine, so it is not measured: the bound every family got before families were plugins

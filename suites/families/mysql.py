@@ -29,7 +29,7 @@ from suites.config.sections import ServerSection
 from suites.config.settings import existing, mycnf_int, packet_limit
 from suites.errors import SuiteError
 from suites.families.base import Family, ServerLaunch, ServerNeeds
-from suites.workloads.level import ClientTarget
+from suites.target import ClientTarget
 
 FLAVORS = ("mariadb", "mysql", "percona")
 # Per-connection memory of a server thread at rest (thread stack + net buffers + sort/join

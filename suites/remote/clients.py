@@ -26,7 +26,7 @@ from pathlib import Path
 
 from suites.errors import SuiteError
 from suites.remote import clock, hostload
-from suites.remote.level_agent import identity
+from suites.remote.identity import identity
 from suites.remote.ssh import SshHost
 
 # One socket per client thread, plus sysbench's own files and a margin.
@@ -93,7 +93,7 @@ class RemoteClients:
         self.scripts = dict(scripts or {})
         self.script_paths: dict[str, str] = {}  # our path -> its path on the host
         # What runs there: "sysbench", or "python" (our own load clients: iibench), which needs
-        # mallocsweep installed there, the same code as ours (suites.remote.level_agent).
+        # mallocsweep installed there, the same code as ours (suites.workloads.level_agent).
         self.program = program
         self.python = clients_section.python or "python3"
         self.target = target or clients_section.hosts[0]
@@ -168,7 +168,7 @@ class RemoteClients:
         load clients' sources): a level there must be the level we would run here."""
 
         ours = identity()
-        r = self.host.run(f"{shlex.quote(self.python)} -m suites.remote.level_agent --version")
+        r = self.host.run(f"{shlex.quote(self.python)} -m suites.workloads.level_agent --version")
         out = r.stdout.decode(errors="replace").strip()
         try:
             theirs = json.loads(out.splitlines()[-1]) if r.returncode == 0 and out else None

@@ -1,6 +1,6 @@
 """Hugepage settings as a matrix dimension: set for a cell, given back after it — and checked.
 
-What a cell may change (suites.config.hugepages.HugepageSetting) is system-wide: THP enabled and
+What a cell may change (suites.config.hugepage_settings.HugepageSetting) is system-wide: THP enabled and
 defrag, khugepaged's max_ptes_none (sysfs), and vm.nr_hugepages (the explicit huge pages a
 large-pages cell reserves for its buffer pool). Each is changed for one cell only, and put back
 as soon as the cell's server has been reaped (other work on the machine — other people's servers
@@ -51,7 +51,7 @@ from collectors.thp_sysfs import (
 )
 from rundir.atomic import atomic_write
 from servers import interrupts
-from suites.config.hugepages import HugepageSetting
+from suites.config.hugepage_settings import HugepageSetting
 from suites.errors import SuiteError
 
 PENDING_NAME = "thp-original.json"

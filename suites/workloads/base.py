@@ -49,7 +49,7 @@ class Workload:
     options: dict[str, tuple[str, str] | str] = {}
     churns = False  # [memory] churn_cycles can cycle its levels (clients come and go)
     remote_clients = False  # its levels can run on a client host ([clients] hosts)
-    # What runs on a client host: "sysbench", or "python" (our own clients, suites.remote.pylevel)
+    # What runs on a client host: "sysbench", or "python" (our own clients, suites.workloads.pylevel)
     remote_program = "sysbench"
     # Its levels' clients can be split over several client hosts (suites.remote.hosts)
     remote_split = False

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import hugepages, memory, study_tables
+from analysis import hugepage_tables, memory, study_tables
 from analysis.report import write_report
 from analysis.table_model import fmt
 from rundir.read import load_run
@@ -153,7 +153,7 @@ def test_memory_table_equals_results_csv_or_manifest(name, basis):
 # -- hugepages (real THP always vs never) ----------------------------------------------------------
 def test_hugepage_table_equals_results_csv():
     run, rows = load_run(RUNS / "real-thp-small"), raw_rows("real-thp-small")
-    t = hugepages.hugepage_table(run, "point_select")
+    t = hugepage_tables.hugepage_table(run, "point_select")
     cols = t.columns
     assert len(t.rows) == 4
     for row in t.rows:
@@ -181,7 +181,7 @@ def test_hugepage_table_equals_results_csv():
 
 def test_thp_cell_counters_are_level_sums_of_results_csv():
     run, rows = load_run(RUNS / "real-thp-small"), raw_rows("real-thp-small")
-    t = hugepages.thp_cells_table(run)
+    t = hugepage_tables.thp_cells_table(run)
     for row in t.rows:
         cell = [r for r in rows if r["cell"] == row[0].value]
         for col in ("thp_fault_alloc", "thp_collapse_alloc"):
@@ -266,7 +266,7 @@ def test_prctl_never_is_displayed_as_such_and_a_prctl_that_did_not_take_is_warne
                 c["thp"]["process_thp_enabled"] = 1  # the prctl did not take
     (copy / "manifest.json").write_text(json.dumps(m))
     run = load_run(copy)
-    t = hugepages.thp_cells_table(run)
+    t = hugepage_tables.thp_cells_table(run)
     by_alloc = {
         (r[0].value.split("__")[1], r[1].value): [c.text + (" ⚠" if c.warn else "") for c in r]
         for r in t.rows

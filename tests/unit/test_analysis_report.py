@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 import pytest
 from fixtures.make_runs import make_run
 
-from analysis import cells, hugepages, memory, study_tables
+from analysis import cells, hugepage_tables, memory, study_tables
 from analysis.report import write_report
 from analysis.stats import median_ci
 from analysis.table_model import fmt
@@ -277,9 +277,9 @@ def test_level_without_a_window_is_flagged(tmp_path):
 
 
 def test_hugepage_table_only_with_several_modes(runs):
-    assert hugepages.hugepage_table(load_run(runs["plain"]), "oltp_ro") is None
+    assert hugepage_tables.hugepage_table(load_run(runs["plain"]), "oltp_ro") is None
     run = load_run(runs["thp"])
-    t = hugepages.hugepage_table(run, "oltp_ro")
+    t = hugepage_tables.hugepage_table(run, "oltp_ro")
     cols = t.columns
     for row in t.rows:
         alloc, mode = row[0].value, row[1].value
@@ -311,7 +311,7 @@ def test_hugepage_table_only_with_several_modes(runs):
         r[cols.index("AnonHugePages, cell max (MB)")].value == 40.0 for r in always
     )
     # the two `always` cells: THP was offered, mariadbd said no (under `never` nothing was offered)
-    assert [c.split("__")[2] for c in hugepages.thp_self_disabled(run)] == ["thp-always"] * 2
+    assert [c.split("__")[2] for c in hugepage_tables.thp_self_disabled(run)] == ["thp-always"] * 2
 
 
 def test_failures_name_cells_and_levels(runs):

@@ -16,7 +16,7 @@ from collectors.smaps import classify, pool_mappings
 from rundir.derive.phases import hugepage_figures
 from rundir.format import FORMAT5_ADDED_COLUMNS, HUGEPAGE_COLUMNS
 from rundir.migrations import RawRun, update_to_5
-from suites.config.hugepages import settings_of
+from suites.config.hugepage_settings import settings_of
 from suites.config.sections import ThpSection
 from suites.errors import SuiteError
 from suites.runner import thp as thpmod

@@ -1,6 +1,7 @@
 """The layers of docs/architecture.md, checked on the sources: the import graph (from the AST, every
-first-party import wherever it sits) has no cycle and every edge points the way the layers say; the
-command line's start-up does not load what only running a suite needs.
+first-party import wherever it sits) has no cycle between modules nor between packages (the rooms:
+suites.*, servers.*, and the top-level packages), and every edge points the way the layers say;
+the command line's start-up does not load what only running a suite needs.
 
 Run `python -m tests.unit.test_import_graph` for the census the architecture note quotes: modules,
 cycles, the share of first-party imports that sit inside functions (and where), the largest modules.
@@ -26,21 +27,21 @@ ALLOWED = {
     "servers": ("servers", "collectors", "rundir"),
     "suites": (),  # the package docstring
     "suites.errors": ("servers.interrupts",),  # one Interrupted class for both
+    "suites.target": (),  # ClientTarget: below the families and the workloads, which both use it
     "suites.config": (
         "suites.config",
         "suites.errors",
-        "suites.families",
-        "suites.workloads",
+        "suites.families",  # its registry: see KNOWN_BACK_EDGES
+        "suites.workloads",  # its registry: see KNOWN_BACK_EDGES
         "servers",
         "collectors",
         "rundir",
-        "analysis.verdicts",  # the verdict settings' bounds
-        "analysis.sequential",
     ),
     "suites.families": (
         "suites.families",
         "suites.config",
         "suites.errors",
+        "suites.target",
         "suites.workloads",
         "suites.datasets",
         "suites.runner.preflight",
@@ -52,14 +53,16 @@ ALLOWED = {
         "suites.workloads",
         "suites.config",
         "suites.errors",
+        "suites.target",
         "suites.remote",
         "servers",
         "collectors",
         "rundir",
     ),
+    # remote owns client hosts and ssh (spawn.py); the levels run over it are the workloads'
+    # (suites/workloads/pylevel.py, level_agent.py), so remote imports no workload
     "suites.remote": (
         "suites.remote",
-        "suites.workloads",
         "suites.errors",
         "servers",
         "collectors",
@@ -69,6 +72,7 @@ ALLOWED = {
         "suites.datasets",
         "suites.config",
         "suites.errors",
+        "suites.target",
         "suites.families",
         "suites.workloads",
         "servers",
@@ -79,6 +83,7 @@ ALLOWED = {
         "suites.runner",
         "suites.config",
         "suites.errors",
+        "suites.target",
         "suites.families",
         "suites.workloads",
         "suites.datasets",
@@ -199,6 +204,59 @@ def test_no_import_cycles():
     assert cycles(graph) == []
 
 
+# The one cycle between packages left (issue 32): suites.config builds the Suite model from the
+# plugin registries (the workloads' sections, the families' [server] sections) at import time,
+# while the plugins declare their sections on suites.config.settings. Undoing it means registries
+# that fill config-free lookups before the model is built; until then these edges are the only ones
+# allowed to close a cycle, and the test below fails on any other (and once these are gone, asks
+# for their removal here).
+KNOWN_BACK_EDGES = {("suites.config", "suites.families"), ("suites.config", "suites.workloads")}
+
+
+def room(mod: str, mods: dict[str, Path]) -> str:
+    """The package a module is in, as the layers count them: suites.X and servers.X for the
+    subpackages of those two, else the top-level package (suites.errors is in suites)."""
+    parts = mod.split(".")
+    if parts[0] in ("suites", "servers") and len(parts) >= 2:
+        sub = ".".join(parts[:2])
+        if sub in mods and mods[sub].name == "__init__.py":
+            return sub
+    return parts[0]
+
+
+def package_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for m, edges in imports(mods).items():
+        a = room(m, mods)
+        graph.setdefault(a, set())
+        for t, _, _ in edges:
+            b = room(t, mods)
+            graph.setdefault(b, set())
+            if a != b:
+                graph[a].add(b)
+    return graph
+
+
+def test_no_cycles_between_packages():
+    mods = modules()
+    graph = package_graph(mods)
+    assert all(b in graph[a] for a, b in KNOWN_BACK_EDGES), "a known back edge is gone: drop it"
+    for a, b in KNOWN_BACK_EDGES:
+        graph[a].discard(b)
+    assert cycles(graph) == []
+
+
+def test_rooms_are_the_subpackages():
+    mods = modules()
+    assert room("suites.config.suite", mods) == "suites.config"
+    assert room("suites.workloads.iibench.spec", mods) == "suites.workloads"
+    assert room("servers.acquire.fetch", mods) == "servers.acquire"
+    assert room("analysis.verdicts", mods) == "analysis"
+    assert room("servers.launch", mods) == "servers" and room("suites.target", mods) == "suites"
+    # a package cycle is found even when no module cycle exists
+    assert cycles({"p": {"q"}, "q": {"p"}}) == [["p", "q"]]
+
+
 def test_cycle_finder_finds_one():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
@@ -240,7 +298,10 @@ def census() -> str:
     total = sum(len(e) for e in imps.values())
     lines = [
         f"modules: {len(mods)}; first-party imports: {total}, inside functions: {len(inner)} "
-        f"({100 * len(inner) / max(total, 1):.1f}%); import cycles: {len(cycles(graph))}",
+        f"({100 * len(inner) / max(total, 1):.1f}%); import cycles: {len(cycles(graph))}; "
+        f"package cycles: {len(cycles(package_graph(mods)))} "
+        f"({len(KNOWN_BACK_EDGES)} known back edges removed: "
+        f"{len(cycles(_without_known(package_graph(mods))))})",
         "inside functions, by module:",
     ]
     by_mod: dict[str, int] = {}
@@ -257,6 +318,10 @@ def census() -> str:
     lines.append("lines per package:")
     lines += [f"  {n:6d}  {k}" for k, n in sorted(per_pkg.items(), key=lambda x: -x[1])]
     return "\n".join(lines)
+
+
+def _without_known(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    return {a: bs - {b for x, b in KNOWN_BACK_EDGES if x == a} for a, bs in graph.items()}
 
 
 if __name__ == "__main__":

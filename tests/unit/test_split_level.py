@@ -133,7 +133,7 @@ def test_a_client_host_running_other_code_is_refused_in_one_line():
     import json
 
     from suites.errors import SuiteError
-    from suites.remote.level_agent import identity
+    from suites.remote.identity import identity
 
     ours = identity()
     assert _clients(json.dumps(ours))._check_python() == ours

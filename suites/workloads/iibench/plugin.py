@@ -7,11 +7,11 @@ from pydantic import Field, model_validator
 
 from suites.config.errors import FieldError
 from suites.config.settings import Section
-from suites.remote.pylevel import run_remote_level
 from suites.workloads.base import Workload
 from suites.workloads.iibench.level import run_level
 from suites.workloads.iibench.schema import prepare
 from suites.workloads.iibench.spec import IIBenchSettingError, IIBenchSpec, insert_statement_bytes
+from suites.workloads.pylevel import run_remote_level
 
 
 class IIBenchSection(Section):

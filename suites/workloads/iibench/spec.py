@@ -36,7 +36,6 @@ DATA_LENGTH_MAX = 16_000
 # ROW_SQL_BYTES ("('2024-01-01 00:00:00',1000,100000,10000,499.99,''),"), behind one INSERT prefix.
 ROW_SQL_BYTES = 64
 INSERT_PREFIX_BYTES = 128
-DEFAULT_MAX_ALLOWED_PACKET = 16 * 1024 * 1024
 
 
 def insert_statement_bytes(batch_rows: int, data_length: int) -> int:

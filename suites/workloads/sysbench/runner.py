@@ -29,6 +29,7 @@ from servers.launch import Child, spawn
 from servers.shipped import shipped
 from suites.errors import SuiteError
 from suites.remote.hosts import combine_loads, split_threads
+from suites.remote.spawn import masked, spawn_over_ssh
 from suites.workloads.level import ClientTarget, LevelResult
 from suites.workloads.level_loop import Stream, run_streams, run_to_end
 from suites.workloads.sysbench.options import (
@@ -162,35 +163,6 @@ def spawn_local(
         death_signal=signal.SIGKILL,
         rlimits={"nofile": nofile} if nofile and nofile != resource.RLIM_INFINITY else None,
     )
-
-
-def spawn_over_ssh(
-    ssh_argv: list[str], log_path: Path, rec_path: Path, cwd: Path, go_fd: int | None = None
-) -> Child:
-    """ssh running a level on a client host: its stdout is the records, its stderr the log.
-    `go_fd`: the read end of the level's go pipe, ssh's stdin (spawn's own stdin is its launch
-    gate, so a shell puts the pipe there and becomes ssh)."""
-    with open(log_path, "ab") as log:
-        log.write(("# mallocsweep: " + " ".join(masked(ssh_argv)) + "\n").encode())
-    env = {k: v for k, v in os.environ.items() if k in ("HOME", "USER", "LOGNAME", "SSH_AUTH_SOCK")}
-    argv = ssh_argv
-    if go_fd is not None:
-        # bash: the pipe's descriptor may have two digits, which dash's redirections refuse
-        argv = ["/bin/bash", "-c", f'exec "$@" <&{go_fd} {go_fd}<&-', "bash", *ssh_argv]
-    return spawn(
-        argv,
-        env=_ENV | env,
-        cwd=cwd,
-        stdout=rec_path,
-        stderr=log_path,
-        death_signal=signal.SIGKILL,
-        pass_fds=(go_fd,) if go_fd is not None else (),
-    )
-
-
-def masked(argv: list[str]) -> list[str]:
-    """argv as recorded: a client account's password never reaches the run directory."""
-    return [re.sub(r"(--mysql-password=)\S*", r"\1***", a) for a in argv]
 
 
 def _local_stream(argv, env, log_path: Path, rec_path: Path, nofile: int) -> Stream:

@@ -1,7 +1,7 @@
-"""Our Python load clients' level, run on a client host (the host side of suites.remote.pylevel).
+"""Our Python load clients' level, run on a client host (the host side of suites.workloads.pylevel).
 
-    python -m suites.remote.level_agent WORK.json     one level; records on stdout
-    python -m suites.remote.level_agent --version     {"version", "digest"} of this install
+    python -m suites.workloads.level_agent WORK.json     one level; records on stdout
+    python -m suites.workloads.level_agent --version     {"version", "digest"} of this install
 
 The work file (written by the runner over SSH, mode 600: it holds the level's account password)
 names the workload, the target (the server over TCP) and the level's spec. The level runs here
@@ -13,40 +13,11 @@ the LevelResult. The level's own log follows on stderr when it is over.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from pathlib import Path
 
-# The sources whose behaviour a remote level depends on: an install on a client host that differs
-# in any of them is refused (same version number or not).
-_ROOT = Path(__file__).resolve().parents[2]
-_SOURCES = (
-    "suites/workloads/client_procs.py",
-    "suites/workloads/iibench",
-    "suites/remote/level_agent.py",
-    "suites/workloads/level.py",
-    "rundir/records.py",  # the level's typed record travels back as JSON
-)
-
-
-def digest() -> str:
-    h = hashlib.sha256()
-    for name in _SOURCES:
-        p = _ROOT / name
-        for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
-            h.update(f.relative_to(_ROOT).as_posix().encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()[:16]
-
-
-def identity() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        v = version("mallocsweep")
-    except PackageNotFoundError:
-        v = None
-    return {"version": v, "digest": digest(), "python": sys.version.split()[0]}
+from suites.remote.identity import identity
 
 
 def _emit(rec: dict) -> None:
@@ -55,7 +26,7 @@ def _emit(rec: dict) -> None:
 
 
 def run(work_path: Path) -> int:
-    from suites.workloads.level import ClientTarget
+    from suites.target import ClientTarget
 
     work = json.loads(work_path.read_text())
     target = ClientTarget(**work["target"])
@@ -86,7 +57,7 @@ def main(argv: list[str]) -> int:
         print(json.dumps(identity()))
         return 0
     if len(argv) != 1:
-        print("usage: python -m suites.remote.level_agent WORK.json | --version", file=sys.stderr)
+        print("usage: python -m suites.workloads.level_agent WORK.json | --version", file=sys.stderr)
         return 2
     return run(Path(argv[0]))
 

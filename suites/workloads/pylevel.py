@@ -1,6 +1,6 @@
 """One level of our own Python load clients (iibench) run on a client host.
 
-The whole level runs there (suites.remote.level_agent, under mallocsweep's install on that host,
+The whole level runs there (suites.workloads.level_agent, under mallocsweep's install on that host,
 checked at preflight to be the same code as ours): its clients are processes of that host,
 connected to the server over TCP, started and stopped by the same machinery as on the server's
 machine. Over the shared SSH connection the runner writes the level's work file (mode 600: the
@@ -19,9 +19,9 @@ from pathlib import Path
 
 from rundir.records import AgentLevel, ClientLoad, IIBenchLevel
 from servers.launch import Child
+from suites.remote.spawn import spawn_over_ssh
 from suites.workloads.level import ClientTarget, LevelResult
 from suites.workloads.level_loop import Stream, run_streams
-from suites.workloads.sysbench.runner import spawn_over_ssh
 
 
 class AgentIntervals:
@@ -57,7 +57,7 @@ def run_remote_level(
         "log": f"{remote.dir}/{tag}.log",
     }
     path = remote.put(f"{tag}.work.json", json.dumps(work).encode())
-    argv = remote.python_command(["-m", "suites.remote.level_agent", path], tag)
+    argv = remote.python_command(["-m", "suites.workloads.level_agent", path], tag)
 
     def start(scratch: Path, _go) -> Child:
         return spawn_over_ssh(argv, log_path, rec_path, scratch)
