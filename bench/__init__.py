@@ -5,7 +5,7 @@ back (or interleaved) in this process, never an absolute time compared with a co
 
 1. dataset restore vs sysbench prepare of the same dataset        goal: restore >= 20x faster
 2. server start to warm buffer pool vs the fixed 600 s warmup      goal: warm, sooner than 600 s
-3. the collectors' CPU (sampler thread + boundary and window marks, the real Collectors of a cell)
+3. the collectors' CPU (sampler thread + boundary and window marks, the real CollectorSession of a cell)
    as a fraction of one core, while the server holds 1536 client connections
                                                                    goal: <= 1% of a core
 4. POINT_SELECT QPS with collectors on vs off at 64 and at 1536 threads, interleaved repeats

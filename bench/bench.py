@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from collectors.session import Collectors
+from collectors.session import CollectorSession
 from rundir.format import SAMPLE_COLUMNS
 from rundir.write import make_owned_dir
 from servers.allocators import resolve
@@ -201,7 +201,7 @@ class Bench:
     ) -> None:
         """One server life with collectors `mode`: scan, then each level once.
 
-        "on" drives the real Collectors exactly as a cell does (default source: taskstats):
+        "on" drives the real CollectorSession exactly as a cell does (default source: taskstats):
         attached before exec, phase boundaries, a window mark at every interval report, sampler
         liveness checked per level, the final reading before the reap. "perf" is the same with
         taskstats not used (the perf fallback). "off": no collectors. `source`, when given,
@@ -210,7 +210,7 @@ class Bench:
         server = self.restored(f"{mode}-{r}")
         coll = None
         if mode != "off":
-            coll = Collectors(
+            coll = CollectorSession(
                 self.work / f"samples-{mode}-{r}.csv",
                 list(SAMPLE_COLUMNS),
                 use_taskstats=mode != "perf",

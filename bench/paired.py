@@ -12,7 +12,7 @@ and then short blocks in the order A B B A A B ... of two arms:
         1 Hz sampler, a window mark at every interval report and every 0.5 s, the mid-level
         Threads_connected read, and the sampler's liveness check after the level;
   raw   `sysbench <stock script> run` with the same options and nothing of ours: the sampler is
-        paused (Collectors.pause: no reading, no wake-up), no marks, no status read, no wrapper.
+        paused (CollectorSession.pause: no reading, no wake-up), no marks, no status read, no wrapper.
 
 Each adjacent pair (ours, raw) gives one ratio; drift slower than a pair cancels in it, and the
 alternating order cancels a linear trend and any advantage of going first. The figure per level
@@ -440,7 +440,7 @@ def run(bench, pairs: int, block_s: int, high: int, source_cycles: int = 0, prog
     attached before exec as in a cell, scans, then every point's blocks; with `source_cycles`,
     then the sources figure at POINT_SELECT@8 (where the earlier "ours faster than raw" came
     from) in the same life."""
-    from collectors.session import Collectors
+    from collectors.session import CollectorSession
     from rundir.format import SAMPLE_COLUMNS
     from suites.workloads.sysbench.options import stock_tables
     from suites.workloads.sysbench.warm import scan_tables
@@ -448,7 +448,7 @@ def run(bench, pairs: int, block_s: int, high: int, source_cycles: int = 0, prog
     points = [PairedPoint(w, t, pairs) for w in ("oltp_ro", "point_select") for t in (8, high)]
     sources = PairedPoint("point_select", 8, source_cycles, SOURCE_ARMS) if source_cycles else None
     server = bench.restored("paired")
-    coll = Collectors(bench.work / "samples-paired.csv", list(SAMPLE_COLUMNS))
+    coll = CollectorSession(bench.work / "samples-paired.csv", list(SAMPLE_COLUMNS))
 
     def attach(pid: int) -> None:
         coll.on_spawn(pid)

@@ -18,7 +18,7 @@ were not: ctxsw_source, ctxsw_source_note, ctxsw_fallback_reason):
    from zero, the sum of the phase deltas equals the final reading, and the final reading is
    taken when the server has exited but is not reaped yet (a zombie: every thread is gone, the
    totals are final and the pid cannot be reused) by a hook servers.launch calls before wait4
-   (Collectors.before_reap). Reconciliation compares that whole-life reading with wait4 per
+   (CollectorSession.before_reap). Reconciliation compares that whole-life reading with wait4 per
    class. What can still differ: a thread's last switches after fill_tgid_exit() (in do_exit,
    before exit_mm and friends) that wait4's totals, folded in later, do count. Measured: 8
    voluntary and 1 involuntary of ~15,000/1,700 for a process whose 500 threads exited; 1

@@ -1,7 +1,7 @@
 """The collectors of one server life (one cell): the facade the runner uses.
 
 Life cycle, driven by the runner:
-    coll = Collectors(samples_csv, SAMPLE_COLUMNS, ...)
+    coll = CollectorSession(samples_csv, SAMPLE_COLUMNS, ...)
     spawn(..., on_spawn=lambda pid: (coll.on_spawn(pid), coll.start(pid, "startup")))
     coll.set_status_source(fn)      # e.g. SHOW GLOBAL STATUS, read at boundaries only
     coll.begin_phase("warmup", mark="server_start")     # the server answers: its start figures
@@ -208,7 +208,7 @@ def _boundary_raw(b: _Boundary, t0: float) -> dict:
     }
 
 
-class Collectors:
+class CollectorSession:
     """Everything measured during one server life. See the module doc for the call order."""
 
     def __init__(

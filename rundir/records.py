@@ -11,7 +11,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from rundir.errors import RunDirError
 from rundir.format import CELL_STATUSES, FORMAT_VERSION, RAW_VERSION, SPAN_WINDOW
@@ -381,9 +381,13 @@ class RawLevel(_Strict):
 
 
 class RawClock(_Strict):
-    """What the workload said about its level's clock (rundir.derive.window.measured_window)."""
+    """What the workload said about its level's clock (rundir.derive.window.measured_window).
 
-    duration_s: float | None = None
+    `planned_s` is the level's PLANNED length (the suite's duration), which the measured window
+    ends before; results.csv's `duration_s` is the MEASURED length. Records written before the
+    two were named apart call the planned one `duration_s`: read as planned_s, never rewritten."""
+
+    planned_s: float | None = Field(None, validation_alias=AliasChoices("planned_s", "duration_s"))
     interval_s: float | None = None
     last_ends_load: bool = False
 

@@ -145,7 +145,8 @@ def derive_level(raw: dict, level: dict) -> tuple[dict, dict]:
     window = measured_window(
         intervals,
         times,
-        clock.get("duration_s"),
+        # the planned length (rundir.records.RawClock; records before it say duration_s)
+        clock.get("planned_s", clock.get("duration_s")),
         clock.get("interval_s"),
         bool(clock.get("last_ends_load")),
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from collectors.errors import CollectorError
 from collectors.host import cell_host_state
-from collectors.session import Collectors
+from collectors.session import CollectorSession
 from rundir.derive.levels import derive_cell
 from rundir.derive.window import Interval
 from rundir.errors import RunDirError
@@ -72,7 +72,7 @@ class CellRunner:
         self.logs = ctx.run_dir.logs_dir(ctx.plan.id)
         self.work = ctx.run_dir.work_dir(ctx.plan.id)
         self.server = None
-        self.collectors: Collectors | None = None
+        self.collectors: CollectorSession | None = None
         self.record: dict = {}
         self.levels: list[tuple[str, LevelResult]] = []
         self.intervals: dict[str, list[Interval]] = {}  # per level phase, as reported
@@ -159,9 +159,9 @@ class CellRunner:
             self.record["datadir"] = self.prepare_datadir()
             applied = ctx.thp.apply(plan.thp)
             self.record["thp"] = applied.to_manifest()
-            setting = getattr(applied, "setting", None)  # suites.config.hugepages.HugepageSetting
+            setting = getattr(applied, "setting", None)  # suites.config.hugepage_settings.HugepageSetting
             self.large_pages = bool(setting and setting.large_pages)
-            self.collectors = Collectors(
+            self.collectors = CollectorSession(
                 ctx.run_dir.samples_path(plan.id),
                 list(SAMPLE_COLUMNS),
                 sample_interval_s=ctx.suite.collect.sample_interval_s,
@@ -344,8 +344,8 @@ class CellRunner:
                 "engine": self.plan.engine,
                 "repeat": self.plan.round,
             },
-            "clock": {
-                "duration_s": duration,
+            "clock": {  # planned_s: the suite's length of a level (results' duration_s: measured)
+                "planned_s": duration,
                 "interval_s": interval,
                 "last_ends_load": last_ends_load,
             },

@@ -18,7 +18,7 @@ import pytest
 
 from collectors.procfs import ProcFS
 from collectors.sampler import ProcessReader, measure_sample_cost
-from collectors.session import Collectors
+from collectors.session import CollectorSession
 from rundir.format import SAMPLE_COLUMNS
 from servers.launch import spawn
 from tests.integration.runs_helpers import gcc_program, wait_for
@@ -76,7 +76,7 @@ class Held:
 
     def __init__(self, hold_bin: Path, tmp: Path, mb: int, threads: int, **coll_kw):
         self.marker = tmp / "ready"
-        self.coll = Collectors(tmp / "samples.csv", COLUMNS, **coll_kw)
+        self.coll = CollectorSession(tmp / "samples.csv", COLUMNS, **coll_kw)
         self.csv = tmp / "samples.csv"
 
         def attach(pid: int) -> None:
@@ -209,7 +209,7 @@ def test_mariadb_sample_rss_equals_proc_status_at_the_same_moment(mariadb_datadi
     work.mkdir()
     shutil.copytree(pristine, work / "datadir")
     server = MySQLServer(binary, work, settings, resolve(["glibc"])[0])
-    coll = Collectors(short_tmp / "samples.csv", COLUMNS, sample_interval_s=0.5)
+    coll = CollectorSession(short_tmp / "samples.csv", COLUMNS, sample_interval_s=0.5)
 
     def attach(pid: int) -> None:
         coll.on_spawn(pid)

@@ -20,7 +20,7 @@ import pytest
 from collectors import taskstats
 from collectors.ctxsw import ABS_TOLERANCE, REL_TOLERANCE, psutil_style
 from collectors.procfs import ProcFS
-from collectors.session import Collectors
+from collectors.session import CollectorSession
 from rundir.format import SAMPLE_COLUMNS
 from servers.launch import spawn
 from suites.families.mysql import MYSQL
@@ -143,7 +143,7 @@ def _assert_churn_reconciled(section: dict, ru: dict, main_only) -> None:
 
 
 def test_thread_churn_reconciles_with_wait4(churn_bin, short_tmp):
-    coll = Collectors(short_tmp / "samples.csv", COLUMNS, sample_interval_s=0.1)
+    coll = CollectorSession(short_tmp / "samples.csv", COLUMNS, sample_interval_s=0.1)
     section, ru, main_only = _churn(churn_bin, short_tmp, coll)
     assert section["ctxsw_source"] == "taskstats", section.get("ctxsw_fallback_reason")
     assert section["ctxsw_fallback_reason"] is None
@@ -171,7 +171,7 @@ def test_thread_churn_with_taskstats_unavailable_uses_perf(churn_bin, short_tmp,
         )
 
     monkeypatch.setattr(taskstats.TaskstatsClient, "read_tgid", refused)
-    coll = Collectors(short_tmp / "samples.csv", COLUMNS, sample_interval_s=0.1)
+    coll = CollectorSession(short_tmp / "samples.csv", COLUMNS, sample_interval_s=0.1)
     section, ru, main_only = _churn(churn_bin, short_tmp, coll)
     assert section["ctxsw_source"] == "perf"
     assert "taskstats unavailable" in section["ctxsw_fallback_reason"]
@@ -185,7 +185,7 @@ def test_thread_churn_with_taskstats_unavailable_uses_perf(churn_bin, short_tmp,
 
 def test_without_kernel_sources_reconciliation_is_not_checked(churn_bin, short_tmp):
     marker = short_tmp / "done"
-    coll = Collectors(
+    coll = CollectorSession(
         short_tmp / "samples.csv",
         COLUMNS,
         sample_interval_s=0.1,
@@ -237,7 +237,7 @@ def test_mariadb_connection_threads_exit_and_still_reconcile(mariadb_pristine, s
         extra={"thread_cache_size": "0"},
     )  # fmt: skip
     server = MySQLServer(binary, work, settings, resolve(["glibc"])[0])
-    coll = Collectors(short_tmp / "samples.csv", COLUMNS, sample_interval_s=0.5)
+    coll = CollectorSession(short_tmp / "samples.csv", COLUMNS, sample_interval_s=0.5)
 
     def attach(pid: int) -> None:
         coll.on_spawn(pid)

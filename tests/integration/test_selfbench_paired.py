@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench import paired
-from collectors.session import Collectors
+from collectors.session import CollectorSession
 from rundir.format import SAMPLE_COLUMNS
 from servers.mysql import MySQLSettings
 from suites.workloads.sysbench import SysbenchOptions
@@ -29,7 +29,7 @@ def test_paired_blocks_share_one_life_and_raw_blocks_run_alone(
         try:
             srv, _, _ = start_prepared(work, OPTS, settings, tmp_path / "prepare.log")
             pid = srv.pid
-            coll = Collectors(tmp_path / "samples.csv", list(SAMPLE_COLUMNS))
+            coll = CollectorSession(tmp_path / "samples.csv", list(SAMPLE_COLUMNS))
             coll.start(pid, "warmup")
             coll.set_status_source(srv.global_status, srv.connection_status)
             paired.one_life(srv, coll, OPTS, [sweep, sources], 2, tmp_path)
