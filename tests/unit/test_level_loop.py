@@ -102,8 +102,9 @@ def test_a_client_that_outlives_its_deadline_is_killed_and_aborted_there(tmp_pat
     aborted = []
     s = _stream(tmp_path, "host", "sleep 30", aborted=aborted)
     run = run_streams([s], Rates(), limit_s=0.5)
+    # killed (SIGKILL: it was not left to sleep its 30 s) and only past its deadline
     assert run.timed_out and s.child.exit.signal == 9 and aborted == ["host"]
-    assert run.wall_s < 15
+    assert run.wall_s >= 0.5
 
 
 def test_a_stream_that_cannot_start_ends_the_level_and_the_others(tmp_path):
