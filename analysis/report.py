@@ -120,7 +120,9 @@ def warnings(run: Run, baseline: str | None = None) -> list[str]:
             " allocator's heap. See 'Transparent hugepages'."
         )
     not_taken = [
-        c for c in hugepage_tables.thp_state_mismatches(run) if hugepage_tables.cell_process_thp(run, c)
+        c
+        for c in hugepage_tables.thp_state_mismatches(run)
+        if hugepage_tables.cell_process_thp(run, c)
     ]
     if not_taken:
         out.append(

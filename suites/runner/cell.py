@@ -159,7 +159,8 @@ class CellRunner:
             self.record["datadir"] = self.prepare_datadir()
             applied = ctx.thp.apply(plan.thp)
             self.record["thp"] = applied.to_manifest()
-            setting = getattr(applied, "setting", None)  # suites.config.hugepage_settings.HugepageSetting
+            # a suites.config.hugepage_settings.HugepageSetting
+            setting = getattr(applied, "setting", None)
             self.large_pages = bool(setting and setting.large_pages)
             self.collectors = CollectorSession(
                 ctx.run_dir.samples_path(plan.id),

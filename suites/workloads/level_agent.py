@@ -57,7 +57,9 @@ def main(argv: list[str]) -> int:
         print(json.dumps(identity()))
         return 0
     if len(argv) != 1:
-        print("usage: python -m suites.workloads.level_agent WORK.json | --version", file=sys.stderr)
+        print(
+            "usage: python -m suites.workloads.level_agent WORK.json | --version", file=sys.stderr
+        )
         return 2
     return run(Path(argv[0]))
 

@@ -71,7 +71,9 @@ def test_every_setting_is_judged_against_never_per_allocator(study):
     }
     assert {v.baseline for v in vs} == {"never"}
     per = [v for v in vs if v.allocator == "glibc" and v.setting == "always"]
-    assert sorted({v.metric for v in per}) == sorted({THROUGHPUT, LAT_P95, MEMORY_STOP, MEMORY_GROWTH})
+    assert sorted({v.metric for v in per}) == sorted(
+        {THROUGHPUT, LAT_P95, MEMORY_STOP, MEMORY_GROWTH}
+    )
     thr = [v for v in per if v.metric == THROUGHPUT]
     assert len(thr) == 4  # two workloads x two thread levels
     for v in thr:

@@ -317,7 +317,12 @@ def test_resume_reads_back_each_cells_server_and_refuses_a_changed_one():
 
     servers = [ServerPlan("old", "old:mariadb-10.11.18"), ServerPlan("new", "new:mariadb-10.11.19")]
     cells = plan_cells(servers, ["glibc", "jemalloc"], ["system"], 2)
-    manifest = {"format_version": FORMAT_VERSION, "suite": {}, "host": {}, "cells": [_pending(c) for c in cells]}
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "suite": {},
+        "host": {},
+        "cells": [_pending(c) for c in cells],
+    }
     assert plan_from_manifest(manifest, "old:mariadb-10.11.18") == cells
     labels = ["old:mariadb-10.11.18", "new:mariadb-10.11.19"]
     check_resumable(manifest, {}, labels, {})

@@ -99,7 +99,9 @@ def test_a_clear_difference_is_called_and_named_at_a_glance(tmp_path):
     words = {"none", "undecided", "faster", "slower", "less memory", "more memory"}
     assert {r["verdict"] for r in rows} <= words | {"grows less", "grows more"}
     assert any(r["allocator"] == "fast" and r["verdict"] == "faster" for r in rows)
-    assert all(r["verdict"] not in ("faster", "slower") for r in rows if r["metric"] != "throughput")
+    assert all(
+        r["verdict"] not in ("faster", "slower") for r in rows if r["metric"] != "throughput"
+    )
     md = (run_dir / "summary.md").read_text()
     assert "fast 1.50×" in md and "What differs from glibc" in md.replace("what", "What")
 
