@@ -133,18 +133,22 @@ def _space(path: Path, name: str, table) -> Space:
 
 def _knob(where: str, name: str, spec, writes: str) -> Knob:
     if not isinstance(spec, dict) or set(spec) - _KNOB_FIELDS:
-        raise SuiteError(f"{where}: expected {{ int|float|choice = ..., log?, env? }}, got {spec!r}")
+        raise SuiteError(
+            f"{where}: expected {{ int|float|choice = ..., log?, env? }}, got {spec!r}"
+        )
     kinds = [k for k in KINDS if k in spec]
     if len(kinds) != 1:
         raise SuiteError(f"{where}: expected exactly one of int, float, choice")
     kind = kinds[0]
     env = spec.get("env")
     if (writes == "env") != isinstance(env, str):
-        raise SuiteError(f"{where}.env: needed exactly when writes = \"env\", got {env!r}")
+        raise SuiteError(f'{where}.env: needed exactly when writes = "env", got {env!r}')
     if kind == "choice":
         choices = spec["choice"]
-        if not isinstance(choices, list) or not choices or not all(
-            isinstance(c, str) and c for c in choices
+        if (
+            not isinstance(choices, list)
+            or not choices
+            or not all(isinstance(c, str) and c for c in choices)
         ):
             raise SuiteError(f"{where}.choice: expected a list of strings, got {choices!r}")
         return Knob(name, kind, choices=tuple(choices), env=env)
@@ -186,7 +190,9 @@ def narrow(space: Space, file: Path, registry: Path | None = None) -> Space:
         raise SuiteError(f"--space {file}: cannot read it: {e}") from None
     extra = sorted(set(data) - {"space"})
     if extra:
-        raise SuiteError(f"{file}: {extra[0]}: unknown table; expected only [space.{space.allocator}]")
+        raise SuiteError(
+            f"{file}: {extra[0]}: unknown table; expected only [space.{space.allocator}]"
+        )
     tables = data.get("space", {})
     if not isinstance(tables, dict):
         raise SuiteError(f"{file}: space: expected [space.{space.allocator}] tables")
@@ -240,4 +246,3 @@ def _narrowed(where: str, knob: Knob, value) -> Knob:
         raise SuiteError(f"{where} = {value!r}: {why}")
     # one value: the knob is fixed (a choice of one), written as the allocator reads it
     return replace(knob, kind="choice", choices=(knob.text(value),), low=None, high=None)
-
