@@ -25,7 +25,7 @@ from servers.allocators import Allocator, resolve
 from suites.config.suite import load_suite
 from suites.errors import Interrupted, SuiteError
 from suites.runner.display import Display
-from suites.tune import dropin, front, objectives, tunedir
+from suites.tune import dropin, front, objectives, proof, tunedir
 from suites.tune.arms import arm_suite, run_arm, trial_seconds
 from suites.tune.space import Space, narrow, space_of
 
@@ -211,6 +211,8 @@ def _run_trial(study, dists: dict, opts: TuneOptions, plan: Plan, display: Displ
     try:
         _code, run_dir = run_arm(plan.loaded, suite, arm, env, tunables, what, display)
         trial.set_user_attr("run_dir", str(run_dir))
+        shown = proof.read_back(run_dir, arm, plan.space.writes, setting)
+        trial.set_user_attr("read_back", shown)
         figs = objectives.figures(run_dir, opts.allocator, arm)
     except Interrupted:
         # The same setting is tried again when the tune is resumed.
@@ -315,12 +317,14 @@ def _confirm(best: front.Trial, opts: TuneOptions, plan: Plan, display: Display)
     suite = arm_suite(plan.loaded.suite, opts.allocator, plan.rounds, opts.out / "confirm")
     _code, run_dir = run_arm(plan.loaded, suite, arm, env, tunables, what, display)
     try:
+        shown = proof.read_back(run_dir, arm, plan.space.writes, best.setting)
         figs = objectives.figures(run_dir, opts.allocator, arm)
     except SuiteError as e:
         _say(f"the confirming run gave no verdict: {str(e).splitlines()[0]}")
         return None
     atomic_write(record, json.dumps({"trial": best.number, "run_dir": str(run_dir),
-                                     "figures": figs.to_json()}, indent=2) + "\n")  # fmt: skip
+                                     "figures": figs.to_json(), "read_back": shown},
+                                    indent=2) + "\n")  # fmt: skip
     return figs
 
 
