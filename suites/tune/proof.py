@@ -20,7 +20,8 @@ def _cells(run_dir: Path, arm: str) -> list[dict]:
     out = []
     for p in sorted((Path(run_dir) / "cells").glob("*.json")):
         cell = json.loads(p.read_text())["cell"]
-        if cell.get("allocator") == arm and cell.get("status") == "ok":
+        name = (cell.get("allocator") or {}).get("name")  # the cell records the whole allocator
+        if name == arm and cell.get("status") == "ok":
             out.append(cell)
     return out
 

@@ -217,3 +217,36 @@ def test_the_front_is_the_feasible_non_dominated_trials():
     assert rows[0]["on_front"] == "True" and rows[0]["memory_lo"] == "0.8500"
     bad = next(r for r in rows if r["trial"] == "3")
     assert bad["feasible"] == "False" and bad["slower_points"] == "oltp_ro@16"
+
+
+def _cell_file(run: Path, arm: str, opt: dict | None, conf: str, n: int = 1) -> None:
+    readings = [{"phase": "startup", "detail": {"stats": True, **({"opt": opt} if opt else {})}}]
+    cell = {
+        "id": f"mariadb__{arm}__r{n}",
+        "status": "ok",
+        "allocator": {"name": arm, "kind": "preload"},
+        "verification": {"verdict": "verified", "process_env": {"MALLOC_CONF": conf}},
+        "alloc_memory": {"readings": readings},
+    }
+    (run / "cells").mkdir(parents=True, exist_ok=True)
+    (run / "cells" / f"{cell['id']}.json").write_text(json.dumps({"cell": cell, "rows": []}))
+
+
+def test_the_setting_is_read_back_from_the_allocator_or_the_trial_fails(tmp_path):
+    from suites.tune.proof import read_back
+
+    setting = {"narenas": "2", "background_thread": "true"}
+    conf = "narenas:2,background_thread:true"
+    _cell_file(tmp_path, "jemalloc-t0001", {"read": True, **setting}, conf)
+    _cell_file(tmp_path, "jemalloc", {"read": True, "narenas": "8"}, "")  # the defaults' life
+    shown = read_back(tmp_path, "jemalloc-t0001", "MALLOC_CONF", setting)
+    assert shown["cells"] == [
+        {"cell": "mariadb__jemalloc-t0001__r1", "environ": {"MALLOC_CONF": conf},
+         "allocator": setting}
+    ]  # fmt: skip
+    # jemalloc ran with another value than the one set: the trial is not measured as if it had
+    _cell_file(tmp_path, "jemalloc-t0001", {"read": True, "narenas": "8"}, conf, n=2)
+    with pytest.raises(SuiteError, match=r"runs with opt\.narenas='8', not '2'"):
+        read_back(tmp_path, "jemalloc-t0001", "MALLOC_CONF", setting)
+    with pytest.raises(SuiteError, match="no measured life of jemalloc-t0009"):
+        read_back(tmp_path, "jemalloc-t0009", "MALLOC_CONF", setting)
