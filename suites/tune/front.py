@@ -111,7 +111,10 @@ def write_plot(trials: list[Trial], path: Path, title: str) -> None:
     ax.plot([], [], "o", color="tab:gray", label="dominated")
     ax.plot([], [], "o", color="tab:red", label="slower (resolved)")
     ax.set_xlabel("RSS at stop / defaults' (lower is better)")
-    ax.set_ylabel("throughput / defaults' (worst point)")
+    # ratios: a log axis shows 0.5 and 2 as far from 1, and keeps a few-rounds interval (which
+    # can span 0.02-7) from flattening every point
+    ax.set_yscale("log", nonpositive="clip")
+    ax.set_ylabel("throughput / defaults' (worst point, log scale)")
     ax.set_title(title)
     ax.legend(loc="best", fontsize=8)
     buf = io.BytesIO()
