@@ -154,7 +154,7 @@ def _requeue_killed(study) -> int:
 
     killed = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.RUNNING]
     for t in killed:
-        study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+        study.tell(t.number, state=TrialState.FAIL)
         study.enqueue_trial(dict(t.params), user_attrs={"requeued_from": t.number})
     return len(killed)
 

@@ -250,3 +250,19 @@ def test_the_setting_is_read_back_from_the_allocator_or_the_trial_fails(tmp_path
         read_back(tmp_path, "jemalloc-t0001", "MALLOC_CONF", setting)
     with pytest.raises(SuiteError, match="no measured life of jemalloc-t0009"):
         read_back(tmp_path, "jemalloc-t0009", "MALLOC_CONF", setting)
+
+
+def test_a_trial_killed_with_the_tune_is_failed_and_its_setting_queued_again(tmp_path):
+    from optuna.trial import TrialState
+
+    from suites.tune.study import _distributions, _requeue_killed, _study
+
+    dists = _distributions(space_of("jemalloc"))
+    running = _study(tmp_path, seed=5).ask(dists)  # the tune is killed here: never told
+    study = _study(tmp_path, seed=5)  # the resumed tune, from the journal file
+    assert _requeue_killed(study) == 1
+    again = study.ask(dists)
+    assert study.trials[running.number].state == TrialState.FAIL
+    assert again.params == running.params
+    assert again.user_attrs["requeued_from"] == running.number
+    assert _requeue_killed(study) == 1  # `again` is running now; a second kill is handled alike
