@@ -328,6 +328,12 @@ def _confirm(best: front.Trial, opts: TuneOptions, plan: Plan, display: Display)
     return figs
 
 
+def _defaults_only(plan: Plan) -> str:
+    if plan.defaults.kind == "preload":
+        return f"the drop-in only preloads {plan.defaults.name}."
+    return f"the drop-in sets nothing ({plan.defaults.name}'s defaults need nothing)."
+
+
 def _recommendation(trials, best, confirmed, opts: TuneOptions, plan: Plan) -> list[str]:
     n = len(trials)
     head = f"mallocsweep tune of {opts.allocator} on {plan.loaded.path}: {n} trial(s), " \
@@ -336,8 +342,7 @@ def _recommendation(trials, best, confirmed, opts: TuneOptions, plan: Plan) -> l
         return [
             head,
             "No setting beats the defaults: none was resolved as using less memory (RSS at stop)"
-            " without a resolved throughput cost. Keep the defaults; the drop-in only preloads "
-            f"{opts.allocator}.",
+            f" without a resolved throughput cost. Keep the defaults; {_defaults_only(plan)}",
             "(More rounds resolve smaller differences: --rounds, and a longer --budget.)",
         ]
     what = ", ".join(f"{k}={v}" for k, v in best.setting.items())
@@ -347,7 +352,7 @@ def _recommendation(trials, best, confirmed, opts: TuneOptions, plan: Plan) -> l
             head,
             f"No setting beats the defaults: trial {best.number} ({what}) used less memory in the "
             f"search, but the final paired run on fresh lives did not confirm it ({why}).",
-            f"Keep the defaults; the drop-in only preloads {opts.allocator}.",
+            f"Keep the defaults; {_defaults_only(plan)}",
         ]
     return [
         head,
