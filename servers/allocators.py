@@ -47,6 +47,8 @@ _FIELDS = {
     "companions",
     "hugetlbfs",
     "source",
+    # `mallocsweep tune`'s search space, read by suites/tune/space.py (no launch field)
+    "tune",
 }
 # What the host's ELF objects look like; a library for another machine cannot be preloaded.
 _HOST_MACHINE = {"x86_64": "EM_X86_64", "aarch64": "EM_AARCH64", "ppc64le": "EM_PPC64"}

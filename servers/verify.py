@@ -13,7 +13,8 @@ a companion it loads itself); glibc only if they point into libc. Besides:
 - another allocator library merely mapped beside it (a DT_NEEDED tcmalloc that lost the binding
   to the preload) is recorded, and fails the proof only when some call is bound to it;
 - the binary defines no malloc of its own (unless the allocator is `builtin`);
-- the environment the process really has (/proc/PID/environ) carries our LD_PRELOAD and tunables;
+- the environment the process really has (/proc/PID/environ) carries our LD_PRELOAD, tunables and
+  the allocator's own variables (MALLOC_CONF, TCMALLOC_*, MIMALLOC_*), each with our value;
 - what the server itself reports (MariaDB @@version_malloc_library) agrees. MariaDB recognises
   jemalloc and tcmalloc but says "system" for mimalloc and TBB, so it is a cross-check only.
 """
@@ -434,6 +435,11 @@ def verify_allocator(
         for t in allocator.tunables:
             if t not in have:
                 problems.append(f"GLIBC_TUNABLES of the process lacks {t}")
+        # The allocator's own variables (MALLOC_CONF, TCMALLOC_*, MIMALLOC_*) read back from the
+        # live process: a setting that did not reach it would be measured as if it had.
+        for key, value in allocator.env.items():
+            if (key in _ENV_KEYS or key.startswith(_ENV_PREFIXES)) and env.get(key) != value:
+                problems.append(f"the process has {key}={env.get(key)!r}, not {value!r}")
     if evidence["server_agreement"] == "disagrees":
         problems.append(f"the server reports malloc library {server_reported!r}")
     evidence["verdict"] = "failed" if problems else "verified"

@@ -73,6 +73,47 @@ static int je_size(mallctl_fn ctl, const char *name, unsigned long long *v)
     return 1;
 }
 
+/* The settings jemalloc runs with, as it parsed them (opt.*): `mallocsweep tune` reads its
+ * MALLOC_CONF back from the live server through these, beside /proc/PID/environ (a knob jemalloc
+ * ignores or overrides, e.g. narenas under percpu_arena, shows here and nowhere else). */
+static void put_je_str(mallctl_fn ctl, const char *key)
+{
+    char name[64];
+    const char *v = NULL;
+    size_t sz = sizeof(v);
+    snprintf(name, sizeof(name), "opt.%s", key);
+    if (ctl(name, &v, &sz, NULL, 0) == 0 && v != NULL && strpbrk(v, "\"\\") == NULL)
+        put(",\"%s\":\"%s\"", key, v);
+}
+
+static void put_je_opts(mallctl_fn ctl)
+{
+    unsigned narenas = 0;
+    ssize_t dirty = 0, muzzy = 0;
+    _Bool bg = 0;
+    size_t tcache_max = 0, sz;
+    put(",\"opt\":{\"read\":true");
+    sz = sizeof(narenas);
+    if (ctl("opt.narenas", &narenas, &sz, NULL, 0) == 0)
+        put(",\"narenas\":\"%u\"", narenas);
+    sz = sizeof(dirty);
+    if (ctl("opt.dirty_decay_ms", &dirty, &sz, NULL, 0) == 0)
+        put(",\"dirty_decay_ms\":\"%zd\"", dirty);
+    sz = sizeof(muzzy);
+    if (ctl("opt.muzzy_decay_ms", &muzzy, &sz, NULL, 0) == 0)
+        put(",\"muzzy_decay_ms\":\"%zd\"", muzzy);
+    sz = sizeof(bg);
+    if (ctl("opt.background_thread", &bg, &sz, NULL, 0) == 0)
+        put(",\"background_thread\":\"%s\"", bg ? "true" : "false");
+    sz = sizeof(tcache_max);
+    if (ctl("opt.tcache_max", &tcache_max, &sz, NULL, 0) == 0)
+        put(",\"tcache_max\":\"%zu\"", tcache_max);
+    put_je_str(ctl, "percpu_arena");
+    put_je_str(ctl, "thp");
+    put_je_str(ctl, "metadata_thp");
+    put("}");
+}
+
 static void read_jemalloc(mallctl_fn ctl)
 {
     uint64_t epoch = 1;
@@ -112,6 +153,7 @@ static void read_jemalloc(mallctl_fn ctl)
     put_num("dirty", ok_d, pdirty * page);
     put_num("muzzy", ok_mu, pmuzzy * page);
     put_num("arenas", ok_n, narenas);
+    put_je_opts(ctl);
     put("}");
 }
 

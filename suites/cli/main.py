@@ -21,7 +21,7 @@ try:
     from rundir.errors import RunDirError
     from servers.errors import ServerError
     from suites.cli import stdout_guard
-    from suites.cli.commands import allocators, compare, doctor, merge, report, run, servers
+    from suites.cli.commands import allocators, compare, doctor, merge, report, run, servers, tune
     from suites.errors import Interrupted, SuiteError
 except KeyboardInterrupt:
     # Ctrl-C while the modules load (seconds on a loaded machine; the fault campaign's SIGINT
@@ -29,7 +29,7 @@ except KeyboardInterrupt:
     print("mallocsweep: interrupted", file=sys.stderr)
     raise SystemExit(130) from None
 
-COMMANDS = [allocators, doctor, servers, run, merge, report, compare]
+COMMANDS = [allocators, doctor, servers, run, merge, report, compare, tune]
 USER_ERRORS = (SuiteError, ServerError, CollectorError, AnalysisError, RunDirError)
 USER_OS_ERRORS = {
     errno.ENOSPC,
@@ -58,6 +58,8 @@ typical use:
   mallocsweep report runs/<run> --rederive        derive the figures again from the raw records
   mallocsweep compare runs/<old> runs/<new>       exit 1 on a significant regression
   mallocsweep run SUITE --shard 1/2 ...; mallocsweep merge RUN1 RUN2 --out DIR   a fleet
+  mallocsweep tune configs/suites/quick.toml --allocator jemalloc --budget 2h --out tune-je
+                                                  the settings to deploy, and their drop-in
 """
 
 

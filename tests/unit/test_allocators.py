@@ -6,6 +6,7 @@ which allocator packages are installed; one test reads the shipped configs/alloc
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -340,6 +341,21 @@ def test_verify_preloaded_library_mapped(tmp_path, registry, plain_binary):
     assert ev["verdict"] == "verified" and ev["library_mapped"] == [a.library]
     assert ev["server_agreement"] == "agrees"
     assert ev["process_env"] == {"LD_PRELOAD": a.library, "MALLOC_CONF": "narenas:2"}
+
+
+def test_verify_fails_when_the_setting_did_not_reach_the_process(tmp_path, registry, plain_binary):
+    # A tuned arm's MALLOC_CONF is read back from /proc/PID/environ: another value is a failed
+    # proof, never a measurement of the wrong setting.
+    (a,) = resolve(["fake"], registry=registry)
+    a = dataclasses.replace(a, env={"MALLOC_CONF": "narenas:2,dirty_decay_ms:0"})
+    root = _fake_proc(
+        tmp_path / "proc",
+        42,
+        [(a.library, os.stat(a.library).st_ino)],
+        {"LD_PRELOAD": a.library, "MALLOC_CONF": "narenas:2"},
+    )
+    with pytest.raises(AllocatorError, match="has MALLOC_CONF='narenas:2', not 'narenas:2,dirty"):
+        verify_allocator(42, a, plain_binary, proc_root=root, binding=_bound(42, a.library))
 
 
 def test_verify_fails_when_library_not_mapped(tmp_path, registry, plain_binary):

@@ -93,6 +93,17 @@ ALLOWED = {
         "rundir",
         "analysis",
     ),
+    # `mallocsweep tune`: runs arms through the runner, reads their verdicts, writes its files
+    "suites.tune": (
+        "suites.tune",
+        "suites.config",
+        "suites.errors",
+        "suites.runner",
+        "servers",
+        "collectors",
+        "rundir",
+        "analysis",
+    ),
     "suites.cli": ("suites", "servers", "collectors", "rundir", "analysis"),
     "bench": PACKAGES,
 }

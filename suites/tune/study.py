@@ -1,0 +1,362 @@
+"""The search: a seeded multi-objective optuna study (NSGA-II with the throughput constraint),
+stored as optuna's journal file in the output directory, so a killed tune resumes where it was.
+
+Each trial is one run of the suite with the allocator's defaults and the trial's setting as two
+arms, paired round by round (arms.py); its objectives are the setting's RSS at stop and its growth
+as ratios to the defaults (objectives.py), its constraint that no throughput point is resolved as
+slower. The budget covers the trials and the final paired run on fresh lives that confirms the
+recommendation (the setting with the least memory among those resolved as using less, on the
+front); a trial is started only if it and that run still fit.
+
+A trial killed with the tune (SIGKILL: its journal entry still says running) is marked failed on
+--resume and its setting queued again, so the study continues with its own trials.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rundir.atomic import atomic_write
+from servers.allocators import Allocator, resolve
+from suites.config.suite import load_suite
+from suites.errors import Interrupted, SuiteError
+from suites.runner.display import Display
+from suites.tune import dropin, front, objectives, proof, tunedir
+from suites.tune.arms import arm_suite, run_arm, trial_seconds
+from suites.tune.space import Space, narrow, space_of
+
+JOURNAL = "study.journal"
+CONFIRM_JSON = "confirm.json"
+RECOMMENDATION = "recommendation.txt"
+STUDY_NAME = "tune"
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    suite: Path
+    allocator: str
+    budget_s: float
+    budget_text: str
+    out: Path
+    space: Path | None = None
+    seed: int = 0
+    resume: bool = False
+    rounds: int | None = None
+    trials: int | None = None  # at most this many trials (the budget still decides first)
+    quiet: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything checked before anything starts."""
+
+    loaded: object  # suites.config.suite.LoadedSuite
+    space: Space
+    defaults: Allocator
+    rounds: int
+    trial_s: float
+
+
+def check(opts: TuneOptions) -> Plan:
+    """Every input checked, nothing written: the suite, the allocator and its space, the space
+    file, the rounds and the budget (one trial and the confirming run must fit)."""
+    loaded = load_suite(opts.suite)
+    space = space_of(opts.allocator)
+    if opts.space is not None:
+        space = narrow(space, opts.space)
+    if opts.rounds is not None and opts.rounds < 2:
+        raise SuiteError(
+            f"--rounds {opts.rounds}: at least 2 (a paired verdict needs two lives per arm)"
+        )
+    if opts.trials is not None and opts.trials < 1:
+        raise SuiteError(f"--trials {opts.trials}: expected at least 1")
+    rounds = opts.rounds or max(loaded.suite.run.repeat, 3)
+    suite = arm_suite(loaded.suite, opts.allocator, rounds, opts.out / "trials")
+    # The host's build: what the drop-in preloads (a suite whose server runs in a root is
+    # checked by the runner against the root's own build).
+    (defaults,) = resolve([opts.allocator])
+    server = suite.as_dict().get("server") or {}
+    if not defaults.usable and not server.get("root"):
+        raise SuiteError(f"--allocator {opts.allocator}: not usable here: {defaults.why_not}")
+    trial_s = trial_seconds(suite, rounds)
+    if opts.budget_s < 2 * trial_s:
+        raise SuiteError(
+            f"--budget {opts.budget_text}: too small for one trial and the run that confirms it "
+            f"(~{trial_s:.0f} s each: 2 arms x {rounds} rounds of {loaded.path}); give at least "
+            f"{math.ceil(2 * trial_s / 60)}m"
+        )
+    return Plan(loaded, space, defaults, rounds, trial_s)
+
+
+def settings_record(opts: TuneOptions, plan: Plan) -> dict:
+    return {
+        "suite": str(plan.loaded.path),
+        "suite_sha256": plan.loaded.sha256,
+        "allocator": opts.allocator,
+        "space": plan.space.to_json(),
+        "space_source": plan.space.source,
+        "rounds": plan.rounds,
+        "seed": opts.seed,
+        "server": plan.loaded.suite.as_dict().get("server"),
+        "budget_s": opts.budget_s,
+    }
+
+
+def _study(out: Path, seed: int):
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = JournalStorage(JournalFileBackend(str(out / JOURNAL)))
+    # A resumed study draws on from another seed: the same seed would replay the first draws.
+    existing = 0
+    try:
+        existing = len(optuna.load_study(study_name=STUDY_NAME, storage=storage).trials)
+    except KeyError:
+        pass
+    # The constraint is each trial's own (Trial.set_constraint: resolved slower points <= 0).
+    sampler = optuna.samplers.NSGAIISampler(seed=seed + existing)
+    return optuna.create_study(
+        study_name=STUDY_NAME,
+        storage=storage,
+        directions=["minimize", "minimize"],
+        sampler=sampler,
+        load_if_exists=True,
+    )
+
+
+def _distributions(space: Space) -> dict:
+    from optuna.distributions import (
+        CategoricalDistribution,
+        FloatDistribution,
+        IntDistribution,
+    )
+
+    out = {}
+    for name, k in space.knobs.items():
+        if k.kind == "choice":
+            out[name] = CategoricalDistribution(list(k.choices))
+        elif k.kind == "int":
+            out[name] = IntDistribution(int(k.low), int(k.high), log=k.log)
+        else:
+            out[name] = FloatDistribution(k.low, k.high, step=k.step)
+    return out
+
+
+def _requeue_killed(study) -> int:
+    """Trials a killed tune left running: failed now, their settings queued again."""
+    from optuna.trial import TrialState
+
+    killed = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.RUNNING]
+    for t in killed:
+        study.tell(t.number, state=TrialState.FAIL)
+        study.enqueue_trial(dict(t.params), user_attrs={"requeued_from": t.number})
+    return len(killed)
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+def _spent(study) -> tuple[float, list[float]]:
+    """Seconds the finished trials took (over every session of the tune), and each one."""
+    each = [
+        float(t.user_attrs["seconds"])
+        for t in study.get_trials(deepcopy=False)
+        if "seconds" in t.user_attrs
+    ]
+    return sum(each), each
+
+
+def tune(opts: TuneOptions) -> int:
+    plan = check(opts)
+    tunedir.prepare(opts.out, settings_record(opts, plan), opts.resume)
+    study = _study(opts.out, opts.seed)
+    again = _requeue_killed(study) if opts.resume else 0
+    if again:
+        _say(f"resume: {again} trial(s) killed with the tune are queued again")
+    display = Display(enabled=not opts.quiet)
+    dists = _distributions(plan.space)
+    while True:
+        spent, each = _spent(study)
+        per_trial = max([plan.trial_s, *each])  # the slowest so far: a trial must fit whole
+        done = sum(1 for t in study.get_trials(deepcopy=False) if "seconds" in t.user_attrs)
+        if opts.trials is not None and done >= opts.trials:
+            break
+        if spent + per_trial + max(plan.trial_s, per_trial) > opts.budget_s:
+            _say(f"budget: {spent:.0f} s of {opts.budget_s:.0f} s spent; no further trial fits")
+            break
+        _run_trial(study, dists, opts, plan, display)
+    return finish(study, opts, plan, display)
+
+
+def _run_trial(study, dists: dict, opts: TuneOptions, plan: Plan, display: Display) -> None:
+    from optuna.trial import TrialState
+
+    trial = study.ask(dists)
+    setting = {k: plan.space.knobs[k].text(v) for k, v in trial.params.items()}
+    env, tunables = plan.space.env_of(trial.params)
+    what = ", ".join(f"{k}={v}" for k, v in setting.items())
+    arm = f"{opts.allocator}-t{trial.number:04d}"
+    _say(f"trial {trial.number}: {what}")
+    trial.set_user_attr("setting", setting)
+    suite = arm_suite(plan.loaded.suite, opts.allocator, plan.rounds,
+                      opts.out / "trials" / f"{trial.number:04d}")  # fmt: skip
+    t0 = time.monotonic()
+    try:
+        _code, run_dir = run_arm(plan.loaded, suite, arm, env, tunables, what, display)
+        trial.set_user_attr("run_dir", str(run_dir))
+        shown = proof.read_back(run_dir, arm, plan.space.writes, setting)
+        trial.set_user_attr("read_back", shown)
+        figs = objectives.figures(run_dir, opts.allocator, arm)
+    except Interrupted:
+        # The same setting is tried again when the tune is resumed.
+        trial.set_user_attr("error", "interrupted")
+        study.tell(trial, state=TrialState.FAIL)
+        study.enqueue_trial(dict(trial.params))
+        raise
+    except SuiteError as e:
+        trial.set_user_attr("seconds", time.monotonic() - t0)
+        trial.set_user_attr("error", str(e).splitlines()[0])
+        study.tell(trial, state=TrialState.FAIL)
+        _say(f"trial {trial.number}: failed: {str(e).splitlines()[0]}")
+        return
+    trial.set_user_attr("seconds", time.monotonic() - t0)
+    trial.set_user_attr("figures", figs.to_json())
+    trial.set_constraint("slower_points", float(len(figs.slower_points)))
+    growth = figs.growth.ratio if figs.growth else figs.memory.ratio
+    study.tell(trial, [figs.memory.ratio, growth])
+    _say(f"trial {trial.number}: {_summary(figs)}")
+
+
+def _summary(f: objectives.TrialFigures) -> str:
+    def one(name, x):
+        return f"{name} {x.ratio:.3f} [{x.lo:.3f}-{x.hi:.3f}] {x.verdict}"
+
+    parts = [one("RSS at stop", f.memory)]
+    if f.growth:
+        parts.append(one("growth", f.growth))
+    parts.append(one("throughput (worst point)", f.throughput))
+    if f.slower_points:
+        parts.append("slower at " + ", ".join(f.slower_points))
+    return "; ".join(parts)
+
+
+def finished_trials(study) -> list[front.Trial]:
+    from optuna.trial import TrialState
+
+    return [
+        front.Trial(
+            t.number,
+            dict(t.user_attrs["setting"]),
+            objectives.TrialFigures.from_json(t.user_attrs["figures"]),
+            t.user_attrs.get("run_dir", ""),
+        )
+        for t in study.get_trials(deepcopy=False)
+        if t.state == TrialState.COMPLETE and "figures" in t.user_attrs
+    ]
+
+
+def finish(study, opts: TuneOptions, plan: Plan, display: Display) -> int:
+    trials = finished_trials(study)
+    knobs = list(plan.space.knobs)
+    atomic_write(opts.out / front.PARETO_CSV, front.pareto_csv(trials, knobs))
+    if trials:
+        front.write_plot(trials, opts.out / front.PARETO_PNG,
+                         f"{opts.allocator}: {len(trials)} trials, {plan.rounds} rounds each")  # fmt: skip
+    best = next((t for t in front.front(trials) if t.figures.less_memory), None)
+    confirmed = None
+    if best is not None:
+        confirmed = _confirm(best, opts, plan, display)
+    lines = _recommendation(trials, best, confirmed, opts, plan)
+    atomic_write(opts.out / RECOMMENDATION, "\n".join(lines) + "\n")
+    use = best if confirmed is not None and _confirms(confirmed) else None
+    env, tunables = plan.space.env_of(_params(use.setting, plan.space)) if use else ({}, ())
+    header = lines[:3]
+    atomic_write(opts.out / dropin.DROPIN,
+                 dropin.dropin_text(plan.defaults, env, tunables, header))  # fmt: skip
+    atomic_write(opts.out / dropin.ENV_FILE,
+                 dropin.env_file_text(plan.defaults, env, tunables, header))  # fmt: skip
+    for line in lines:
+        _say(line)
+    _say(f"pareto: {opts.out / front.PARETO_CSV}")
+    _say(f"drop-in: {opts.out / dropin.DROPIN}; container env: {opts.out / dropin.ENV_FILE}")
+    return 0
+
+
+def _params(setting: dict, space: Space) -> dict:
+    """A recorded setting (texts) as values of the space's knobs."""
+    out = {}
+    for k, text in setting.items():
+        knob = space.knobs[k]
+        out[k] = int(text) if knob.kind == "int" else float(text) if knob.kind == "float" else text
+    return out
+
+
+def _confirms(f: objectives.TrialFigures) -> bool:
+    return f.less_memory and f.feasible
+
+
+def _confirm(best: front.Trial, opts: TuneOptions, plan: Plan, display: Display):
+    """The recommendation against the defaults on fresh lives (not the search's own): the
+    result is kept (confirm.json), so a resumed tune does not run it twice for the same trial."""
+    record = opts.out / CONFIRM_JSON
+    if record.is_file():
+        kept = json.loads(record.read_text())
+        if kept.get("trial") == best.number:
+            return objectives.TrialFigures.from_json(kept["figures"])
+    env, tunables = plan.space.env_of(_params(best.setting, plan.space))
+    what = ", ".join(f"{k}={v}" for k, v in best.setting.items())
+    arm = f"{opts.allocator}-tuned"
+    _say(f"confirming trial {best.number} ({what}) against the defaults on fresh lives")
+    suite = arm_suite(plan.loaded.suite, opts.allocator, plan.rounds, opts.out / "confirm")
+    _code, run_dir = run_arm(plan.loaded, suite, arm, env, tunables, what, display)
+    try:
+        shown = proof.read_back(run_dir, arm, plan.space.writes, best.setting)
+        figs = objectives.figures(run_dir, opts.allocator, arm)
+    except SuiteError as e:
+        _say(f"the confirming run gave no verdict: {str(e).splitlines()[0]}")
+        return None
+    atomic_write(record, json.dumps({"trial": best.number, "run_dir": str(run_dir),
+                                     "figures": figs.to_json(), "read_back": shown},
+                                    indent=2) + "\n")  # fmt: skip
+    return figs
+
+
+def _defaults_only(plan: Plan) -> str:
+    if plan.defaults.kind == "preload":
+        return f"the drop-in only preloads {plan.defaults.name}."
+    return f"the drop-in sets nothing ({plan.defaults.name}'s defaults need nothing)."
+
+
+def _recommendation(trials, best, confirmed, opts: TuneOptions, plan: Plan) -> list[str]:
+    n = len(trials)
+    head = f"mallocsweep tune of {opts.allocator} on {plan.loaded.path}: {n} trial(s), " \
+           f"{plan.rounds} paired rounds each"  # fmt: skip
+    if best is None:
+        return [
+            head,
+            "No setting beats the defaults: none was resolved as using less memory (RSS at stop)"
+            f" without a resolved throughput cost. Keep the defaults; {_defaults_only(plan)}",
+            "(More rounds resolve smaller differences: --rounds, and a longer --budget.)",
+        ]
+    what = ", ".join(f"{k}={v}" for k, v in best.setting.items())
+    if confirmed is None or not _confirms(confirmed):
+        why = "gave no verdict" if confirmed is None else _summary(confirmed)
+        return [
+            head,
+            f"No setting beats the defaults: trial {best.number} ({what}) used less memory in the "
+            f"search, but the final paired run on fresh lives did not confirm it ({why}).",
+            f"Keep the defaults; {_defaults_only(plan)}",
+        ]
+    return [
+        head,
+        f"Recommended: {what} (trial {best.number}), confirmed on fresh lives: "
+        f"{_summary(confirmed)}.",
+        f"In the search: {_summary(best.figures)}.",
+    ]

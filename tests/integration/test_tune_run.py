@@ -1,0 +1,146 @@
+"""A short real tune on the smoke suite (jemalloc, 2 trials of 2 paired rounds), killed with
+SIGKILL during its first trial and resumed: the study continues with its own trials, no server
+outlives the killed tune, and the tune ends with pareto.csv, the plot, the recommendation and the
+drop-in, every trial's setting read back from the live servers."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from servers.allocators import resolve
+from suites.cli.main import main
+from suites.tune import dropin
+from suites.tune.space import space_of
+from suites.tune.study import JOURNAL, STUDY_NAME
+from tests.integration.runs_helpers import processes_mentioning, scratch_dir
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+SMOKE = REPO / "configs" / "suites" / "smoke.toml"
+
+
+def _argv(out: Path, *extra: str) -> list[str]:
+    return ["tune", str(SMOKE), "--allocator", "jemalloc", "--budget", "3h", "--trials", "2",
+            "--rounds", "2", "--seed", "3", "--out", str(out), "--quiet", *extra]  # fmt: skip
+
+
+def _wait(what, timeout_s: float, step_s: float = 1.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        got = what()
+        if got:
+            return got
+        time.sleep(step_s)
+    return what()
+
+
+@pytest.fixture(scope="module")
+def tune():
+    with scratch_dir("ms-tune-") as d:
+        out = d / "tune"
+        log = (d / "first.log").open("w")
+        first = subprocess.Popen(
+            [sys.executable, "-m", "suites.cli.main", *_argv(out)],
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            # killed once its first trial has measured a life: a trial in the middle of its run
+            cell = _wait(lambda: list(out.glob("trials/0000/*/cells/*.json")), 1200)
+            assert cell, (d / "first.log").read_text()[-2000:]
+        finally:
+            first.send_signal(signal.SIGKILL)
+            first.wait()
+            log.close()
+        # the parent-death signal ends the killed tune's server and clients
+        _wait(lambda: not processes_mentioning(str(out)), 60)
+        left = processes_mentioning(str(out))
+        code = main(_argv(out, "--resume"))
+        yield out, code, left
+
+
+def _study(out: Path):
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    storage = JournalStorage(JournalFileBackend(str(out / JOURNAL)))
+    return optuna.load_study(study_name=STUDY_NAME, storage=storage)
+
+
+def test_no_process_outlives_the_killed_tune(tune):
+    _out, _code, left = tune
+    assert left == []
+
+
+def test_the_resumed_study_continues_with_its_trials(tune):
+    from optuna.trial import TrialState
+
+    out, code, _ = tune
+    assert code == 0
+    trials = _study(out).trials
+    killed = trials[0]
+    assert killed.state == TrialState.FAIL  # was running when killed
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(complete) == 2
+    # the killed trial's setting is tried again, first
+    assert complete[0].params == killed.params
+    assert complete[0].user_attrs["requeued_from"] == killed.number
+    for t in complete:
+        assert len(t.values) == 2 and all(v > 0 for v in t.values)
+
+
+def test_every_trial_has_its_setting_read_back_from_the_live_server(tune):
+    from optuna.trial import TrialState
+
+    out, _code, _ = tune
+    space = space_of("jemalloc")
+    for t in _study(out).trials:
+        if t.state != TrialState.COMPLETE:
+            continue
+        setting = t.user_attrs["setting"]
+        conf = space.env_of(t.params)[0]["MALLOC_CONF"]
+        shown = t.user_attrs["read_back"]["cells"]
+        assert len(shown) == 2  # both rounds' lives of the setting
+        for c in shown:
+            assert c["environ"]["MALLOC_CONF"] == conf
+            assert c["allocator"] == setting  # jemalloc's own opt.* readings
+
+
+def test_the_tune_ends_with_pareto_plot_recommendation_and_dropin(tune):
+    out, _code, _ = tune
+    with (out / "pareto.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2
+    for r in rows:
+        for p in ("memory", "growth", "throughput"):
+            lo, ratio, hi = (float(r[f"{p}_{k}"]) for k in ("lo", "ratio", "hi"))
+            assert lo <= ratio <= hi
+        assert set(space_of("jemalloc").knobs) <= set(r)
+    assert (out / "pareto.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = (out / "recommendation.txt").read_text()
+    variables = dropin.environment(out / dropin.DROPIN)
+    (je,) = resolve(["jemalloc"])
+    assert variables["LD_PRELOAD"] == je.library
+    if "Recommended:" in text:
+        assert (out / "confirm.json").is_file()
+        assert "MALLOC_CONF" in variables
+    else:
+        # nothing beat the defaults: said, and the drop-in pretends nothing
+        assert "No setting beats the defaults" in text
+        assert set(variables) == {"LD_PRELOAD"}
+    env_lines = [
+        ln for ln in (out / dropin.ENV_FILE).read_text().splitlines() if not ln.startswith("#")
+    ]
+    assert env_lines == [f"{k}={v}" for k, v in variables.items()]
+    assert os.path.isfile(out / "tune.json")

@@ -1,0 +1,268 @@
+"""`mallocsweep tune` without servers: the declared spaces, the space file's refusals (one line,
+exit 2, before anything is written), the drop-in and env file, the front, the output directory."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from servers.allocators import Allocator
+from suites.cli.main import main
+from suites.errors import SuiteError
+from suites.tune import dropin, front, tunedir
+from suites.tune.objectives import Figure, TrialFigures
+from suites.tune.space import declared_spaces, narrow, space_of
+
+REPO = Path(__file__).resolve().parents[2]
+SMOKE = REPO / "configs" / "suites" / "smoke.toml"
+
+
+def test_each_core_allocator_declares_its_space():
+    spaces = declared_spaces()
+    assert set(spaces) >= {"glibc", "jemalloc", "tcmalloc", "tcmalloc-minimal", "mimalloc"}
+    je = spaces["jemalloc"]
+    assert je.writes == "MALLOC_CONF"
+    assert set(je.knobs) == {
+        "narenas", "dirty_decay_ms", "muzzy_decay_ms", "background_thread", "tcache_max",
+        "percpu_arena", "thp", "metadata_thp",
+    }  # fmt: skip
+    assert set(spaces["glibc"].knobs) == {
+        "arena_max", "trim_threshold", "mmap_threshold", "tcache_count",
+    }  # fmt: skip
+    assert {k.env for k in spaces["tcmalloc"].knobs.values()} == {
+        "TCMALLOC_RELEASE_RATE",
+        "TCMALLOC_MAX_TOTAL_THREAD_CACHE_BYTES",
+        "TCMALLOC_AGGRESSIVE_DECOMMIT",
+    }
+
+
+def test_a_setting_becomes_the_allocators_environment():
+    je = space_of("jemalloc")
+    env, tun = je.env_of({"narenas": 4, "background_thread": "true", "dirty_decay_ms": 5000})
+    assert env == {"MALLOC_CONF": "narenas:4,background_thread:true,dirty_decay_ms:5000"}
+    assert tun == ()
+    env, tun = space_of("glibc").env_of({"arena_max": 2, "tcache_count": 0})
+    assert env == {} and tun == ("glibc.malloc.arena_max=2", "glibc.malloc.tcache_count=0")
+    env, _ = space_of("tcmalloc").env_of({"release_rate": 2.5})
+    assert env == {"TCMALLOC_RELEASE_RATE": "2.5"}
+
+
+def _space_file(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "space.toml"
+    p.write_text(text)
+    return p
+
+
+def test_a_space_file_narrows(tmp_path):
+    f = _space_file(
+        tmp_path,
+        '[space.jemalloc]\ndirty_decay_ms = [0, 30000]\nthp = ["never"]\nnarenas = 8\n',
+    )
+    s = narrow(space_of("jemalloc"), f)
+    assert (s.knobs["dirty_decay_ms"].low, s.knobs["dirty_decay_ms"].high) == (0, 30000)
+    assert s.knobs["thp"].choices == ("never",)
+    assert s.knobs["narenas"].kind == "choice" and s.knobs["narenas"].choices == ("8",)
+    assert s.knobs["muzzy_decay_ms"] == space_of("jemalloc").knobs["muzzy_decay_ms"]
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[space.jemalloc]\nbogus = 1\n", r"space\.jemalloc\.bogus = 1: unknown knob"),
+        (
+            "[space.jemalloc]\ndirty_decay_ms = [0, 90000]\n",
+            r"space\.jemalloc\.dirty_decay_ms = 90000: outside the allowed range \[0, 60000\]",
+        ),
+        (
+            "[space.jemalloc]\narena_max = [1, 4]\n",
+            r"space\.jemalloc\.arena_max = \[1, 4\]: a knob of glibc, not of jemalloc",
+        ),
+        (
+            "[space.glibc]\narena_max = [1, 4]\n",
+            r"space\.glibc: this tune is of jemalloc .*glibc's knobs do not apply",
+        ),
+        ('[space.jemalloc]\nthp = ["sometimes"]\n', r"thp = 'sometimes': expected one of"),
+        ("[space.jemalloc]\nnarenas = 2.5\n", r"narenas = 2\.5: expected an integer"),
+        ("[space.jemalloc]\nnarenas = [0, 4]\n", r"narenas = 0: outside the allowed range"),
+        ("[nope]\n", r"nope: unknown table"),
+    ],
+)
+def test_a_bad_space_file_is_refused_in_one_line(tmp_path, text, message):
+    with pytest.raises(SuiteError, match=message) as e:
+        narrow(space_of("jemalloc"), _space_file(tmp_path, text))
+    assert str(tmp_path / "space.toml") in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def _cli(capsys, *argv) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--allocator", "tbbmalloc"], "--allocator tbbmalloc: no search space is declared"),
+        (["--allocator", "jemalloc", "--budget", "30s"], "--budget 30s: too small for one trial"),
+        (["--allocator", "jemalloc", "--rounds", "1"], "--rounds 1: at least 2"),
+        (["--allocator", "jemalloc", "--budget", "soon"], "--budget soon: expected a duration"),
+    ],
+)
+def test_the_cli_refuses_bad_input_before_anything_is_written(tmp_path, capsys, extra, message):
+    out = tmp_path / "t"
+    argv = ["tune", str(SMOKE), "--budget", "2h", "--out", str(out), *extra]
+    code, err = _cli(capsys, *argv)
+    assert code == 2
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_the_cli_refuses_a_bad_space_file_with_exit_2(tmp_path, capsys):
+    f = _space_file(tmp_path, "[space.jemalloc]\nmuzzy_decay_ms = [0, -5]\n")
+    out = tmp_path / "t"
+    code, err = _cli(capsys, "tune", str(SMOKE), "--allocator", "jemalloc", "--budget", "2h",
+                     "--out", str(out), "--space", str(f))  # fmt: skip
+    assert code == 2 and "muzzy_decay_ms = -5: outside the allowed range" in err
+    assert not out.exists()
+
+
+def test_the_output_directory_is_never_another(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("the user's")
+    with pytest.raises(SuiteError, match="exists and is not a tune directory"):
+        tunedir.prepare(mine, {"allocator": "jemalloc"}, resume=False)
+    assert (mine / "notes.txt").read_text() == "the user's"
+    with pytest.raises(SuiteError, match="not a tune directory"):
+        tunedir.prepare(mine, {"allocator": "jemalloc"}, resume=True)
+    new = tmp_path / "new"
+    settings = {"allocator": "jemalloc", "seed": 1, "rounds": 3}
+    tunedir.prepare(new, settings, resume=False)
+    assert json.loads((new / tunedir.MARKER).read_text())["kind"] == tunedir.KIND
+    with pytest.raises(SuiteError, match="holds a tune already; continue it with --resume"):
+        tunedir.prepare(new, settings, resume=False)
+    with pytest.raises(SuiteError, match="seed differs from the tune it holds"):
+        tunedir.prepare(new, {**settings, "seed": 2}, resume=True)
+    assert tunedir.prepare(new, settings, resume=True)["seed"] == 1
+
+
+JE = Allocator(
+    name="jemalloc",
+    kind="preload",
+    family="jemalloc",
+    library="/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+)
+GLIBC = Allocator(name="glibc", kind="system", family="glibc", library=None)
+
+
+def test_the_dropin_carries_exactly_the_arms_environment(tmp_path):
+    env = {"MALLOC_CONF": "narenas:4,dirty_decay_ms:5000"}
+    text = dropin.dropin_text(JE, env, (), ["tuned"])
+    assert "[Service]\n" in text
+    assert f"Environment=LD_PRELOAD={JE.library}\n" in text
+    assert "Environment=MALLOC_CONF=narenas:4,dirty_decay_ms:5000\n" in text
+    p = tmp_path / dropin.DROPIN
+    p.write_text(text)
+    back = dropin.environment(p)
+    assert back == {"LD_PRELOAD": JE.library, **env}
+    assert dropin.setting_of(JE, back) == (env, ())
+    envfile = dropin.env_file_text(JE, env, (), ["tuned"])
+    assert [ln for ln in envfile.splitlines() if not ln.startswith("#")] == [
+        f"LD_PRELOAD={JE.library}",
+        "MALLOC_CONF=narenas:4,dirty_decay_ms:5000",
+    ]
+
+
+def test_a_glibc_dropin_preloads_nothing_and_sets_tunables(tmp_path):
+    tun = ("glibc.malloc.arena_max=2", "glibc.malloc.trim_threshold=131072")
+    text = dropin.dropin_text(GLIBC, {}, tun, ["tuned"])
+    assert "LD_PRELOAD" not in text
+    assert (
+        "Environment=GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.trim_threshold=131072"
+        in text
+    )
+    p = tmp_path / "d.conf"
+    p.write_text(text)
+    assert dropin.setting_of(GLIBC, dropin.environment(p)) == ({}, tun)
+    with pytest.raises(SuiteError, match="the drop-in preloads"):
+        dropin.setting_of(JE, dropin.environment(p))
+
+
+def _trial(n, mem, growth, slower=(), less=True):
+    f = TrialFigures(
+        Figure(mem, mem - 0.05, mem + 0.05, "less memory" if less else "none"),
+        Figure(growth, growth - 0.1, growth + 0.1, "none"),
+        Figure(0.98, 0.9, 1.06, "slower" if slower else "none"),
+        list(slower),
+        less,
+        3,
+    )
+    return front.Trial(n, {"narenas": str(n)}, f, f"/runs/{n}")
+
+
+def test_the_front_is_the_feasible_non_dominated_trials():
+    trials = [
+        _trial(0, 0.90, 1.0),
+        _trial(1, 0.95, 0.8),
+        _trial(2, 0.96, 1.1),  # dominated by 0 and 1
+        _trial(3, 0.80, 0.7, slower=["oltp_ro@16"]),  # best, but slower: not feasible
+    ]
+    assert [t.number for t in front.front(trials)] == [0, 1]
+    rows = list(csv.DictReader(io.StringIO(front.pareto_csv(trials, ["narenas"]))))
+    assert [r["trial"] for r in rows[:2]] == ["0", "1"]
+    assert rows[0]["on_front"] == "True" and rows[0]["memory_lo"] == "0.8500"
+    bad = next(r for r in rows if r["trial"] == "3")
+    assert bad["feasible"] == "False" and bad["slower_points"] == "oltp_ro@16"
+
+
+def _cell_file(run: Path, arm: str, opt: dict | None, conf: str, n: int = 1) -> None:
+    readings = [{"phase": "startup", "detail": {"stats": True, **({"opt": opt} if opt else {})}}]
+    cell = {
+        "id": f"mariadb__{arm}__r{n}",
+        "status": "ok",
+        "allocator": {"name": arm, "kind": "preload"},
+        "verification": {"verdict": "verified", "process_env": {"MALLOC_CONF": conf}},
+        "alloc_memory": {"readings": readings},
+    }
+    (run / "cells").mkdir(parents=True, exist_ok=True)
+    (run / "cells" / f"{cell['id']}.json").write_text(json.dumps({"cell": cell, "rows": []}))
+
+
+def test_the_setting_is_read_back_from_the_allocator_or_the_trial_fails(tmp_path):
+    from suites.tune.proof import read_back
+
+    setting = {"narenas": "2", "background_thread": "true"}
+    conf = "narenas:2,background_thread:true"
+    _cell_file(tmp_path, "jemalloc-t0001", {"read": True, **setting}, conf)
+    _cell_file(tmp_path, "jemalloc", {"read": True, "narenas": "8"}, "")  # the defaults' life
+    shown = read_back(tmp_path, "jemalloc-t0001", "MALLOC_CONF", setting)
+    assert shown["cells"] == [
+        {"cell": "mariadb__jemalloc-t0001__r1", "environ": {"MALLOC_CONF": conf},
+         "allocator": setting}
+    ]  # fmt: skip
+    # jemalloc ran with another value than the one set: the trial is not measured as if it had
+    _cell_file(tmp_path, "jemalloc-t0001", {"read": True, "narenas": "8"}, conf, n=2)
+    with pytest.raises(SuiteError, match=r"runs with opt\.narenas='8', not '2'"):
+        read_back(tmp_path, "jemalloc-t0001", "MALLOC_CONF", setting)
+    with pytest.raises(SuiteError, match="no measured life of jemalloc-t0009"):
+        read_back(tmp_path, "jemalloc-t0009", "MALLOC_CONF", setting)
+
+
+def test_a_trial_killed_with_the_tune_is_failed_and_its_setting_queued_again(tmp_path):
+    from optuna.trial import TrialState
+
+    from suites.tune.study import _distributions, _requeue_killed, _study
+
+    dists = _distributions(space_of("jemalloc"))
+    running = _study(tmp_path, seed=5).ask(dists)  # the tune is killed here: never told
+    study = _study(tmp_path, seed=5)  # the resumed tune, from the journal file
+    assert _requeue_killed(study) == 1
+    again = study.ask(dists)
+    assert study.trials[running.number].state == TrialState.FAIL
+    assert again.params == running.params
+    assert again.user_attrs["requeued_from"] == running.number
+    assert _requeue_killed(study) == 1  # `again` is running now; a second kill is handled alike
