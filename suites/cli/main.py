@@ -21,7 +21,7 @@ try:
     from rundir.errors import RunDirError
     from servers.errors import ServerError
     from suites.cli import stdout_guard
-    from suites.cli.commands import allocators, compare, doctor, merge, report, run, servers
+    from suites.cli.commands import allocators, compare, doctor, kit, merge, report, run, servers
     from suites.errors import Interrupted, SuiteError
 except KeyboardInterrupt:
     # Ctrl-C while the modules load (seconds on a loaded machine; the fault campaign's SIGINT
@@ -29,7 +29,7 @@ except KeyboardInterrupt:
     print("mallocsweep: interrupted", file=sys.stderr)
     raise SystemExit(130) from None
 
-COMMANDS = [allocators, doctor, servers, run, merge, report, compare]
+COMMANDS = [allocators, doctor, servers, kit, run, merge, report, compare]
 USER_ERRORS = (SuiteError, ServerError, CollectorError, AnalysisError, RunDirError)
 USER_OS_ERRORS = {
     errno.ENOSPC,
