@@ -258,7 +258,9 @@ def _ship_suites(root: Path, kit: Path, src: Path) -> None:
 
 def _tidy(root: Path) -> None:
     """What the root does not need at run time: apt's indexes (the target has no network), the
-    build's scratch files."""
+    datadir mariadb-server's maintainer script made (114 MB; the tool makes its own datadirs),
+    the build's scratch files."""
+    shutil.rmtree(root / "var/lib/mysql", ignore_errors=True)
     lists = root / "var/lib/apt/lists"
     for f in lists.glob("*"):
         if f.is_file() and f.name != "lock":
@@ -379,7 +381,8 @@ def _manifest(
 
 
 def _write_sums(kit: Path, man: km.KitManifest) -> None:
-    lines = [f"{c.sha256}  {c.path}" for c in man.components]
+    # one line per file (allocator variants share their base's library)
+    lines = list(dict.fromkeys(f"{c.sha256}  {c.path}" for c in man.components))
     lines.append(f"{km.sha256_file(kit / km.FILE)}  {km.FILE}")
     (kit / "SHA256SUMS").write_text("\n".join(lines) + "\n")
 

@@ -280,6 +280,11 @@ if [ -f "$PIDFILE" ]; then
 		die "another run of this kit is active (pid $old); wait for it or stop it"
 	fi
 fi
+# A tool whose launcher was killed (SIGKILL) may still run in the root: its mounts are in use.
+for p in /proc/[0-9]*; do
+	[ "$(readlink "$p/root" 2>/dev/null)" = "$ROOT" ] &&
+		die "a process of an earlier run still runs in the kit's root (pid ${p#/proc/}): wait for it to end, or stop it (kill ${p#/proc/})"
+done
 stale=$(mounted_under_root)
 if [ -n "$stale" ]; then
 	say "undoing the mounts a killed earlier run left: $(echo $stale)"

@@ -60,6 +60,19 @@ t2=$(date +%s.%N)
 ./{d}/mallocsweep run smoke --out runs --quiet > run.log 2>&1; echo $? > run.rc
 t3=$(date +%s.%N)
 cat /proc/self/mountinfo > mountinfo.after
+# SIGTERM to the launcher while a server of the run lives: passed on, servers stopped, unmounted
+./{d}/mallocsweep run smoke --out runs-term --quiet > term.log 2>&1 &
+lp=$!
+ours() {{  # a mariadbd in the kit's root (the machine runs other servers too)
+  for p in /proc/[0-9]*; do
+    [ "$(cat $p/comm 2>/dev/null)" = mariadbd ] && [ "$(readlink $p/root)" = /work/{d}/root ] && return 0
+  done
+  return 1
+}}
+i=0
+while [ $i -lt 900 ] && ! ours; do sleep 1; i=$((i+1)); done
+kill -TERM $lp; wait $lp; echo $? > term.rc
+cat /proc/self/mountinfo > mountinfo.term
 echo "unpack $t0 $t1" > times.txt; echo "doctor $t1 $t2" >> times.txt; echo "run $t2 $t3" >> times.txt
 """
 
@@ -231,6 +244,16 @@ def test_nothing_left_running_or_mounted_and_settings_restored(bare_run):
     # the run directory was written outside the kit: the bound directory inside is empty
     inside = bare_run["kit"] / "root" / "work"
     assert not inside.exists() or list(inside.iterdir()) == []
+
+
+def test_sigterm_to_the_launcher_stops_the_run_and_unmounts(bare_run):
+    w = bare_run["work"]
+    assert (w / "term.rc").read_text().strip() == "143", (w / "term.log").read_text()[-2000:]
+    kit_root = str(bare_run["kit"].resolve()).removeprefix(str(bare_run["bare"].resolve()))
+    left = (w / "mountinfo.term").read_text().splitlines()
+    assert [ln for ln in left if f"{kit_root}/root" in ln.split()[4]] == []
+    man = json.loads(next((w / "runs-term").iterdir()).joinpath("manifest.json").read_text())
+    assert man["status"] == "interrupted" and man["interrupted_by"] == "SIGTERM"
 
 
 def test_a_kit_run_reports_and_compares_with_the_hosts_tool(bare_run):
