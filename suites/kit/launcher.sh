@@ -143,8 +143,11 @@ cleanup() {
 	rm -f "$PIDFILE"
 }
 
-in_root() { # the tool (or a command) in the root, at the caller's directory; foreground
-	kbin /usr/sbin/chroot "$ROOT" /usr/bin/env -i --default-signal=INT,QUIT $ENV_INSIDE \
+in_root() { # the tool (or a command) in the root, at the caller's directory. It execs: call it
+	# in a subshell (`in_root ... &`, or in parentheses), whose pid is then the tool's own, so a
+	# signal passed on reaches the tool, not a shell between (every step below execs too).
+	exec "$LOADER" --library-path "$LIBS" "$ROOT/usr/sbin/chroot" "$ROOT" \
+		/usr/bin/env -i --default-signal=INT,QUIT $ENV_INSIDE \
 		TERM="${TERM:-dumb}" ${COLUMNS:+COLUMNS=$COLUMNS} \
 		/bin/sh -c 'cd "$1" || exit 2; shift; exec "$@"' sh "$CWD" "$@"
 }
@@ -315,7 +318,7 @@ done
 CHILD=""
 if [ "$rc" = 137 ]; then
 	say "the tool was killed (SIGKILL); restoring what it changed (THP, huge pages)"
-	in_root mallocsweep doctor --restore-thp >/dev/null 2>&1 || say "restore failed: run $0 doctor --restore-thp"
+	(in_root mallocsweep doctor --restore-thp) >/dev/null 2>&1 || say "restore failed: run $0 doctor --restore-thp"
 fi
 cleanup
 trap - EXIT
