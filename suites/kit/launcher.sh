@@ -265,7 +265,8 @@ for a in "$@"; do
 	if [ -n "$out" ]; then
 		p=$(abspath "$out")
 		mkdir -p "$p" || die "--out $out: cannot create it"
-		add_bind "$(cd "$p" && pwd -P)"
+		p=$(cd "$p" && pwd -P) || die "--out $out: cannot read it"
+		case $p in "$CWD" | "$CWD"/*) ;; *) add_bind "$p" ;; esac
 	elif [ -n "$a" ] && [ "${a#-}" = "$a" ] && [ -e "$a" ]; then
 		p=$(abspath "$a")
 		[ -d "$p" ] || p=$(dirname -- "$p")
