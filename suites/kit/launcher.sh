@@ -65,7 +65,7 @@ kbin() {
 # Mount points under the root, in the order the kernel lists them (children after parents).
 mounted_under_root() {
 	while read -r _id _parent _dev _src mp _rest; do
-		case $mp in "$ROOT"/*) printf '%s\n' "$mp" ;; esac
+		case $mp in "$ROOT" | "$ROOT"/*) printf '%s\n' "$mp" ;; esac
 	done </proc/self/mountinfo
 }
 
@@ -114,6 +114,12 @@ abspath() { # an absolute path for $1 (relative to the current directory), witho
 mount_all() {
 	mkdir -p "$ROOT/proc" "$ROOT/sys" "$ROOT/dev" "$ROOT/tmp" || return 1
 	chmod 1777 "$ROOT/tmp"
+	# The root bound onto itself, private: inside the chroot / is then a mount point, which a
+	# fetched server's own root needs (the exec helper makes / rprivate in the server's mount
+	# namespace: EINVAL on a directory that is no mount point), and nothing mounted below it
+	# propagates to the host's mounts.
+	kbin /usr/bin/mount --bind "$ROOT" "$ROOT" || return 1
+	kbin /usr/bin/mount --make-private "$ROOT" || return 1
 	kbin /usr/bin/mount -t proc proc "$ROOT/proc" || return 1
 	# rbind, then rslave: the host's mounts below /sys and /dev (cgroup, hugetlbfs, /dev/shm)
 	# are seen inside, and unmounting them here never propagates back to the host's.
