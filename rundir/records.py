@@ -75,6 +75,16 @@ class ServerRecord(_Record):
     version: str | None = None
 
 
+class KitRecord(_Record):
+    """The kit a run was made with (manifest "kit": its kit.json, written by `mallocsweep kit
+    build`): each component's path, version and sha256. Absent from runs made outside a kit, and
+    from every run older than kits; no reader requires it."""
+
+    name: str
+    tool_version: str
+    components: list[dict[str, Any]] = Field(default_factory=list)
+
+
 class Manifest(_Record):
     """manifest.json's top level, in the current format."""
 
@@ -89,6 +99,7 @@ class Manifest(_Record):
     suite: dict[str, Any] = Field(default_factory=dict)
     cells: list[Cell] = Field(default_factory=list)
     servers: list[ServerRecord] = Field(default_factory=list)
+    kit: KitRecord | None = None  # optional: only runs made by a kit's launcher have it
 
 
 class _Strict(BaseModel):
@@ -442,6 +453,7 @@ __all__ = [
     "ChurnLevel",
     "ClientLoad",
     "Figures",
+    "KitRecord",
     "IIBenchLevel",
     "IIBenchQuery",
     "LatencyHistogram",

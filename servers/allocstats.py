@@ -43,10 +43,11 @@ _LIB_NAME = "ms-alloc-stats.so"
 _FIFO_NAME = "alloc-stats.fifo"
 # The figures that become columns (kB), in this order.
 FIGURES = ("in_use", "cached", "mapped", "committed")
+LIBS = ("-ldl", "-lpthread")  # what the shim links (a kit prebuilds it with the same)
 
 
 def alloc_stats_library() -> Path:
-    return build_shim(SOURCE, "memory.alloc_stats", libs=("-ldl", "-lpthread"))
+    return build_shim(SOURCE, "memory.alloc_stats", libs=LIBS)
 
 
 class AllocStats:

@@ -29,19 +29,31 @@ def keep_thp_library() -> Path:
     return build_shim(SOURCE, "thp.keep_server_thp")
 
 
-def build_shim(source: Path, needed_by: str, libs: tuple[str, ...] = ("-ldl",)) -> Path:
+SHIM_FLAGS = ("-shared", "-fPIC", "-O2")
+
+
+def build_shim(
+    source: Path, needed_by: str, libs: tuple[str, ...] = ("-ldl",), cache: Path | None = None
+) -> Path:
     """Absolute path of `source` built as a shared library, compiled once per source version."""
-    return compile_once(source, needed_by, ("-shared", "-fPIC", "-O2"), libs, suffix=".so")
+    return compile_once(source, needed_by, SHIM_FLAGS, libs, suffix=".so", cache=cache)
 
 
 def compile_once(
-    source: Path, needed_by: str, flags: tuple[str, ...], libs: tuple[str, ...] = (), suffix=""
+    source: Path,
+    needed_by: str,
+    flags: tuple[str, ...],
+    libs: tuple[str, ...] = (),
+    suffix="",
+    cache: Path | None = None,
 ) -> Path:
     """Absolute path of `source` compiled with the system compiler into the cache, once per
-    source version (its hash is in the name); a one-line ServerError without a compiler."""
+    source version (its hash is in the name); a one-line ServerError without a compiler.
+    `cache`: another cache's shims directory (a kit prebuilds its shims into its own root's
+    cache, where the tool inside finds them by the same name and needs no compiler)."""
     src = source.read_bytes()
     digest = hashlib.sha256(src).hexdigest()[:16]
-    out = _cache_dir() / f"{source.stem}-{digest}{suffix}"
+    out = (cache or _cache_dir()) / f"{source.stem}-{digest}{suffix}"
     if out.is_file():
         return out
     cc = shutil.which("cc") or shutil.which("gcc")

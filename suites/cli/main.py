@@ -21,7 +21,17 @@ try:
     from rundir.errors import RunDirError
     from servers.errors import ServerError
     from suites.cli import stdout_guard
-    from suites.cli.commands import allocators, compare, doctor, merge, report, run, servers, tune
+    from suites.cli.commands import (
+        allocators,
+        compare,
+        doctor,
+        kit,
+        merge,
+        report,
+        run,
+        servers,
+        tune,
+    )
     from suites.errors import Interrupted, SuiteError
 except KeyboardInterrupt:
     # Ctrl-C while the modules load (seconds on a loaded machine; the fault campaign's SIGINT
@@ -29,7 +39,7 @@ except KeyboardInterrupt:
     print("mallocsweep: interrupted", file=sys.stderr)
     raise SystemExit(130) from None
 
-COMMANDS = [allocators, doctor, servers, run, merge, report, compare, tune]
+COMMANDS = [allocators, doctor, servers, kit, run, merge, report, compare, tune]
 USER_ERRORS = (SuiteError, ServerError, CollectorError, AnalysisError, RunDirError)
 USER_OS_ERRORS = {
     errno.ENOSPC,
@@ -60,6 +70,7 @@ typical use:
   mallocsweep run SUITE --shard 1/2 ...; mallocsweep merge RUN1 RUN2 --out DIR   a fleet
   mallocsweep tune configs/suites/quick.toml --allocator jemalloc --budget 2h --out tune-je
                                                   the settings to deploy, and their drop-in
+  mallocsweep kit build --out kit.tar.zst         one archive for a host with nothing installed
 """
 
 

@@ -38,6 +38,7 @@ from suites.config.suite import MAX_REPEAT, LoadedSuite, Suite
 from suites.datasets import prepare as dataset_prepare
 from suites.errors import Interrupted, SuiteError
 from suites.families.registry import family_of
+from suites.kit.manifest import run_record as kit_run_record
 from suites.remote.clients import RemoteClients
 from suites.remote.hosts import ClientHosts
 from suites.runner import leftovers, preflight
@@ -556,6 +557,9 @@ class Matrix:
             },
             "cells": [_pending(c) for c in cells],
         }
+        kit = kit_run_record()  # the kit this run is made with (its launcher says), else None
+        if kit is not None:
+            self.manifest["kit"] = kit
         if self.shard is not None:
             self.manifest["shard"] = self.manifest_shard
         if self.restored_leftover is not None:

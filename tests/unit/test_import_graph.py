@@ -88,6 +88,7 @@ ALLOWED = {
         "suites.workloads",
         "suites.datasets",
         "suites.remote",
+        "suites.kit.manifest",  # the kit a run is made with, recorded in its manifest
         "servers",
         "collectors",
         "rundir",
@@ -104,6 +105,8 @@ ALLOWED = {
         "rundir",
         "analysis",
     ),
+    # The kit (issue 37): its build reuses the server roots' code; the runner reads its manifest.
+    "suites.kit": ("suites.kit", "suites.errors", "servers", "collectors", "rundir"),
     "suites.cli": ("suites", "servers", "collectors", "rundir", "analysis"),
     "bench": PACKAGES,
 }
