@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.growth import RSS_GROWTH_PER_CYCLE
-from analysis.sequential import FASTER, SLOWER
+from analysis.metrics import BETTER, WORSE
 from analysis.verdicts import (
     RSS_GROWTH,
     RSS_STOP,
@@ -103,7 +103,7 @@ def figures(run_dir: Path, defaults: str, arm: str) -> TrialFigures:
         memory=Figure.of(stop[0]),
         growth=Figure.of(worst_growth) if worst_growth else None,
         throughput=Figure.of(worst),
-        slower_points=[f"{v.workload}@{v.threads}" for v in speed if v.verdict == SLOWER],
-        less_memory=stop[0].verdict == FASTER,  # memory's "faster" is "less memory"
+        slower_points=[f"{v.workload}@{v.threads}" for v in speed if v.verdict == WORSE],
+        less_memory=stop[0].verdict == BETTER,  # a memory metric's better is less memory
         rounds=stop[0].rounds,
     )
