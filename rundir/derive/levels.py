@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 from rundir.derive.alloc import level_columns as alloc_level_columns
 from rundir.derive.phases import FIGURE_KEYS, mark_times, phase_figures, window_figures
 from rundir.derive.scenario import scenario_columns
+from rundir.derive.steady import mser_truncation, steady_columns
 from rundir.derive.window import (
     Interval,
     Window,
     connected_in_window,
+    load_rates,
     measured_window,
     window_rates,
 )
@@ -142,13 +144,15 @@ def derive_level(raw: dict, level: dict) -> tuple[dict, dict]:
     )
     times = mark_times(ph) if fig else []
     intervals = [Interval(float(t), float(r), m) for t, r, m in level.get("intervals") or ()]
-    window = measured_window(
-        intervals,
-        times,
-        clock.get("duration_s"),
-        clock.get("interval_s"),
-        bool(clock.get("last_ends_load")),
-    )
+    load = (clock.get("duration_s"), clock.get("interval_s"), bool(clock.get("last_ends_load")))
+    stop = ((level.get("sysbench") or {}).get("settled_stop_s")) if load[0] is not None else None
+    if stop is not None:
+        # Ended early once its ramp was over (suites/workloads/sysbench/settle.py): full load ran
+        # up to the report at which it was told to stop, as if that were its planned end.
+        load = (stop + (load[1] or 0.0) / 2, *load[1:])
+    # The ramp: reports the steady-state rule leaves out before the window opens.
+    steady = mser_truncation(load_rates(intervals, *load))
+    window = measured_window(intervals, times, *load, start_report=steady.drop if steady else 0)
     win = None
     if window is not None and fig:
         win = window_figures(ph, window.first_mark, window.last_mark, source)
@@ -158,6 +162,8 @@ def derive_level(raw: dict, level: dict) -> tuple[dict, dict]:
         row.get("heap_resident_kb"), row.get("alloc_in_use_kb")
     )
     row.update(scenario_columns(level))
+    row.update(steady_columns(steady, [iv.t_s for iv in intervals]))
+    row["steady_qps"] = round(window.ops_per_s, 1) if window and window.workload_s > 0 else None
     return row, window_record(intervals, len(times), fig, win, window, row)
 
 
