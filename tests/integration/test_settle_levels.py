@@ -41,8 +41,9 @@ def test_the_stop_file_ends_sysbench_cleanly_before_its_planned_time(server):
     assert rec.problems == []  # no refusal; the histogram holds exactly sysbench's events
     assert rec.latency_histogram is not None and rec.stopped_early is False
     assert rec.settled_stop_s is not None
-    # told at the third report (the watch may have told it earlier: never later)
-    assert rec.settled_stop_s <= seen[2] + 1e-6
+    # The file appeared after the third report; the wrapper looks for it after each report, so
+    # sysbench is told at the fourth (never later; earlier only if the watch itself was satisfied)
+    assert rec.settled_stop_s <= seen[2] + 1.0 + 1e-3
     assert "--time=23" in " ".join(rec.argv)
     assert res.duration_s < 23 - 1  # it ended well before its planned time
     assert res.events > 0 and res.qps > 0 and res.lat_p95_ms > 0

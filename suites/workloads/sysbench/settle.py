@@ -5,7 +5,8 @@ sysbench, and this watch follows its interval reports as they come. After each i
 same rule the derivation applies afterwards (rundir/derive/steady.py, MSER over the reports so
 far); once the rule calls the series settled and at least duration_s seconds of reports follow
 the ramp's end, it creates the stop file, and our Lua wrapper ends sysbench at its next report
-the way --time would (mallocsweep.lua, maybe_stop). A level whose ramp never ends runs to the cap,
+the way --time would (mallocsweep.lua, maybe_stop): one report later than the rule was met,
+since the file can only appear after the report that satisfied it (a steady second more). A level whose ramp never ends runs to the cap,
 and its derivation flags it (settled = 0).
 
 The live answer only decides when to stop; what the results say (ramp_s, settled, the window) is
