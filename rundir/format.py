@@ -210,8 +210,9 @@ EXPOSURE_COLUMNS: tuple[str, ...] = ()
 # ramp_s: seconds from the level's first interval report to its measured window's start, where
 # the steady-state rule (rundir/derive/steady.py, MSER) put the ramp's end; settled: 1, or 0 when
 # the rule found the level still moving (its window is then the later half, flagged); both empty
-# where a level has too few reports to judge. steady_qps: the workload's rate over that window, in
-# qps's unit (queries/s; rows/s for an insert load): the throughput the verdicts judge when present.
+# where a level has too few reports to judge, or is not of planned length (an insert load, a
+# scenario's cycle). steady_qps: the workload's rate over that window, in qps's unit, where the rule
+# judged the level (else empty): the throughput the verdicts judge when every row has it.
 STEADY_COLUMNS: tuple[str, ...] = ("ramp_s", "settled", "steady_qps")
 # Who holds the memory, format 6: the allocator's in-use memory split into what is resident and
 # what was allocated but never touched (so no part of RSS is ever negative).

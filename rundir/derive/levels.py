@@ -150,8 +150,11 @@ def derive_level(raw: dict, level: dict) -> tuple[dict, dict]:
         # Ended early once its ramp was over (suites/workloads/sysbench/settle.py): full load ran
         # up to the report at which it was told to stop, as if that were its planned end.
         load = (stop + (load[1] or 0.0) / 2, *load[1:])
-    # The ramp: reports the steady-state rule leaves out before the window opens.
-    steady = mser_truncation(load_rates(intervals, *load))
+    # The ramp: reports the steady-state rule leaves out before the window opens. Only a level
+    # of planned length is judged (sysbench's): one that ends when its work is done (an insert
+    # load, a fragmentation scenario's cycle) has no steady rate to wait for.
+    timed = load[0] is not None and not load[2]
+    steady = mser_truncation(load_rates(intervals, *load)) if timed else None
     window = measured_window(intervals, times, *load, start_report=steady.drop if steady else 0)
     win = None
     if window is not None and fig:
@@ -163,7 +166,10 @@ def derive_level(raw: dict, level: dict) -> tuple[dict, dict]:
     )
     row.update(scenario_columns(level))
     row.update(steady_columns(steady, [iv.t_s for iv in intervals]))
-    row["steady_qps"] = round(window.ops_per_s, 1) if window and window.workload_s > 0 else None
+    # The steady rate only where the rule judged the level (else the window is the old one and
+    # the level's qps stands; a re-derived older run keeps its figures unchanged)
+    judged = steady is not None and window is not None and window.workload_s > 0
+    row["steady_qps"] = round(window.ops_per_s, 1) if judged else None
     return row, window_record(intervals, len(times), fig, win, window, row)
 
 

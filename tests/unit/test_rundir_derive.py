@@ -35,9 +35,7 @@ def test_recorded_raw_gives_back_the_recorded_rows_and_windows(path):
     # Format 6's steady state: these 3-second levels have too few reports for the rule to judge
     # (rundir.derive.steady.MIN_REPORTS), so the window is the recorded one and steady_qps its rate.
     for row in derived.rows:
-        assert row["ramp_s"] is None and row["settled"] is None
-        if row["window_s"]:
-            assert row["steady_qps"] == pytest.approx(row["window_ops"] / row["window_s"], rel=1e-3)
+        assert row["ramp_s"] is None and row["settled"] is None and row["steady_qps"] is None
     added = (*FORMAT5_ADDED_COLUMNS, *FORMAT6_ADDED_COLUMNS)
     assert [_without(r, added) for r in derived.rows] == cell["rows"]
     assert derived.windows == [lv["window"] for lv in cell["cell"]["levels"]]
