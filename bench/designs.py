@@ -172,7 +172,7 @@ def measure(
 
 def run(
     bench, library: Path, spins: int, lives: int, blocks: int, block_s: int,
-    progress: Callable[[str], None] = lambda _s: None,
+    progress: Callable[[str], None] = lambda _s: None, which: tuple[str, ...] = DESIGNS,
 ) -> dict:  # fmt: skip
     glibc = bench.glibc
     pairs = {
@@ -180,7 +180,7 @@ def run(
         "control": {"glibc": glibc, "slow": control_allocator(library, spins)},
     }
     figures: dict = {"spins": spins, "workload": WORKLOAD, "threads": THREADS, "block_s": block_s}
-    for design in DESIGNS:
+    for design in which:
         for key, arms in pairs.items():
             figures[f"{design}/{key}"] = measure(
                 bench, design, arms, lives, blocks, block_s, progress

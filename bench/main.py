@@ -72,7 +72,17 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="lives of each design and pair in the designs figure (default 6, --quick 2)",
     )
+    p.add_argument(
+        "--designs",
+        default=",".join(designs.DESIGNS),
+        help="which designs the designs figure measures (default solo,alternate,duet)",
+    )
     args = p.parse_args(argv)
+    which = tuple(d.strip() for d in args.designs.split(",") if d.strip())
+    if not which or set(which) - set(designs.DESIGNS):
+        print(f"python -m bench: --designs: expected some of {designs.DESIGNS}, got "
+              f"{args.designs!r}", file=sys.stderr)  # fmt: skip
+        return 2
     if args.pairs < 0:
         print(f"python -m bench: --pairs must be >= 0, got {args.pairs}", file=sys.stderr)
         return 2
@@ -177,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                     blocks=4 if args.quick else 6,
                     block_s=3,
                     progress=lambda s: console.print(f"[dim]  {s}[/dim]"),
+                    which=which,
                 ),
             ),
         ]
