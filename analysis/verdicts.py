@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis import growth as cycle_growth
-from analysis import memory, study_tables
+from analysis import memory, steady_rate, study_tables
 from analysis.judge import Judged, judge
 from analysis.lives import by_life
 from analysis.metrics import (
@@ -168,10 +168,16 @@ def throughput_points(
     for wl in run.workloads:
         metric = column or study_tables.metric_of(run, wl)
         by_point: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+        # The workload's throughput is its steady rate where the run has one (analysis/steady_rate.py)
+        get = (
+            steady_rate.throughput_value(run, wl, metric)
+            if column is None
+            else (lambda r, metric=metric: r.get(metric))
+        )
         lives = by_life(
             (r for r in run.ok_rows if r["workload"] == wl and not run.is_standin(r["cell"])),
             lambda r: (r["server"], r["thp"], r["threads"], r["allocator"], r["repeat"] or 1),
-            lambda r, metric=metric: r.get(metric),
+            get,
         )
         for (server, thp, th, alloc, rnd), per_cell in lives.items():
             by_point[(server, thp, th)][alloc][rnd] = median(list(per_cell.values()))

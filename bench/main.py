@@ -13,10 +13,10 @@ from pathlib import Path
 from rich.console import Console
 
 import bench as package
-from bench import paired, reference, upgrade
+from bench import designs, paired, positive_control, reference, upgrade
 from bench import smaps as smaps_cost
 from bench.bench import HIGH, LOW, Bench, console, verdicts_figure
-from bench.table import table, upgrade_rows, verdicts_row
+from bench.table import control_rows, design_rows, table, upgrade_rows, verdicts_row
 from rundir.atomic import atomic_write
 
 
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="",
         help="comma-separated figures to measure (restore, warm, onoff, iibench, sweep_vs_raw, "
-        "iibench_vs_reference, smaps, upgrade); default all",
+        "iibench_vs_reference, smaps, upgrade, control, designs); default all",
     )
     p.add_argument(
         "--upgrade-from",
@@ -59,7 +59,30 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="pairs of blocks per level in the sweep-vs-raw arm (default 6, --quick 4)",
     )
+    p.add_argument(
+        "--control-spins",
+        type=int,
+        default=0,
+        help="spins per malloc call of the control arm in the designs figure (default: the 10%% "
+        "strength the control figure calibrated in this bench, else 1000)",
+    )
+    p.add_argument(
+        "--design-lives",
+        type=int,
+        default=0,
+        help="lives of each design and pair in the designs figure (default 6, --quick 2)",
+    )
+    p.add_argument(
+        "--designs",
+        default=",".join(designs.DESIGNS),
+        help="which designs the designs figure measures (default solo,alternate,duet)",
+    )
     args = p.parse_args(argv)
+    which = tuple(d.strip() for d in args.designs.split(",") if d.strip())
+    if not which or set(which) - set(designs.DESIGNS):
+        print(f"python -m bench: --designs: expected some of {designs.DESIGNS}, got "
+              f"{args.designs!r}", file=sys.stderr)  # fmt: skip
+        return 2
     if args.pairs < 0:
         print(f"python -m bench: --pairs must be >= 0, got {args.pairs}", file=sys.stderr)
         return 2
@@ -140,6 +163,33 @@ def main(argv: list[str] | None = None) -> int:
                     progress=lambda s: console.print(f"[dim]  {s}[/dim]"),
                 ),
             ),
+            (
+                "control",
+                "the positive control: glibc slowed by a busy wait per malloc call (bench/"
+                "slowmalloc.c), calibrated to cost 5% and 10% at OLTP_RO@8, then the quick "
+                "suite's design with both controls and the A/A arm, repeated",
+                lambda: positive_control.run(
+                    bench,
+                    args.out,
+                    quick=args.quick,
+                    progress=lambda s: console.print(f"[dim]  {s}[/dim]"),
+                ),
+            ),
+            (
+                "designs",
+                "solo lives vs alternating blocks vs duet at OLTP_RO@8, each with the A/A pair "
+                "and the positive control: interval width per machine minute",
+                lambda: designs.run(
+                    bench,
+                    positive_control.build(),
+                    spins=args.control_spins or _calibrated(figures) or 1000,
+                    lives=args.design_lives or (2 if args.quick else 6),
+                    blocks=4 if args.quick else 6,
+                    block_s=3,
+                    progress=lambda s: console.print(f"[dim]  {s}[/dim]"),
+                    which=which,
+                ),
+            ),
         ]
         only = {k.strip() for k in args.only.split(",") if k.strip()}
         unknown = only - {key for key, _, _ in steps}
@@ -171,6 +221,10 @@ def main(argv: list[str] | None = None) -> int:
         verdicts_row(shown, figures["verdicts"])
     if "upgrade" in figures:
         upgrade_rows(shown, figures["upgrade"])
+    if "control" in figures:
+        control_rows(shown, figures["control"])
+    if "designs" in figures:
+        design_rows(shown, figures["designs"])
     for key, why in failed.items():
         shown.add_row(f"{key}: FAILED", why, "n/a", "", "[red]failed[/red]")
     if failed:
@@ -183,6 +237,13 @@ def main(argv: list[str] | None = None) -> int:
     # The bench reports figures; the "met" column says which goals this machine met. A figure
     # that could not be measured is an error.
     return 1 if failed else 0
+
+
+def _calibrated(figures: dict) -> int | None:
+    """The 10% control's spins, when this bench calibrated them."""
+    return (((figures.get("control") or {}).get("calibration") or {}).get("spins") or {}).get(
+        "slow10"
+    )
 
 
 if __name__ == "__main__":

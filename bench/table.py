@@ -179,6 +179,57 @@ def upgrade_rows(t: Table, u: dict) -> None:
     )
 
 
+def control_rows(t: Table, c: dict) -> None:
+    """Item 11: the positive control's calibration and how the quick design judged it."""
+    cal = c["calibration"]
+    m = cal["measured"]
+    p = m["interval"]
+    t.add_row(
+        f"positive control calibration: glibc + {cal['trial_spins']} spins per malloc call vs "
+        f"glibc at OLTP_RO@8, alternating blocks ({len(m['lives'])} lives)",
+        f"ratio {_interval(p)}; spins for 5%: {cal['spins'].get('slow5')}, for 10%: "
+        f"{cal['spins'].get('slow10')}; load average {_loads(m)}",
+        f"{m['machine_min']:.1f} machine min",
+        "a cost the blocks resolve",
+        _met(p.get("hi") is not None and p["hi"] < 1),
+    )
+    j = c.get("judge") or {}
+    if "summary" not in j:
+        t.add_row("positive control: the quick design", j.get("skipped", "not run"), "n/a", "", "")
+        return
+    reps = j["repetitions"]
+    loads = _loads(*reps)
+    need = {"slow10": 0.8, "slow5": 0.6}
+    for arm, s in sorted(j["summary"].items()):
+        aa = arm.endswith("-aa")
+        t.add_row(
+            f"quick design, OLTP_RO@8: {arm} ({len(reps)} repetitions)",
+            f"called slower {s['slower']} of {s['n']}, called anything {s['called']} of "
+            f"{s['n']}; interval half-width +-{_fmt(s['median_half_width_pct'])}% median; "
+            f"load average {loads}",
+            f"{s['called'] if aa else s['slower']} of {s['n']}",
+            "A/A never called" if aa else f"slower in >= {need.get(arm, 0):.0%}",
+            _met(s["called"] == 0 if aa else s["slower"] >= need.get(arm, 1) * s["n"]),
+        )
+
+
+def design_rows(t: Table, d: dict) -> None:
+    """Item 12: solo vs alternating blocks vs duet, the A/A pair and the control."""
+    for key in sorted(k for k in d if "/" in k):
+        f = d[key]
+        design, pair = key.split("/")
+        what = "A/A (glibc vs glibc)" if pair == "aa" else f"control ({d['spins']} spins)"
+        t.add_row(
+            f"design {design}, {what}, {d['workload'].upper()}@{d['threads']}, "
+            f"{len(f['lives'])} lives",
+            f"ratio {_interval(f['interval'])}, +-{_fmt(f['half_width_pct'])}% in "
+            f"{_fmt(f['machine_min'])} machine min; load average {_loads(f)}",
+            f"+-{_fmt(f['half_width_x_sqrt_min'])}% x sqrt(min)",
+            "narrowest per machine minute wins",
+            "",
+        )
+
+
 def _loads(*designs: dict) -> str:
     """The machine's 1-minute load averages over the designs (what else ran beside them)."""
     loads = [x for d in designs for x in d.get("load") or []]

@@ -212,7 +212,13 @@ FORMAT5_ADDED_COLUMNS = tuple(dict.fromkeys((*HUGEPAGE_COLUMNS, *FORMAT5_RESULT_
 # level's measured window (suites/workloads + servers/shims).
 EXPOSURE_COLUMNS: tuple[str, ...] = ()
 # Steady state: the seconds of a level's start that were a ramp and are left out of its window.
-STEADY_COLUMNS: tuple[str, ...] = ()
+# ramp_s: seconds from the level's first interval report to its measured window's start, where
+# the steady-state rule (rundir/derive/steady.py, MSER) put the ramp's end; settled: 1, or 0 when
+# the rule found the level still moving (its window is then the later half, flagged); both empty
+# where a level has too few reports to judge, or is not of planned length (an insert load, a
+# scenario's cycle). steady_qps: the workload's rate over that window, in qps's unit, where the rule
+# judged the level (else empty): the throughput the verdicts judge when every row has it.
+STEADY_COLUMNS: tuple[str, ...] = ("ramp_s", "settled", "steady_qps")
 # Who holds the memory, format 6: the allocator's in-use memory split into what is resident and
 # what was allocated but never touched (so no part of RSS is ever negative).
 GROWTH_PART_COLUMNS: tuple[str, ...] = ()

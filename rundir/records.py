@@ -229,6 +229,10 @@ class SysbenchLevel(_Strict):
     problems: list[str] = Field(default_factory=list)  # malformed records, histogram mismatches
     partial: str | None = None  # the level failed: its figures are from its interval reports
     stopped_early: bool = False  # stopped on purpose (a warmup that got warm)
+    # A level of a suite with [sysbench] settle_cap_s, ended once duration_s steady seconds
+    # followed its ramp: sysbench's elapsed seconds when it was told to end (its planned --time
+    # was duration_s + settle_cap_s). None: it ran its planned --time (format 6).
+    settled_stop_s: float | None = None
     argv: list[str] = Field(default_factory=list)  # the command line, passwords masked
     records: str | None = None  # the wrapper's JSON records file
     wall_s: float | None = None

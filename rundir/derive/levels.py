@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 from rundir.derive.alloc import level_columns as alloc_level_columns
 from rundir.derive.phases import FIGURE_KEYS, mark_times, phase_figures, window_figures
 from rundir.derive.scenario import scenario_columns
+from rundir.derive.steady import mser_truncation, steady_columns
 from rundir.derive.window import (
     Interval,
     Window,
     connected_in_window,
+    load_rates,
     measured_window,
     window_rates,
 )
@@ -142,14 +144,20 @@ def derive_level(raw: dict, level: dict) -> tuple[dict, dict]:
     )
     times = mark_times(ph) if fig else []
     intervals = [Interval(float(t), float(r), m) for t, r, m in level.get("intervals") or ()]
-    window = measured_window(
-        intervals,
-        times,
-        # the planned length (rundir.records.RawClock; records before it say duration_s)
-        clock.get("planned_s", clock.get("duration_s")),
-        clock.get("interval_s"),
-        bool(clock.get("last_ends_load")),
-    )
+    # the planned length (rundir.records.RawClock; records before it say duration_s)
+    planned = clock.get("planned_s", clock.get("duration_s"))
+    load = (planned, clock.get("interval_s"), bool(clock.get("last_ends_load")))
+    stop = ((level.get("sysbench") or {}).get("settled_stop_s")) if load[0] is not None else None
+    if stop is not None:
+        # Ended early once its ramp was over (suites/workloads/sysbench/settle.py): full load ran
+        # up to the report at which it was told to stop, as if that were its planned end.
+        load = (stop + (load[1] or 0.0) / 2, *load[1:])
+    # The ramp: reports the steady-state rule leaves out before the window opens. Only a level
+    # of planned length is judged (sysbench's): one that ends when its work is done (an insert
+    # load, a fragmentation scenario's cycle) has no steady rate to wait for.
+    timed = load[0] is not None and not load[2]
+    steady = mser_truncation(load_rates(intervals, *load)) if timed else None
+    window = measured_window(intervals, times, *load, start_report=steady.drop if steady else 0)
     win = None
     if window is not None and fig:
         win = window_figures(ph, window.first_mark, window.last_mark, source)
@@ -159,6 +167,11 @@ def derive_level(raw: dict, level: dict) -> tuple[dict, dict]:
         row.get("heap_resident_kb"), row.get("alloc_in_use_kb")
     )
     row.update(scenario_columns(level))
+    row.update(steady_columns(steady, [iv.t_s for iv in intervals]))
+    # The steady rate only where the rule judged the level (else the window is the old one and
+    # the level's qps stands; a re-derived older run keeps its figures unchanged)
+    judged = steady is not None and window is not None and window.workload_s > 0
+    row["steady_qps"] = round(window.ops_per_s, 1) if judged else None
     return row, window_record(intervals, len(times), fig, win, window, row)
 
 

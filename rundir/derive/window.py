@@ -43,6 +43,38 @@ class Window:
         return self.ops / self.workload_s
 
 
+def load_end(
+    intervals: list[Interval],
+    duration_s: float | None,
+    interval_s: float | None,
+    last_ends_load: bool = False,
+) -> float:
+    """The last moment of full load in the workload's clock, as measured_window bounds it: the
+    last report (an insert load), half an interval before the planned end (sysbench), or the
+    second-to-last report (neither). Needs at least two reports."""
+    limit = intervals[-1].t_s
+    if not last_ends_load:
+        if duration_s is not None:
+            limit = min(limit, duration_s - (interval_s or 0.0) / 2)
+        else:
+            limit = intervals[-2].t_s
+    return limit
+
+
+def load_rates(
+    intervals: list[Interval],
+    duration_s: float | None,
+    interval_s: float | None,
+    last_ends_load: bool = False,
+) -> list[float]:
+    """The rates of the reports a window from the first report's mark can hold (reports 1.. up
+    to load_end): the series the steady-state rule judges; its i-th value is report i+1's."""
+    if len(intervals) < 2:
+        return []
+    end = load_end(intervals, duration_s, interval_s, last_ends_load)
+    return [iv.ops_per_s for iv in intervals[1:] if iv.t_s <= end + 1e-9]
+
+
 def _ops_between(intervals: list[Interval], a: float, b: float) -> float:
     """Operations from a to b (workload clock), each report's rate held over its own interval."""
     ops = 0.0
@@ -59,6 +91,7 @@ def measured_window(
     duration_s: float | None,
     interval_s: float | None,
     last_ends_load: bool = False,
+    start_report: int = 0,
 ) -> Window | None:
     """Pick the measured window of a level (None: no two marks inside the load).
 
@@ -71,7 +104,9 @@ def measured_window(
     mark at our time m sits at m - offset there — never earlier than it really was.
     - Start: the first report's mark. The load runs with every client connected from the first
       report on (sysbench reports once its threads are running events; iibench reports t=0 as
-      its clock starts); marks before it are not used.
+      its clock starts); marks before it are not used. With `start_report` (the reports the
+      steady-state rule called ramp, rundir/derive/steady.py) the mark of that report instead,
+      or of the first report after it that has one.
     - End: the last mark still inside the load. With `last_ends_load` (iibench: its last report
       comes when the last insert has returned, before any client disconnects) the last report's
       own mark, however late after its report it came.
@@ -95,14 +130,12 @@ def measured_window(
         # (no rate is known past the last report) and only the idle load's CPU.
         end = closing
     else:
-        limit = intervals[-1].t_s  # no rate is known past the last report
-        if not last_ends_load:
-            if duration_s is not None:
-                limit = min(limit, duration_s - (interval_s or 0.0) / 2)
-            else:
-                limit = intervals[-2].t_s
-        end = limit + offset
-    first = next((i for i, t in enumerate(mark_times) if abs(t - reported[0].mark_t) < 1e-6), None)
+        # no rate is known past the last report
+        end = load_end(intervals, duration_s, interval_s, last_ends_load) + offset
+    opening = next((iv.mark_t for iv in intervals[start_report:] if iv.mark_t is not None), None)
+    if opening is None:
+        return None
+    first = next((i for i, t in enumerate(mark_times) if abs(t - opening) < 1e-6), None)
     if first is None:
         return None
     inside = [i for i in range(first + 1, len(mark_times)) if mark_times[i] <= end + 1e-9]

@@ -121,6 +121,8 @@ def test_quick_runs_rounds_that_can_decide():
     assert 600 <= s.run.budget_s <= 900
     assert min(s.sysbench.threads) <= 8 and max(s.sysbench.threads) >= 256
     assert len(s.sysbench.threads) <= 3
+    # Issue 33: 256 threads measured at steady state: levels may run past their ~4 s ramp
+    assert s.sysbench.settle_cap_s >= 4
 
 
 def test_standin_suite_binary_is_found_from_any_cwd(tmp_path, monkeypatch):
@@ -142,6 +144,10 @@ BAD = [
     (
         "[sysbench]\nduration_s = 0\n",
         r"x\.toml:2: sysbench\.duration_s: expected whole seconds.*\(got 0\)",
+    ),
+    (
+        "[sysbench]\nsettle_cap_s = -2\n",
+        r"x\.toml:2: sysbench\.settle_cap_s: expected a value >= 0 \(got -2\)",
     ),
     (
         "[sysbench]\nduration_s = 1.5\n",

@@ -166,6 +166,53 @@ local function c_stat(stat)
    return s
 end
 
+-- Ending a level early, cleanly ($MALLOCSWEEP_STOP: a file the runner creates once the level's
+-- ramp has ended and enough steady seconds followed it; suites/workloads/sysbench/settle.py).
+-- sysbench 1.0.20's workers ask sb_more_events() before each event, which ends them once the
+-- elapsed time reaches sb_globals.max_time_ns (--time). Lowering that limit to the time already
+-- elapsed ends the level as --time would have: workers finish their event, thread_done runs (the
+-- histogram dump), and sysbench prints its cumulative report. A SIGTERM would lose both.
+-- Where max_time_ns is: at byte 0x20 of sb_globals in Debian's sysbench 1.0.20 (its
+-- sb_more_events compares sb_globals+0x20 with the exec timer; error at +0, tx_rate at +0x10,
+-- max_requests at +0x18: objdump -d /usr/bin/sysbench). It is written only if it holds exactly
+-- --time in ns, so a build with another layout is refused (and said), never corrupted.
+local stop_path = os.getenv("MALLOCSWEEP_STOP")
+local stop_done = false
+
+ffi.cdef [[
+typedef struct {
+  int error;
+  uint8_t unknown_04[12];
+  unsigned int tx_rate;
+  uint8_t unknown_14[4];
+  uint64_t max_requests;
+  uint64_t max_time_ns;
+} mallocsweep_globals_head_t;
+extern mallocsweep_globals_head_t sb_globals;
+]]
+
+local function maybe_stop(stat)
+   if stop_done or not stop_path then
+      return
+   end
+   local f = io.open(stop_path, "r")
+   if not f then
+      return
+   end
+   f:close()
+   stop_done = true
+   local g = ffi.C.sb_globals
+   local want = ffi.new("uint64_t", (tonumber(sysbench.opt.time) or 0) * 1000000000)
+   if g.max_time_ns ~= want then
+      append(string.format('{"type":"stop_refused","reason":"sb_globals.max_time_ns is %s, ' ..
+                           'not --time %s s in ns: unexpected layout"}',
+                           tostring(g.max_time_ns), num(sysbench.opt.time)))
+      return
+   end
+   g.max_time_ns = ffi.new("uint64_t", math.floor(stat.time_total * 1e9))
+   append(string.format('{"type":"stop","t_s":%s}', num(stat.time_total)))
+end
+
 function sysbench.hooks.report_intermediate(stat)
    local line = stat_json("interval", stat)
    local tid = kernel_tid()
@@ -174,6 +221,7 @@ function sysbench.hooks.report_intermediate(stat)
    end
    append(line)
    ffi.C.db_report_intermediate(c_stat(stat))
+   maybe_stop(stat)
 end
 
 function sysbench.hooks.report_cumulative(stat)

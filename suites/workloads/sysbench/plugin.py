@@ -99,6 +99,15 @@ class SysbenchSection(Section):
         description="sysbench interval reports (timeline): whole seconds, at most duration_s / 3 "
         "(sysbench 1.0.20 takes an integer --report-interval).",
     )
+    settle_cap_s: Annotated[int, Field(ge=0, le=MAX_LEVEL_S)] = Field(
+        0,
+        description="Steady state: seconds a level may run beyond duration_s while its ramp has "
+        "not ended. The steady-state rule (MSER over the interval reports, rundir/derive/steady.py) "
+        "is applied live: the level ends once duration_s seconds follow the ramp's end, at most "
+        "duration_s + settle_cap_s; a level still moving then is flagged (results column "
+        "settled = 0). 0: every level runs exactly duration_s (the ramp is still left out of the "
+        "measured window). Levels on client hosts run their planned length.",
+    )
     rate: Annotated[int, Field(ge=0)] = Field(
         0, description="Target tps (0 = closed loop, as fast as possible)."
     )
@@ -285,6 +294,7 @@ class Sysbench(Workload):
                     return run_level(
                         target, script, threads, s.duration_s, opts, ctx.logs / f"{phase}.log",
                         on_interval=ctx.on_interval, clients=ctx.clients,
+                        settle_cap_s=s.settle_cap_s,
                     )  # fmt: skip
 
                 yield phase, run
@@ -315,7 +325,12 @@ class Sysbench(Workload):
             yield lv.phase, run
 
     def clock(self, suite):
-        return float(suite.sysbench.duration_s), float(suite.sysbench.report_interval_s), False
+        # A level's planned --time; one ended early by settle_cap_s records when (settled_stop_s).
+        # Churn levels and levels on client hosts always run their planned duration_s.
+        s = suite.sysbench
+        settles = not suite.memory.churn_cycles and not suite.clients.hosts
+        planned = s.duration_s + (s.settle_cap_s if settles else 0)
+        return float(planned), float(s.report_interval_s), False
 
     def warmup(self, ctx):
         """The stock tables' scans and an OLTP_RO run (the classic procedure); a suite of only
@@ -345,7 +360,8 @@ class Sysbench(Workload):
         levels = len(s.workloads) * len(s.threads)
         # Each level also spends time starting its client threads (up to ~1 s per 100 threads).
         init = sum(1 + t / 100 for t in s.threads) * len(s.workloads)
-        return warm + levels * s.duration_s + init
+        # A level that settles late runs up to settle_cap_s longer: plan for the cap.
+        return warm + levels * (s.duration_s + s.settle_cap_s) + init
 
     def dataset_spec(self, suite) -> dict:
         scripts = sysbench_scripts(suite)

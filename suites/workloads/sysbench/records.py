@@ -28,6 +28,9 @@ class LevelRecords:
     histogram: LatencyHistogram | None = None
     histogram_nevents: int | None = None  # sysbench's own count of what the histogram holds
     problems: list[str] = field(default_factory=list)  # malformed lines, layout errors
+    # When the wrapper ended the level early because its ramp had ended (settle.py): sysbench's
+    # elapsed seconds at that moment
+    settled_stop_s: float | None = None
 
 
 def records_path(log_path: Path) -> Path:
@@ -71,6 +74,10 @@ def add_record(out: LevelRecords, rec: dict) -> None:
             out.histogram_nevents = int(rec.get("nevents", hist.total))
     elif kind == "histogram_error":
         out.problems.append(str(rec.get("reason")))
+    elif kind == "stop":
+        out.settled_stop_s = float(rec["t_s"])
+    elif kind == "stop_refused":
+        out.problems.append(f"could not end the level early: {rec.get('reason')}")
 
 
 def _queries(rec: dict) -> float:
@@ -153,6 +160,7 @@ def level_result(
         recs.problems.append("no latency histogram was recorded; percentiles left empty")
     rec.lat_min_ms = lat_min
     rec.problems = list(recs.problems)
+    rec.settled_stop_s = recs.settled_stop_s
     return res
 
 

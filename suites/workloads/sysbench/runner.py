@@ -41,6 +41,7 @@ from suites.workloads.sysbench.options import (
     whole_seconds,
 )
 from suites.workloads.sysbench.records import level_result, read_records, records_path
+from suites.workloads.sysbench.settle import SettleWatch
 from suites.workloads.sysbench.split import SysbenchIntervals, host_log, split_result
 
 WRAPPER = shipped("suites.workloads.sysbench", "mallocsweep.lua")
@@ -229,6 +230,7 @@ def run_level(
     timeout_s: float | None = None,
     stop_when: Callable[[], bool] | None = None,
     clients=None,
+    settle_cap_s: float = 0,
 ) -> LevelResult:
     """One level: `threads` clients of `workload` (a stock workload's name, or a Script) for
     `duration_s` seconds.
@@ -243,6 +245,8 @@ def run_level(
     `clients` (suites.remote.clients.RemoteClients or suites.remote.hosts.ClientHosts): sysbench
     runs on that client host over SSH, or split over those hosts, started together; the level's
     client_load is their own CPU, context switches and network over it.
+    `settle_cap_s` > 0 (a local level only): sysbench is planned for duration_s + settle_cap_s
+    and ended by our wrapper once duration_s seconds followed the level's ramp (settle.py).
     """
     script = as_script(workload)
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
@@ -255,10 +259,20 @@ def run_level(
     hosts = list(clients.hosts) if clients is not None else []
     if len(hosts) > 1:
         return _split_level(target, script, threads, seconds, opts, log_path, hosts, on_interval)
+    watch = None
+    env = _ENV | script.environment()
+    if settle_cap_s and not hosts:
+        # Until the ramp has ended, at most settle_cap_s more (the stop file is this level's own,
+        # beside its log in the cell's directory).
+        watch = SettleWatch(seconds, log_path.with_suffix(".stop"))
+        watch.stop_path.unlink(missing_ok=True)
+        seconds += whole_seconds(settle_cap_s, "settle_cap_s")
+        env = env | {"MALLOCSWEEP_STOP": str(watch.stop_path)}
+        on_interval = _watched(watch, on_interval)
     argv = level_argv(WRAPPER, target, opts, threads, seconds, script)
     limit = timeout_s if timeout_s is not None else default_timeout(threads, seconds)
     # MALLOCSWEEP_THREADS tells the report thread's Lua state apart
-    env = _ENV | script.environment() | {"MALLOCSWEEP_THREADS": str(threads)}
+    env = env | {"MALLOCSWEEP_THREADS": str(threads)}
     nofile = ensure_nofile(threads + 256)
     rec_path = records_path(log_path)
     host = hosts[0] if hosts else None
@@ -341,6 +355,17 @@ def run_level(
         res.status = "failed"
         res.error = failure_reason(log_path, f"sysbench {how}")
     return res
+
+
+def _watched(watch: SettleWatch, on_interval):
+    """on_interval that first shows each report to the settle watch."""
+
+    def seen(t_s: float, tps: float, qps: float) -> None:
+        watch.add(t_s, qps)
+        if on_interval is not None:
+            on_interval(t_s, tps, qps)
+
+    return seen
 
 
 def _split_level(
