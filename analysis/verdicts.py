@@ -25,8 +25,8 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
+from analysis import exposure, memory, study_tables
 from analysis import growth as cycle_growth
-from analysis import memory, study_tables
 from analysis.lives import by_life
 from analysis.sequential import (
     DECIDED,
@@ -108,12 +108,16 @@ class Verdict:
             return NO_DIFFERENCE
         if self.verdict == UNDECIDED:
             return NOT_YET
+        if self.verdict == exposure.CANNOT_MATTER:
+            return exposure.MEANING
         return MEANING[self.metric][self.verdict]
 
     @property
     def word(self) -> str:
         """The verdict in the metric's words, short: "faster", "more memory", "grows less",
         "none", "undecided" (the `verdict` field stays the sequential rule's own word)."""
+        if self.verdict == exposure.CANNOT_MATTER:
+            return exposure.WORD
         return MEANING[self.metric].get(self.verdict, self.verdict)
 
     @property
@@ -289,7 +293,10 @@ def run_verdicts(
                 )
 
     for (server, wl, thp, th), values in throughput_points(run):
-        add(server, wl, thp, th, THROUGHPUT, _judge(values, base, design, "log"))
+        judged = _judge(values, base, design, "log")
+        # undecided where no installed allocator can move this point: decided from its exposure
+        judged = exposure.settle(run, (server, wl, thp, th), judged)
+        add(server, wl, thp, th, THROUGHPUT, judged)
 
     # Memory: one value per complete server life.
     stop, growth = memory.lives_by_point(run)
@@ -313,7 +320,7 @@ def run_verdicts(
 
 
 def undecided(verdicts: list[Verdict]) -> list[Verdict]:
-    return [v for v in verdicts if v.verdict not in DECIDED]
+    return [v for v in verdicts if v.verdict not in (*DECIDED, exposure.CANNOT_MATTER)]
 
 
 def aa_alarm(verdicts: list[Verdict]) -> list[Verdict]:

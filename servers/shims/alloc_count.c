@@ -13,8 +13,8 @@
  *   bytes asked:      the size argument of each allocation call (calloc: n * size; realloc: the
  *                     new size).
  * An operator new that reaches malloc (libstdc++'s does, through its own GOT, into this library
- * again) is one call, not two: calls made while one of ours is in progress on the same thread are
- * forwarded uncounted.
+ * again) is one call, not two: calls made while an operator new/delete of ours is in progress on
+ * the same thread are forwarded uncounted.
  *
  * Per thread, without locks: each thread's first call enrols a block of counters (a static pool;
  * a block whose thread exited is adopted by a new thread, so the counts never go backwards and
@@ -234,7 +234,8 @@ __attribute__((constructor)) static void start(void)
     counting = on != NULL && strcmp(on, "1") == 0;
 }
 
-/* --- the C family ---------------------------------------------------------------------------- */
+/* --- the C family: counted and passed on (a tail call: no guard, as the allocators' C entry
+ * points do not call each other through the global scope) ------------------------------------ */
 typedef void *(*malloc_t)(size_t);
 typedef void *(*calloc_t)(size_t, size_t);
 typedef void *(*realloc_t)(void *, size_t);
@@ -256,10 +257,7 @@ EXPORT void *malloc(size_t n)
     if (!LIKELY(f != NULL))
         return boot_alloc(n, 16);
     count(K_MALLOC, n);
-    depth++;
-    void *p = f(n);
-    depth--;
-    return p;
+    return f(n);
 }
 
 EXPORT void *calloc(size_t n, size_t size)
@@ -268,10 +266,7 @@ EXPORT void *calloc(size_t n, size_t size)
     if (!LIKELY(f != NULL))
         return boot_alloc(n * size, 16); /* static storage: already zero */
     count(K_CALLOC, (uint64_t)n * size);
-    depth++;
-    void *p = f(n, size);
-    depth--;
-    return p;
+    return f(n, size);
 }
 
 EXPORT void *realloc(void *old, size_t n)
@@ -286,10 +281,7 @@ EXPORT void *realloc(void *old, size_t n)
         return p;
     }
     count(K_REALLOC, n);
-    depth++;
-    void *p = f(old, n);
-    depth--;
-    return p;
+    return f(old, n);
 }
 
 EXPORT void free(void *p)
@@ -300,9 +292,7 @@ EXPORT void free(void *p)
     if (f == NULL)
         return;
     count(K_FREE, 0);
-    depth++;
     f(p);
-    depth--;
 }
 
 EXPORT void *memalign(size_t align, size_t n)
@@ -311,10 +301,7 @@ EXPORT void *memalign(size_t align, size_t n)
     if (f == NULL)
         return boot_alloc(n, align);
     count(K_MEMALIGN, n);
-    depth++;
-    void *p = f(align, n);
-    depth--;
-    return p;
+    return f(align, n);
 }
 
 EXPORT int posix_memalign(void **out, size_t align, size_t n)
@@ -325,10 +312,7 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
         return *out ? 0 : 12; /* ENOMEM */
     }
     count(K_POSIX_MEMALIGN, n);
-    depth++;
-    int r = f(out, align, n);
-    depth--;
-    return r;
+    return f(out, align, n);
 }
 
 EXPORT void *aligned_alloc(size_t align, size_t n)
@@ -337,10 +321,7 @@ EXPORT void *aligned_alloc(size_t align, size_t n)
     if (f == NULL)
         return boot_alloc(n, align);
     count(K_ALIGNED_ALLOC, n);
-    depth++;
-    void *p = f(align, n);
-    depth--;
-    return p;
+    return f(align, n);
 }
 
 EXPORT void *valloc(size_t n)
@@ -349,10 +330,7 @@ EXPORT void *valloc(size_t n)
     if (f == NULL)
         return boot_alloc(n, 4096);
     count(K_VALLOC, n);
-    depth++;
-    void *p = f(n);
-    depth--;
-    return p;
+    return f(n);
 }
 
 EXPORT void *pvalloc(size_t n)
@@ -361,10 +339,7 @@ EXPORT void *pvalloc(size_t n)
     if (f == NULL)
         return boot_alloc((n + 4095) & ~(size_t)4095, 4096);
     count(K_PVALLOC, n);
-    depth++;
-    void *p = f(n);
-    depth--;
-    return p;
+    return f(n);
 }
 
 /* --- C++ operator new / delete: the allocators under test define their own, so the server's
