@@ -10,12 +10,18 @@ to cost, on average,
 
 more (or less) under one allocator than under another. The run records the largest difference
 in per-call cost measured between the allocators installed on the machine (manifest call_cost,
-servers/callcost.py: malloc+free pairs of server-typical sizes, 1 thread and one per CPU). Where
-`needed` is at least MARGIN times that bound, no installed allocator can move this point's
-throughput by 5% through its calls: a throughput verdict the intervals left undecided is decided
-as CANNOT_MATTER ("cannot matter here") instead. MARGIN is wide on purpose: the microbenchmark's
-calls are a server's typical ones, and a server's calls can be dearer (cache misses, frees from
-another thread, a contended arena), so only an order of magnitude is a clear margin.
+servers/callcost.py: malloc+free pairs, 1 thread and one per CPU), for small blocks (16 B-8 kB)
+and for large ones (32 kB-1 MB, where allocators differ by ten times more). What the installed
+allocators could change per query is bounded by
+
+    possible = small bound x (calls + frees - 2 L) + large bound x 2 L,
+    L = min(allocation calls, bytes asked / 32 kB)   (at most that many calls can be large)
+
+Where 5% of the CPU per query is at least MARGIN times `possible`, no installed allocator can
+move this point's throughput by 5% through its calls: a throughput verdict the intervals left
+undecided is decided as CANNOT_MATTER ("cannot matter here") instead. MARGIN is wide on purpose:
+the microbenchmark's calls are typical ones, and a server's can be dearer (cache misses, frees
+from another thread, a contended arena), so only an order of magnitude is a clear margin.
 
 The premise is a CPU-bound server (throughput follows CPU per query): on the 2-core machines
 this was written for every level of the stock workloads is. Pure: reads a Run only.
@@ -42,11 +48,36 @@ MEANING = (
 )
 
 
+LARGE_MIN = 32 * 1024  # the large class's smallest block (servers/callcost.py LARGE_MIN)
+
+
 def call_bound(run: Run) -> dict | None:
-    """The run's recorded bound: {"ns", "threads", "cheapest", "dearest"}, or None."""
+    """The run's recorded bounds: {"small": {"ns", "threads", "cheapest", "dearest"}, "large":
+    {...}}, or None when the run recorded none (counting off, an older run, a failed
+    measurement)."""
     cost = run.manifest.get("call_cost") or {}
     b = cost.get("bound") if isinstance(cost, dict) else None
-    return b if isinstance(b, dict) and b.get("ns") else None
+    if not isinstance(b, dict) or not all(isinstance(b.get(c), dict) for c in ("small", "large")):
+        return None
+    return b
+
+
+def possible_ns(exp: dict, bound: dict) -> float:
+    """The most the installed allocators' per-call costs can differ over one query (ns)."""
+    calls, frees = exp["calls"], exp["frees"] or 0.0
+    large = min(calls, (exp["bytes"] or 0.0) / LARGE_MIN)
+    small_ns, large_ns = float(bound["small"]["ns"]), float(bound["large"]["ns"])
+    return small_ns * max(calls + frees - 2 * large, 0.0) + large_ns * 2 * large
+
+
+def margin_of(exp: dict, bound: dict | None) -> float | None:
+    """5% of the CPU per query over what the allocators could change of it (None: unknown)."""
+    if bound is None or exp["needed_ns"] is None:
+        return None
+    possible = possible_ns(exp, bound)
+    if possible <= 0:
+        return None
+    return EFFECT * exp["cpu_us"] * 1000.0 / possible
 
 
 def needed_ns(cpu_us_per_op: float | None, calls_per_query: float | None) -> float | None:
@@ -95,11 +126,11 @@ def _rows_at(run: Run, server: str, workload: str, thp: str, threads) -> list[di
 def cannot_matter(run: Run, point: tuple) -> bool:
     """Whether no installed allocator can move throughput at `point` (server, workload, thp,
     threads) by EFFECT through its calls (see the module's doc)."""
-    bound = call_bound(run)
     exp = point_exposure(_rows_at(run, *point))
-    if bound is None or exp is None or exp["needed_ns"] is None:
+    if exp is None:
         return False
-    return exp["needed_ns"] >= MARGIN * float(bound["ns"])
+    m = margin_of(exp, call_bound(run))
+    return m is not None and m >= MARGIN
 
 
 def settle(run: Run, point: tuple, judged: dict) -> dict:
@@ -126,13 +157,15 @@ def sentence(exp: dict, bound: dict | None, op: str = "query") -> str:
         f"{fmt(exp['needed_ns'])} ns per call: the difference in per-call cost a 5% change "
         "would need"
     )
-    if bound is None:
+    ratio = margin_of(exp, bound)
+    if ratio is None:
         return s + " (no per-call cost of the installed allocators was measured in this run)"
-    ratio = exp["needed_ns"] / float(bound["ns"])
+    sm, lg = bound["small"], bound["large"]
     s += (
-        f", {fmt(ratio)}x the largest difference measured between the allocators installed here "
-        f"({fmt(bound['ns'])} ns, {bound['dearest']} vs {bound['cheapest']}, "
-        f"{bound['threads']} thread{'s' if bound['threads'] != 1 else ''})"
+        f"; the allocators installed here differ by at most {fmt(sm['ns'])} ns per call on small "
+        f"blocks ({sm['dearest']} vs {sm['cheapest']}) and {fmt(lg['ns'])} ns on blocks of 32 kB "
+        f"or more ({lg['dearest']} vs {lg['cheapest']}), {fmt(possible_ns(exp, bound))} ns per "
+        f"{op} at most at this mix of sizes: 5% of the CPU is {fmt(ratio)}x that"
     )
     return s + (f": {WORD}" if ratio >= MARGIN else ": the allocator can matter")
 
@@ -163,8 +196,9 @@ def exposure_table(run: Run, workload: str) -> Table | None:
             f"included, so the figures err high), the median over every allocator's lives. "
             f"'5% needs' is 5% of the server's CPU per {op} divided by those calls: how much more "
             "(or less) each call would have to cost for the allocator to change throughput by 5%. "
-            f"Where that is {MARGIN:g}x or more the largest per-call difference measured between "
-            "the allocators installed here, the allocator cannot matter at that point."
+            "'x bound' is 5% of the CPU over the most the installed allocators' measured per-call "
+            f"costs can differ at this {op}'s calls (small and large blocks); at {MARGIN:g}x or "
+            "more the allocator cannot matter at that point."
         ),
         columns=(["server / THP"] if several else [])
         + [
@@ -183,11 +217,7 @@ def exposure_table(run: Run, workload: str) -> Table | None:
         exp = point_exposure(_rows_at(run, server, workload, thp, threads))
         if exp is None:
             continue
-        ratio = (
-            exp["needed_ns"] / float(bound["ns"])
-            if bound is not None and exp["needed_ns"] is not None
-            else None
-        )
+        ratio = margin_of(exp, bound)
         word = "–" if ratio is None else (WORD if ratio >= MARGIN else "can matter")
         t.rows.append(
             ([text(f"{server} / {thp}")] if several else [])
@@ -212,13 +242,13 @@ def exposure_table(run: Run, workload: str) -> Table | None:
         )
     else:
         cost = run.manifest.get("call_cost") or {}
-        rows = ", ".join(
-            f"{c['allocator']} "
-            + "/".join(f"{fmt(v)}" for _, v in sorted(c["ns_per_call"].items(), key=lambda kv: int(kv[0])))
-            for c in cost.get("table") or ()
-        )  # fmt: skip
         threads = "/".join(str(x) for x in cost.get("threads") or ())
-        t.notes.append(
-            f"Per-call cost here, ns at {threads} threads: {rows} ({cost.get('source')})."
-        )
+        for c in ("small", "large"):
+            rows = ", ".join(
+                f"{e['allocator']} "
+                + "/".join(fmt(v) for _, v in sorted((e["ns_per_call"].get(c) or {}).items()))
+                for e in cost.get("table") or ()
+            )
+            t.notes.append(f"Per-call cost here, {c} blocks, ns at {threads} threads: {rows}.")
+        t.notes.append(f"Measured by {cost.get('source')}.")
     return t

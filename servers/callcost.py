@@ -2,9 +2,11 @@
 
 servers/shims/call_cost.c (built on first use, like the shims) times malloc+free pairs of
 server-typical sizes on 1 thread and on as many threads as the machine has CPUs, under each
-allocator preloaded as a server would be (its library and environment). The bound is the
-largest difference in per-call cost between two installed allocators at either thread count:
-how much more a call can cost under one allocator than under another on this machine. A server
+allocator preloaded as a server would be (its library and environment), in two classes of size:
+small (16 B to 8 kB) and large (32 kB to 1 MB: sort and join buffers, where allocators differ
+most). The bound of a class is the largest difference in per-call cost between two installed
+allocators at either thread count: how much more a call can cost under one allocator than under
+another on this machine. A server
 whose calls per query are so few that even that difference could not move its CPU per query by
 the effect asked for cannot have its throughput changed by the allocator (analysis/exposure.py).
 
@@ -30,8 +32,10 @@ from servers.shipped import shipped
 from servers.thpshim import compile_once
 
 SOURCE = shipped("servers", "shims", "call_cost.c")
-ITERATIONS = 200_000  # malloc+free pairs per thread and run: ~5 ms of CPU per run
+ITERATIONS = {"small": 200_000, "large": 20_000}  # pairs per thread and run: a few ms of CPU
 REPEATS = 5
+CLASSES = ("small", "large")
+LARGE_MIN = 32 * 1024  # the smallest size of the large class (call_cost.c)
 
 
 def program() -> Path:
@@ -64,22 +68,16 @@ def _key(alloc: Allocator, threads: tuple[int, ...]) -> str:
         hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16],
         _cpu_model(),
         ",".join(map(str, threads)),
-        str(ITERATIONS),
+        json.dumps(ITERATIONS, sort_keys=True),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
 
 
-def measure(alloc: Allocator, threads: int) -> float:
+def measure(alloc: Allocator, threads: int, size_class: str = "small") -> float:
     """ns per call (a malloc or a free) under `alloc`, `threads` threads at once."""
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    env = alloc.launch_env(env)
-    r = subprocess.run(
-        [str(program()), str(threads), str(ITERATIONS), str(REPEATS)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    env = alloc.launch_env({k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
+    argv = [str(program()), str(threads), str(ITERATIONS[size_class]), str(REPEATS), size_class]
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     fields = r.stdout.split()
     if r.returncode != 0 or len(fields) != 3 or fields[0] != "ns_per_call":
         last = (r.stderr.strip().splitlines() or ["no output"])[-1]
@@ -88,7 +86,8 @@ def measure(alloc: Allocator, threads: int) -> float:
 
 
 def cost_of(alloc: Allocator, threads: tuple[int, ...]) -> dict:
-    """{"1": ns, "N": ns, ...} for `alloc`, from the cache or measured now (and cached)."""
+    """{"ns_per_call": {"small": {"1": ns, "N": ns}, "large": {...}}, ...} for `alloc`, from the
+    cache or measured now (and cached)."""
     cache = owned_subdir("call-cost") / f"{_key(alloc, threads)}.json"
     if cache.is_file():
         try:
@@ -98,7 +97,9 @@ def cost_of(alloc: Allocator, threads: tuple[int, ...]) -> dict:
     got = {
         "allocator": alloc.name,
         "library": alloc.library,
-        "ns_per_call": {str(t): round(measure(alloc, t), 3) for t in threads},
+        "ns_per_call": {
+            c: {str(t): round(measure(alloc, t, c), 3) for t in threads} for c in CLASSES
+        },
         "load_avg": [round(x, 2) for x in os.getloadavg()],
     }
     tmp = cache.with_name(f"{cache.name}.tmp{os.getpid()}")
@@ -107,17 +108,16 @@ def cost_of(alloc: Allocator, threads: tuple[int, ...]) -> dict:
     return got
 
 
-def bound(table: list[dict]) -> dict | None:
+def bound(table: list[dict], size_class: str = "small") -> dict | None:
     """The largest per-call cost difference between two allocators of `table` at one thread
-    count: {"ns": d, "threads": t, "cheapest": name, "dearest": name}; None under two."""
+    count, for one class of size: {"ns": d, "threads": t, "cheapest": name, "dearest": name};
+    None under two allocators."""
     if len(table) < 2:
         return None
     best = None
-    counts = sorted({t for row in table for t in row["ns_per_call"]}, key=int)
-    for t in counts:
-        have = [
-            (row["ns_per_call"][t], row["allocator"]) for row in table if t in row["ns_per_call"]
-        ]
+    per = [(row["allocator"], row["ns_per_call"].get(size_class) or {}) for row in table]
+    for t in sorted({t for _, ns in per for t in ns}, key=int):
+        have = [(ns[t], a) for a, ns in per if t in ns]
         if len(have) < 2:
             continue
         lo, hi = min(have), max(have)
@@ -129,13 +129,15 @@ def bound(table: list[dict]) -> dict | None:
 
 def installed_table(allocators: list[Allocator]) -> dict:
     """The per-call cost of each usable allocator of `allocators` (the core ones installed
-    here) on 1 and all CPUs' threads, and the bound; what a run records (manifest call_cost)."""
+    here) on 1 and all CPUs' threads, small and large sizes, and the bound of each class: what
+    a run records (manifest call_cost)."""
     threads = tuple(sorted({1, max(os.cpu_count() or 1, 2)}))
     table = [cost_of(a, threads) for a in allocators if a.usable]
     return {
-        "source": "servers/shims/call_cost.c: malloc+free pairs of 16 B-8 kB, thread CPU time, "
-        f"best of {REPEATS} runs of {ITERATIONS} pairs per thread",
+        "source": "servers/shims/call_cost.c: malloc+free pairs, small 16 B-8 kB and large "
+        f"32 kB-1 MB, thread CPU time, best of {REPEATS} runs",
         "threads": list(threads),
         "table": table,
-        "bound": bound(table),
+        "bound": {c: bound(table, c) for c in CLASSES},
+        "large_min_bytes": LARGE_MIN,
     }

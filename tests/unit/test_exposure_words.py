@@ -17,7 +17,10 @@ from servers.callcost import bound
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 OLDER = sorted(p for p in RUNS.glob("real-*") if (p / "manifest.json").is_file())
-BOUND = {"ns": 6.0, "threads": 2, "cheapest": "tcmalloc", "dearest": "tbbmalloc"}
+BOUND = {
+    "small": {"ns": 6.0, "threads": 2, "cheapest": "tcmalloc", "dearest": "tbbmalloc"},
+    "large": {"ns": 70.0, "threads": 1, "cheapest": "tcmalloc", "dearest": "jemalloc"},
+}
 
 
 def _row(alloc, repeat, calls, cpu, frees=None, workload="point_select", threads=8):
@@ -33,7 +36,8 @@ def _row(alloc, repeat, calls, cpu, frees=None, workload="point_select", threads
 def _run(rows, bound_=BOUND):
     return SimpleNamespace(
         manifest={"call_cost": {"bound": bound_, "threads": [1, 2], "source": "test",
-                                "table": [{"allocator": "glibc", "ns_per_call": {"1": 4.0}}]}},
+                                "table": [{"allocator": "glibc",
+                                           "ns_per_call": {"small": {"1": 4.0}}}]}},
         ok_rows=rows,
         is_standin=lambda cell: False,
     )  # fmt: skip
@@ -59,16 +63,32 @@ def test_an_undecided_point_far_beyond_the_bound_cannot_matter():
         "jemalloc": (1.1, 0.8, 1.4, UNDECIDED, 4, 0.95),
         "tbb": (1.3, 1.1, 1.5, FASTER, 4, 0.95),
     }
-    # 2 calls + 2 frees per query, 30 µs: needs 375 ns per call, 62x the 6 ns bound
+    # 2 calls + 2 frees per query of 100 B, 30 µs: 5% is 1.5 µs, ~60x the 4 x 6 ns the
+    # installed allocators' small-block costs could differ by
     few = _run([_row("glibc", r, 2.0, 30.0) for r in (1, 2)])
     got = exposure.settle(few, point, judged)
     assert got["jemalloc"][3] == exposure.CANNOT_MATTER and got["jemalloc"][:3] == (1.1, 0.8, 1.4)
     assert got["tbb"] == judged["tbb"]  # a decided verdict stays what the intervals said
-    # 100 calls + 100 frees at 40 µs: 10 ns per call, under 10x the bound: still undecided
+    # 100 calls + 100 frees at 40 µs: 2 µs over 1.2 µs possible, under 10x: still undecided
     many = _run([_row("glibc", r, 100.0, 40.0) for r in (1, 2)])
     assert exposure.settle(many, point, judged) == judged
     # no bound recorded (an older run, or counting off): nothing is decided from exposure
     assert exposure.settle(_run(few.ok_rows, None), point, judged) == judged
+
+
+def test_large_blocks_are_bounded_by_the_large_class():
+    """MariaDB's OLTP_RO: ~2.3 calls per query asking ~227 kB (sort and read buffers). Every call
+    may be a large one, where allocators differ ~10x more: the allocator can matter. The same
+    calls asking 100 B each cannot matter."""
+    point = ("mariadb-10.11", "oltp_ro", "system", 8)
+    big = [{**_row("glibc", r, 2.26, 22.0, 2.26, "oltp_ro"), "malloc_bytes_per_query": 227e3}
+           for r in (1, 2)]  # fmt: skip
+    exp = exposure.point_exposure(big)
+    assert exposure.possible_ns(exp, BOUND) == pytest.approx(70.0 * 2 * 2.26)
+    assert exposure.margin_of(exp, BOUND) == pytest.approx(1100 / 316.4, rel=1e-3)
+    assert not exposure.cannot_matter(_run(big), point)
+    small = [{**r, "malloc_bytes_per_query": 226.0} for r in big]
+    assert exposure.cannot_matter(_run(small), point)
 
 
 def test_the_verdict_says_it_in_words_and_counts_as_decided():
@@ -85,17 +105,18 @@ def test_the_table_and_its_words():
     assert t.rows[0][1].value == 2.0
     assert "375 ns per call" in t.notes[0] and "tbbmalloc vs tcmalloc" in t.notes[0]
     ro = exposure.exposure_table(_run(rows), "oltp_ro")
-    assert ro.rows[0][-1].text == "can matter"  # 40 µs / 230 calls: 8.7 ns, 1.4x the bound
+    assert ro.rows[0][-1].text == "can matter"  # 2 µs over ~1.4 µs possible: 1.4x
     assert exposure.exposure_table(_run(rows), "none") is None
 
 
 def test_the_bound_is_the_largest_difference_at_one_thread_count():
     table = [
-        {"allocator": "a", "ns_per_call": {"1": 2.0, "2": 2.5}},
-        {"allocator": "b", "ns_per_call": {"1": 4.0, "2": 9.0}},
-        {"allocator": "c", "ns_per_call": {"1": 3.0, "2": 3.0}},
+        {"allocator": "a", "ns_per_call": {"small": {"1": 2.0, "2": 2.5}, "large": {"1": 9.0}}},
+        {"allocator": "b", "ns_per_call": {"small": {"1": 4.0, "2": 9.0}, "large": {"1": 80.0}}},
+        {"allocator": "c", "ns_per_call": {"small": {"1": 3.0, "2": 3.0}, "large": {"1": 7.0}}},
     ]
-    assert bound(table) == {"ns": 6.5, "threads": 2, "cheapest": "a", "dearest": "b"}
+    assert bound(table, "small") == {"ns": 6.5, "threads": 2, "cheapest": "a", "dearest": "b"}
+    assert bound(table, "large") == {"ns": 73.0, "threads": 1, "cheapest": "c", "dearest": "b"}
     assert bound(table[:1]) is None
 
 
