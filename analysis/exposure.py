@@ -126,10 +126,13 @@ def _rows_at(run: Run, server: str, workload: str, thp: str, threads) -> list[di
 def cannot_matter(run: Run, point: tuple) -> bool:
     """Whether no installed allocator can move throughput at `point` (server, workload, thp,
     threads) by EFFECT through its calls (see the module's doc)."""
+    bound = call_bound(run)
+    if bound is None:
+        return False  # nothing to decide from: no rows need reading
     exp = point_exposure(_rows_at(run, *point))
     if exp is None:
         return False
-    m = margin_of(exp, call_bound(run))
+    m = margin_of(exp, bound)
     return m is not None and m >= MARGIN
 
 
