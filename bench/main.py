@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 
 import bench as package
-from bench import paired, reference, upgrade
+from bench import exposure, paired, reference, upgrade
 from bench import smaps as smaps_cost
 from bench.bench import HIGH, LOW, Bench, console, verdicts_figure
 from bench.table import table, upgrade_rows, verdicts_row
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="",
         help="comma-separated figures to measure (restore, warm, onoff, iibench, sweep_vs_raw, "
-        "iibench_vs_reference, smaps, upgrade); default all",
+        "iibench_vs_reference, smaps, upgrade, exposure); default all",
     )
     p.add_argument(
         "--upgrade-from",
@@ -111,6 +111,18 @@ def main(argv: list[str] | None = None) -> int:
                     block_s=3,
                     threads=256,
                     every_s=1.0,
+                    progress=lambda s: console.print(f"[dim]  {s}[/dim]"),
+                ),
+            ),
+            (
+                "exposure",
+                "counting the allocator's calls: its cost (microbenchmark, and alternated "
+                "server lives at OLTP_RO@8) and the per-call cost table of the installed "
+                "allocators",
+                lambda: exposure.run(
+                    bench,
+                    pairs=2 if args.quick else 4,
+                    block_s=5 if args.quick else 10,
                     progress=lambda s: console.print(f"[dim]  {s}[/dim]"),
                 ),
             ),

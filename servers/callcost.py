@@ -76,12 +76,18 @@ def _key(alloc: Allocator, threads: tuple[int, ...]) -> str:
 def measure(alloc: Allocator, threads: int, size_class: str = "small") -> float:
     """ns per call (a malloc or a free) under `alloc`, `threads` threads at once."""
     env = alloc.launch_env({k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
+    return measure_env(env, threads, size_class, alloc.name)
+
+
+def measure_env(env: dict, threads: int, size_class: str = "small", name: str = "") -> float:
+    """ns per call with the process environment `env` (its LD_PRELOAD decides who serves)."""
+    name = name or env.get("LD_PRELOAD") or "glibc"
     argv = [str(program()), str(threads), str(ITERATIONS[size_class]), str(REPEATS), size_class]
     r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     fields = r.stdout.split()
     if r.returncode != 0 or len(fields) != 3 or fields[0] != "ns_per_call":
         last = (r.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ServerError(f"call cost of {alloc.name}: the microbenchmark failed ({last})")
+        raise ServerError(f"call cost of {name}: the microbenchmark failed ({last})")
     return float(fields[2])
 
 
