@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import pytest
 
+from analysis.report import render
+from rundir.read import load_run
 from servers.allocators import resolve
 from tests.integration.runs_helpers import manifest, results, run_in_process
 
@@ -94,3 +96,18 @@ def test_calls_per_query_are_counted_and_tell_the_workloads_apart(run):
         # what is allocated is given back: frees per query within a factor of the allocations
         ratio = float(ro["free_calls_per_query"]) / float(ro["malloc_calls_per_query"])
         assert 0.5 < ratio < 2, ratio
+
+
+def test_the_run_records_the_bound_and_the_report_says_it(run):
+    _, run_dir, m, _ = run
+    cost = m["call_cost"]
+    names = {row["allocator"] for row in cost["table"]}
+    assert {"glibc", "jemalloc"} <= names  # every installed core allocator, not only the run's
+    for cls in ("small", "large"):
+        assert cost["bound"][cls]["ns"] > 0
+        assert all(v > 0 for row in cost["table"] for v in row["ns_per_call"][cls].values())
+    html, md = render(load_run(run_dir))
+    for page in (html, md):
+        assert "point_select: calls into the allocator per query" in page
+        assert "oltp_ro: calls into the allocator per query" in page
+        assert "the difference in per-call cost a 5% change would need" in page
