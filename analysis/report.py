@@ -18,6 +18,7 @@ from analysis import (
     alloc_memory,
     cells,
     churn,
+    exposure,
     fragmentation,
     fragmentation_plots,
     hugepage_report,
@@ -169,6 +170,8 @@ def build_context(run: Run, baseline: str | None = None) -> dict:
                 "throughput_table": study_tables.throughput_table(run, wl, metric),
                 "latency_tables": [study_tables.latency_table(run, wl, p) for p in ("p95", "p99")],
                 "efficiency_tables": study_tables.efficiency_tables(run, wl),
+                # calls into the allocator per query, and whether it can matter (issue 33)
+                "exposure_table": exposure.exposure_table(run, wl),
                 "hugepage_table": hugepage_tables.hugepage_table(run, wl),
             }
         )

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analysis import exposure, memory, steady_rate, study_tables
 from analysis import growth as cycle_growth
-from analysis import memory, steady_rate, study_tables
 from analysis.judge import Judged, judge
 from analysis.lives import by_life
 from analysis.metrics import (
@@ -97,12 +97,17 @@ class Verdict:
             return NO_DIFFERENCE
         if self.verdict == UNDECIDED:
             return NOT_YET
+        if self.verdict == exposure.CANNOT_MATTER:
+            return exposure.MEANING
         return self.word
 
     @property
     def word(self) -> str:
         """The verdict in the metric's words, short: "faster", "more memory", "grows less",
-        "none", "undecided" (the `verdict` field is the outcome: better, worse, ...)."""
+        "none", "undecided", "cannot matter here" (the `verdict` field is the outcome: better,
+        worse, ..., or exposure's CANNOT_MATTER)."""
+        if self.verdict == exposure.CANNOT_MATTER:
+            return exposure.WORD
         return METRICS[self.metric].word(self.verdict)
 
     @property
@@ -233,9 +238,11 @@ def run_verdicts(
     aa = aa_name(base)
     out = Verdicts()
 
-    def add(server, wl, thp, th, metric, values, norm=None):
+    def add(server, wl, thp, th, metric, values, norm=None, settle=None):
         where = " ".join(str(x) for x in (server, wl, thp, th) if x not in ("", None))
         judged: Judged = judge(METRICS[metric], values, base, design, norm, where)
+        if settle is not None:
+            judged = settle(judged)
         if judged.notice:
             out.notices.append(judged.notice)
         for a in run.allocators:
@@ -249,7 +256,10 @@ def run_verdicts(
                 )  # fmt: skip
 
     for (server, wl, thp, th), values in throughput_points(run):
-        add(server, wl, thp, th, THROUGHPUT, values)
+        # undecided where no installed allocator can move this point: decided from its exposure
+        point = (server, wl, thp, th)
+        add(server, wl, thp, th, THROUGHPUT, values,
+            settle=lambda judged, point=point: exposure.settle(run, point, judged))  # fmt: skip
 
     # Memory: one value per complete server life.
     stop, growth = memory.lives_by_point(run)
@@ -265,7 +275,7 @@ def run_verdicts(
 
 
 def undecided(verdicts: list[Verdict]) -> list[Verdict]:
-    return [v for v in verdicts if v.verdict not in DECIDED]
+    return [v for v in verdicts if v.verdict not in (*DECIDED, exposure.CANNOT_MATTER)]
 
 
 def aa_alarm(verdicts: list[Verdict]) -> list[Verdict]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 
 import bench as package
-from bench import designs, paired, positive_control, reference, upgrade
+from bench import designs, exposure, paired, positive_control, reference, upgrade
 from bench import smaps as smaps_cost
 from bench.bench import HIGH, LOW, Bench, console, verdicts_figure
 from bench.table import control_rows, design_rows, table, upgrade_rows, verdicts_row
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="",
         help="comma-separated figures to measure (restore, warm, onoff, iibench, sweep_vs_raw, "
-        "iibench_vs_reference, smaps, upgrade, control, designs); default all",
+        "iibench_vs_reference, smaps, upgrade, exposure, control, designs); default all",
     )
     p.add_argument(
         "--upgrade-from",
@@ -134,6 +134,18 @@ def main(argv: list[str] | None = None) -> int:
                     block_s=3,
                     threads=256,
                     every_s=1.0,
+                    progress=lambda s: console.print(f"[dim]  {s}[/dim]"),
+                ),
+            ),
+            (
+                "exposure",
+                "counting the allocator's calls: its cost (microbenchmark, and alternated "
+                "server lives at OLTP_RO@8) and the per-call cost table of the installed "
+                "allocators",
+                lambda: exposure.run(
+                    bench,
+                    pairs=2 if args.quick else 4,
+                    block_s=5 if args.quick else 10,
                     progress=lambda s: console.print(f"[dim]  {s}[/dim]"),
                 ),
             ),

@@ -138,6 +138,8 @@ def table(figures: dict) -> Table:
         )
     for row in reference_rows(figures):
         t.add_row(*row)
+    if "exposure" in figures:
+        exposure_rows(t, figures["exposure"])
     return t
 
 
@@ -380,3 +382,37 @@ def reference_rows(figures: dict) -> list[tuple[str, str, str, str, str]]:
             )
         )
     return rows
+
+
+def exposure_rows(t: Table, e: dict) -> None:
+    """Counting the allocator's calls: its cost, and the installed allocators' per-call cost."""
+    p = e.get("paired") or {}
+    d = e.get("derived") or {}
+    ok = {"met": True, "not met": False}.get(p.get("verdict") or "")
+    t.add_row(
+        "counting allocator calls: QPS counted / not (OLTP_RO@8, alternated lives)",
+        f"{p.get('pairs', 0)} pairs; derived: {_fmt(d.get('counter_ns_per_call'), '.2f')} ns per "
+        f"call x {_fmt(d.get('calls_and_frees_per_query'), '.2f')} calls per query over "
+        f"{_fmt(d.get('cpu_us_per_query'), '.1f')} us of CPU = "
+        f"{_fmt((d.get('cost_fraction') or 0) * 100, '.3f')}% (load {e.get('load_avg_start')})",
+        f"{_fmt(p.get('ratio'), '.3f')} [{_fmt(p.get('lo'), '.3f')}-{_fmt(p.get('hi'), '.3f')}]",
+        ">= 0.99",
+        _met(ok, "interval straddles the goal" if ok is None else ""),
+    )
+    cost = e.get("call_cost") or {}
+    for cls in ("small", "large"):
+        per = ", ".join(
+            f"{row['allocator']} "
+            + "/".join(f"{v:.2f}" for _, v in sorted((row["ns_per_call"].get(cls) or {}).items()))
+            for row in cost.get("table") or ()
+        )
+        b = (cost.get("bound") or {}).get(cls) or {}
+        t.add_row(
+            f"per-call cost of the installed allocators, {cls} blocks (ns, "
+            f"{'/'.join(str(x) for x in cost.get('threads') or ())} threads)",
+            per,
+            f"largest difference {_fmt(b.get('ns'), '.2f')} ns ({b.get('dearest')} vs "
+            f"{b.get('cheapest')})",
+            "measured",
+            _met(bool(per)),
+        )

@@ -207,10 +207,21 @@ FORMAT5_RESULT_COLUMNS = (*MEMORY_PART_COLUMNS, "alloc_held_resident_kb", *SCENA
 FORMAT5_ADDED_COLUMNS = tuple(dict.fromkeys((*HUGEPAGE_COLUMNS, *FORMAT5_RESULT_COLUMNS)))
 
 # Format 6 (one bump shared by the work of one wave; each group names what fills it).
-# The allocator's exposure per level: calls into the malloc family and the bytes asked, counted
-# inside the server by the preloaded counting shim, per query and per transaction over the
-# level's measured window (suites/workloads + servers/shims).
-EXPOSURE_COLUMNS: tuple[str, ...] = ()
+# The allocator's exposure per level (rundir/derive/exposure.py): calls into the allocator and the
+# bytes asked, counted inside the server by the counting shim preloaded ahead of the allocator
+# (servers/shims/alloc_count.c). An allocation call is any of malloc, calloc, realloc, memalign,
+# posix_memalign, aligned_alloc, valloc, pvalloc and C++ operator new/new[] (every overload); a
+# free call is free or operator delete/delete[]. The counts span the level from the reading before
+# it (warmup end or the previous level's end) to its own end reading, so they include the clients'
+# connects and disconnects; queries and transactions are the workload's own count over its run
+# (qps and tps x duration_s). Connecting adds calls no query makes: the figures err high, never
+# low. Empty where the counter was off ([memory] count_calls) or not loaded (format < 6).
+EXPOSURE_COLUMNS: tuple[str, ...] = (
+    "malloc_calls_per_query",  # allocation calls per query
+    "malloc_bytes_per_query",  # bytes asked by them per query
+    "free_calls_per_query",  # free calls per query
+    "malloc_calls_per_txn",  # allocation calls per transaction (sysbench event)
+)
 # Steady state: the seconds of a level's start that were a ramp and are left out of its window.
 # ramp_s: seconds from the level's first interval report to its measured window's start, where
 # the steady-state rule (rundir/derive/steady.py, MSER) put the ramp's end; settled: 1, or 0 when

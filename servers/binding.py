@@ -13,7 +13,10 @@ operator new, which calls malloc through libstdc++'s own GOT):
 - find the object's load base in /proc/PID/maps (PIE or not: mapping start minus the first
   PT_LOAD's page-aligned address), read each GOT entry from /proc/PID/mem at base + r_offset;
 - resolve the address to the mapping that holds it. An entry that still points into the object
-  itself, where it defines no such symbol, is a lazy PLT stub: never called yet, "unbound".
+  itself, where it defines no such symbol, is a lazy PLT stub: never called yet, "unbound";
+- an entry bound into a forwarding shim (the exposure counter, servers/shims/alloc_count.c, which
+  interposes every call and passes it on) is followed to where the shim forwards it, read from
+  the shim's own table in the process memory: the library named is the one that serves the call.
 """
 
 from __future__ import annotations
@@ -109,6 +112,9 @@ class Entry:
     target: int  # what the entry holds
     state: str  # BOUND, SELF, UNBOUND, ANONYMOUS, UNMAPPED
     library: str | None  # the mapped file holding `target` (None unless BOUND or SELF)
+    # A forwarding shim the GOT entry points into (the exposure counter): `target` and `library`
+    # are then where that shim forwards the call, read from its table in the process.
+    via: str | None = None
 
     def to_manifest(self) -> dict:
         return {
@@ -119,7 +125,7 @@ class Entry:
             "target": f"{self.target:#x}",
             "state": self.state,
             "library": self.library,
-        }
+        } | ({"via": self.via} if self.via else {})
 
 
 # -- the ELF side --------------------------------------------------------------------------------
@@ -379,6 +385,92 @@ class Binding:
         }
 
 
+# A forwarding shim (servers/shims/alloc_count.c) exports where each interposed symbol goes:
+# mallocsweep_next[i] is the address symbol i of mallocsweep_next_names (comma-separated) calls.
+FORWARD_TABLE = "mallocsweep_next"
+FORWARD_NAMES = "mallocsweep_next_names"
+
+
+@kept_per_file(lambda d: d, lambda d: {k: (int(v[0]), int(v[1])) for k, v in d.items()})
+def forward_symbols(path: Path | str, name: str | None = None) -> dict[str, tuple[int, int]]:
+    """(st_value, st_size) of the forwarding table's two symbols that `path` defines (once per
+    file: libc and the allocator are asked at every server start)."""
+
+    def read(elf: ELFFile) -> dict[str, tuple[int, int]]:
+        dynsym = elf.get_section_by_name(".dynsym")
+        out = {}
+        if dynsym is not None:
+            for n in (FORWARD_TABLE, FORWARD_NAMES):
+                syms = dynsym.get_symbol_by_name(n) or []
+                for sym in syms:
+                    if sym["st_shndx"] != "SHN_UNDEF":
+                        out[n] = (sym["st_value"], sym["st_size"])
+        return out
+
+    return read_elf(Path(path), read, name=name)
+
+
+def _read_bytes(pid: int, address: int, size: int, proc_root: str) -> bytes:
+    try:
+        with open(Path(proc_root) / str(pid) / "mem", "rb", buffering=0) as mem:
+            mem.seek(address)
+            return mem.read(size)
+    except (FileNotFoundError, ProcessLookupError):
+        raise _gone(pid) from None
+    except OSError:
+        raise AllocatorError(f"cannot read the forwarding table of process {pid}") from None
+
+
+def forwarding(pid: int, path: str, maps: list[Mapping], proc_root: str = "/proc"):
+    """{symbol: address} a forwarding shim mapped as `path` sends each interposed call to, read
+    from the running process; None when `path` is no such shim."""
+    first = next((m for m in maps if m.path == path), None)
+    if first is None:
+        return None
+    found = forward_symbols(_elf_of(pid, first, proc_root), name=path)
+    if set(found) != {FORWARD_TABLE, FORWARD_NAMES}:
+        return None
+    layout = object_layout(_elf_of(pid, first, proc_root), name=path)
+    base = load_base(maps, path, layout.first_load)
+    at, size = found[FORWARD_NAMES]
+    names = _read_bytes(pid, base + at, size, proc_root).rstrip(b"\0").decode().split(",")
+    table = base + found[FORWARD_TABLE][0]
+    addresses = [table + i * layout.word for i in range(len(names))]
+    words = _read_words(pid, addresses, layout.word, layout.little_endian, proc_root)
+    return {n: words[a] for n, a in zip(names, addresses, strict=True)}
+
+
+def follow_forwarders(
+    pid: int, entries: list[Entry], maps: list[Mapping], proc_root: str = "/proc"
+) -> list[Entry]:
+    """Entries bound into a forwarding shim, replaced by where the shim sends the call (`via`
+    names the shim): the proof judges the library that serves the call, not the counter."""
+    tables: dict[str, dict | None] = {}
+    out = []
+    for e in entries:
+        if e.state != BOUND or e.library is None:
+            out.append(e)
+            continue
+        if e.library not in tables:
+            tables[e.library] = forwarding(pid, e.library, maps, proc_root)
+        table = tables[e.library]
+        if table is None or e.symbol not in table:
+            out.append(e)
+            continue
+        target = table[e.symbol]
+        m = mapping_at(maps, target)
+        if target == 0:
+            state, lib = UNBOUND, None  # the shim found no next definition (never called)
+        elif m is None:
+            state, lib = UNMAPPED, None
+        elif not m.is_file:
+            state, lib = ANONYMOUS, None
+        else:
+            state, lib = BOUND, m.path
+        out.append(Entry(e.object, e.symbol, e.reloc, e.got, target, state, lib, via=e.library))
+    return out
+
+
 def read_binding(pid: int, proc_root: str = "/proc") -> Binding:
     """The malloc binding of the running process `pid` (see the module's doc).
 
@@ -395,4 +487,5 @@ def read_binding(pid: int, proc_root: str = "/proc") -> Binding:
         found, layout = object_entries(pid, obj, maps, proc_root)
         entries += found
         needed = needed or layout.needed  # the executable's: it comes first
+    entries = follow_forwarders(pid, entries, maps, proc_root)
     return Binding(pid, tuple(objects), tuple(entries), tuple(maps), needed)

@@ -124,6 +124,7 @@ class MySQLServer(ServerLife):
         bind_address: str = "127.0.0.1",
         late_preload: tuple[str, ...] = (),
         extra_env: dict[str, str] | None = None,
+        first_preload: tuple[str, ...] = (),
     ):
         self.binary = binary
         # The one address the server listens on: loopback, or the one a client host connects to.
@@ -133,6 +134,9 @@ class MySQLServer(ServerLife):
         # Libraries preloaded after the allocator, and their environment (the alloc_stats shim,
         # servers.allocstats): they interpose nothing. In a root they must live in the work dir.
         self.late_preload = tuple(late_preload)
+        # Preloaded before everything else, from the work dir (the exposure counter,
+        # servers.alloccount): it interposes the malloc family and forwards to the allocator.
+        self.first_preload = tuple(first_preload)
         self.extra_env = dict(extra_env or {})
         self.workdir = Path(workdir).absolute()
         self.settings = settings
@@ -296,13 +300,18 @@ class MySQLServer(ServerLife):
             BASE_ENV | {"HOME": str(self.workdir), "TMPDIR": str(self.tmpdir)}
         )
         if self.binary.root is not None:
-            outside = [p for p in self.late_preload if not Path(p).is_relative_to(self.workdir)]
+            outside = [
+                p
+                for p in (*self.first_preload, *self.late_preload)
+                if not Path(p).is_relative_to(self.workdir)
+            ]
             if outside:
                 raise ServerError(
                     f"{outside[0]}: a library preloaded in a server root must be in the work dir"
                 )
-        if self.extra_preload or self.late_preload:
+        if self.first_preload or self.extra_preload or self.late_preload:
             preload = [
+                *(self._in_workdir(p) for p in self.first_preload),
                 *self.extra_preload,
                 self.launch_env.get("LD_PRELOAD", ""),
                 *(self._in_workdir(p) for p in self.late_preload),
@@ -528,6 +537,7 @@ class MySQLServer(ServerLife):
             "thp_disable": self.thp_disable,
             "extra_preload": list(self.extra_preload),
             "late_preload": list(self.late_preload),
+            "first_preload": list(self.first_preload),
             "allocator": self.allocator.name,
             "variables": self.recorded_variables,
             "launch_env": {k: v for k, v in self.launch_env.items() if k not in ("HOME", "TMPDIR")},

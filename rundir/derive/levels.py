@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rundir.derive.alloc import level_columns as alloc_level_columns
+from rundir.derive.exposure import level_columns as exposure_columns
 from rundir.derive.phases import FIGURE_KEYS, mark_times, phase_figures, window_figures
 from rundir.derive.scenario import scenario_columns
 from rundir.derive.steady import mser_truncation, steady_columns
@@ -131,8 +132,9 @@ def held_resident(heap_kb, in_use_kb):
     return round(heap_kb - in_use_kb)
 
 
-def derive_level(raw: dict, level: dict) -> tuple[dict, dict]:
-    """One level's row and window record from the cell's raw record (rundir.records.CellRaw)."""
+def derive_level(raw: dict, level: dict, previous: str | None = None) -> tuple[dict, dict]:
+    """One level's row and window record from the cell's raw record (rundir.records.CellRaw);
+    `previous` is the phase of the level before it (None: the first)."""
     clock = raw.get("clock") or {}
     source = raw.get("ctxsw_source")
     ph = (raw.get("phases") or {}).get(level["phase"])
@@ -172,6 +174,7 @@ def derive_level(raw: dict, level: dict) -> tuple[dict, dict]:
     # the level's qps stands; a re-derived older run keeps its figures unchanged)
     judged = steady is not None and window is not None and window.workload_s > 0
     row["steady_qps"] = round(window.ops_per_s, 1) if judged else None
+    row.update(exposure_columns(raw.get("alloc_readings"), level["phase"], previous, row))
     return row, window_record(intervals, len(times), fig, win, window, row)
 
 
@@ -180,8 +183,10 @@ def derive_cell(raw: dict) -> DerivedCell:
     (rundir.records.check_raw upgrades an older one). Raises on a record it cannot derive from;
     the caller records the error against this cell only."""
     out = DerivedCell()
+    previous = None
     for level in raw.get("levels") or ():
-        row, win = derive_level(raw, level)
+        row, win = derive_level(raw, level, previous)
+        previous = level["phase"]
         out.rows.append(row)
         out.windows.append(win)
     return out

@@ -15,6 +15,9 @@
  * handle): a server that links tcmalloc and runs with jemalloc preloaded has both APIs mapped, and
  * only the one serving malloc may answer.
  *
+ * When alloc_count.so (the exposure counter, preloaded first) is loaded, its sums go into the same
+ * answer ("calls", "bytes_asked"), and the allocator asked is the one it forwards malloc to.
+ *
  * Only symbols present in glibc 2.34 and older are used, so a build on the host loads in a server
  * root of a newer release; mallinfo2 (2.33) and malloc_info are looked up at run time.
  */
@@ -275,6 +278,28 @@ static void *own_symbol(void *h, const char *lib, const char *name)
     return f;
 }
 
+/* The calls counted by alloc_count.so when it is preloaded too (servers/shims/alloc_count.c):
+ * its kinds' names and sums, found in the global scope; absent: no "calls" key at all. */
+typedef int (*counts_fn)(uint64_t *, int, uint64_t *);
+
+static void read_counts(void)
+{
+    counts_fn f = (counts_fn)dlsym(RTLD_DEFAULT, "mallocsweep_alloc_counts");
+    const char *kinds = (const char *)dlsym(RTLD_DEFAULT, "mallocsweep_count_kinds");
+    if (f == NULL || kinds == NULL)
+        return;
+    uint64_t calls[32] = {0}, bytes = 0;
+    int threads = f(calls, 32, &bytes);
+    put(",\"calls\":{");
+    const char *p = kinds;
+    for (int k = 0; *p && k < 32; k++) {
+        size_t len = strcspn(p, ",");
+        put("%s\"%.*s\":%llu", k ? "," : "", (int)len, p, (unsigned long long)calls[k]);
+        p += len + (p[len] == ',');
+    }
+    put("},\"bytes_asked\":%llu,\"count_blocks\":%d", (unsigned long long)bytes, threads);
+}
+
 static void read_stats(long long seq)
 {
     struct timespec t0, t1, c0, c1;
@@ -284,8 +309,13 @@ static void read_stats(long long seq)
     put("{\"seq\":%lld", seq);
     Dl_info di;
     void *m = dlsym(RTLD_DEFAULT, "malloc");
+    /* alloc_count.so wins the binding of malloc and forwards to the allocator: ask that one */
+    void **fwd = (void **)dlsym(RTLD_DEFAULT, "mallocsweep_next");
+    if (fwd != NULL && fwd[0] != NULL)
+        m = fwd[0];
     const char *lib = (m && dladdr(m, &di) && di.dli_fname) ? di.dli_fname : "";
     put(",\"library\":\"%s\"", lib);
+    read_counts(); /* first: the allocator's own reading below allocates (malloc_info) */
     void *h = lib[0] ? dlopen(lib, RTLD_LAZY | RTLD_NOLOAD) : NULL;
     void *f;
     if (h && (f = own_symbol(h, lib, "mallctl")) != NULL)

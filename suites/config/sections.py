@@ -340,6 +340,14 @@ class MemorySection(Section):
         "boundary through a small library preloaded after the allocator (servers/shims/"
         "alloc_stats.c); it waits on a FIFO between readings and costs nothing then. MySQL family.",
     )
+    count_calls: bool = Field(
+        True,
+        description="Count the server's calls into its allocator (the malloc family and C++ "
+        "operator new/delete, and bytes asked) with a library preloaded ahead of the allocator "
+        "that forwards every call to it (servers/shims/alloc_count.c), read with alloc_stats' "
+        "readings (so it needs alloc_stats): the calls per query in results.csv and the report's "
+        "exposure words. Its cost is measured by make bench. MySQL family.",
+    )
     parts: bool = Field(
         True,
         description="Take RSS apart by mapping at every phase boundary (buffer pool, thread "

@@ -66,6 +66,9 @@ class ServerLaunch:
     bind_address: str = "127.0.0.1"  # the one address it listens on (a client host's, or loopback)
     # Libraries preloaded before the allocator (the keep_server_thp shim) and after it (the
     # alloc_stats shim), with their environment: only for a family with `preloads`.
+    # `first_preload` comes before every other and lives in the work dir (so it runs in a server
+    # root too): the exposure counter, which must win the binding and forward to the allocator.
+    first_preload: tuple[str, ...] = ()
     extra_preload: tuple[str, ...] = ()
     late_preload: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)

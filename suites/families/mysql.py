@@ -305,6 +305,7 @@ class MySQLFamily(Family):
             launch.allocator,
             thp_disable=launch.thp_disable,
             extra_preload=launch.extra_preload,
+            first_preload=launch.first_preload,
             bind_address=launch.bind_address,
             late_preload=launch.late_preload,
             extra_env=launch.extra_env,

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rundir.derive.alloc import level_columns
-from servers import interrupts
+from servers import alloccount, interrupts
 from servers.allocstats import FIGURES, AllocStats, to_kb
 from servers.errors import ServerError
 
@@ -92,6 +92,8 @@ class AllocMemory:
         r["read_us"] = raw.get("read_us")  # in the server, wall (lock and CPU waits included)
         r["read_cpu_us"] = raw.get("read_cpu_us")  # in the server, the reading's own CPU
         r["detail"] = raw.get("detail")
+        # the exposure counter's sums since the server started (absent: it was not loaded)
+        r |= alloccount.totals(raw) or {}
         committed = r.get("alloc_committed_kb")
         if committed is not None and r["rss_kb"] is not None:
             r["committed_over_rss_kb"] = max(0, committed - r["rss_kb"])

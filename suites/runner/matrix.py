@@ -30,8 +30,8 @@ from collectors.thp_probe import prctl_blocks_madvise
 from rundir.format import FORMAT_VERSION
 from rundir.records import Tool
 from rundir.write import RunDir, now_iso
-from servers import exec_helper, interrupts
-from servers.allocators import resolve
+from servers import callcost, exec_helper, interrupts
+from servers.allocators import detect_all, resolve
 from servers.errors import ServerError
 from servers.verify import linked_allocators
 from suites.config.suite import MAX_REPEAT, LoadedSuite, Suite
@@ -240,6 +240,19 @@ class Matrix:
             server=max(self.servers, key=lambda srv: srv.family.cache_kb(srv.section)).section,
         )
 
+    def _call_cost(self) -> dict | None:
+        """The per-call cost of the core allocators installed on this machine and the largest
+        difference between two (servers/callcost.py), when the run counts calls; an error is
+        recorded, never fatal: the report then decides nothing from exposure."""
+        mem = self.suite.memory
+        if not (mem.count_calls and mem.alloc_stats):
+            return None
+        self.display.note("per-call cost of the installed allocators (measured once per build)")
+        try:
+            return callcost.installed_table([a for a in detect_all() if a.core])
+        except ServerError as e:
+            return {"error": str(e)}
+
     # -- the run -----------------------------------------------------------------------------------
     def run(self) -> int:
         self.started = time.monotonic()
@@ -300,6 +313,8 @@ class Matrix:
             else:
                 self.run_dir = self._create_run_dir(cells)
             self.manifest["preflight"] = checks
+            # the bound of the exposure words (analysis/exposure.py), measured once per build
+            self.manifest["call_cost"] = self._call_cost()
             if self.clients is not None:
                 self.manifest["clients"] = self.clients.to_manifest()
             thp = self._thp_controller(self.run_dir.path)

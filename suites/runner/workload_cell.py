@@ -10,6 +10,7 @@ a suites.workloads.context.LevelContext, never this class.
 
 from __future__ import annotations
 
+from servers import alloccount
 from servers.allocstats import AllocStats
 from servers.thpshim import keep_thp_library
 from suites.families.base import Family, ServerLaunch
@@ -47,10 +48,15 @@ class WorkloadCell(CellRunner):
                 "keep_server_thp: a preload shim ignored the server's prctl(PR_SET_THP_DISABLE), "
                 "so the system THP mode reached its heap; MariaDB's own behaviour was changed"
             )
+        first: tuple[str, ...] = ()
         if family.preloads and suite.memory.alloc_stats:
             self.alloc_stats = AllocStats(self.work)
             lib, env = self.alloc_stats.prepare()
             late = (lib,)
+            if suite.memory.count_calls:
+                # the exposure counter: read through alloc_stats' FIFO, so only beside it
+                counter, counter_env = alloccount.prepare(self.work)
+                first, env = (counter,), env | counter_env
         clients = suite.clients
         # A large-pages cell: the family's own setting puts its data cache on huge pages.
         section = self.ctx.server_section
@@ -66,6 +72,7 @@ class WorkloadCell(CellRunner):
                 prepared_statements=self.workload.prepared_statements(suite),
                 thp_disable=thp_disable,
                 bind_address=clients.server_address if clients.hosts else "127.0.0.1",
+                first_preload=first,
                 extra_preload=extra,
                 late_preload=late,
                 extra_env=env,
