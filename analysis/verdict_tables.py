@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from analysis import growth as cycle_growth
+from analysis import growth_rate
 from analysis.sequential import FASTER, NONE, SLOWER, UNDECIDED
 from analysis.table_model import Cell, Table, text
 from analysis.verdicts import (
@@ -29,8 +30,8 @@ from rundir.read import Run
 METRIC_TEXT = {
     RSS_GROWTH: "memory: RSS growth",
     RSS_STOP: "memory: RSS at stop",
-    cycle_growth.RSS_GROWTH_PER_CYCLE: "RSS growth per cycle",
-    cycle_growth.HELD_PER_CYCLE: "held per cycle",
+    growth_rate.RSS_GROWTH_MB_PER_HOUR: "RSS growth (MB/h)",
+    growth_rate.HELD_GROWTH_MB_PER_HOUR: "held growth (MB/h)",
     cycle_growth.BURST_RETURNED: "burst returned",
 }
 
@@ -44,6 +45,12 @@ def point_label(v: Verdict) -> str:
 
 
 def ratio_ci(v: Verdict) -> str:
+    """The verdict's figure and interval: a ratio ("0.82× [0.78–0.86]"), or for a metric in its
+    own unit the difference from the baseline ("+12.0 MB/h [+3.1 – +20.9]"), never a ratio."""
+    if v.unit:
+        if not (math.isfinite(v.lo) and math.isfinite(v.hi)):
+            return f"{v.ratio:+.1f} {v.unit}"
+        return f"{v.ratio:+.1f} {v.unit} [{v.lo:+.1f} – {v.hi:+.1f}]"
     if not (math.isfinite(v.lo) and math.isfinite(v.hi)):
         return f"{v.ratio:.2f}×"
     return f"{v.ratio:.2f}× [{v.lo:.2f}–{v.hi:.2f}]"
@@ -102,11 +109,17 @@ def glance_table(run: Run, verdicts: list[Verdict], baseline: str) -> Table:
     for (server, wl, thp, th), vs in points.items():
         better = [v for v in vs if v.verdict == FASTER]  # memory verdicts: FASTER = less memory
         worse = [v for v in vs if v.verdict == SLOWER]
-        none = [v.allocator for v in vs if v.verdict == NONE]
+        none = [v.allocator for v in vs if v.verdict == NONE and not v.unit]
         open_ = [v.allocator for v in vs if v.verdict == UNDECIDED]
         same = []
         if none:
             same.append(f"{', '.join(none)} (within ±{m:g}%)")
+        # a difference in its own unit has its own margin (growth: MB/h)
+        same += [
+            f"{v.allocator} (within ±{v.margin:g} {v.unit})"
+            for v in vs
+            if v.verdict == NONE and v.unit
+        ]
         if open_:
             same.append(f"{', '.join(open_)} (undecided)")
         row = [

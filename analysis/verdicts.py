@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from analysis import growth as cycle_growth
-from analysis import memory, study_tables
+from analysis import growth_rate, memory, study_tables
 from analysis.lives import by_life
 from analysis.sequential import (
     DECIDED,
@@ -63,6 +63,14 @@ CSV_COLUMNS = [
     # The server the row's server is compared with: itself for an allocator against the baseline
     # allocator; another server's label for NEW/BASE and the interaction (analysis/upgrade.py)
     "baseline_server",
+    # A metric compared as a difference in its own unit (growth in MB/h, analysis/growth_rate.py):
+    # allocator - baseline with its interval, and the margin "no difference" means; ratio, lo and
+    # hi are empty on such a row (a ratio of two slopes near zero has no meaning)
+    "difference",
+    "diff_lo",
+    "diff_hi",
+    "unit",
+    "margin",
 ]
 # For memory a higher ratio is worse: the verdict "slower" there means "uses more memory". Every
 # place that shows a verdict to a reader says it in the metric's own words (Verdict.word).
@@ -71,11 +79,8 @@ MEANING = {
     RSS_GROWTH: {FASTER: "grows less", SLOWER: "grows more"},
     RSS_STOP: {FASTER: "less memory", SLOWER: "more memory"},
     # the fragmentation scenarios (analysis/growth.py)
-    cycle_growth.RSS_GROWTH_PER_CYCLE: {
-        FASTER: "grows less per cycle",
-        SLOWER: "grows more per cycle",
-    },
-    cycle_growth.HELD_PER_CYCLE: {FASTER: "holds less per cycle", SLOWER: "holds more per cycle"},
+    growth_rate.RSS_GROWTH_MB_PER_HOUR: {FASTER: "grows less", SLOWER: "grows more"},
+    growth_rate.HELD_GROWTH_MB_PER_HOUR: {FASTER: "holds less", SLOWER: "holds more"},
     cycle_growth.BURST_RETURNED: {FASTER: "returns more", SLOWER: "returns less"},
 }
 NO_DIFFERENCE = "no difference beyond the minimum effect"
@@ -91,6 +96,8 @@ class Verdict:
     thp: str
     threads: int | None
     metric: str  # THROUGHPUT (the workload's qps/tps), RSS_GROWTH or RSS_STOP
+    # allocator / baseline and its interval; with a `unit`, the difference allocator - baseline in
+    # that unit instead (growth in MB/h: never a ratio)
     ratio: float
     lo: float
     hi: float
@@ -101,11 +108,20 @@ class Verdict:
     # Another server's label when `server` is compared with it (analysis/upgrade.py); "" when the
     # row compares allocators within `server`.
     baseline_server: str = ""
+    unit: str = ""  # "": ratio/lo/hi are a ratio; else a difference in this unit
+    margin: float | None = None  # with a unit: "no difference" means within +- this
 
     @property
     def meaning(self) -> str:
+        if self.verdict == NONE and self.unit:
+            return f"no difference beyond {self.margin:g} {self.unit}"
         if self.verdict == NONE:
             return NO_DIFFERENCE
+        if self.verdict == UNDECIDED and self.unit:
+            return (
+                "not decided: the interval still allows a difference beyond "
+                f"{self.margin:g} {self.unit}"
+            )
         if self.verdict == UNDECIDED:
             return NOT_YET
         return MEANING[self.metric][self.verdict]
@@ -305,7 +321,18 @@ def run_verdicts(
             RSS_GROWTH,
             _judge(growth[(server, thp)], base, design, "add", norm, False),
         )
-    # The fragmentation scenarios: growth per cycle, held per cycle, a burst's release.
+    # The fragmentation scenarios: growth in MB per hour, as differences (growth_rate.py)...
+    margin = growth_rate.margin_of(run)
+    for (server, wl, thp, a), metric, d in growth_rate.verdict_differences(
+        run, base, lambda rounds: _level(design, rounds)
+    ):
+        out.append(
+            Verdict(
+                server, wl, a, base, thp, None, metric, d.diff, d.lo, d.hi, d.verdict,
+                d.rounds, d.level, a == aa, unit=growth_rate.UNIT, margin=margin,
+            )
+        )  # fmt: skip
+    # ... and a burst's release.
     for p in cycle_growth.verdict_points(run, base):
         judged = _judge(p.values, base, design, "add", p.norm, p.higher_is_better)
         add(p.server, p.workload, p.thp, None, p.metric, judged)
@@ -398,15 +425,20 @@ def verdicts_csv(verdicts: list[Verdict]) -> str:
                 v.thp,
                 "" if v.threads is None else v.threads,
                 v.metric,
-                _num(v.ratio),
-                _num(v.lo),
-                _num(v.hi),
+                "" if v.unit else _num(v.ratio),
+                "" if v.unit else _num(v.lo),
+                "" if v.unit else _num(v.hi),
                 v.verdict,
                 v.meaning,
                 v.rounds,
                 f"{v.level:.4f}",
                 "yes" if v.aa_arm else "no",
                 v.baseline_server or v.server,
+                _num(v.ratio) if v.unit else "",
+                _num(v.lo) if v.unit else "",
+                _num(v.hi) if v.unit else "",
+                v.unit,
+                _num(v.margin) if v.unit else "",
             ]
         )
     return buf.getvalue()

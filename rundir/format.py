@@ -49,7 +49,8 @@ HISTORY = {
     6: "decisive comparisons and memory in a reader's unit: results columns FORMAT6_ADDED_COLUMNS "
     "(EXPOSURE_COLUMNS: the allocator's calls and bytes per query and per transaction counted "
     "in the server; STEADY_COLUMNS: the ramp each level's measurement skipped; "
-    "GROWTH_PART_COLUMNS: the allocator's in-use memory split into resident and never touched); "
+    "GROWTH_PART_COLUMNS: when a scenario's cycle ended, and the allocator's in-use memory split "
+    "into resident and never touched); "
     "update_to_6 gives older runs these columns, empty",
 }
 
@@ -208,9 +209,10 @@ FORMAT5_ADDED_COLUMNS = tuple(dict.fromkeys((*HUGEPAGE_COLUMNS, *FORMAT5_RESULT_
 EXPOSURE_COLUMNS: tuple[str, ...] = ()
 # Steady state: the seconds of a level's start that were a ramp and are left out of its window.
 STEADY_COLUMNS: tuple[str, ...] = ()
-# Who holds the memory, format 6: the allocator's in-use memory split into what is resident and
-# what was allocated but never touched (so no part of RSS is ever negative).
-GROWTH_PART_COLUMNS: tuple[str, ...] = ()
+# Growth and who holds the memory, format 6: scenario_end_s, when a fragmentation scenario's cycle
+# ended (seconds since the server's life began; growth per hour is fitted against it,
+# analysis/growth_rate.py).
+GROWTH_PART_COLUMNS: tuple[str, ...] = ("scenario_end_s",)
 FORMAT6_ADDED_COLUMNS = tuple(
     dict.fromkeys((*EXPOSURE_COLUMNS, *STEADY_COLUMNS, *GROWTH_PART_COLUMNS))
 )

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from rundir.derive.alloc import level_columns as alloc_level_columns
 from rundir.derive.phases import FIGURE_KEYS, mark_times, phase_figures, window_figures
-from rundir.derive.scenario import scenario_columns
+from rundir.derive.scenario import cycle_end_s, scenario_columns
 from rundir.derive.window import (
     Interval,
     Window,
@@ -158,6 +158,7 @@ def derive_level(raw: dict, level: dict) -> tuple[dict, dict]:
         row.get("heap_resident_kb"), row.get("alloc_in_use_kb")
     )
     row.update(scenario_columns(level))
+    row["scenario_end_s"] = cycle_end_s(raw, level)
     return row, window_record(intervals, len(times), fig, win, window, row)
 
 

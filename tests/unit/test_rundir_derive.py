@@ -12,7 +12,7 @@ import pytest
 
 from rundir.derive.levels import derive_cell, derive_level
 from rundir.derive.phases import FIGURE_KEYS, phase_figures, window_figures
-from rundir.format import FORMAT5_ADDED_COLUMNS
+from rundir.format import FORMAT5_ADDED_COLUMNS, FORMAT6_ADDED_COLUMNS
 from rundir.records import check_raw
 
 RUN = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "real-smoke-format3"
@@ -29,10 +29,12 @@ def test_recorded_raw_gives_back_the_recorded_rows_and_windows(path):
     raw = _raw(path)
     cell = json.loads((RUN / "cells" / path.name).read_text())
     derived = derive_cell(raw)
-    # Columns a later format added (format 5: hugepages, RSS by mapping, scenario cycles) come
-    # out empty from a record that never observed them; every other figure is the recorded one.
-    assert all(row[c] is None for row in derived.rows for c in FORMAT5_ADDED_COLUMNS)
-    assert [_without(r, FORMAT5_ADDED_COLUMNS) for r in derived.rows] == cell["rows"]
+    # Columns a later format added (format 5: hugepages, RSS by mapping, scenario cycles; format
+    # 6) come out empty from a record that never observed them; every other figure is the
+    # recorded one.
+    later = (*FORMAT5_ADDED_COLUMNS, *FORMAT6_ADDED_COLUMNS)
+    assert all(row[c] is None for row in derived.rows for c in later)
+    assert [_without(r, later) for r in derived.rows] == cell["rows"]
     assert derived.windows == [lv["window"] for lv in cell["cell"]["levels"]]
     # The manifest's phase figures (what the wait4 reconciliation summed) are the same function's.
     for name, ph in raw["phases"].items():
