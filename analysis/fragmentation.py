@@ -23,6 +23,7 @@ from analysis.sequential import FASTER, NONE, SLOWER, UNDECIDED
 from analysis.stats import median
 from analysis.table_model import Cell, Table, count, num, text
 from analysis.verdict_tables import ratio_ci
+from rundir.derive.levels import in_use_split
 from rundir.read import Run
 
 MB = 1024.0
@@ -106,6 +107,24 @@ def _rate_cell(r: gr.Rate | None, unit: str = "") -> Cell:
     return Cell(r.value, f"{r.value:+.1f}{unit} [{lo:+.1f} – {hi:+.1f}]")
 
 
+def _untouched_mb(run: Run, lives: list[gr.LifeRate]) -> float | None:
+    """Median over the lives of what the allocator counted in use at the last cycle's end but the
+    kernel never backed (alloc_untouched_kb; re-derived from the heap and in use for a row written
+    before the column)."""
+    out = []
+    for x in lives:
+        rows = [r for r in run.rows if r["cell"] == x.cell and r["workload"] == x.workload]
+        if not rows:
+            continue
+        last = max(rows, key=lambda r: r["scenario_cycle"])
+        v = last.get("alloc_untouched_kb")
+        if v is None:
+            v = in_use_split(last.get("heap_resident_kb"), last.get("alloc_in_use_kb"))[1]
+        if v is not None:
+            out.append(v / MB)
+    return median(out) if out else None
+
+
 def growth_table(run: Run, judged: list[vmod.Verdict], base: str) -> Table | None:
     lives = rates_by(run)
     rows = [k for k in lives if any(x.rss for x in lives[k])]
@@ -126,7 +145,9 @@ def growth_table(run: Run, judged: list[vmod.Verdict], base: str) -> Table | Non
         f"interval above 0 and the slope at least {margin:g} MB/h) or levelled off (the whole "
         f"interval within ±{margin:g} MB/h), else unclear; the lives' own states follow. Held: "
         "the same rate of what the allocator holds resident beyond what it says is in use "
-        "(empty where the allocator keeps no totals: mimalloc, TBB). Server's account: the rate "
+        "(empty where the allocator keeps no totals: mimalloc, TBB); never touched: what the "
+        "allocator counts in use at the last cycle's end that the kernel never backed (malloc'ed, "
+        "never written: not part of RSS, so held never goes below 0). Server's account: the rate "
         "of what the server says it uses (MariaDB Memory_used, MySQL performance_schema): RSS "
         "growing while this stays flat is memory the allocator keeps, not the server. "
         "Throughput: the scenario's transactions per second, median over cycles and lives. The "
@@ -146,6 +167,7 @@ def growth_table(run: Run, judged: list[vmod.Verdict], base: str) -> Table | Non
             "growth MB / 100 cycles",
             "state",
             "held MB/h",
+            "in use, never touched (MB)",
             "server's account MB/h",
             "throughput",
             "growth vs baseline",
@@ -168,6 +190,7 @@ def growth_table(run: Run, judged: list[vmod.Verdict], base: str) -> Table | Non
             _rate_cell(gr.arm_rate(ls, lambda x: x.rss_per_100)),
             text(f"{gr.arm_state(ls, margin)} (lives: {_states(ls, margin)})"),
             _rate_cell(gr.arm_rate(ls, lambda x: x.held)),
+            num(_untouched_mb(run, ls)),
             _rate_cell(gr.arm_rate(ls, lambda x: x.account)),
             num(_med(x.tps for x in ls)),
             _verdict_cell(_verdict(judged, gr.RSS_GROWTH_MB_PER_HOUR, wl, alloc)),

@@ -211,8 +211,15 @@ EXPOSURE_COLUMNS: tuple[str, ...] = ()
 STEADY_COLUMNS: tuple[str, ...] = ()
 # Growth and who holds the memory, format 6: scenario_end_s, when a fragmentation scenario's cycle
 # ended (seconds since the server's life began; growth per hour is fitted against it,
-# analysis/growth_rate.py).
-GROWTH_PART_COLUMNS: tuple[str, ...] = ("scenario_end_s",)
+# analysis/growth_rate.py); the allocator's in use split into what is resident
+# (alloc_in_use_resident_kb, at most the heap's resident part) and what it counts in use but the
+# kernel never backed (alloc_untouched_kb: malloc'ed, never written), so that no part of RSS is
+# negative (rundir/derive/levels.py in_use_split).
+GROWTH_PART_COLUMNS: tuple[str, ...] = (
+    "scenario_end_s",
+    "alloc_in_use_resident_kb",
+    "alloc_untouched_kb",
+)
 FORMAT6_ADDED_COLUMNS = tuple(
     dict.fromkeys((*EXPOSURE_COLUMNS, *STEADY_COLUMNS, *GROWTH_PART_COLUMNS))
 )
@@ -298,9 +305,9 @@ RESULTS_COLUMNS = [
     "thread_cache_size",
     # who holds the memory at the level's end (format 5; empty in older runs and where the
     # decomposition is off, [memory] parts): RSS by mapping (MEMORY_PART_COLUMNS) and
-    # alloc_held_resident_kb = heap_resident_kb - alloc_in_use_kb (what the allocator holds
-    # resident and the server does not; negative when the server holds malloc'ed memory it never
-    # touched); a fragmentation scenario's cycle and a spike's release (SCENARIO_COLUMNS). The
+    # alloc_held_resident_kb = heap_resident_kb - alloc_in_use_resident_kb (what the allocator
+    # holds resident and the server does not; never negative since format 6: in use the kernel
+    # never backed is alloc_untouched_kb); a fragmentation scenario's cycle and a spike's release (SCENARIO_COLUMNS). The
     # parts hugetlb_kb and heap_anon_huge_kb are the huge-page columns' above, not repeated.
     *(c for c in FORMAT5_RESULT_COLUMNS if c not in HUGEPAGE_COLUMNS),
     # read-while-writing (suites/workloads/rww; added in format 2, issue 15; empty for other workloads and

@@ -119,14 +119,28 @@ def window_record(
     }
 
 
+def in_use_split(heap_kb, in_use_kb) -> tuple[int | None, int | None]:
+    """The allocator's in use split into (resident, never touched), kB. In use counts memory the
+    server malloc'ed and never wrote (jemalloc on MySQL 9.7: 256 MB in use against a heap of
+    229 MB resident); the kernel backs no page of it, so in use can exceed the heap's resident
+    part. Resident in use is at most the heap's resident part; the rest of in use was never
+    touched. Both are bounds, not a page-by-page account: pages of in use that were never
+    touched while the allocator also holds resident free pages are counted as resident in use
+    (smaps cannot tell whose page is whose). Empty where either figure is unknown."""
+    if heap_kb is None or in_use_kb is None:
+        return None, None
+    resident = min(max(in_use_kb, 0), max(heap_kb, 0))
+    return round(resident), round(in_use_kb - resident)
+
+
 def held_resident(heap_kb, in_use_kb):
     """What the allocator holds resident and the server does not: the heap's resident part
-    minus what the allocator says is in use (read right before the level's end boundary). Empty
-    where either is unknown; negative when the server holds malloc'ed memory it never touched
-    (in use counts it, RSS does not)."""
-    if heap_kb is None or in_use_kb is None:
+    minus what of the allocator's in use is resident (in_use_split; read right before the level's
+    end boundary). Never negative. Empty where either is unknown."""
+    resident, _ = in_use_split(heap_kb, in_use_kb)
+    if resident is None:
         return None
-    return round(heap_kb - in_use_kb)
+    return round(heap_kb - resident)
 
 
 def derive_level(raw: dict, level: dict) -> tuple[dict, dict]:
@@ -155,6 +169,9 @@ def derive_level(raw: dict, level: dict) -> tuple[dict, dict]:
     row = level_row(raw["identity"], level, fig, win, window, source)
     row.update(alloc_level_columns(raw.get("alloc_readings"), level["phase"]))
     row["alloc_held_resident_kb"] = held_resident(
+        row.get("heap_resident_kb"), row.get("alloc_in_use_kb")
+    )
+    row["alloc_in_use_resident_kb"], row["alloc_untouched_kb"] = in_use_split(
         row.get("heap_resident_kb"), row.get("alloc_in_use_kb")
     )
     row.update(scenario_columns(level))

@@ -113,9 +113,12 @@ def test_parts_add_up_to_rss_at_every_cycle(run):
                 e["parts"]["rss_after_kb"],
             )
         if r["alloc_in_use_kb"]:
-            assert int(r["alloc_held_resident_kb"]) == int(r["heap_resident_kb"]) - int(
-                r["alloc_in_use_kb"]
-            )
+            # the heap = in use and resident + held; in use = resident + never touched; no part
+            # is negative
+            held, heap = int(r["alloc_held_resident_kb"]), int(r["heap_resident_kb"])
+            resident, untouched = int(r["alloc_in_use_resident_kb"]), int(r["alloc_untouched_kb"])
+            assert held == heap - resident and resident + untouched == int(r["alloc_in_use_kb"])
+            assert min(held, resident, untouched) >= 0
         assert r["server_memory_used_kb"]  # Memory_used, read at the same boundary
 
 
