@@ -1,9 +1,12 @@
-"""The report's fragmentation section: growth per cycle, release after a burst, and what the
+"""The report's fragmentation section: growth per hour, release after a burst, and what the
 reports claimed against what this run measured (figures: analysis/fragmentation_plots.py).
 
-Everything here comes from analysis/growth.py (one value per server life) and the run's verdicts
+Everything here comes from analysis/growth_rate.py (growth in MB per hour, per life and per arm),
+analysis/growth.py (a burst's release, one value per server life) and the run's verdicts
 (analysis/verdicts.py: paired by round against the baseline). A claim is checked only with the
-arms this run measured; a claim about an arm the run lacks says so instead of guessing.
+arms this run measured; a claim about an arm the run lacks says so instead of guessing. A claim
+is called reproduced only from decided tests: a verdict that is not undecided, or an arm's state
+(still growing / levelled off) from its own interval, never from per-life figures alone.
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from analysis import growth as g
+from analysis import growth_rate as gr
 from analysis import verdicts as vmod
 from analysis.metrics import BETTER, NONE, UNDECIDED, WORSE
 from analysis.stats import median
 from analysis.table_model import Cell, Table, count, num, text
 from analysis.verdict_tables import ratio_ci
+from rundir.derive.levels import in_use_split
 from rundir.read import Run
 
 MB = 1024.0
@@ -77,47 +82,93 @@ def _verdict_cell(v: vmod.Verdict | None) -> Cell:
     return Cell(v.ratio, f"{ratio_ci(v)} {v.word}")
 
 
-def _states(lives: list[g.LifeGrowth]) -> str:
-    states = [x.state for x in lives]
+def _states(lives: list[gr.LifeRate], margin: float) -> str:
+    states = [x.state(margin) for x in lives]
     return ", ".join(f"{s} {states.count(s)}/{len(states)}" for s in dict.fromkeys(states))
 
 
+def rates_by(run: Run) -> dict[tuple[str, str, str, str], list[gr.LifeRate]]:
+    """(server, workload, allocator, thp) -> its lives' rates, in round order."""
+    out: dict[tuple, list[gr.LifeRate]] = defaultdict(list)
+    for life in gr.life_rates(run):
+        out[(life.server, life.workload, life.allocator, life.thp)].append(life)
+    for v in out.values():
+        v.sort(key=lambda x: x.repeat)
+    return dict(out)
+
+
+def _rate_cell(r: gr.Rate | None, unit: str = "") -> Cell:
+    """A combined rate with its 95% interval: "+12.3 [+4.0 – +20.6]"."""
+    if r is None:
+        return text("–")
+    lo, hi = r.interval()
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return Cell(r.value, f"{r.value:+.1f}{unit}")
+    return Cell(r.value, f"{r.value:+.1f}{unit} [{lo:+.1f} – {hi:+.1f}]")
+
+
+def _untouched_mb(run: Run, lives: list[gr.LifeRate]) -> float | None:
+    """Median over the lives of what the allocator counted in use at the last cycle's end but the
+    kernel never backed (alloc_untouched_kb; re-derived from the heap and in use for a row written
+    before the column)."""
+    out = []
+    for x in lives:
+        rows = [r for r in run.rows if r["cell"] == x.cell and r["workload"] == x.workload]
+        if not rows:
+            continue
+        last = max(rows, key=lambda r: r["scenario_cycle"])
+        v = last.get("alloc_untouched_kb")
+        if v is None:
+            v = in_use_split(last.get("heap_resident_kb"), last.get("alloc_in_use_kb"))[1]
+        if v is not None:
+            out.append(v / MB)
+    return median(out) if out else None
+
+
 def growth_table(run: Run, judged: list[vmod.Verdict], base: str) -> Table | None:
-    lives = lives_by(run)
-    rows = [k for k in lives if any(x.half for x in lives[k])]
+    lives = rates_by(run)
+    rows = [k for k in lives if any(x.rss for x in lives[k])]
     if not rows:
         return None
+    margin = gr.margin_of(run)
     several = len({k[0] for k in rows}) > 1
     t = Table(
         "growth",
-        f"Growth per cycle by scenario (MB per cycle; verdicts against {base})",
+        f"Growth by scenario (MB per hour; verdicts against {base})",
         "Each scenario repeats one cycle many times in one server life; RSS is read when each "
-        "cycle ends (a phase boundary). Growth per cycle is the least-squares slope of RSS over "
-        "the last half of the cycles (the first half warms caches and per-thread state), per "
-        "server life; shown is the median over the lives, with the lowest and highest beside "
-        "it. 'State' counts the lives whose RSS had levelled off (the slope's 95% interval adds "
-        f"less than {g.LEVEL_PCT:g}% of RSS over the half) or was still growing (its interval "
-        "above 0 and the slope adding at least that). Held: the same slope of what the "
-        "allocator holds resident beyond what it says is in use (heap resident − in use; empty "
-        "where the allocator keeps no totals: mimalloc, TBB). Server's account: the slope of "
-        "what the server says it uses (MariaDB Memory_used, MySQL performance_schema): RSS "
+        "cycle ends (a phase boundary). Per life, growth is the least-squares slope of RSS "
+        "against the wall time each cycle ended, over ALL its cycles, in MB per hour (its error "
+        "widened for cycles that follow each other); per 100 cycles: the same slope against the "
+        "cycle's number. An arm's figure combines its lives (inverse-variance weights with a "
+        "between-life variance; Hartung-Knapp 95% interval). 'State' is the arm's test: the "
+        "slope over the last half of the cycles, combined over lives, is still growing (its "
+        f"interval above 0 and the slope at least {margin:g} MB/h) or levelled off (the whole "
+        f"interval within ±{margin:g} MB/h), else unclear; the lives' own states follow. Held: "
+        "the same rate of what the allocator holds resident beyond what it says is in use "
+        "(empty where the allocator keeps no totals: mimalloc, TBB); never touched: what the "
+        "allocator counts in use at the last cycle's end that the kernel never backed (malloc'ed, "
+        "never written: not part of RSS, so held never goes below 0). Server's account: the rate "
+        "of what the server says it uses (MariaDB Memory_used, MySQL performance_schema): RSS "
         "growing while this stays flat is memory the allocator keeps, not the server. "
-        "Throughput: the scenario's transactions per second (sessions, dumps' background "
-        "load), median over cycles and lives. The verdict compares growth per cycle with the "
-        f"baseline's, paired by round: ratio − 1 is the extra growth {g.HORIZON} more cycles "
-        f"would add at the measured rates, as a share of {base}'s RSS (the minimum effect "
-        "applies to it).",
+        "Throughput: the scenario's transactions per second, median over cycles and lives. The "
+        f"verdict: the arm's growth minus {base}'s in MB/h, paired by round, with its interval "
+        f"(no difference: the whole interval within ±{margin:g} MB/h). The scenarios compress "
+        "days into minutes: MB per 100 cycles carries over to a server whose cycle is a "
+        "nightly dump, MB per hour is this run's clock.",
         (["server"] if several else [])
         + [
             "scenario",
             "allocator",
             "THP",
             "cycles",
-            "RSS end",
-            "growth / cycle",
+            "hours",
+            "RSS end (MB)",
+            "growth MB/h",
+            "growth MB / 100 cycles",
             "state",
-            "held / cycle",
-            "server's account / cycle",
+            "held MB/h",
+            "in use, never touched (MB)",
+            "server's account MB/h",
             "throughput",
             "growth vs baseline",
         ],
@@ -126,25 +177,23 @@ def growth_table(run: Run, judged: list[vmod.Verdict], base: str) -> Table | Non
     allocs = {a: i for i, a in enumerate(run.allocators)}
     for key in sorted(rows, key=lambda k: (k[0], order.get(k[1], 99), allocs.get(k[2], 99))):
         server, wl, alloc, thp = key
-        ls = [x for x in lives[key] if x.half]
-        slopes = [x.growth.kb for x in ls if x.growth]
+        ls = [x for x in lives[key] if x.rss]
+        hours = _med(x.hours for x in ls)
         row = [
             text(wl),
             text(alloc),
             text(thp),
             count(median([x.cycles for x in ls])),
-            num(_mb(_med(x.rss_end_kb for x in ls))),
-            num(
-                _mb(_med(slopes)),
-                note=(
-                    f"{min(slopes) / MB:.2f} – {max(slopes) / MB:.2f}" if len(slopes) > 1 else ""
-                ),
-            ),
-            text(_states(ls)),
-            num(_mb(_med(x.held.kb if x.held else None for x in ls))),
-            num(_mb(_med(x.server_growth.kb if x.server_growth else None for x in ls))),
+            num(hours),
+            num(_med(x.rss_end_mb for x in ls)),
+            _rate_cell(gr.arm_rate(ls, lambda x: x.rss)),
+            _rate_cell(gr.arm_rate(ls, lambda x: x.rss_per_100)),
+            text(f"{gr.arm_state(ls, margin)} (lives: {_states(ls, margin)})"),
+            _rate_cell(gr.arm_rate(ls, lambda x: x.held)),
+            num(_untouched_mb(run, ls)),
+            _rate_cell(gr.arm_rate(ls, lambda x: x.account)),
             num(_med(x.tps for x in ls)),
-            _verdict_cell(_verdict(judged, g.RSS_GROWTH_PER_CYCLE, wl, alloc)),
+            _verdict_cell(_verdict(judged, gr.RSS_GROWTH_MB_PER_HOUR, wl, alloc)),
         ]
         t.rows.append(([text(server)] if several else []) + row)
     return t
@@ -221,6 +270,8 @@ class Claims:
     base: str
     judged: list[vmod.Verdict]
     lives: dict[tuple, list[g.LifeGrowth]]
+    rates: dict[tuple, list[gr.LifeRate]]
+    margin: float
     _other: dict[str, list[vmod.Verdict]]
 
     def verdict(self, metric, workload, allocator, baseline=None) -> vmod.Verdict | None:
@@ -238,6 +289,11 @@ class Claims:
             x for k, ls in self.lives.items() if k[1] == workload and k[2] == allocator for x in ls
         ]
 
+    def rates_of(self, workload: str, allocator: str) -> list[gr.LifeRate]:
+        return [
+            x for k, ls in self.rates.items() if k[1] == workload and k[2] == allocator for x in ls
+        ]
+
     def has(self, allocator: str) -> bool:
         return allocator in self.run.allocators
 
@@ -253,29 +309,26 @@ def _is(v: vmod.Verdict | None, *words: str) -> bool | None:
     return v.verdict in words
 
 
-def _growing(ls: list[g.LifeGrowth]) -> bool | None:
-    """Most lives still growing: True; most levelled off: False; else None."""
-    if not ls:
-        return None
-    states = [x.state for x in ls]
-    if states.count(g.GROWING) * 2 > len(states):
-        return True
-    if states.count(g.LEVELLED) * 2 > len(states):
-        return False
-    return None
+def _tested(
+    ls: list[gr.LifeRate], get: Callable[[gr.LifeRate], gr.Rate | None], margin: float
+) -> bool | None:
+    """The arm's rate tested with its own interval (growth_rate.state): still growing True,
+    levelled off False, unclear None."""
+    st = gr.state(gr.arm_rate(ls, get), margin)
+    return {gr.GROWING: True, gr.LEVELLED: False}.get(st)
 
 
-def _account_flat(ls: list[g.LifeGrowth]) -> bool | None:
-    """The server's own account added under LEVEL_PCT of RSS over the half, in most lives."""
-    flags = []
-    for x in ls:
-        s = x.server_growth
-        if s is None or not x.rss_end_kb:
-            continue
-        flags.append(abs(s.kb) * x.half < g.LEVEL_PCT / 100 * x.rss_end_kb)
-    if not flags:
-        return None
-    return sum(flags) * 2 > len(flags)
+def _growing(c: Claims, wl: str, alloc: str) -> bool | None:
+    """The arm's RSS still growing over the last half of its cycles (the test, not the lives'
+    majority): True; levelled off: False; else None."""
+    return _tested(c.rates_of(wl, alloc), lambda x: x.tail, c.margin)
+
+
+def _account_flat(c: Claims, wl: str, alloc: str) -> bool | None:
+    """The server's own account levelled off over the whole scenario (its rate's interval within
+    the margin): True; still growing: False; else None."""
+    t = _tested(c.rates_of(wl, alloc), lambda x: x.account, c.margin)
+    return None if t is None else not t
 
 
 def _outcome(checks: list[bool | None]) -> str:
@@ -287,11 +340,11 @@ def _outcome(checks: list[bool | None]) -> str:
 
 
 def _growth_text(c: Claims, wl: str, alloc: str) -> str:
-    ls = c.lives_of(wl, alloc)
-    slopes = [x.growth.kb for x in ls if x.growth]
-    if not slopes:
+    ls = c.rates_of(wl, alloc)
+    r = gr.arm_rate(ls, lambda x: x.rss)
+    if r is None:
         return f"{alloc}: no growth figure"
-    return f"{alloc} {median(slopes) / MB:+.2f} MB/cycle ({_states(ls)})"
+    return f"{alloc} {_rate_cell(r).text} MB/h ({gr.arm_state(ls, c.margin)})"
 
 
 def _vs_text(v: vmod.Verdict | None, alloc: str, baseline: str) -> str:
@@ -316,23 +369,23 @@ def _mdev_30889(c: Claims):
         return None
     wl = wls[0]
     if c.has("glibc") and (c.has("tcmalloc") or c.has("jemalloc")):
-        checks, said = [_growing(c.lives_of(wl, "glibc"))], [_growth_text(c, wl, "glibc")]
+        checks, said = [_growing(c, wl, "glibc")], [_growth_text(c, wl, "glibc")]
         for alloc, want in (("tcmalloc", (BETTER,)), ("jemalloc", (NONE, WORSE))):
             if c.has(alloc):
-                v = c.verdict(g.RSS_GROWTH_PER_CYCLE, wl, alloc, baseline="glibc")
+                v = c.verdict(gr.RSS_GROWTH_MB_PER_HOUR, wl, alloc, baseline="glibc")
                 checks.append(_is(v, *want))
                 said.append(_vs_text(v, alloc, "glibc"))
-        checked = "dump: glibc still growing; tcmalloc grows less per cycle; jemalloc not less"
+        checked = "dump: glibc still growing; tcmalloc grows less per hour; jemalloc not less"
     elif _tcmalloc_baseline(c) and c.has("jemalloc"):
         # no glibc arm (a binary that links tcmalloc): what can be checked is tcmalloc vs jemalloc
-        v = c.verdict(g.RSS_GROWTH_PER_CYCLE, wl, "jemalloc")
+        v = c.verdict(gr.RSS_GROWTH_MB_PER_HOUR, wl, "jemalloc")
         checks = [_is(v, WORSE)]
         said = [
             _growth_text(c, wl, c.base),
             _growth_text(c, wl, "jemalloc"),
             _vs_text(v, "jemalloc", c.base),
         ]
-        checked = f"dump (no glibc arm): jemalloc grows more per cycle than {c.base} (tcmalloc)"
+        checked = f"dump (no glibc arm): jemalloc grows more per hour than {c.base} (tcmalloc)"
     else:
         return None
     return (
@@ -351,8 +404,8 @@ def _operator_1808(c: Claims):
     if not wls or not c.has("jemalloc-bg") or ref is None:
         return None
     wl = wls[0]
-    v = c.verdict(g.RSS_GROWTH_PER_CYCLE, wl, "jemalloc-bg", baseline=ref)
-    checks = [_growing(c.lives_of(wl, ref)), _is(v, BETTER)]
+    v = c.verdict(gr.RSS_GROWTH_MB_PER_HOUR, wl, "jemalloc-bg", baseline=ref)
+    checks = [_growing(c, wl, ref), _is(v, BETTER)]
     said = [
         _growth_text(c, wl, ref),
         _growth_text(c, wl, "jemalloc-bg"),
@@ -362,7 +415,7 @@ def _operator_1808(c: Claims):
         "mariadb-operator #1808",
         "RSS climbs after each backup until jemalloc with background_thread and 5 s dirty/muzzy "
         "decay (a physical backup there; a logical dump here)",
-        f"dump: {ref} still growing; jemalloc-bg grows less per cycle than {ref}",
+        f"dump: {ref} still growing; jemalloc-bg grows less per hour than {ref}",
         "; ".join(said),
         _outcome(checks),
     )
@@ -374,13 +427,12 @@ def _kb_memory_used(c: Claims):
         return None
     checks, said = [], []
     for wl in wls:
-        ls = c.lives_of(wl, c.base)
-        grows, flat = _growing(ls), _account_flat(ls)
+        grows, flat = _growing(c, wl, c.base), _account_flat(c, wl, c.base)
         checks.append(None if grows is None or flat is None else (grows and flat))
-        srv = [x.server_growth.kb for x in ls if x.server_growth]
+        srv = gr.arm_rate(c.rates_of(wl, c.base), lambda x: x.account)
         said.append(
             f"{wl}: {_growth_text(c, wl, c.base)}, server's account "
-            + (f"{median(srv) / MB:+.2f} MB/cycle" if srv else "not read")
+            + (f"{_rate_cell(srv).text} MB/h" if srv else "not read")
         )
     return (
         "MariaDB KB (allocator choice)",
@@ -403,8 +455,9 @@ def _any_block(checks: list[bool | None]) -> str:
 
 def _bug_95065(c: Claims):
     """Grows to a maximum and is not freed: over the whole scenario (its first half included:
-    that is where the heap fills), the allocator's held part grows by at least HELD_PCT of RSS
-    while the server's own account does not move (under LEVEL_PCT), in most lives."""
+    that is where the heap fills), the allocator's held part grows by at least HELD_PCT of RSS in
+    most lives, its rate over all cycles is still growing by its own test, and the server's own
+    account's rate is levelled off by its test."""
     wls = c.workloads("fulltext")
     if not wls:
         return None
@@ -417,16 +470,16 @@ def _bug_95065(c: Claims):
         None if h is None or not e else h >= HELD_PCT / 100 * e
         for h, e in zip(held, ends, strict=True)
     ]
-    flat = [
-        None if a is None or not e else abs(a) < g.LEVEL_PCT / 100 * e
-        for a, e in zip(account, ends, strict=True)
-    ]
+    rates = c.rates_of(wl, c.base)
+    held_grows = _tested(rates, lambda x: x.held, c.margin)
     said = (
         f"{c.base}: over the {ls[0].cycles if ls else 0} cycles the allocator's held part "
         + ", ".join(f"{h / MB:+.0f}" for h in held if h is not None)
         + " MB, the server's own account "
         + ", ".join(f"{a / MB:+.1f}" for a in account if a is not None)
-        + f" MB (per life); {_growth_text(c, wl, c.base)} in the last half"
+        + f" MB (per life); {_growth_text(c, wl, c.base)}; held "
+        + _rate_cell(gr.arm_rate(rates, lambda x: x.held)).text
+        + " MB/h"
     )
     return (
         "bug 95065 / PS-5312",
@@ -435,7 +488,7 @@ def _bug_95065(c: Claims):
         f"fulltext: over the scenario the allocator holds {HELD_PCT:g}% of RSS more while the "
         "server's own account stays flat",
         said,
-        _outcome([_most(kept), _most(flat)]),
+        _outcome([_most(kept), held_grows, _account_flat(c, wl, c.base)]),
     )
 
 
@@ -456,7 +509,7 @@ def _callaghan_2025(c: Claims):
         return None
     fewer = slower = seen = open_g = open_t = 0
     for wl in scenario_workloads(c.run):
-        gv = c.verdict(g.RSS_GROWTH_PER_CYCLE, wl, arm)
+        gv = c.verdict(gr.RSS_GROWTH_MB_PER_HOUR, wl, arm)
         tv = next(
             (
                 v
@@ -481,7 +534,7 @@ def _callaghan_2025(c: Claims):
     return (
         "Callaghan 2025",
         "glibc with one arena: the bloat mostly gone, throughput poor",
-        f"{arm} (the deployed arena cap) grows less per cycle and is slower than glibc",
+        f"{arm} (the deployed arena cap) grows less per hour and is slower than glibc",
         f"{arm}: grows less in {fewer} and is slower in {slower} of {seen} scenario(s)",
         _outcome(checks),
     )
@@ -526,14 +579,16 @@ CLAIMS: tuple[Callable[[Claims], tuple | None], ...] = (
 def claims_table(run: Run, judged: list[vmod.Verdict], base: str) -> Table | None:
     if not scenario_workloads(run):
         return None
-    c = Claims(run, base, judged, lives_by(run), {})
+    c = Claims(run, base, judged, lives_by(run), rates_by(run), gr.margin_of(run), {})
     t = Table(
         "claims",
         "What the reports claimed vs what this run measured",
         "Each report's claim, what of it this run can check (its scenario and arms), what it "
         "measured, and the outcome: reproduced (every check holds), not reproduced (a check "
-        "fails), undecided (a verdict is undecided, or the lives disagree: more rounds or "
-        "longer cycles would tell). A claim about an arm this run lacks is left out. Verdicts "
+        "fails), undecided (a verdict or a state's test is undecided: more rounds or longer "
+        "lives would tell). Every check is a decided test (a verdict, or an arm's state from "
+        "its own interval), so a claim is never called reproduced beside an undecided verdict. "
+        "A claim about an arm this run lacks is left out. Verdicts "
         f"are paired by round against {base} unless another arm is named.",
         ["report", "claimed", "checked here", "measured", "outcome"],
     )

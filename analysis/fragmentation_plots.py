@@ -4,7 +4,7 @@ arm (which settings buy memory at what cost)."""
 
 from __future__ import annotations
 
-from analysis.fragmentation import lives_by, scenario_workloads
+from analysis.fragmentation import rates_by, scenario_workloads
 from analysis.memory_plots import first_lives_parts, panel_grid, parts_legend, stack_parts
 from analysis.plots import _colour, to_data_uri
 from analysis.stats import median
@@ -27,13 +27,13 @@ def parts_by_cycle_figure(run: Run, workload: str):
     fig, axes = panel_grid(len(panels), 4, 3.4, 2.8, sharey=True)
     drawn: set[str] = set()
     for ax, (s, rows, parts) in zip(axes, panels, strict=True):
-        xs = [r["scenario_cycle"] for r in rows]
+        # the wall time growth per hour is fitted against, so a soak's hours show as hours; a run
+        # recorded before scenario_end_s has the cycle's number only
+        timed = all(r.get("scenario_end_s") is not None for r in rows)
+        xs = [r["scenario_end_s"] / 3600 if timed else r["scenario_cycle"] for r in rows]
         drawn |= stack_parts(ax, xs, parts)
-        half = xs[len(xs) // 2] if len(xs) >= 4 else None
-        if half is not None:  # the cycles growth per cycle is fitted over
-            ax.axvline(half - 0.5, color="#000000", linewidth=0.8, linestyle=":")
         ax.set_title(series_label(run, s), fontsize=9)
-        ax.set_xlabel("cycle", fontsize=8)
+        ax.set_xlabel("hours since the server started" if timed else "cycle", fontsize=8)
         ax.set_ylabel("MB", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(True, alpha=0.3)
@@ -54,20 +54,20 @@ def parts_by_cycle_plots(run: Run) -> list[tuple[str, str]]:
 
 
 def cost_figure(run: Run):
-    """One panel per scenario: each arm's growth per cycle (x, MB, median over lives) against
+    """One panel per scenario: each arm's growth (x, MB per hour, median over lives) against
     its throughput (y, median over cycles and lives); None without growth figures."""
-    lives = lives_by(run)
+    lives = rates_by(run)
     wls = [
         w
         for w in scenario_workloads(run)
-        if any(k[1] == w and any(x.growth for x in ls) for k, ls in lives.items())
+        if any(k[1] == w and any(x.rss for x in ls) for k, ls in lives.items())
     ]
     if not wls:
         return None
     fig, axes = panel_grid(len(wls), 3, 4.6, 3.6)
     for ax, wl in zip(axes, wls, strict=True):
         for (_server, w, alloc, _thp), ls in lives.items():
-            slopes = [x.growth.kb / 1024 for x in ls if w == wl and x.growth]
+            slopes = [x.rss.value for x in ls if w == wl and x.rss]
             tps = [x.tps for x in ls if w == wl and x.tps]
             if not slopes or not tps:
                 continue
@@ -76,7 +76,7 @@ def cost_figure(run: Run):
             ax.annotate(alloc, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
         ax.axvline(0, color="#000000", linewidth=0.6)
         ax.set_title(wl, fontsize=9)
-        ax.set_xlabel("RSS growth per cycle (MB), last half", fontsize=8)
+        ax.set_xlabel("RSS growth (MB per hour), all cycles", fontsize=8)
         ax.set_ylabel("throughput (transactions/s)", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(True, alpha=0.3)

@@ -10,21 +10,16 @@ order:
 - held per cycle: the same slope of alloc_held_resident_kb (the heap's resident part minus the
   allocator's in use): memory the allocator keeps and the server does not use; and of the
   server's own account (server_memory_used_kb): what the server itself says it grew by;
-- levelled off / still growing: "levelled off" when the slope's interval stays below LEVEL_PCT
-  (1%) of RSS over the half, "still growing" when its interval is above 0 and the slope adds at
-  least that much, else "unclear" (too few or too noisy cycles);
+- levelled off / still growing: analysis/growth_rate.py decides it, in MB per hour, by a test
+  with its own interval;
 - a spike's release: the median over the life's bursts of burst_returned and burst_return_s
   (rundir.derive.scenario; a burst that never came back within 10% counts as infinitely long).
 
-Verdicts (analysis/metrics.py registers them, analysis/verdicts.py judges them; paired by round against the baseline, as every
-other metric): rss_growth_per_cycle and held_per_cycle on the additive scale, expressed as a
-ratio 1 + (difference in growth per cycle) x HORIZON / (the baseline's RSS at the scenario's
-end): how much more (or less) the allocator would add than the baseline over HORIZON (100) more
-cycles at the measured rates, as a share of the baseline's RSS. A horizon, because growth is
-what users lose over days, not in the minutes a run compresses them into: 2 MB more per nightly
-dump on a 200 MB server is "no difference" over 4 cycles and an OOM over a season. The minimum
-effect then means 5% of RSS over 100 cycles. burst_returned: 1 + the difference in the share of
-the burst returned (a ratio of 1.30 = 30 points more of the burst came back; higher is better).
+Growth's verdicts are in MB per hour, from every cycle of a life, as differences from the
+baseline (analysis/growth_rate.py); the last-half slopes here are per-life figures only. The
+one verdict registered here (analysis/verdicts.py; paired by round against the
+baseline, as every other metric): burst_returned, 1 + the difference in the share of the burst
+returned (1.30 = 30 points more of the burst came back; higher is better).
 """
 
 from __future__ import annotations
@@ -34,19 +29,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from analysis.memory import complete_cells
-from analysis.metrics import BURST_RETURNED, HELD_PER_CYCLE, RSS_GROWTH_PER_CYCLE
+from analysis.metrics import BURST_RETURNED
 from analysis.stats import median, t_quantile
 from rundir.read import Run
 
-# the metrics' names, scales, directions and words: analysis/metrics.py's table
-METRICS = (RSS_GROWTH_PER_CYCLE, HELD_PER_CYCLE, BURST_RETURNED)
-# "levelled off" / "still growing": growth over the measured half against this share of RSS
-LEVEL_PCT = 1.0
-# The verdicts project growth per cycle over this many cycles (module doc)
-HORIZON = 100
+METRICS = (BURST_RETURNED,)
 # A scenario with fewer cycles than this has no growth figure (the spike: its release instead)
 MIN_CYCLES = 4
-LEVELLED, GROWING, UNCLEAR = "levelled off", "still growing", "unclear"
 
 
 @dataclass(frozen=True)
@@ -102,18 +91,6 @@ class LifeGrowth:
         if not values or values[0] is None or values[-1] is None:
             return None
         return values[-1] - values[0]
-
-    @property
-    def state(self) -> str:
-        g = self.growth
-        if g is None or g.lo is None or not self.rss_end_kb:
-            return UNCLEAR
-        limit = LEVEL_PCT / 100 * self.rss_end_kb / max(self.half, 1)
-        if g.hi < limit:
-            return LEVELLED
-        if g.lo > 0 and g.kb >= limit:
-            return GROWING
-        return UNCLEAR
 
 
 def _series(rows: list[dict], col: str) -> list[float] | None:
@@ -201,18 +178,10 @@ def verdict_points(run: Run, base: str) -> list[VerdictPoint]:
         by[(g.server, g.workload, g.thp)].append(g)
     out = []
     for (server, wl, thp), gs in sorted(by.items()):
-        base_ends = [g.rss_end_kb for g in gs if g.allocator == base and g.rss_end_kb]
-        norm = sum(base_ends) / len(base_ends) / HORIZON if base_ends else None
-        for metric, get, n in (
-            (RSS_GROWTH_PER_CYCLE, lambda g: g.growth.kb if g.growth else None, norm),
-            (HELD_PER_CYCLE, lambda g: g.held.kb if g.held else None, norm),
-            (BURST_RETURNED, lambda g: g.returned, 1.0),
-        ):
-            values: dict[str, dict[int, float]] = defaultdict(dict)
-            for g in gs:
-                v = get(g)
-                if v is not None:
-                    values[g.allocator][g.repeat] = v
-            if values.get(base):
-                out.append(VerdictPoint(metric, server, wl, thp, dict(values), n))
+        values: dict[str, dict[int, float]] = defaultdict(dict)
+        for g in gs:
+            if g.returned is not None:
+                values[g.allocator][g.repeat] = g.returned
+        if values.get(base):
+            out.append(VerdictPoint(BURST_RETURNED, server, wl, thp, dict(values), 1.0))
     return out

@@ -47,7 +47,10 @@ def parts_of(row: dict) -> dict[str, float] | None:
         "held": 0.0,
         "heap": 0.0,
     }
-    used = row.get("alloc_in_use_kb")
+    # the resident part of in use (format 6); an older row's in use, bounded by the heap below
+    used = row.get("alloc_in_use_resident_kb")
+    if used is None:
+        used = row.get("alloc_in_use_kb")
     if used is None:
         out["heap"] = heap
     else:

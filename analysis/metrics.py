@@ -95,7 +95,10 @@ def register(metric: Metric) -> Metric:
 _LEVEL_LIFE = "the median of the life's rows at the point (a churn life's cycles count once)"
 _STOP_LIFE = "the last reading before the server's shutdown"
 _GROWTH_LIFE = "the reading before shutdown minus the reading after start"
-_CYCLE_LIFE = "the least-squares slope over the last half of the life's cycles (analysis/growth.py)"
+_CYCLE_LIFE = (
+    "the least-squares slope of RSS against each cycle's end time over all the life's cycles, "
+    "in MB per hour (analysis/growth_rate.py)"
+)
 
 # -- per level (a workload at a thread count) -----------------------------------------------------
 THROUGHPUT = register(
@@ -125,15 +128,16 @@ MEMORY_GROWTH = register(
            _GROWTH_LIFE, unit="kB", memory=True)
 ).name  # fmt: skip
 
-# -- the fragmentation scenarios (analysis/growth.py: the norm is the baseline's RSS at the end
-# over its horizon, so the ratio is the share of RSS added over 100 more cycles) -------------------
-RSS_GROWTH_PER_CYCLE = register(
-    Metric("rss_growth_per_cycle", "RSS growth per cycle", DIFF, False, "grows less per cycle",
-           "grows more per cycle", _CYCLE_LIFE, unit="kB/cycle", memory=True)
+# -- the fragmentation scenarios: growth in MB per hour, compared as a difference (arm - baseline)
+# in MB/h with its own interval, never as a ratio of two slopes (analysis/growth_rate.py estimates
+# each life's slope with its standard error and combines the rounds' differences by weight) -------
+RSS_GROWTH_MB_PER_HOUR = register(
+    Metric("rss_growth_mb_per_hour", "RSS growth per hour", DIFF, False, "grows less",
+           "grows more", _CYCLE_LIFE, unit="MB/h", memory=True)
 ).name  # fmt: skip
-HELD_PER_CYCLE = register(
-    Metric("held_per_cycle", "held per cycle", DIFF, False, "holds less per cycle",
-           "holds more per cycle", _CYCLE_LIFE, unit="kB/cycle", memory=True)
+HELD_GROWTH_MB_PER_HOUR = register(
+    Metric("held_growth_mb_per_hour", "held growth per hour", DIFF, False, "holds less",
+           "holds more", _CYCLE_LIFE, unit="MB/h", memory=True)
 ).name  # fmt: skip
 BURST_RETURNED = register(
     Metric("burst_returned", "burst returned", DIFF, True, "returns more", "returns less",

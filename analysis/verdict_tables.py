@@ -38,6 +38,12 @@ def point_label(v: Verdict) -> str:
 
 
 def ratio_ci(v: Verdict) -> str:
+    """The verdict's figure and interval: a ratio ("0.82× [0.78–0.86]"), or for a metric in its
+    own unit the difference from the baseline ("+12.0 MB/h [+3.1 – +20.9]"), never a ratio."""
+    if v.unit:
+        if not (math.isfinite(v.lo) and math.isfinite(v.hi)):
+            return f"{v.ratio:+.1f} {v.unit}"
+        return f"{v.ratio:+.1f} {v.unit} [{v.lo:+.1f} – {v.hi:+.1f}]"
     if not (math.isfinite(v.lo) and math.isfinite(v.hi)):
         return f"{v.ratio:.2f}×"
     return f"{v.ratio:.2f}× [{v.lo:.2f}–{v.hi:.2f}]"
@@ -96,11 +102,17 @@ def glance_table(run: Run, verdicts: list[Verdict], baseline: str) -> Table:
     for (server, wl, thp, th), vs in points.items():
         better = [v for v in vs if v.verdict == BETTER]
         worse = [v for v in vs if v.verdict == WORSE]
-        none = [v.allocator for v in vs if v.verdict == NONE]
+        none = [v.allocator for v in vs if v.verdict == NONE and not v.unit]
         open_ = [v.allocator for v in vs if v.verdict == UNDECIDED]
         same = []
         if none:
             same.append(f"{', '.join(none)} (within ±{m:g}%)")
+        # a difference in its own unit has its own margin (growth: MB/h)
+        same += [
+            f"{v.allocator} (within ±{v.margin:g} {v.unit})"
+            for v in vs
+            if v.verdict == NONE and v.unit
+        ]
         if open_:
             same.append(f"{', '.join(open_)} (undecided)")
         row = [

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis import exposure, memory, steady_rate, study_tables
+from analysis import exposure, growth_rate, memory, steady_rate, study_tables
 from analysis import growth as cycle_growth
-from analysis.judge import Judged, judge
+from analysis.judge import Judged, judge, level_at
 from analysis.lives import by_life
 from analysis.metrics import (
     BETTER,
@@ -66,6 +66,14 @@ CSV_COLUMNS = [
     # The server the row's server is compared with: itself for an allocator against the baseline
     # allocator; another server's label for NEW/BASE and the interaction (analysis/upgrade.py)
     "baseline_server",
+    # A metric compared as a difference in its own unit (growth in MB/h, analysis/growth_rate.py):
+    # allocator - baseline with its interval, and the margin "no difference" means; ratio, lo and
+    # hi are empty on such a row (a ratio of two slopes near zero has no meaning)
+    "difference",
+    "diff_lo",
+    "diff_hi",
+    "unit",
+    "margin",
 ]
 NO_DIFFERENCE = "no difference beyond the minimum effect"
 NOT_YET = "not decided: the interval still allows a difference beyond the minimum effect"
@@ -80,6 +88,8 @@ class Verdict:
     thp: str
     threads: int | None
     metric: str  # a name in analysis/metrics.py's table (THROUGHPUT, RSS_STOP, ...)
+    # allocator / baseline and its interval; with a `unit`, the difference allocator - baseline in
+    # that unit instead (growth in MB/h: never a ratio)
     ratio: float
     lo: float
     hi: float
@@ -90,11 +100,20 @@ class Verdict:
     # Another server's label when `server` is compared with it (analysis/upgrade.py); "" when the
     # row compares allocators within `server`.
     baseline_server: str = ""
+    unit: str = ""  # "": ratio/lo/hi are a ratio; else a difference in this unit
+    margin: float | None = None  # with a unit: "no difference" means within +- this
 
     @property
     def meaning(self) -> str:
+        if self.verdict == NONE and self.unit:
+            return f"no difference beyond {self.margin:g} {self.unit}"
         if self.verdict == NONE:
             return NO_DIFFERENCE
+        if self.verdict == UNDECIDED and self.unit:
+            return (
+                "not decided: the interval still allows a difference beyond "
+                f"{self.margin:g} {self.unit}"
+            )
         if self.verdict == UNDECIDED:
             return NOT_YET
         if self.verdict == exposure.CANNOT_MATTER:
@@ -268,7 +287,18 @@ def run_verdicts(
         base_end = values.get(base) or {}
         norm = sum(base_end.values()) / len(base_end) if base_end else None
         add(server, "", thp, None, RSS_GROWTH, growth[(server, thp)], norm)
-    # The fragmentation scenarios: growth per cycle, held per cycle, a burst's release.
+    # The fragmentation scenarios: growth in MB per hour, as differences (growth_rate.py)...
+    margin = growth_rate.margin_of(run)
+    for (server, wl, thp, a), metric, d in growth_rate.verdict_differences(
+        run, base, lambda rounds: level_at(design, rounds)
+    ):
+        out.append(
+            Verdict(
+                server, wl, a, base, thp, None, metric, d.diff, d.lo, d.hi, d.verdict,
+                d.rounds, d.level, a == aa, unit=growth_rate.UNIT, margin=margin,
+            )
+        )  # fmt: skip
+    # ... and a burst's release.
     for p in cycle_growth.verdict_points(run, base):
         add(p.server, p.workload, p.thp, None, p.metric, p.values, p.norm)
     return out
@@ -348,15 +378,20 @@ def verdicts_csv(verdicts: list[Verdict]) -> str:
                 v.thp,
                 "" if v.threads is None else v.threads,
                 v.metric,
-                _num(v.ratio),
-                _num(v.lo),
-                _num(v.hi),
+                "" if v.unit else _num(v.ratio),
+                "" if v.unit else _num(v.lo),
+                "" if v.unit else _num(v.hi),
                 v.word,
                 v.meaning,
                 v.rounds,
                 f"{v.level:.4f}",
                 "yes" if v.aa_arm else "no",
                 v.baseline_server or v.server,
+                _num(v.ratio) if v.unit else "",
+                _num(v.lo) if v.unit else "",
+                _num(v.hi) if v.unit else "",
+                v.unit,
+                _num(v.margin) if v.unit else "",
             ]
         )
     return buf.getvalue()

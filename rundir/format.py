@@ -49,7 +49,8 @@ HISTORY = {
     6: "decisive comparisons and memory in a reader's unit: results columns FORMAT6_ADDED_COLUMNS "
     "(EXPOSURE_COLUMNS: the allocator's calls and bytes per query and per transaction counted "
     "in the server; STEADY_COLUMNS: the ramp each level's measurement skipped; "
-    "GROWTH_PART_COLUMNS: the allocator's in-use memory split into resident and never touched); "
+    "GROWTH_PART_COLUMNS: when a scenario's cycle ended, and the allocator's in-use memory split "
+    "into resident and never touched); "
     "update_to_6 gives older runs these columns, empty",
 }
 
@@ -230,9 +231,17 @@ EXPOSURE_COLUMNS: tuple[str, ...] = (
 # scenario's cycle). steady_qps: the workload's rate over that window, in qps's unit, where the rule
 # judged the level (else empty): the throughput the verdicts judge when every row has it.
 STEADY_COLUMNS: tuple[str, ...] = ("ramp_s", "settled", "steady_qps")
-# Who holds the memory, format 6: the allocator's in-use memory split into what is resident and
-# what was allocated but never touched (so no part of RSS is ever negative).
-GROWTH_PART_COLUMNS: tuple[str, ...] = ()
+# Growth and who holds the memory, format 6: scenario_end_s, when a fragmentation scenario's cycle
+# ended (seconds since the server's life began; growth per hour is fitted against it,
+# analysis/growth_rate.py); the allocator's in use split into what is resident
+# (alloc_in_use_resident_kb, at most the heap's resident part) and what it counts in use but the
+# kernel never backed (alloc_untouched_kb: malloc'ed, never written), so that no part of RSS is
+# negative (rundir/derive/levels.py in_use_split).
+GROWTH_PART_COLUMNS: tuple[str, ...] = (
+    "scenario_end_s",
+    "alloc_in_use_resident_kb",
+    "alloc_untouched_kb",
+)
 FORMAT6_ADDED_COLUMNS = tuple(
     dict.fromkeys((*EXPOSURE_COLUMNS, *STEADY_COLUMNS, *GROWTH_PART_COLUMNS))
 )
@@ -318,9 +327,9 @@ RESULTS_COLUMNS = [
     "thread_cache_size",
     # who holds the memory at the level's end (format 5; empty in older runs and where the
     # decomposition is off, [memory] parts): RSS by mapping (MEMORY_PART_COLUMNS) and
-    # alloc_held_resident_kb = heap_resident_kb - alloc_in_use_kb (what the allocator holds
-    # resident and the server does not; negative when the server holds malloc'ed memory it never
-    # touched); a fragmentation scenario's cycle and a spike's release (SCENARIO_COLUMNS). The
+    # alloc_held_resident_kb = heap_resident_kb - alloc_in_use_resident_kb (what the allocator
+    # holds resident and the server does not; never negative since format 6: in use the kernel
+    # never backed is alloc_untouched_kb); a fragmentation scenario's cycle and a spike's release (SCENARIO_COLUMNS). The
     # parts hugetlb_kb and heap_anon_huge_kb are the huge-page columns' above, not repeated.
     *(c for c in FORMAT5_RESULT_COLUMNS if c not in HUGEPAGE_COLUMNS),
     # read-while-writing (suites/workloads/rww; added in format 2, issue 15; empty for other workloads and

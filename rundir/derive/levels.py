@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from rundir.derive.alloc import level_columns as alloc_level_columns
 from rundir.derive.exposure import level_columns as exposure_columns
 from rundir.derive.phases import FIGURE_KEYS, mark_times, phase_figures, window_figures
-from rundir.derive.scenario import scenario_columns
+from rundir.derive.scenario import cycle_end_s, scenario_columns
 from rundir.derive.steady import mser_truncation, steady_columns
 from rundir.derive.window import (
     Interval,
@@ -122,14 +122,28 @@ def window_record(
     }
 
 
+def in_use_split(heap_kb, in_use_kb) -> tuple[int | None, int | None]:
+    """The allocator's in use split into (resident, never touched), kB. In use counts memory the
+    server malloc'ed and never wrote (jemalloc on MySQL 9.7: 256 MB in use against a heap of
+    229 MB resident); the kernel backs no page of it, so in use can exceed the heap's resident
+    part. Resident in use is at most the heap's resident part; the rest of in use was never
+    touched. Both are bounds, not a page-by-page account: pages of in use that were never
+    touched while the allocator also holds resident free pages are counted as resident in use
+    (smaps cannot tell whose page is whose). Empty where either figure is unknown."""
+    if heap_kb is None or in_use_kb is None:
+        return None, None
+    resident = min(max(in_use_kb, 0), max(heap_kb, 0))
+    return round(resident), round(in_use_kb - resident)
+
+
 def held_resident(heap_kb, in_use_kb):
     """What the allocator holds resident and the server does not: the heap's resident part
-    minus what the allocator says is in use (read right before the level's end boundary). Empty
-    where either is unknown; negative when the server holds malloc'ed memory it never touched
-    (in use counts it, RSS does not)."""
-    if heap_kb is None or in_use_kb is None:
+    minus what of the allocator's in use is resident (in_use_split; read right before the level's
+    end boundary). Never negative. Empty where either is unknown."""
+    resident, _ = in_use_split(heap_kb, in_use_kb)
+    if resident is None:
         return None
-    return round(heap_kb - in_use_kb)
+    return round(heap_kb - resident)
 
 
 def derive_level(raw: dict, level: dict, previous: str | None = None) -> tuple[dict, dict]:
@@ -168,6 +182,9 @@ def derive_level(raw: dict, level: dict, previous: str | None = None) -> tuple[d
     row["alloc_held_resident_kb"] = held_resident(
         row.get("heap_resident_kb"), row.get("alloc_in_use_kb")
     )
+    row["alloc_in_use_resident_kb"], row["alloc_untouched_kb"] = in_use_split(
+        row.get("heap_resident_kb"), row.get("alloc_in_use_kb")
+    )
     row.update(scenario_columns(level))
     row.update(steady_columns(steady, [iv.t_s for iv in intervals]))
     # The steady rate only where the rule judged the level (else the window is the old one and
@@ -175,6 +192,7 @@ def derive_level(raw: dict, level: dict, previous: str | None = None) -> tuple[d
     judged = steady is not None and window is not None and window.workload_s > 0
     row["steady_qps"] = round(window.ops_per_s, 1) if judged else None
     row.update(exposure_columns(raw.get("alloc_readings"), level["phase"], previous, row))
+    row["scenario_end_s"] = cycle_end_s(raw, level)
     return row, window_record(intervals, len(times), fig, win, window, row)
 
 

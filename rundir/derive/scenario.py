@@ -11,6 +11,9 @@ A spike-and-idle cycle records RSS right before the burst (`pre_burst_kb`), when
 - burst_return_s: seconds from the burst's end to the first idle reading within WITHIN (10%) of
   the pre-burst level (RSS <= 1.1 x RSS before the burst); 0 when the burst's end already was,
   empty when no reading of the idle time was. Its resolution is the idle readings' period.
+- scenario_end_s: when the cycle ended, seconds since the server's life began (the cycle's end
+  boundary): growth per hour is fitted against it (analysis/growth_rate.py), so the idle time
+  between cycles counts as the wall time it was, not as nothing.
 """
 
 from __future__ import annotations
@@ -37,6 +40,16 @@ def release(
     if burst < MIN_BURST_KB or not readings:
         return None, back_s
     return round((end_kb - readings[-1][1]) / burst, 4), back_s
+
+
+def cycle_end_s(raw: dict, level: dict) -> float | None:
+    """The level's end boundary, seconds since the server's life began; None outside the
+    scenarios or where the boundary was not read."""
+    if not level.get("scenario"):
+        return None
+    end = ((raw.get("phases") or {}).get(level.get("phase")) or {}).get("end") or {}
+    t = (end.get("snap") or {}).get("t_s")
+    return None if t is None else round(float(t), 3)
 
 
 def scenario_columns(level: dict) -> dict:

@@ -47,6 +47,10 @@ BINARIES = {"mariadb": "/usr/sbin/mariadbd", "mysql": "/usr/sbin/mysqld"}
 # Same-source packages the datadir tool needs beside the server: mariadb-install-db runs
 # my_print_defaults, which lives in mariadb-client-core.
 INIT_HELPERS = {"mariadb": ("mariadb-client-core",), "mysql": ()}
+# The clients the shipped suites run inside a root beside its server: the dump scenario's
+# mariadb-dump / mysqldump (suites/workloads/fragmentation/dumpclient.py looks there). A root is
+# fetched with them, so a shipped suite needs no manual step on it.
+CLIENTS = {"mariadb": ("mariadb-client",), "mysql": ("mysql-client-core",)}
 # Allocator (registry name) -> package-name pattern. Names change across releases (the t64
 # transition renamed libtcmalloc-minimal4 to libtcmalloc-minimal4t64; mimalloc went from
 # libmimalloc2.0 to libmimalloc3), so the release's own index decides, never a fixed name.

@@ -450,6 +450,26 @@ def _same_source_set(ix: ReleaseIndex, located: Located) -> list[Package]:
     return same_source_set(located.package, ix.show(*names) if names else [])
 
 
+def client_pins(
+    pkg: Package, flavor: str, candidates: list[Package]
+) -> tuple[list[str], list[str]]:
+    """(what to install, what the release lacks) of the flavor's clients (archive.CLIENTS) for
+    server package `pkg`: a client built from the server's source is pinned to the server's
+    version (a dump client of another version may refuse the server or dump it differently);
+    one from another source is left to apt; a name the release does not have is named, not
+    installed (apt would fail the whole root for it)."""
+    pins, missing = [], []
+    for name in archive.CLIENTS.get(flavor, ()):
+        same = [p for p in candidates if p.name == name]
+        if not same:
+            missing.append(name)
+        elif any(p.source == pkg.source and p.version == pkg.version for p in same):
+            pins.append(f"{name}={pkg.version}")
+        else:
+            pins.append(name)
+    return pins, missing
+
+
 def same_source_set(pkg: Package, candidates: list[Package]) -> list[Package]:
     """The server package, and those of `candidates` built from the same source at the same
     version: its version-locked dependencies (which the host's own packages cannot stand in for)
@@ -600,6 +620,13 @@ def _make_root(
     pins = [f"{located.package.name}={located.package.version}"]
     pins += [p.name for p in allocs.values()]
     pins += list(archive.INIT_HELPERS[located.spec.flavor])
+    clients = archive.CLIENTS.get(located.spec.flavor, ())
+    more, lacking = client_pins(
+        located.package, located.spec.flavor, ix.show(*clients) if clients else []
+    )
+    pins += [p for p in more if p.split("=")[0] not in pins]
+    if lacking:
+        say(f"Debian {located.release} has no {', '.join(lacking)}: the root has no such client")
     say(f"installing {', '.join(pins)} in the root")
     _chroot(
         root,

@@ -2,9 +2,9 @@
 the setting's arm against the allocator's defaults, round by round in the same run.
 
 - memory: RSS at stop, the ratio setting/defaults with its interval (lower is better);
-- growth: in a fragmentation suite, RSS growth per cycle of its scenarios (the worst scenario's
-  ratio), else the growth of RSS over the server's life; 1 + (mean difference) / (the defaults'
-  mean), so a ratio below 1 grows less;
+- growth: the growth of RSS over the server's life, 1 + (mean difference) / (the defaults' RSS
+  at stop), so a ratio below 1 grows less (a fragmentation scenario's growth is judged in MB per
+  hour, a difference in a unit, and is shown in the trial's own report, not in the front);
 - throughput: every (workload, threads) point's ratio; the constraint is that none is resolved
   as slower (the verdict's interval lies beyond the minimum effect on the slow side). What the
   run cannot resolve does not count against the setting, and the interval says how much that is.
@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.growth import RSS_GROWTH_PER_CYCLE
 from analysis.metrics import BETTER, WORSE
 from analysis.verdicts import (
     RSS_GROWTH,
@@ -94,9 +93,10 @@ def figures(run_dir: Path, defaults: str, arm: str) -> TrialFigures:
             f"{run_dir}: {arm} has no paired {'RSS at stop' if not stop else 'throughput'} "
             f"against {defaults} (its cells failed?)"
         )
-    per_cycle = [v for v in mine if v.metric == RSS_GROWTH_PER_CYCLE]
-    life = [v for v in mine if v.metric == RSS_GROWTH]
-    grows = per_cycle or life
+    # Growth as the objective's ratio: the life's RSS growth, 1 + (difference) / the defaults' RSS
+    # at stop. A fragmentation scenario's growth is judged in MB per hour (a difference, not a
+    # ratio: analysis/growth_rate.py); pareto.csv would mix units, so the tuner keeps the life's.
+    grows = [v for v in mine if v.metric == RSS_GROWTH]
     worst_growth = max(grows, key=lambda v: v.ratio) if grows else None
     worst = min(speed, key=lambda v: v.ratio)
     return TrialFigures(

@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from analysis import growth
+from analysis import growth, growth_rate
 from collectors.procfs import ProcFS
 from collectors.smaps import classify, decompose
 from rundir.read import load_run
@@ -76,7 +76,8 @@ def run(dataset_cache):
 
 def test_every_scenario_ran_its_cycles_under_both_allocators(run):
     code, _, m, rows = run
-    assert code == 0, [c.get("error") for c in m["cells"]]
+    failed = [(r["cell"], r["workload"], r["error"]) for r in rows if r["status"] != "ok"]
+    assert code == 0, ([c.get("error") for c in m["cells"]], failed)
     assert len(m["cells"]) == 2 and all(c["status"] == "ok" for c in m["cells"])
     for c in m["cells"]:
         mine = [r for r in rows if r["cell"] == c["id"]]
@@ -113,9 +114,12 @@ def test_parts_add_up_to_rss_at_every_cycle(run):
                 e["parts"]["rss_after_kb"],
             )
         if r["alloc_in_use_kb"]:
-            assert int(r["alloc_held_resident_kb"]) == int(r["heap_resident_kb"]) - int(
-                r["alloc_in_use_kb"]
-            )
+            # the heap = in use and resident + held; in use = resident + never touched; no part
+            # is negative
+            held, heap = int(r["alloc_held_resident_kb"]), int(r["heap_resident_kb"])
+            resident, untouched = int(r["alloc_in_use_resident_kb"]), int(r["alloc_untouched_kb"])
+            assert held == heap - resident and resident + untouched == int(r["alloc_in_use_kb"])
+            assert min(held, resident, untouched) >= 0
         assert r["server_memory_used_kb"]  # Memory_used, read at the same boundary
 
 
@@ -155,6 +159,14 @@ def test_the_report_takes_memory_apart_per_cycle(run):
     assert {(x.allocator, x.workload) for x in lives if x.growth} == {
         (a, w) for a in ("glibc", "jemalloc") for w in SCENARIOS[:-1]
     }
+    # growth per hour: against when each cycle ended (scenario_end_s, derived from the raw
+    # boundary), every cycle of the life; the table says MB/h and never a ratio
+    rates = growth_rate.life_rates(load_run(run_dir))
+    assert {(x.allocator, x.workload) for x in rates if x.rss} == {
+        (a, w) for a in ("glibc", "jemalloc") for w in SCENARIOS[:-1]
+    }
+    assert all(x.cycles == 4 and 0 < x.hours < 1 for x in rates)
+    assert "growth MB/h" in html and "×" not in html.split('id="growth"')[1].split("</table>")[0]
 
 
 def test_stack_heuristic_agrees_with_the_threads_stack_pointers(mariadb_life):

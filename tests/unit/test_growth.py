@@ -1,6 +1,6 @@
-"""Growth per cycle, its verdicts and the reports' claims (analysis/growth.py, fragmentation.py)
-on made-up lives whose answer is known, and the dump client's lookup (one line naming the
-package when it is missing)."""
+"""Growth, its verdicts in MB per hour and the reports' claims (analysis/growth.py,
+growth_rate.py, fragmentation.py) on made-up lives whose answer is known, and the dump client's
+lookup (one line naming the package when it is missing)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from analysis import growth as g
+from analysis import growth_rate as gr
 from analysis import verdicts
 from analysis.fragmentation import REPRODUCED, claims_table, growth_table, release_table
 from rundir.read import Run
@@ -28,7 +29,7 @@ def rows_of(cell, alloc, rnd, workload, rss, held=None, used=None, tps=100.0, re
             {
                 "cell": cell, "server": SERVER, "allocator": alloc, "thp": "system",
                 "repeat": rnd, "workload": workload, "threads": 4, "status": "ok",
-                "scenario_cycle": k, "rss_end_kb": r, "rss_start_kb": r, "rss_peak_kb": r,
+                "scenario_cycle": k, "scenario_end_s": 60.0 * k, "rss_end_kb": r, "rss_start_kb": r, "rss_peak_kb": r,
                 "alloc_held_resident_kb": None if held is None else held[k - 1],
                 "server_memory_used_kb": None if used is None else used[k - 1],
                 "tps": tps, "qps": tps, "burst_returned": returned, "burst_return_s": None,
@@ -78,7 +79,7 @@ LIVES = {
     **{
         ("tcmalloc", r): {
             "dump": {
-                "rss": [200_000, 210_000, 215_000, 216_000] + [216_000 + 10 * r] * 4,
+                "rss": [200_000, 201_000, 201_500, 201_800] + [201_800 + 10 * r] * 4,
                 "used": [50_000] * 8,
                 "held": [1000] * 8,
             },
@@ -107,38 +108,49 @@ def run() -> Run:
 
 
 def test_lives_and_states(run):
-    lives = {(x.allocator, x.workload, x.repeat): x for x in g.life_growth(run)}
+    lives = {(x.allocator, x.workload, x.repeat): x for x in gr.life_rates(run)}
     dump = lives[("glibc", "dump", 1)]
-    assert dump.cycles == 8 and dump.half == 4
-    assert dump.growth.kb == pytest.approx(2048, abs=150) and dump.state == g.GROWING
-    assert dump.server_growth.kb == 0 and dump.held.kb == pytest.approx(2000)
-    assert lives[("tcmalloc", "dump", 2)].state == g.LEVELLED
+    # 2048 kB per cycle, a cycle a minute: 120 MB per hour, 200 MB per 100 cycles
+    assert dump.cycles == 8 and dump.hours == pytest.approx(7 / 60)
+    assert dump.rss.value == pytest.approx(120, abs=10) and dump.state(10) == gr.GROWING
+    assert dump.rss_per_100.value == pytest.approx(200, abs=15)
+    assert dump.account.value == 0 and dump.held.value == pytest.approx(2000 / 1024 * 60)
+    assert lives[("tcmalloc", "dump", 2)].state(10) == gr.LEVELLED
     # too few cycles for growth: a spike's release instead
-    spike = lives[("jemalloc", "spike", 3)]
-    assert spike.growth is None and spike.returned == pytest.approx(0.93)
+    assert ("jemalloc", "spike", 3) not in lives
+    spike = {(x.allocator, x.workload, x.repeat): x for x in g.life_growth(run)}
+    assert spike[("jemalloc", "spike", 3)].returned == pytest.approx(0.93)
 
 
 def test_verdicts_paired_by_round(run):
     judged = {(v.metric, v.workload, v.allocator): v for v in verdicts.run_verdicts(run, "glibc")}
-    tc = judged[(g.RSS_GROWTH_PER_CYCLE, "dump", "tcmalloc")]
-    assert tc.verdict == "better" and tc.word == "grows less per cycle" and tc.ratio < 1
-    # the ratio: 1 + (difference per cycle) x HORIZON / glibc's RSS at the end
-    glibc_end = sum(LIVES[("glibc", r)]["dump"]["rss"][-1] for r in (1, 2, 3)) / 3
-    diffs = [
-        g.slope(LIVES[("tcmalloc", r)]["dump"]["rss"][4:]).kb
-        - g.slope(LIVES[("glibc", r)]["dump"]["rss"][4:]).kb
-        for r in (1, 2, 3)
-    ]
-    assert tc.ratio == pytest.approx(1 + sum(diffs) / 3 * g.HORIZON / glibc_end)
-    assert judged[(g.RSS_GROWTH_PER_CYCLE, "dump", "jemalloc")].verdict == "none"
-    assert judged[(g.HELD_PER_CYCLE, "dump", "tcmalloc")].verdict == "better"
+    tc = judged[(gr.RSS_GROWTH_MB_PER_HOUR, "dump", "tcmalloc")]
+    assert tc.verdict == "better" and tc.word == "grows less" and tc.unit == "MB/h"
+    # a difference in MB/h, never a ratio: tcmalloc's last half is flat, glibc adds ~120 MB/h
+    lives = {
+        (x.allocator, x.repeat): x.rss.value for x in gr.life_rates(run) if x.workload == "dump"
+    }
+    diffs = [lives[("tcmalloc", r)] - lives[("glibc", r)] for r in (1, 2, 3)]
+    assert min(diffs) <= tc.ratio <= max(diffs) and tc.hi < 0
+    jm = judged[(gr.RSS_GROWTH_MB_PER_HOUR, "dump", "jemalloc")]
+    assert jm.verdict == "none" and jm.meaning == "no difference beyond 10 MB/h"
+    assert -10 <= jm.lo <= jm.hi <= 10
+    assert judged[(gr.HELD_GROWTH_MB_PER_HOUR, "dump", "tcmalloc")].verdict == "better"
     back = judged[(g.BURST_RETURNED, "spike", "jemalloc")]
     assert back.verdict == "better" and back.word == "returns more"
     assert back.ratio == pytest.approx(1.8)  # 80 points more of the burst
-    assert (g.RSS_GROWTH_PER_CYCLE, "spike", "jemalloc") not in judged
+    assert (gr.RSS_GROWTH_MB_PER_HOUR, "spike", "jemalloc") not in judged
     csv_text = verdicts.verdicts_csv(list(judged.values()))
-    for metric in g.METRICS:
+    for metric in (*g.METRICS, *gr.METRICS):
         assert f",{metric}," in csv_text
+    # growth rows carry no ratio: the ratio columns are empty, the difference has its unit
+    import csv
+    import io
+
+    for row in csv.DictReader(io.StringIO(csv_text)):
+        if row["metric"] in gr.METRICS:
+            assert row["ratio"] == row["lo"] == row["hi"] == ""
+            assert row["unit"] == "MB/h" and float(row["diff_lo"]) <= float(row["diff_hi"])
 
 
 def test_report_tables_and_the_mdev_30889_claim(run):
@@ -146,8 +158,12 @@ def test_report_tables_and_the_mdev_30889_claim(run):
     growth = growth_table(run, judged, "glibc")
     col = growth.columns.index("growth vs baseline")
     tc = next(r for r in growth.rows if r[0].text == "dump" and r[1].text == "tcmalloc")
-    assert "grows less per cycle" in tc[col].text
-    assert "still growing 3/3" in next(r for r in growth.rows if r[1].text == "glibc")[6].text
+    assert "MB/h" in tc[col].text and "grows less" in tc[col].text and "×" not in tc[col].text
+    state = growth.columns.index("state")
+    glibc = next(r for r in growth.rows if r[1].text == "glibc")
+    assert (
+        glibc[state].text.startswith("still growing") and "still growing 3/3" in glibc[state].text
+    )
     release = release_table(run, judged, "glibc")
     assert {r[0].text for r in release.rows} == {"glibc", "tcmalloc", "jemalloc"}
     claims = {r[0].text: r for r in claims_table(run, judged, "glibc").rows}
@@ -164,12 +180,13 @@ def test_no_growth_verdict_with_one_round():
     assert claims_table(one, [], "glibc").notes
 
 
-def test_level_threshold_is_a_share_of_rss():
-    life = g.life_growth(
-        make_run({("glibc", 1): {"dump": {"rss": [100_000] * 4 + steady(100_000, 200, 4)}}})
+def test_levelled_off_is_within_the_margin_in_mb_per_hour():
+    life = gr.life_rates(
+        make_run({("glibc", 1): {"dump": {"rss": [100_000] * 4 + steady(100_000, 100, 4)}}})
     )[0]
-    # 200 kB per cycle over 4 cycles = 0.8% of 100 MB: under 1%, with a tight interval
-    assert life.state == g.LEVELLED and math.isclose(life.growth.kb, 200)
+    # 100 kB per one-minute cycle in the last half = 5.9 MB/h: within 10 MB/h, a tight interval
+    assert life.state(10) == gr.LEVELLED and math.isclose(life.tail.value, 100 / 1024 * 60)
+    assert life.state(5) == gr.GROWING
 
 
 def _binary(tmp_path: Path, flavor: str, root: bool) -> ServerBinary:
@@ -219,7 +236,7 @@ def test_a_recorded_run_gives_the_three_memory_metrics_and_adds_up():
         assert abs(parts - r["rss_end_kb"]) <= r["rss_end_kb"] / 100
     metrics = {(v.workload, v.metric) for v in verdicts.run_verdicts(run, "glibc")}
     assert {
-        ("dump", g.RSS_GROWTH_PER_CYCLE),
-        ("dump", g.HELD_PER_CYCLE),
+        ("dump", gr.RSS_GROWTH_MB_PER_HOUR),
+        ("dump", gr.HELD_GROWTH_MB_PER_HOUR),
         ("spike", g.BURST_RETURNED),
     } <= metrics

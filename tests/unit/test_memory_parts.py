@@ -15,7 +15,7 @@ import pytest
 from collectors.errors import ProcessGone
 from collectors.procfs import ProcFS, Vma
 from collectors.smaps import Decomposition, classify, decompose, decompose_vmas
-from rundir.derive.levels import held_resident
+from rundir.derive.levels import held_resident, in_use_split
 from rundir.derive.phases import part_figures
 from rundir.derive.scenario import MIN_BURST_KB, release, scenario_columns
 
@@ -164,7 +164,10 @@ def test_raw_round_trip_and_derived_columns(tmp_path):
     assert cols["heap_anon_huge_kb"] == dec.heap_huge_kb and cols["swap_kb"] == 0
     assert part_figures(None) == dict.fromkeys(cols)
     assert held_resident(50_000, 42_000) == 8000 and held_resident(None, 1) is None
-    assert held_resident(10_000, 12_000) == -2000  # malloc'ed, never touched: not resident
+    # malloc'ed, never touched (jemalloc on MySQL 9.7): not resident, its own part, none negative
+    assert held_resident(10_000, 12_000) == 0
+    assert in_use_split(10_000, 12_000) == (10_000, 2000)
+    assert in_use_split(50_000, 42_000) == (42_000, 0) and in_use_split(None, 5) == (None, None)
 
 
 @pytest.mark.parametrize(
@@ -220,3 +223,30 @@ def test_a_pool_merged_with_its_log_buffer_is_still_the_pool():
     exact = vma(2048, 68, "rd wr mr mw me ac dd")  # a pool mapping within the slack wins
     assert pool_mappings([merged, exact, heap], 64 * 1024) == [exact]
     assert pool_mappings([heap], 64 * 1024) == []  # nothing marked, no chunks: none found
+
+
+def test_a_recorded_runs_parts_rederived_are_never_negative_and_add_up():
+    """The recorded fragmentation run's raw records, derived again: in use splits into resident
+    and never touched, the heap into resident in use and held, and no part is negative."""
+    import json
+
+    from rundir.derive.levels import derive_cell
+    from rundir.records import check_raw
+
+    raws = sorted(
+        (Path(__file__).parent.parent / "fixtures/runs/real-fragmentation-format5/raw").glob(
+            "*.json"
+        )
+    )
+    seen = 0
+    for path in raws:
+        for row in derive_cell(check_raw(json.loads(path.read_text()), str(path))).rows:
+            if row["alloc_in_use_kb"] is None or row["heap_resident_kb"] is None:
+                continue
+            seen += 1
+            resident, untouched = row["alloc_in_use_resident_kb"], row["alloc_untouched_kb"]
+            held = row["alloc_held_resident_kb"]
+            assert min(resident, untouched, held) >= 0, row["cell"]
+            assert resident + held == row["heap_resident_kb"]
+            assert resident + untouched == row["alloc_in_use_kb"]
+    assert seen >= 10

@@ -21,7 +21,14 @@ from analysis.compare import compare_runs
 from analysis.report import render
 from rundir.atomic import atomic_write
 from rundir.errors import RunDirError
-from rundir.format import FORMAT_VERSION, HISTORY, RESULTS_COLUMNS, SPAN_LEVEL, SPAN_WINDOW
+from rundir.format import (
+    FORMAT6_ADDED_COLUMNS,
+    FORMAT_VERSION,
+    HISTORY,
+    RESULTS_COLUMNS,
+    SPAN_LEVEL,
+    SPAN_WINDOW,
+)
 from rundir.migrations import MIGRATIONS, RawRun, update_to_2, update_to_3, update_to_4
 from rundir.read import load_run
 from rundir.write import RunDir
@@ -110,7 +117,21 @@ def test_rederive_keeps_older_runs_figures_and_gives_format_3_back_byte_for_byte
         # A fixture kept without its raw records (real-servers-aa-format5: to stay small)
         assert lines and all("kept: no raw record" in line for line in lines)
     else:
-        assert lines and all(line.endswith(" row(s), 0 changed") for line in lines)
+        # format 6 fills what a scenario's cycle recorded and older code left underived (when it
+        # ended: growth per hour); every other figure is the recorded one
+        scenario = any(r.get("scenario_cycle") is not None for r in load_run(path).rows)
+        assert lines and all(
+            line.endswith(" row(s), 0 changed") or scenario and " changed" in line for line in lines
+        )
+        for d in (copy / "derived").iterdir() if scenario else ():
+            got = json.loads(d.read_text())["rows"]
+            had = json.loads((copy / "cells" / d.name).read_text())["rows"]
+            assert len(got) == len(had)
+            for g, h in zip(got, had, strict=True):
+                assert _without(h, FORMAT6_ADDED_COLUMNS) == {
+                    k: g[k] for k in h if k not in FORMAT6_ADDED_COLUMNS
+                }
+                assert g["scenario_end_s"] > 0
         assert sorted(p.name for p in (copy / "derived").iterdir()) == sorted(
             p.name for p in (copy / "cells").iterdir()
         )
@@ -269,3 +290,7 @@ def test_exclusive_write_without_hard_links_still_refuses_to_overwrite(tmp_path,
         atomic_write(tmp_path / "a", "two\n", exclusive=True)
     assert (tmp_path / "a").read_text() == "one\n"
     assert [p.name for p in tmp_path.iterdir()] == ["a"]
+
+
+def _without(d: dict, keys) -> dict:
+    return {k: v for k, v in d.items() if k not in keys}

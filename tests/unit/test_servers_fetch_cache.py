@@ -285,3 +285,18 @@ def test_version_lines_of_the_fetched_servers(line, expected):
     from servers.mysql_flavor import parse_version_output
 
     assert parse_version_output(line) == expected
+
+
+def test_a_root_is_fetched_with_the_dump_client_of_its_server():
+    """The shipped fragmentation suites dump with the server's own client inside the root: a
+    root gets it pinned to the server's version when built from the same source, apt's choice
+    when not, and a release without it is named (the whole install would fail on it)."""
+    mysql = Package("mysql-server-core", "9.7.4-1", "mysql-9.7")
+    same = [Package("mysql-client-core", "9.7.4-1", "mysql-9.7")]
+    assert fetch.client_pins(mysql, "mysql", same) == (["mysql-client-core=9.7.4-1"], [])
+    other = [Package("mysql-client-core", "9.6.0-1", "mysql-9.6")]
+    assert fetch.client_pins(mysql, "mysql", other) == (["mysql-client-core"], [])
+    assert fetch.client_pins(mysql, "mysql", []) == ([], ["mysql-client-core"])
+    maria = Package("mariadb-server-core", "1:11.8.3-1", "mariadb")
+    client = [Package("mariadb-client", "1:11.8.3-1", "mariadb")]
+    assert fetch.client_pins(maria, "mariadb", client) == (["mariadb-client=1:11.8.3-1"], [])

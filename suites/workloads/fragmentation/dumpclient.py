@@ -48,10 +48,13 @@ def find_dump_client(binary) -> DumpClient:
             inside = f"/usr/bin/{name}"
             if _executable(binary.root.host(binary.root.resolve(inside))):
                 return DumpClient(inside, True)
+        # A root fetched before `servers fetch` installed the clients (servers/acquire/archive.py
+        # CLIENTS) lacks it: the fix is one command, named here, not a silent apt run of ours.
         raise SuiteError(
-            f"dump scenario: no {' or '.join(names)} in the server root {binary.root.path}; "
-            f"install package {package} in it (chroot {binary.root.path} apt-get install "
-            f"{package}) or drop 'dump' from fragmentation.scenarios"
+            f"dump scenario: no {' or '.join(names)} in the server root {binary.root.path} "
+            "(fetched before roots came with it, or its release lacks it); install package "
+            f"{package} in it (chroot {binary.root.path} apt-get install {package}) or drop "
+            "'dump' from fragmentation.scenarios"
         )
     here = Path(binary.path).parent
     places = [here.parent / "bin", here, Path(binary.basedir) / "bin"]
