@@ -42,6 +42,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rundir.admissible import admit, check_design
 from rundir.errors import RunDirError
 from rundir.format import (
     CELL_STATUSES,
@@ -278,7 +279,22 @@ def bad_figure(column: str, value) -> bool:
             x = float(str(value))
         except ValueError:
             return True
-    return column in INT_COLUMNS and not math.isnan(x) and x != int(x)
+    # NaN and infinity are never a measurement: a NaN read as "empty" was once left out of a
+    # point's median in silence and moved a verdict; an infinity printed "inf×".
+    if not math.isfinite(x):
+        return True
+    return column in INT_COLUMNS and x != int(x)
+
+
+def figure_wanted(column: str, value) -> str:
+    """What a value bad_figure refuses should have been, for its one-line message."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        x = None
+    if x is not None and not math.isfinite(x):
+        return "a finite number"
+    return "a whole number" if column in INT_COLUMNS else "a number"
 
 
 def _level(row: dict) -> str:
@@ -326,8 +342,19 @@ def _first_bad(rows: list[dict], columns) -> tuple[int, dict, str] | None:
 # -- the check --------------------------------------------------------------------------------
 def check_run(path: Path) -> Integrity:
     """Check the run directory at `path` (see the module doc). RunDirError (one line) when it is
-    not a readable run at all (no directory, no or a damaged manifest, a newer format)."""
-    path = Path(path)
+    not a readable run at all (no directory, no or a damaged manifest, a newer format, a design
+    out of range). What analysis may not read of it (rundir/admissible.py: the same server life
+    twice, a relabelled round, a figure out of range) are gaps, and their rows are left out."""
+    out = _check_files(Path(path))
+    check_design(out.manifest, str(Path(path) / MANIFEST))
+    admission = admit(out.manifest, out.rows)
+    if admission.refused:
+        out.gaps.extend(admission.refused)
+        out.rows = [r for r in out.rows if admission.keeps(r)]
+    return out
+
+
+def _check_files(path: Path) -> Integrity:
     manifest = read_manifest(path)
     version = manifest["format_version"]
     folder = path / CELLS_DIR
@@ -398,7 +425,7 @@ def _checked_rows(
         who = f"{where} (cell {cid}, {_level(r)})"
         for col in columns:
             if bad_figure(col, r[col]):
-                out.gaps.append(f"{who}: {col} {r[col]!r} is not a number")
+                out.gaps.append(f"{who}: {col} {r[col]!r} is not {figure_wanted(col, r[col])}")
                 r = dict(r, **{col: ""})
         alloc, thp = entry.get("allocator"), entry.get("thp")
         name = alloc.get("name") if isinstance(alloc, dict) else None
@@ -547,8 +574,8 @@ def _from_cells(path: Path, manifest: dict, version: int, files: list[Path]) -> 
         if bad is not None:
             _, row, col = bad
             out.gaps.append(
-                f"{name}: level {_level(row)}: {col} {row.get(col)!r} is not a "
-                f"{'whole number' if col in INT_COLUMNS else 'number'}"
+                f"{name}: level {_level(row)}: {col} {row.get(col)!r} is not "
+                f"{figure_wanted(col, row.get(col))}"
             )
             continue
         entry = by_id[cid]
@@ -635,7 +662,8 @@ def _results_against(
         elif bad is not None:
             i, row, col = bad
             problem = (
-                f"has {col} {row[col]!r} (cell {row.get('cell')}, {_level(row)}), not a number"
+                f"has {col} {row[col]!r} (cell {row.get('cell')}, {_level(row)}), not "
+                f"{figure_wanted(col, row[col])}"
             )
         else:
             typed = [typed_row(r) for r in mine]
