@@ -91,7 +91,11 @@ def check_design(manifest: dict, where: str) -> None:
     """RunDirError (one line, naming the field and value) for a design field out of range: every
     verdict depends on them, so nothing can be read from a run whose design is damaged."""
     design = manifest.get("design")
-    run = (manifest.get("suite") or {}).get("run") if isinstance(manifest.get("suite"), dict) else None
+    run = (
+        (manifest.get("suite") or {}).get("run")
+        if isinstance(manifest.get("suite"), dict)
+        else None
+    )
     fields = []
     if isinstance(design, dict):
         fields += [(f"design.{k}", design.get(k), k) for k in design]

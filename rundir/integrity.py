@@ -59,6 +59,7 @@ from rundir.format import (
     results_columns,
 )
 from rundir.migrations import check_version
+from rundir.regular import kind_of, read_regular
 from rundir.write import results_text
 
 # Cell statuses whose cell wrote its record (cells/<id>.json); pending and running cells have none.
@@ -115,13 +116,17 @@ def read_manifest(path: Path) -> dict:
         )
         raise RunDirError(f"{path}: {why}; give the path of a mallocsweep run directory")
     mpath = path / MANIFEST
+    if mpath.exists() and not mpath.is_file():
+        raise RunDirError(
+            f"{mpath}: {kind_of(mpath.stat().st_mode)}, not a regular file; not a readable run"
+        )
     if not mpath.is_file():
         raise RunDirError(
             f"{path}: not a mallocsweep run directory (no {MANIFEST}); "
             "give the directory that `mallocsweep run` printed"
         )
     try:
-        manifest = json.loads(mpath.read_bytes().decode("utf-8"))
+        manifest = json.loads(read_regular(mpath).decode("utf-8"))
     except OSError as e:
         raise RunDirError(f"{mpath}: cannot read: {e.strerror}") from None
     except UnicodeDecodeError as e:
@@ -228,7 +233,7 @@ def typed_row(raw: dict) -> dict:
 def read_csv_text(path: Path) -> str:
     """A CSV file's text; RunDirError naming the file when it cannot be read as UTF-8 text."""
     try:
-        return path.read_bytes().decode("utf-8")
+        return read_regular(path).decode("utf-8")
     except OSError as e:
         raise RunDirError(f"{path}: cannot read: {e.strerror}") from None
     except UnicodeDecodeError as e:
@@ -380,6 +385,8 @@ def _check_files(path: Path) -> Integrity:
 def _results_file(path: Path) -> tuple[list[str], list[dict]] | str:
     """(header, rows as text) of results.csv, or what is wrong with it ("is missing", ...)."""
     results = path / RESULTS
+    if results.exists() and not results.is_file():
+        return f"is {kind_of(results.stat().st_mode)}, not a regular file"
     if not results.is_file():
         return "is missing"
     try:
@@ -459,7 +466,7 @@ def _read_record(f: Path, path: Path) -> tuple[dict | None, str | None, str | No
     """(record with its rows as the run reads them, gap, notice) of one cells/ file."""
     name = f"{CELLS_DIR}/{f.name}"
     try:
-        rec = json.loads(f.read_bytes().decode("utf-8"))
+        rec = json.loads(read_regular(f).decode("utf-8"))
     except OSError as e:
         return None, f"{name}: cannot read: {e.strerror}", None
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
@@ -490,7 +497,7 @@ def _read_record(f: Path, path: Path) -> tuple[dict | None, str | None, str | No
     notice = None
     if derived.is_file():
         try:
-            d = json.loads(derived.read_text())
+            d = json.loads(read_regular(derived).decode("utf-8"))
             rows = d["rows"]
             if not isinstance(rows, list) or not all(
                 isinstance(r, dict) and r.get("cell") == cid for r in rows

@@ -302,13 +302,15 @@ REPORT_FILES_F1 = REPORT_FILES
 class C:
     """One case: id, command line, exit code, regex for the message, damage..., out= (globs of
     files it may write), stdout= ("pipe" or "full"), needs= ("root", "mariadbd"), lines= (how
-    many stderr lines; the regex is then matched against the first), env= (extra variables)."""
+    many stderr lines; the regex is then matched against the first), env= (extra variables),
+    says= (a regex stdout must match: what a command that goes on tells; with lines=0 and
+    pattern None, stderr must be empty)."""
 
     def __init__(self, id, argv, code, pattern, *damage, out=(), stdout="pipe", needs=None,
-                 lines=1, env=None):  # fmt: skip
+                 lines=1, env=None, says=None):  # fmt: skip
         self.id, self.argv, self.code, self.pattern = id, argv, code, pattern
         self.damage, self.out, self.stdout, self.needs = damage, out, stdout, needs
-        self.lines, self.env = lines, env or {}
+        self.lines, self.env, self.says = lines, env or {}, says
 
 
 # Messages the corpus expects, named once
@@ -640,6 +642,8 @@ def _snapshot(root: Path) -> dict[str, str]:
                 out[rel] = "link:" + os.readlink(p)
             elif p.is_dir():
                 out[rel] = "dir"
+            elif not p.is_file():  # a FIFO or device a case put there: reading it would block
+                out[rel] = "special"
             else:
                 try:
                     out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
@@ -809,7 +813,10 @@ def check_case(case: C, s: Path) -> None:
     if case.lines is not None:
         assert len(lines) == case.lines, shown
     first = lines[:1] if case.lines is not None else lines  # lines=None: any line may say it
-    assert any(re.search(case.pattern, x) for x in first), f"{case.pattern!r} not in: {shown}"
+    if case.pattern is not None:
+        assert any(re.search(case.pattern, x) for x in first), f"{case.pattern!r} not in: {shown}"
+    if case.says is not None:
+        assert re.search(case.says, out), f"{case.says!r} not on stdout: {out}\n{shown}"
     changed = sorted(k for k in before if before[k] != after.get(k))
     allowed = [*(_fill(o, s) for o in case.out), *CACHES]
     new = sorted(k for k in after if k not in before and not any(Path(k).match(o) for o in allowed))

@@ -21,7 +21,6 @@ from tests.unit import test_bad_input_corpus as corpus
 from tests.unit.test_bad_input_corpus import (
     F3_CELLS,
     REPORT_FILES,
-    SMOKE,
     C,
     edit_csv,
     edit_json,
@@ -30,7 +29,6 @@ from tests.unit.test_bad_input_corpus import (
     record,
     set_val,
     shards,
-    smoke_with,
 )
 
 F3C0, F3C1 = F3_CELLS
@@ -150,6 +148,53 @@ def rows_repeat(run: str, cell: str, value: str):
     return edit_csv(f"{run}/results.csv", fn)
 
 
+def fifo(rel: str):
+    """A FIFO at `rel` (nobody writes to it: reading it would wait forever)."""
+
+    def do(s: Path):
+        p = s / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if p.exists():
+            p.unlink()
+        os.mkfifo(p)
+
+    return do
+
+
+def immutable(rel: str):
+    """A file nobody may replace or link (chattr +i; root only: undone by the corpus for
+    directories, here by the case's own cleanup through chattr -i on the sandbox's files)."""
+
+    def do(s: Path):
+        import subprocess
+
+        subprocess.run(["chattr", "+i", str(s / rel)], check=True, capture_output=True)
+
+    return do
+
+
+def fetched_dir(spec: str, meta: str | None = None):
+    """A fetched server's directory under the sandbox's state, with `meta` as its fetched.json
+    (None: none at all)."""
+
+    def do(s: Path):
+        d = s / "state" / "servers" / spec
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "usr").mkdir(exist_ok=True)
+        if meta is not None:
+            (d / "fetched.json").write_text(meta.replace("{d}", str(d)))
+
+    return do
+
+
+GOOD_META = json.dumps(
+    {
+        "spec": "mariadb-10.11.18", "flavor": "mariadb", "version": "10.11.18",
+        "debian_version": "1:10.11.18-0+deb12u1", "release": "bookworm", "kind": "root",
+        "path": "{d}", "binary": "/usr/sbin/mariadbd", "glibc": "2.36",
+    }
+)  # fmt: skip
+
 F1C0 = "mariadb-10.11.19__glibc__thp-system__r1"
 NAMED = r"cell \S+__r1, oltp_ro@4"
 
@@ -206,6 +251,71 @@ CLASSES: dict[str, list[C]] = {
         C("i35-report-r5-one-row-relabelled", "report {R5}", 2, r"cell \S+__r2, point_select@4: repeat 3 but the cell ran in round 2", set_val("R5", "repeat", "3", row=1)),
         C("i35-report-allow-relabelled", "report {F1} --allow-incomplete", 0, r"INCOMPLETE RUN \S+: cell \S+, oltp_ro@4: repeat 2 but the cell ran in round 1", rows_repeat("F1", F1C0, "2"), out=REPORT_FILES, lines=None),
     ],
+    # 3. paths: ~, special files, outputs written all or nothing
+    "paths": [
+        C("i35-report-tilde-run-dir", "report ~/F3", 0, r"WARNING: /\S+/s/F3/results\.csv lacks column", put("F3/.here", ""), out=REPORT_FILES, lines=None, env={"HOME": "{s}"}),
+        C("i35-compare-tilde-missing", "compare ~/nope {F1}", 2, r"error: /\S+/s/nope: does not exist", env={"HOME": "{s}"}),
+        C("i35-resume-tilde-missing", "run {SMOKE} --resume ~/gone", 2, r"--resume /\S+/s/gone: does not exist", env={"HOME": "{s}"}),
+        C("i35-run-out-tilde-nothing-made", "run {SMOKE} --out ~/runs --threads 0", 2, r"--threads 0: sysbench\.threads", env={"HOME": "{s}/home"}),
+        C("i35-run-out-unknown-user", "run {SMOKE} --out ~nosuchuser35/runs", 2, r"--out ~nosuchuser35/runs: no user 'nosuchuser35' here .*a directory named '~' is never made"),
+        C("i35-run-file-out-unknown-user", "run {s}/s.toml", 2, r"s\.toml:\d+: run\.out: cannot expand '~nosuchuser35/x': no such user", corpus.smoke_plus("s.toml", '[run]\nout = "~nosuchuser35/x"\n')),
+        C("i35-report-unknown-user", "report ~nosuchuser35/run", 2, r"run_dir ~nosuchuser35/run: no user 'nosuchuser35'"),
+        C("i35-merge-out-unknown-user", "merge {s}/S1 {s}/S2 --out ~nosuchuser35/m", 2, r"--out ~nosuchuser35/m: no user", shards()),
+        C("i35-report-fifo-in-cells", "report {F3}", 2, r"incomplete run: cells/zz\.json: cannot read: a FIFO, not a regular file", fifo("F3/cells/zz.json")),
+        C("i35-report-fifo-as-record", "report {F3}", 2, rf"cells/{F3C1}\.json: cannot read: a FIFO", fifo(f"F3/cells/{F3C1}.json")),
+        C("i35-report-fifo-manifest", "report {F3}", 2, r"manifest\.json: a FIFO, not a regular file", fifo("F3/manifest.json")),
+        C("i35-report-f1-results-fifo", "report {F1}", 2, r"results\.csv is a FIFO, not a regular file", fifo("F1/results.csv")),
+        C("i35-report-f3-results-fifo-rebuilt", "report {F3}", 0, r"results\.csv is a FIFO, not a regular file: the results were rebuilt", fifo("F3/results.csv"), out=REPORT_FILES),
+        C("i35-compare-fifo-record", "compare {F1} {F3}", 2, rf"F3: incomplete run: cells/{F3C0}\.json: cannot read: a FIFO", fifo(f"F3/cells/{F3C0}.json")),
+        C("i35-merge-fifo-in-shard", SHARDS, 2, r"S2: incomplete run: cells/x\.json: cannot read: a FIFO", shards(), fifo("S2/cells/x.json")),
+        C("i35-resume-fifo-record", "run {SMOKE} --resume {F3}", 2, r"--resume \S+: incomplete run: cells/y\.json: cannot read: a FIFO", fifo("F3/cells/y.json")),
+        C("i35-run-suite-fifo", "run {s}/s.toml", 2, r"s\.toml: not a file", fifo("s.toml")),
+        C("i35-report-summary-a-directory", "report {F3}", 2, r"summary\.md: cannot write: is a directory; nothing was rewritten", put("F3/report.html", "old"), put("F3/verdicts.csv", "old"), put("F3/summary.md/x", "")),
+        C("i35-report-verdicts-a-directory", "report {F3}", 2, r"verdicts\.csv: cannot write: is a directory; nothing was rewritten", put("F3/report.html", "old"), put("F3/verdicts.csv/x", "")),
+        C("i35-report-html-a-directory", "report {F3}", 2, r"report\.html: cannot write: is a directory", put("F3/summary.md", "old"), put("F3/report.html/x", "")),
+        C("i35-report-summary-a-fifo", "report {F3}", 2, r"summary\.md: cannot write: is a special file", put("F3/report.html", "old"), fifo("F3/summary.md")),
+        C("i35-report-summary-immutable", "report {F3}", 2, r"summary\.md: cannot write: Operation not permitted; nothing was rewritten", put("F3/report.html", "old"), put("F3/summary.md", "old"), immutable("F3/summary.md"), needs="root"),
+        C("i35-report-verdicts-immutable", "report {F3}", 2, r"verdicts\.csv: cannot write: Operation not permitted", put("F3/report.html", "old"), put("F3/verdicts.csv", "old"), immutable("F3/verdicts.csv"), needs="root"),
+        C("i35-report-run-dir-read-only", "report {F3}", 2, r"F3/verdicts\.csv: cannot write: (Operation not permitted|Permission denied); nothing was rewritten", put("F3/report.html", "old"), corpus.read_only("F3")),
+    ],
+    # 4. state: a killed run, a rederive that could not, a damaged fetched server
+    "state": [
+        C("i35-report-killed-runner", "report {F3}", 0, r"WARNING: The run was INTERRUPTED by the loss of its runner \(pid 999999999 is gone.*Finish it with `mallocsweep run \S+ --resume \S+F3`", manifest("F3", lambda m: m.update(status="running", runner_pid=999999999)), out=REPORT_FILES, lines=None),
+        C("i35-report-killed-runner-no-pid", "report {F3}", 0, r"INTERRUPTED by the loss of its runner \(none recorded", manifest("F3", lambda m: [m.update(status="running"), m.pop("runner_pid", None)]), out=REPORT_FILES, lines=None),
+        C("i35-report-killed-runner-pid-reused", "report {F3}", 0, r"INTERRUPTED by the loss of its runner \(pid 1 is gone", manifest("F3", lambda m: m.update(status="running", runner_pid=1, runner_start_ticks=123456789)), out=REPORT_FILES, lines=None),
+        C("i35-report-f1-killed-runner", "report {F1}", 0, r"INTERRUPTED by the loss of its runner .*--resume", manifest("F1", lambda m: m.update(status="running", runner_pid=999999998)), out=REPORT_FILES, lines=None),
+        C("i35-servers-list-damaged-no-meta", "servers list", 0, None, fetched_dir("mariadb-10.11.18"), lines=0, says=r"mariadb-10\.11\.18 is DAMAGED \(no fetched\.json.*repair it: rm -rf \S+/state/servers/mariadb-10\.11\.18 && mallocsweep servers fetch mariadb-10\.11\.18"),
+        C("i35-servers-list-damaged-meta-garbage", "servers list", 0, None, fetched_dir("mysql-9.7.4", "{"), lines=0, says=r"mysql-9\.7\.4 is DAMAGED \(fetched\.json is unreadable"),
+        C("i35-servers-list-damaged-binary-gone", "servers list", 0, None, fetched_dir("mariadb-10.11.18", GOOD_META), lines=0, says=r"is DAMAGED \(its server binary \S+usr/sbin/mariadbd is missing\)"),
+        C("i35-servers-list-json-damaged", "servers list --json", 0, None, fetched_dir("mariadb-10.11.18"), lines=0, says=r'(?s)"damaged": "no fetched\.json.*"repair": "rm -rf'),
+        C("i35-run-fetched-damaged", "run {SMOKE} --server fetched:mariadb-10.11.18", 2, r"mariadb-10\.11\.18 is fetched but damaged in \S+: no fetched\.json .*repair it: rm -rf \S+ && mallocsweep servers fetch mariadb-10\.11\.18", fetched_dir("mariadb-10.11.18")),
+        C("i35-run-fetched-binary-gone", "run {SMOKE} --server fetched:mariadb-10.11.18", 2, r"is fetched but damaged .*its server binary \S+ is missing", fetched_dir("mariadb-10.11.18", GOOD_META)),
+    ],
+    # 6. settings that contradict the suite's own fields
+    "settings": [
+        C("i35-run-settings-buffer-pool", "run {s}/s.toml", 2, r"s\.toml:\d+: server\.settings: innodb_buffer_pool_size = '8G' conflicts with server\.buffer_pool_mb = 64", corpus.smoke_with("s.toml", "buffer_pool_mb = 64", 'buffer_pool_mb = 64\nsettings = { innodb_buffer_pool_size = "8G" }')),
+        C("i35-run-settings-buffer-pool-dashes", "run {s}/s.toml", 2, r"innodb-buffer-pool-size = '1G' conflicts with server\.buffer_pool_mb", corpus.smoke_with("s.toml", "buffer_pool_mb = 64", 'buffer_pool_mb = 64\nsettings = { innodb-buffer-pool-size = "1G" }')),
+        C("i35-run-settings-buffer-pool-loose", "run {s}/s.toml", 2, r"loose-innodb_buffer_pool_size = 134217728 conflicts with server\.buffer_pool_mb", corpus.smoke_with("s.toml", "buffer_pool_mb = 64", 'buffer_pool_mb = 64\nsettings = { loose-innodb_buffer_pool_size = 134217728 }')),
+        C("i35-run-settings-buffer-pool-default", "run {s}/s.toml", 2, r"innodb_buffer_pool_size = '64M' conflicts with server\.buffer_pool_mb = 256", put("s.toml", '[suite]\nname = "x"\n[server]\nsettings = { innodb_buffer_pool_size = "64M" }\n[sysbench]\nthreads = [8]\n')),
+        C("i35-run-settings-rocksdb-cache", "run {s}/s.toml", 2, r"rocksdb_block_cache_size = '2G' conflicts with server\.rocksdb_block_cache_mb = 256", corpus.smoke_with("s.toml", "buffer_pool_mb = 64", 'buffer_pool_mb = 64\nsettings = { rocksdb_block_cache_size = "2G" }')),
+        C("i35-run-option-settings-conflict", "run {s}/s.toml --threads 8", 2, r"server\.settings: innodb_buffer_pool_size = '8G' conflicts", corpus.smoke_with("s.toml", "buffer_pool_mb = 64", 'buffer_pool_mb = 64\nsettings = { innodb_buffer_pool_size = "8G" }')),
+    ],
+    # 7. every refusal names the field or value
+    "named-refusals": [
+        C("i35-fetch-fullwidth-digits", ["servers", "fetch", "mariadb-１０.11.18"], 2, r"server spec 'mariadb-１０\.11\.18' is not FLAVOR-X\.Y\.Z"),
+        C("i35-fetch-arabic-indic-digits", ["servers", "fetch", "mysql-٩.7.4"], 2, r"server spec 'mysql-٩\.7\.4' is not FLAVOR-X\.Y\.Z"),
+        C("i35-run-server-fetched-fullwidth", ["run", "{SMOKE}", "--server", "fetched:mariadb-10.１１.18"], 2, r"'mariadb-10\.１１\.18' is not FLAVOR-X\.Y\.Z"),
+        C("i35-run-servers-fetched-fullwidth", ["run", "{SMOKE}", "--servers", "a=host,b=fetched:mysql-９.7.4"], 2, r"mysql-９\.7\.4' is not FLAVOR-X\.Y\.Z"),
+        C("i35-run-file-fetched-fullwidth", "run {s}/s.toml", 2, r"s\.toml:\d+: server\.fetched: .*'mariadb-１０\.11\.18' is not FLAVOR", corpus.smoke_with("s.toml", "buffer_pool_mb = 64", 'buffer_pool_mb = 64\nfetched = "mariadb-１０.11.18"')),
+        C("i35-report-run-id-newline", "report {F3}", 2, r"manifest\.json: run_id 'x\\ny' is not a run's name \(one line of printable characters, no '/'\)", manifest("F3", lambda m: m.update(run_id="x\ny"))),
+        C("i35-report-run-id-slash", "report {F1}", 2, r"run_id '\.\./\.\./etc' is not a run's name", manifest("F1", lambda m: m.update(run_id="../../etc"))),
+        C("i35-report-run-id-dotdot", "report {F3}", 2, r"run_id '\.\.' is not a run's name", manifest("F3", lambda m: m.update(run_id=".."))),
+        C("i35-report-run-id-escape", "report {F3}", 2, r"run_id 'a\\x1b\[31mb' is not a run's name", manifest("F3", lambda m: m.update(run_id="a\x1b[31mb"))),
+        C("i35-report-run-id-number", "report {F3}", 2, r"run_id 7 is not a run's name", manifest("F3", lambda m: m.update(run_id=7))),
+        C("i35-compare-run-id-newline", "compare {F1} {F1B}", 2, r"F1B/manifest\.json: run_id 'a\\nb' is not a run's name", manifest("F1B", lambda m: m.update(run_id="a\nb"))),
+        C("i35-merge-run-id-newline", SHARDS, 2, r"S1/manifest\.json: run_id 'r\\n1' is not a run's name", shards(), shard_manifest(1, lambda m: m.update(run_id="r\n1"))),
+        C("i35-run-preflight-memory-names-fields", "run {s}/s.toml --out {s}/runs", 2, r"preflight: available memory for the server: need [\d,]+ kB, have [\d,]+ kB \(from server\.buffer_pool_mb 4000000, sysbench\.threads: up to \d+ clients\)", corpus.smoke_with("s.toml", "buffer_pool_mb = 64", "buffer_pool_mb = 4000000"), needs="mariadbd", out=["cache/datasets"]),
+    ],
     # 5. merge refuses what its --help promises
     "merge-promises": [
         C("i35-merge-allocator-sha256", SHARDS, 2, r"allocator jemalloc differs between shards: sha256 '0+' on \S+S2 vs '9a2f\w+' on \S+S1", shards(), shard_manifest(2, alloc_field("jemalloc", "sha256", "0" * 64))),
@@ -236,6 +346,3 @@ def test_every_class_has_cases():
         k: len(v) for k, v in CLASSES.items()
     }
 
-
-# Unused imports kept out of lint's way: helpers later classes use
-_ = (SMOKE, put, smoke_with, os)
