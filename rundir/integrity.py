@@ -495,7 +495,12 @@ def _read_record(f: Path, path: Path) -> tuple[dict | None, str | None, str | No
     rec = dict(rec, derive_error=rec["cell"].get("derive_error"))
     derived = path / DERIVED_DIR / f.name
     notice = None
-    if derived.is_file():
+    if derived.exists() and not derived.is_file():  # a FIFO, a device: named, never waited on
+        notice = (
+            f"{DERIVED_DIR}/{f.name} is {kind_of(derived.stat().st_mode)}, not a regular file: "
+            f"cell {cid}'s rows as recorded are used (report --rederive writes it again)"
+        )
+    elif derived.is_file():
         try:
             d = json.loads(read_regular(derived).decode("utf-8"))
             rows = d["rows"]

@@ -253,7 +253,7 @@ CLASSES: dict[str, list[C]] = {
     ],
     # 3. paths: ~, special files, outputs written all or nothing
     "paths": [
-        C("i35-report-tilde-run-dir", "report ~/F3", 0, r"WARNING: /\S+/s/F3/results\.csv lacks column", put("F3/.here", ""), out=REPORT_FILES, lines=None, env={"HOME": "{s}"}),
+        C("i35-report-tilde-run-dir", "report ~/F3", 0, None, put("F3/.here", ""), out=REPORT_FILES, lines=0, env={"HOME": "{s}"}, says=r"report:  /\S+/s/F3/report\.html"),
         C("i35-compare-tilde-missing", "compare ~/nope {F1}", 2, r"error: /\S+/s/nope: does not exist", env={"HOME": "{s}"}),
         C("i35-resume-tilde-missing", "run {SMOKE} --resume ~/gone", 2, r"--resume /\S+/s/gone: does not exist", env={"HOME": "{s}"}),
         C("i35-run-out-tilde-nothing-made", "run {SMOKE} --out ~/runs --threads 0", 2, r"--threads 0: sysbench\.threads", env={"HOME": "{s}/home"}),
@@ -269,6 +269,9 @@ CLASSES: dict[str, list[C]] = {
         C("i35-compare-fifo-record", "compare {F1} {F3}", 2, rf"F3: incomplete run: cells/{F3C0}\.json: cannot read: a FIFO", fifo(f"F3/cells/{F3C0}.json")),
         C("i35-merge-fifo-in-shard", SHARDS, 2, r"S2: incomplete run: cells/x\.json: cannot read: a FIFO", shards(), fifo("S2/cells/x.json")),
         C("i35-resume-fifo-record", "run {SMOKE} --resume {F3}", 2, r"--resume \S+: incomplete run: cells/y\.json: cannot read: a FIFO", fifo("F3/cells/y.json")),
+        C("i35-report-derived-fifo", "report {F3}", 0, rf"derived/{F3C0}\.json is a FIFO, not a regular file: cell \S+'s rows as recorded are used", fifo(f"F3/derived/{F3C0}.json"), out=REPORT_FILES, lines=None),
+        C("i35-report-samples-fifo", "report {F3}", 2, rf"samples/{F3C0}\.csv: a FIFO, not a regular file", fifo(f"F3/samples/{F3C0}.csv")),
+        C("i35-report-record-dev-zero", "report {F3}", 2, r"cells/z\.json: cannot read: a device, not a regular file", put("F3/.here", ""), corpus.link("F3/cells/z.json", "/dev/zero")),
         C("i35-run-suite-fifo", "run {s}/s.toml", 2, r"s\.toml: not a file", fifo("s.toml")),
         C("i35-report-summary-a-directory", "report {F3}", 2, r"summary\.md: cannot write: is a directory; nothing was rewritten", put("F3/report.html", "old"), put("F3/verdicts.csv", "old"), put("F3/summary.md/x", "")),
         C("i35-report-verdicts-a-directory", "report {F3}", 2, r"verdicts\.csv: cannot write: is a directory; nothing was rewritten", put("F3/report.html", "old"), put("F3/verdicts.csv/x", "")),
