@@ -375,7 +375,7 @@ CASES = [
     C("report-f1-window-era-dropped", "report {W1}", 2, r"results\.csv lacks column\(s\) lat_p95_ms", drop_col("W1", "lat_p95_ms")),
     C("report-f1-qps-fast", "report {F1}", 2, r"results\.csv line 2 \(cell \S+, oltp_ro@4\): qps 'fast' is not a number", set_val("F1", "qps", "fast")),
     C("report-f1-rss-text", "report {THP}", 2, r"results\.csv line 4 \(cell .*\): rss_end_kb 'lots' is not a number", set_val("THP", "rss_end_kb", "lots", row=2)),
-    C("report-f1-repeat-fraction", "report {F1}", 2, r"repeat '1\.5' is not a number", set_val("F1", "repeat", "1.5")),
+    C("report-f1-repeat-fraction", "report {F1}", 2, r"repeat '1\.5' is not a (whole )?number", set_val("F1", "repeat", "1.5")),
     C("report-f1-rows-of-3-cells-deleted", "report {R5}", 2, r"cell \S+__r1 finished ok but results\.csv has no row for level\(s\) point_select@4 \(and 2 more", drop_cells_rows("R5", 3)),
     C("report-f1-one-row-deleted", "report {F1}", 2, r"finished ok but results\.csv has no row for level\(s\) oltp_ro@16", drop_rows("F1", 1)),
     C("report-f1-row-twice", "report {F1}", 2, r"results\.csv has rows it did not record \(oltp_ro@4\)", dup_row("F1")),
