@@ -28,15 +28,17 @@ from analysis import (
     notices,
     plots,
     rww_tables,
+    server_log,
     study_tables,
     upgrade,
     verdict_tables,
     verdicts,
 )
 from analysis.clients import client_table
+from analysis.errors import AnalysisError
 from analysis.table_model import Table, fmt
 from analysis.workload_words import words
-from rundir.atomic import atomic_write
+from rundir.atomic import atomic_replace_all, atomic_write
 from rundir.format import VERDICTS
 from rundir.read import Run, load_run
 
@@ -131,6 +133,7 @@ def warnings(run: Run, baseline: str | None = None) -> list[str]:
             " with THP allowed (process THP 1). See 'Transparent hugepages'."
         )
     out += notices.server_warnings(run)
+    out += server_log.setting_warnings(run)
     why = verdicts.why_no_verdicts(run, baseline)
     if why and run.rows:
         out.append(f"No verdicts: {why}. The figures below are single measurements, not a ranking.")
@@ -253,12 +256,16 @@ def probe_why(probe: dict | None) -> str:
     return "the probe got no huge pages even without the prctl (memory too fragmented?)"
 
 
-def write_verdicts(run: Run, baseline: str | None = None) -> Path:
-    """RUN_DIR/verdicts.csv, for scripts and CI (derived: rewritten on every report)."""
-    path = run.path / VERDICTS
+def verdicts_text(run: Run, baseline: str | None = None) -> str:
+    """RUN_DIR/verdicts.csv's text, for scripts and CI (derived: rewritten on every report)."""
     base = verdicts.baseline_of(run, baseline)
     judged = verdicts.run_verdicts(run, base) + upgrade.upgrade_verdicts(run, base)
-    atomic_write(path, verdicts.verdicts_csv(judged))
+    return verdicts.verdicts_csv(judged)
+
+
+def write_verdicts(run: Run, baseline: str | None = None) -> Path:
+    path = run.path / VERDICTS
+    atomic_write(path, verdicts_text(run, baseline))
     return path
 
 
@@ -278,8 +285,19 @@ def write_report(
     two paths. `run`: the run as the caller already read it (e.g. with --allow-incomplete)."""
     run = run if run is not None else load_run(Path(run_dir))
     html, md = render(run, baseline)
-    write_verdicts(run, baseline)
     html_path, md_path = run.path / REPORT_HTML, run.path / SUMMARY_MD
-    atomic_write(html_path, html)
-    atomic_write(md_path, md)
+    outputs = [
+        (run.path / VERDICTS, verdicts_text(run, baseline)),
+        (html_path, html),
+        (md_path, md),
+    ]
+    try:
+        # all three or none: a report.html rewritten beside an old summary.md would disagree
+        atomic_replace_all(outputs)
+    except OSError as e:
+        where = e.filename or run.path
+        raise AnalysisError(
+            f"{where}: cannot write: {e.strerror or e}; nothing was rewritten (report.html, "
+            "summary.md and verdicts.csv are as they were)"
+        ) from None
     return html_path, md_path

@@ -207,7 +207,7 @@ class TimelineWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists():
             raise CollectorError(f"{self.path} exists: a timeline is never overwritten")
-        self._file = open(self.path, "w", newline="")
+        self._file = open(self.path, "w", newline="", encoding="utf-8")
         self._csv = csv.writer(self._file)
         self._csv.writerow(self.columns)
         self._file.flush()

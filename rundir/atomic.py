@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -50,7 +51,11 @@ def atomic_write(path: Path, data: str | bytes, *, exclusive: bool = False) -> N
     racing for one name cannot both win). Other OSErrors propagate; the temp file never stays.
     """
     path = Path(path)
-    mode = "wb" if isinstance(data, bytes) else "w"
+    # Our files are UTF-8 whatever the locale (under LC_ALL=C a summary naming "é" or "×" once
+    # died half-written with UnicodeEncodeError): text is encoded here, never by the locale.
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    mode = "wb"
     if exclusive and path.exists():  # fail before writing anything; the link below decides races
         raise FileExistsError(errno.EEXIST, "File exists", str(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -86,11 +91,14 @@ def atomic_write_all(files: list[tuple[Path, str | bytes]]) -> None:
             path = Path(path)
             if path.exists():
                 raise FileExistsError(errno.EEXIST, "File exists", str(path))
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            try:
+                fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            except OSError as e:  # named by the file we meant to write, not our temp name
+                raise OSError(e.errno, e.strerror, str(path)) from None
             temps.append((tmp, path))
             os.fchmod(fd, 0o644)
-            with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as f:
-                f.write(data)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data.encode("utf-8") if isinstance(data, str) else data)
                 f.flush()
                 os.fsync(f.fileno())
         for tmp, path in temps:
@@ -109,5 +117,81 @@ def atomic_write_all(files: list[tuple[Path, str | bytes]]) -> None:
         for tmp, _ in temps:
             try:
                 os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+
+
+def _special(path: Path) -> str | None:
+    """Why `path` cannot be replaced by a file of ours: a directory, a FIFO, a device."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return "is a directory"
+    if stat.S_ISLNK(st.st_mode) or stat.S_ISREG(st.st_mode):
+        return None
+    return "is a special file (a FIFO, socket or device)"
+
+
+def atomic_replace_all(files: list[tuple[Path, str | bytes]]) -> None:
+    """Replace several files together (a report's report.html, summary.md and verdicts.csv):
+    afterwards all are new, or, when any cannot be written, all are as they were.
+
+    Every new file is written to a temp file in its directory and fsynced first; every target is
+    checked (a directory or a special file in its place is refused); every existing target is
+    hard-linked to a backup name (which fails for an immutable or append-only file, before
+    anything is replaced); only then is each moved into place. If a move still fails, the files
+    moved so far get their backups back (or are removed when they did not exist). OSError (with
+    the failing path as its filename) in every failing case; no temp or backup file stays."""
+    temps: list[tuple[str, Path]] = []
+    backups: dict[Path, str] = {}
+    placed: list[Path] = []
+    try:
+        for path, data in files:
+            path = Path(path)
+            why = _special(path)
+            if why:
+                code = errno.EISDIR if why == "is a directory" else errno.EINVAL
+                raise OSError(code, why, str(path))
+            try:
+                fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            except OSError as e:  # named by the file we meant to write, not our temp name
+                raise OSError(e.errno, e.strerror, str(path)) from None
+            temps.append((tmp, path))
+            os.fchmod(fd, 0o644)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data.encode("utf-8") if isinstance(data, str) else data)
+                f.flush()
+                os.fsync(f.fileno())
+        for _, path in temps:
+            if os.path.lexists(path):
+                backup = tempfile.mktemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent)
+                os.link(path, backup, follow_symlinks=False)
+                backups[path] = backup
+        for tmp, path in temps:
+            os.replace(tmp, path)
+            placed.append(path)
+        for directory in dict.fromkeys(p.parent for _, p in temps):
+            _fsync_dir(directory)
+    except BaseException:
+        for path in placed:  # put back what was there
+            try:
+                if path in backups:
+                    os.replace(backups.pop(path), path)
+                else:
+                    os.unlink(path)
+            except OSError:
+                pass
+        raise
+    finally:
+        for tmp, _ in temps:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        for backup in backups.values():
+            try:
+                os.unlink(backup)
             except FileNotFoundError:
                 pass

@@ -42,6 +42,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rundir.admissible import admit, check_design
 from rundir.errors import RunDirError
 from rundir.format import (
     CELL_STATUSES,
@@ -58,6 +59,7 @@ from rundir.format import (
     results_columns,
 )
 from rundir.migrations import check_version
+from rundir.regular import kind_of, read_regular
 from rundir.write import results_text
 
 # Cell statuses whose cell wrote its record (cells/<id>.json); pending and running cells have none.
@@ -114,13 +116,17 @@ def read_manifest(path: Path) -> dict:
         )
         raise RunDirError(f"{path}: {why}; give the path of a mallocsweep run directory")
     mpath = path / MANIFEST
+    if mpath.exists() and not mpath.is_file():
+        raise RunDirError(
+            f"{mpath}: {kind_of(mpath.stat().st_mode)}, not a regular file; not a readable run"
+        )
     if not mpath.is_file():
         raise RunDirError(
             f"{path}: not a mallocsweep run directory (no {MANIFEST}); "
             "give the directory that `mallocsweep run` printed"
         )
     try:
-        manifest = json.loads(mpath.read_bytes().decode("utf-8"))
+        manifest = json.loads(read_regular(mpath).decode("utf-8"))
     except OSError as e:
         raise RunDirError(f"{mpath}: cannot read: {e.strerror}") from None
     except UnicodeDecodeError as e:
@@ -227,7 +233,7 @@ def typed_row(raw: dict) -> dict:
 def read_csv_text(path: Path) -> str:
     """A CSV file's text; RunDirError naming the file when it cannot be read as UTF-8 text."""
     try:
-        return path.read_bytes().decode("utf-8")
+        return read_regular(path).decode("utf-8")
     except OSError as e:
         raise RunDirError(f"{path}: cannot read: {e.strerror}") from None
     except UnicodeDecodeError as e:
@@ -278,7 +284,22 @@ def bad_figure(column: str, value) -> bool:
             x = float(str(value))
         except ValueError:
             return True
-    return column in INT_COLUMNS and not math.isnan(x) and x != int(x)
+    # NaN and infinity are never a measurement: a NaN read as "empty" was once left out of a
+    # point's median in silence and moved a verdict; an infinity printed "inf×".
+    if not math.isfinite(x):
+        return True
+    return column in INT_COLUMNS and x != int(x)
+
+
+def figure_wanted(column: str, value) -> str:
+    """What a value bad_figure refuses should have been, for its one-line message."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        x = None
+    if x is not None and not math.isfinite(x):
+        return "a finite number"
+    return "a whole number" if column in INT_COLUMNS else "a number"
 
 
 def _level(row: dict) -> str:
@@ -326,8 +347,19 @@ def _first_bad(rows: list[dict], columns) -> tuple[int, dict, str] | None:
 # -- the check --------------------------------------------------------------------------------
 def check_run(path: Path) -> Integrity:
     """Check the run directory at `path` (see the module doc). RunDirError (one line) when it is
-    not a readable run at all (no directory, no or a damaged manifest, a newer format)."""
-    path = Path(path)
+    not a readable run at all (no directory, no or a damaged manifest, a newer format, a design
+    out of range). What analysis may not read of it (rundir/admissible.py: the same server life
+    twice, a relabelled round, a figure out of range) are gaps, and their rows are left out."""
+    out = _check_files(Path(path))
+    check_design(out.manifest, str(Path(path) / MANIFEST))
+    admission = admit(out.manifest, out.rows)
+    if admission.refused:
+        out.gaps.extend(admission.refused)
+        out.rows = [r for r in out.rows if admission.keeps(r)]
+    return out
+
+
+def _check_files(path: Path) -> Integrity:
     manifest = read_manifest(path)
     version = manifest["format_version"]
     folder = path / CELLS_DIR
@@ -353,6 +385,8 @@ def check_run(path: Path) -> Integrity:
 def _results_file(path: Path) -> tuple[list[str], list[dict]] | str:
     """(header, rows as text) of results.csv, or what is wrong with it ("is missing", ...)."""
     results = path / RESULTS
+    if results.exists() and not results.is_file():
+        return f"is {kind_of(results.stat().st_mode)}, not a regular file"
     if not results.is_file():
         return "is missing"
     try:
@@ -398,7 +432,7 @@ def _checked_rows(
         who = f"{where} (cell {cid}, {_level(r)})"
         for col in columns:
             if bad_figure(col, r[col]):
-                out.gaps.append(f"{who}: {col} {r[col]!r} is not a number")
+                out.gaps.append(f"{who}: {col} {r[col]!r} is not {figure_wanted(col, r[col])}")
                 r = dict(r, **{col: ""})
         alloc, thp = entry.get("allocator"), entry.get("thp")
         name = alloc.get("name") if isinstance(alloc, dict) else None
@@ -432,7 +466,7 @@ def _read_record(f: Path, path: Path) -> tuple[dict | None, str | None, str | No
     """(record with its rows as the run reads them, gap, notice) of one cells/ file."""
     name = f"{CELLS_DIR}/{f.name}"
     try:
-        rec = json.loads(f.read_bytes().decode("utf-8"))
+        rec = json.loads(read_regular(f).decode("utf-8"))
     except OSError as e:
         return None, f"{name}: cannot read: {e.strerror}", None
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
@@ -461,9 +495,14 @@ def _read_record(f: Path, path: Path) -> tuple[dict | None, str | None, str | No
     rec = dict(rec, derive_error=rec["cell"].get("derive_error"))
     derived = path / DERIVED_DIR / f.name
     notice = None
-    if derived.is_file():
+    if derived.exists() and not derived.is_file():  # a FIFO, a device: named, never waited on
+        notice = (
+            f"{DERIVED_DIR}/{f.name} is {kind_of(derived.stat().st_mode)}, not a regular file: "
+            f"cell {cid}'s rows as recorded are used (report --rederive writes it again)"
+        )
+    elif derived.is_file():
         try:
-            d = json.loads(derived.read_text())
+            d = json.loads(read_regular(derived).decode("utf-8"))
             rows = d["rows"]
             if not isinstance(rows, list) or not all(
                 isinstance(r, dict) and r.get("cell") == cid for r in rows
@@ -547,8 +586,8 @@ def _from_cells(path: Path, manifest: dict, version: int, files: list[Path]) -> 
         if bad is not None:
             _, row, col = bad
             out.gaps.append(
-                f"{name}: level {_level(row)}: {col} {row.get(col)!r} is not a "
-                f"{'whole number' if col in INT_COLUMNS else 'number'}"
+                f"{name}: level {_level(row)}: {col} {row.get(col)!r} is not "
+                f"{figure_wanted(col, row.get(col))}"
             )
             continue
         entry = by_id[cid]
@@ -635,7 +674,8 @@ def _results_against(
         elif bad is not None:
             i, row, col = bad
             problem = (
-                f"has {col} {row[col]!r} (cell {row.get('cell')}, {_level(row)}), not a number"
+                f"has {col} {row[col]!r} (cell {row.get('cell')}, {_level(row)}), not "
+                f"{figure_wanted(col, row[col])}"
             )
         else:
             typed = [typed_row(r) for r in mine]

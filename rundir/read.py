@@ -17,6 +17,7 @@ from rundir.format import MANIFEST, RESULTS_COLUMNS, SAMPLES_DIR, SPAN_WINDOW, T
 from rundir.integrity import check_run, parse_csv, read_csv_text, typed_row
 from rundir.migrations import RawRun, migrate
 from rundir.records import check_manifest
+from rundir.regular import kind_of
 
 # What a timeline needs to be read at all (plots and intervals select on these).
 REQUIRED_SAMPLE_COLUMNS = ("t_s", "phase")
@@ -164,6 +165,11 @@ class Run:
         if cell_id not in self._samples:
             rel = self.cell(cell_id).get("samples_file") or f"{SAMPLES_DIR}/{cell_id}.csv"
             path = self.path / rel
+            if path.exists() and not path.is_file():  # a FIFO would be waited on: named instead
+                raise RunDirError(
+                    f"{path}: {kind_of(path.stat().st_mode)}, not a regular file; a timeline "
+                    "is a file"
+                )
             self._samples[cell_id] = _read_samples(path) if path.is_file() else []
         return self._samples[cell_id]
 

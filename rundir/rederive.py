@@ -18,6 +18,7 @@ from rundir.errors import RunDirError
 from rundir.format import MANIFEST
 from rundir.migrations import check_version
 from rundir.records import Tool, check_raw
+from rundir.regular import read_regular
 from rundir.write import RunDir, now_iso
 
 DERIVED = "derived"  # rows derived again from the raw record
@@ -71,7 +72,7 @@ def _rederive(path: Path) -> list[Rederived]:
             out.append(Rederived(cid, KEPT, f"{why}; keeps its recorded figures"))
             continue
         try:
-            raw = json.loads(raw_path.read_text())
+            raw = json.loads(read_regular(raw_path))
             if not isinstance(raw, dict):
                 raise RunDirError(f"{raw_path}: not a JSON object; the file is damaged")
             raw = check_raw(raw, str(raw_path))

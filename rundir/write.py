@@ -31,6 +31,7 @@ from rundir.format import (
     results_columns,
 )
 from rundir.records import check_manifest
+from rundir.regular import read_regular
 
 WORK_DIR = "work"  # datadirs and sockets of running cells; removed cell by cell
 
@@ -123,7 +124,7 @@ class RunDir:
     # -- manifest and cells -------------------------------------------------------------------
     def read_manifest(self) -> dict:
         try:
-            return json.loads((self.path / MANIFEST).read_text())
+            return json.loads(read_regular(self.path / MANIFEST))
         except (OSError, json.JSONDecodeError) as e:
             raise RunDirError(f"{self.path / MANIFEST}: unreadable: {e}") from None
 
@@ -144,7 +145,7 @@ class RunDir:
         out = {}
         for f in sorted((self.path / CELLS_DIR).glob("*.json")):
             try:
-                rec = json.loads(f.read_text())
+                rec = json.loads(read_regular(f))
             except (OSError, UnicodeDecodeError, json.JSONDecodeError):
                 continue  # a torn file cannot exist (atomic rename); ignore foreign files
             cell = rec.get("cell") if isinstance(rec, dict) else None
@@ -169,7 +170,7 @@ class RunDir:
         if not any(p.exists() for p in paths):
             return None
         rec = self.cell_file(cell_id)
-        if rec.exists() and json.loads(rec.read_text())["cell"].get("status") == "ok":
+        if rec.exists() and json.loads(rec.read_bytes())["cell"].get("status") == "ok":
             raise RunDirError(f"{rec}: a finished cell is never run again")
         n = 1
         while any(Path(f"{p}.attempt{n}").exists() for p in paths):
@@ -212,7 +213,7 @@ class RunDir:
         path = self.derived_file(rec["cell"]["id"])
         if path.is_file():
             try:
-                return json.loads(path.read_text())["rows"]
+                return json.loads(read_regular(path))["rows"]
             except (OSError, json.JSONDecodeError, KeyError) as e:
                 raise RunDirError(
                     f"{path}: unreadable ({e}); run report --rederive again"

@@ -213,7 +213,7 @@ def load_registry(path: Path | str | None = None) -> dict[str, AllocatorSpec]:
     """Read and validate the registry; variants are merged with their base. Order is kept."""
     path = Path(path) if path else DEFAULT_REGISTRY
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise AllocatorError(f"{path}: allocator registry not found") from None
     except (OSError, tomllib.TOMLDecodeError) as e:

@@ -41,6 +41,9 @@ class Interrupted(BaseException):
     def __init__(self, signum: int):
         self.signum = signum
         self.exit_code = 128 + signum
+        # Set by the runner once a run directory exists: said with the interrupt
+        self.run_dir = None
+        self.resume: str | None = None
         super().__init__(f"interrupted by signal {signum}")
 
 

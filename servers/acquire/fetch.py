@@ -17,6 +17,7 @@ import fcntl
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -96,7 +97,7 @@ def _meta_path(d: Path) -> Path:
 
 def _read(d: Path) -> FetchedServer | None:
     try:
-        data = json.loads(_meta_path(d).read_text())
+        data = json.loads(_meta_path(d).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     # A cache may be moved or copied (another state directory, a copied .cache): paths under the
@@ -121,15 +122,58 @@ def list_fetched() -> list[FetchedServer]:
         if d.name.startswith(".") or not d.is_dir():
             continue
         s = _read(d)
-        if s is not None:
+        if s is not None and damage(d) is None:  # damaged ones: list_damaged
             out.append(s)
     return out
 
 
+def damage(d: Path) -> str | None:
+    """Why the fetched server directory `d` cannot run, or None: its metadata missing or
+    unreadable, or the server binary it names gone (a root half-removed, a cache copied in part).
+    Such a directory once vanished from `servers list` and `run` called it "not fetched"."""
+    if not _meta_path(d).is_file():
+        return f"no {META} (not made by a complete fetch, or damaged since)"
+    s = _read(d)
+    if s is None:
+        return f"{META} is unreadable or not a fetched server's metadata"
+    if not s.host_binary.is_file():
+        return f"its server binary {s.host_binary} is missing"
+    return None
+
+
+def repair_command(d: Path) -> str:
+    """What makes a damaged fetched server whole again: the directory is ours (made by fetch,
+    never the user's files), removed and fetched again."""
+    return f"rm -rf {shlex.quote(str(d))} && mallocsweep servers fetch {shlex.quote(d.name)}"
+
+
+def list_damaged() -> list[tuple[str, Path, str]]:
+    """(spec, directory, why) of every fetched server directory that cannot run."""
+    base = servers_dir()
+    if not base.is_dir():
+        return []
+    out = []
+    for d in sorted(base.iterdir()):
+        if d.name.startswith(".") or not d.is_dir():
+            continue
+        why = damage(d)
+        if why:
+            out.append((d.name, d, why))
+    return out
+
+
 def lookup(spec: str) -> FetchedServer:
-    """The fetched server for SPEC; ServerError when it has not been fetched."""
+    """The fetched server for SPEC; ServerError when it has not been fetched, or is damaged
+    (with the command that repairs it)."""
     parsed = archive.parse_spec(spec)
-    s = _read(servers_dir() / str(parsed))
+    d = servers_dir() / str(parsed)
+    if d.is_dir():
+        why = damage(d)
+        if why:
+            raise ServerError(
+                f"{parsed} is fetched but damaged in {d}: {why}; repair it: {repair_command(d)}"
+            )
+    s = _read(d)
     if s is None:
         raise ServerError(f"{parsed} is not fetched: run `mallocsweep servers fetch {parsed}`")
     return s
@@ -171,7 +215,7 @@ def mounts_under(d: Path, mountinfo: Path = Path("/proc/self/mountinfo")) -> lis
     prefix = str(d.resolve()).rstrip("/") + "/"
     out = []
     try:
-        for line in mountinfo.read_text().splitlines():
+        for line in mountinfo.read_text(encoding="utf-8").splitlines():
             mp = line.split()[4].replace("\\040", " ")
             if mp.startswith(prefix):
                 out.append(mp)

@@ -20,7 +20,7 @@ try:
     from collectors.errors import CollectorError
     from rundir.errors import RunDirError
     from servers.errors import ServerError
-    from suites.cli import stdout_guard
+    from suites.cli import home, stdout_guard
     from suites.cli.commands import (
         allocators,
         compare,
@@ -127,6 +127,20 @@ def _bad_argument(argv: list[str]) -> str | None:
     return None
 
 
+def _unencodable_is_replaced() -> None:
+    """Under a locale that cannot encode what we print (LC_ALL=C without Python's UTF-8 mode: an
+    "é" in a suite's description, "×" in a table), a character is replaced on the terminal rather
+    than ending the command with UnicodeEncodeError. Our files are UTF-8 whatever the locale
+    (rundir.atomic encodes them)."""
+    for stream in (sys.stdout, sys.stderr):
+        enc = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if enc and enc != "utf8" and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="replace")
+            except (ValueError, OSError):
+                pass
+
+
 def _exit_code(code: int, error_said: bool = False) -> int:
     """The command's exit code, unless its output could not be written (stdout_guard.lost): a
     result nobody can read is an error (exit 2), said in one line (not a second line after an
@@ -147,6 +161,7 @@ def _exit_code(code: int, error_said: bool = False) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     try:
+        _unencodable_is_replaced()
         stdout_guard.install()  # `run ... | head -1` must not change the exit code or the report
         given = list(sys.argv[1:] if argv is None else argv)
         bad = _bad_argument(given)
@@ -158,6 +173,10 @@ def main(argv: list[str] | None = None) -> int:
         except SystemExit as e:  # --help, --version and argparse's errors
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
             return _exit_code(code)
+        bad = home.expand_args(args)  # `--out '~/runs'`: the home directory, never a "~" dir
+        if bad:
+            print(f"mallocsweep: error: {bad}", file=sys.stderr)
+            return 2
     except KeyboardInterrupt:
         print("mallocsweep: interrupted", file=sys.stderr)
         return 130
@@ -173,7 +192,15 @@ def _dispatch(args) -> tuple[int, bool]:
         return args.func(args), False
     except Interrupted as e:
         try:
-            print(f"mallocsweep: {e}; servers stopped, system settings restored", file=sys.stderr)
+            where = (
+                f"; run directory {e.run_dir}; finish it with: {e.resume}"
+                if getattr(e, "resume", None)
+                else ""
+            )
+            print(
+                f"mallocsweep: {e}; servers stopped, system settings restored{where}",
+                file=sys.stderr,
+            )
         except OSError:  # the terminal went away with the SIGHUP: the exit code still tells
             pass
         return e.exit_code, False

@@ -6,6 +6,7 @@ settings by its plugin in suites/families/; suites/config/suite.py assembles the
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Annotated, Literal
 
@@ -426,6 +427,15 @@ class RunSection(Section):
         bad = control_character(v)
         if bad:
             raise ValueError(f"{v!r} holds a control character ({bad}); give a plain path")
+        if v.startswith("~"):
+            # "~/runs" is the home directory's runs, never a directory named "~" here (which a
+            # later `rm -rf ~` meant for it would take the home directory with)
+            done = os.path.expanduser(v)
+            if done.startswith("~"):
+                raise ValueError(
+                    f"cannot expand {v!r}: no such user here; give the path without '~'"
+                )
+            return done
         return v
 
 

@@ -78,7 +78,7 @@ class DatasetCache:
 
     def meta(self, key: str) -> dict:
         try:
-            return json.loads((self.path(key) / META).read_text())
+            return json.loads((self.path(key) / META).read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
             raise SuiteError(f"{self.path(key) / META}: unreadable dataset meta ({e})") from None
 

@@ -61,6 +61,13 @@ CACHE_COUNTERS = {
 }
 
 
+# my.cnf settings our [server] fields write (servers/mysql_config.py): never also in settings
+FIELD_SETTINGS = {
+    "innodb_buffer_pool_size": "buffer_pool_mb",
+    "rocksdb_block_cache_size": "rocksdb_block_cache_mb",
+}
+
+
 class MySQLServerSection(ServerSection):
     flavor: Literal[FLAVORS] = Field(  # type: ignore[valid-type]
         "mariadb", description="Server family; MySQL-family flavors are detected from --version."
@@ -145,6 +152,24 @@ class MySQLServerSection(ServerSection):
                     f'{key} = {v[key]!r}: expected a whole number (e.g. 2000 or "64M")'
                 )
         return v
+
+    @model_validator(mode="after")
+    def _settings_against_fields(self):
+        # A my.cnf setting that one of our fields writes too: which one the server took was
+        # my.cnf's order, while the manifest, the report and the memory preflight all said the
+        # field's value (innodb_buffer_pool_size = "8G" beside buffer_pool_mb = 64 ran an 8 GB
+        # pool recorded as 64 MB). Refused, naming both.
+        for key, value in self.settings.items():
+            name = str(key).strip().lower().replace("-", "_").removeprefix("loose_")
+            field = FIELD_SETTINGS.get(name)
+            if field:
+                raise FieldError(
+                    ("server", "settings"),
+                    f"{key} = {value!r} conflicts with server.{field} = {getattr(self, field)!r}, "
+                    f"which sets {name}: give the size in server.{field} only (the manifest, "
+                    "the report and the memory preflight read it)",
+                )
+        return self
 
     @model_validator(mode="after")
     def _one_server(self):

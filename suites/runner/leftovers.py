@@ -59,7 +59,7 @@ def register(run_dir: Path) -> None:
 def registered_runs() -> list[Path]:
     """Recorded run directories that still exist, oldest first, without duplicates."""
     try:
-        lines = registry_file().read_text().splitlines()
+        lines = registry_file().read_text(encoding="utf-8").splitlines()
     except OSError:
         return []
     return [Path(p) for p in dict.fromkeys(lines) if p.strip() and Path(p).is_dir()]
@@ -84,9 +84,9 @@ def process_in(pid: int, directory: Path, proc_root: str = "/proc") -> tuple[str
     """(command name, parent pid) of live process `pid` if its command line names `directory`."""
     base = Path(proc_root) / str(pid)
     try:
-        fields = (base / "stat").read_text().rsplit(")", 1)[1].split()
+        fields = (base / "stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
         cmdline = (base / "cmdline").read_bytes()
-        comm = (base / "comm").read_text().strip()
+        comm = (base / "comm").read_text(encoding="utf-8").strip()
         state, ppid = fields[0], int(fields[1])
     except (OSError, IndexError, ValueError):
         return None
@@ -122,7 +122,7 @@ def runner_running(manifest: dict) -> int | None:
 def runner_pid(run_dir: Path) -> int | None:
     """The pid of the runner that last worked on `run_dir` (from its manifest)."""
     try:
-        return int(json.loads((Path(run_dir) / MANIFEST).read_text()).get("runner_pid"))
+        return int(json.loads((Path(run_dir) / MANIFEST).read_text(encoding="utf-8")).get("runner_pid"))
     except (OSError, ValueError, TypeError, AttributeError):
         return None
 
@@ -132,7 +132,7 @@ def live_servers(run_dir: Path, proc_root: str = "/proc") -> list[LiveServer]:
     out = []
     for pf in pid_files(run_dir):
         try:
-            pid = int(pf.read_text().split()[0])
+            pid = int(pf.read_text(encoding="utf-8").split()[0])
         except (OSError, ValueError, IndexError):
             continue
         found = process_in(pid, pf.parent.absolute(), proc_root)

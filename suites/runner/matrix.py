@@ -16,6 +16,7 @@ arrives. A second signal says what is still awaited, a third skips the server's 
 
 from __future__ import annotations
 
+import shlex
 import signal
 import time
 from dataclasses import replace
@@ -171,11 +172,25 @@ class Matrix:
             srv.allocators = []
             if names:
                 try:
-                    srv.allocators = resolve(names, custom=custom, root=srv.root)
+                    srv.allocators = self._resume_allocators(names, custom, srv)
                 except ServerError as e:
                     raise SuiteError(f"--resume: {e}") from None
                 check_allocators(manifest, srv.allocators, srv.name)
         return rd, cells
+
+    def _resume_allocators(self, names: list[str], custom: list[dict], srv) -> list:
+        """The allocators of the cells still to run. The A/A arm is no allocator of the registry
+        (its name is the baseline's plus "-aa"): it is made again from the baseline's build, as
+        the run that planned it made it (with_aa_arm); the baseline is resolved for it even when
+        none of its own cells is left."""
+        aa = aa_name(self.suite.run.baseline) if self.suite.run.aa else None
+        if aa not in names:
+            return resolve(names, custom=custom, root=srv.root)
+        base = self.suite.run.baseline
+        plain = [n for n in names if n != aa]
+        found = resolve(list(dict.fromkeys([*plain, base])), custom=custom, root=srv.root)
+        found = with_aa_arm(found, self.suite)
+        return [a for a in found if a.name in names]
 
     def _thp_controller(self, run_dir: Path | None) -> ThpController:
         """The run's hugepage controller: its settings, and what a large-pages cell needs (the
@@ -338,6 +353,7 @@ class Matrix:
             if self.run_dir is not None:
                 self.manifest["status"] = "interrupted"
                 self.manifest["interrupted_by"] = signal.Signals(e.signum).name
+                self._resume_hint(e)
             raise
         except Exception as e:
             # The run stops here (a cell's own failure never gets this far): say so in the run.
@@ -354,7 +370,17 @@ class Matrix:
                 self._close(thp, gate)
             gate.uninstall()
             if gate.first is not None and not raising:
-                raise Interrupted(gate.first)
+                raise self._resume_hint(Interrupted(gate.first))
+
+    def _resume_hint(self, e: Interrupted) -> Interrupted:
+        """The interrupted run's directory and the command that finishes it, said with the
+        interrupt (suites.cli.main): a Ctrl-C'd run printed neither."""
+        if self.run_dir is not None:
+            e.run_dir = self.run_dir.path
+            e.resume = f"mallocsweep run {shlex.quote(str(self.loaded.path))} --resume " + (
+                shlex.quote(str(self.run_dir.path))
+            )
+        return e
 
     def _arm_names(self, srv: RunServer) -> list[str]:
         return baseline_first([a.name for a in srv.allocators], self.suite.run.baseline)

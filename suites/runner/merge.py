@@ -18,6 +18,7 @@ import copy
 import shutil
 from pathlib import Path
 
+from rundir.admissible import same_lives
 from rundir.errors import RunDirError
 from rundir.format import CELLS_DIR, DERIVED_DIR, LOGS_DIR, RAW_DIR, SAMPLES_DIR
 from rundir.integrity import CELLS_TRUTH, check_run
@@ -129,7 +130,9 @@ def check_shards(shards: list[Shard]) -> list[str]:
         for build in sorted(set(fa) | set(sa)):
             a, b = fa.get(build) or {}, sa.get(build) or {}
             name = build[1] + (f" of server {build[0]!r}" if build[0] else "")
-            for key in ("version", "library", "env"):
+            # sha256: the library's own bytes, so a rebuilt allocator of the same package
+            # version (a local patch, another distribution's build) is another allocator
+            for key in ("version", "sha256", "library", "env"):
                 if a.get(key) != b.get(key):
                     raise SuiteError(
                         f"allocator {name} differs between shards: {key} {b.get(key)!r} on "
@@ -141,6 +144,8 @@ def check_shards(shards: list[Shard]) -> list[str]:
                 f"{s.path} measured {', '.join(sorted(sl))}, {first.path} "
                 f"{', '.join(sorted(fl))}: shards of one run measure one server"
             )
+        _check_server_builds(first, s)
+    _check_lives(shards)
     noted = _check_hosts(shards)
     _check_split(shards)
     for s in shards:
@@ -151,6 +156,51 @@ def check_shards(shards: list[Shard]) -> list[str]:
                 f"`mallocsweep run --resume {s.path}` before merging"
             )
     return noted
+
+
+# What tells one server build from another, as a cell records its server: the same label
+# (flavor and version) can be another build (another package revision: the version string
+# carries it, e.g. 10.11.19-MariaDB-0+deb12u1). Paths are not compared: hosts of a fleet may keep
+# a server root or basedir in different places.
+SERVER_BUILD_KEYS = ("flavor", "version", "version_string")
+
+
+def _server_builds(s: Shard) -> dict[str, dict]:
+    """label -> the build facts of that server, from the shard's cells."""
+    out: dict[str, dict] = {}
+    for c in s.manifest.get("cells") or []:
+        srv = c.get("server") or {}
+        if srv.get("label"):
+            out.setdefault(srv["label"], {k: srv.get(k) for k in SERVER_BUILD_KEYS})
+    return out
+
+
+def _check_server_builds(first: Shard, s: Shard) -> None:
+    fb, sb = _server_builds(first), _server_builds(s)
+    for label in sorted(set(fb) & set(sb)):
+        for key in SERVER_BUILD_KEYS:
+            a, b = fb[label].get(key), sb[label].get(key)
+            if a != b:
+                raise SuiteError(
+                    f"server {label} differs between shards: {key} {b!r} on {s.path} vs {a!r} "
+                    f"on {first.path}; shards of one run measure one server build"
+                )
+
+
+def _check_lives(shards: list[Shard]) -> None:
+    """The same server life in two shards (one shard's cells copied and relabelled as other
+    rounds) would count one measurement twice: refused, as `compare` refuses a run against its
+    own copy."""
+    cells = [dict(c, _shard=s) for s in shards for c in s.manifest.get("cells") or []]
+    groups = same_lives(cells)
+    if groups:
+        g = groups[0]
+        where = " and ".join(f"{c['id']} of {c['_shard'].path}" for c in g)
+        raise SuiteError(
+            f"{where} are the same server life (started {g[0].get('started_at')}, pid "
+            f"{(g[0].get('verification') or {}).get('pid')}): a shard holds a copy of another's "
+            "cells; nothing was written"
+        )
 
 
 def _build(a: dict) -> tuple[str, str]:

@@ -33,13 +33,17 @@ class Need:
     need: float
     have: float
     unit: str
+    # The suite settings the need is computed from, named in a refusal so the user knows which
+    # one to lower (e.g. "server.buffer_pool_mb 65536, sysbench.threads up to 1536")
+    fields: str = ""
 
     @property
     def ok(self) -> bool:
         return self.have >= self.need
 
     def line(self) -> str:
-        return f"{self.what}: need {self.need:,.0f} {self.unit}, have {self.have:,.0f} {self.unit}"
+        line = f"{self.what}: need {self.need:,.0f} {self.unit}, have {self.have:,.0f} {self.unit}"
+        return f"{line} (from {self.fields})" if self.fields else line
 
 
 def raise_nofile(need: int) -> int:
@@ -133,20 +137,30 @@ def checks(
     family = family_for(section)
     server = needs or family.needs(section, max_threads)
     found = disk_needs(out_root, cache_root, dataset_kb, cached)
+    kind = getattr(getattr(suite, "suite", None), "kind", "sysbench")
+    clients = f"{kind}.threads: up to {max_threads} clients"
+    for n in found:
+        n.fields = f"the dataset of [{kind}]/[dataset], ~{dataset_kb:,} kB"
     # Memory: the server's cache (its family's: buffer pool, WiredTiger cache) plus its
     # per-connection memory at the top level.
+    cache_field = next(
+        (f"server.{k} {getattr(section, k)}" for k in ("buffer_pool_mb", "cache_gb")
+         if hasattr(section, k)),
+        "the server's cache",
+    )  # fmt: skip
     found.append(
         Need(
             "available memory for the server",
             family.cache_kb(section) + max_threads * server.per_connection_kb,
             mem_available_kb(),
             "kB",
+            f"{cache_field}, {clients}",
         )
     )
     # Descriptors: the server and the clients inherit our limit; the larger need decides.
     want_fd = open_files_needed(max_threads, server.open_files)["limit"]
     have_fd = raise_nofile(want_fd)
-    found.append(Need("open-file limit (ulimit -n)", want_fd, have_fd, "descriptors"))
+    found.append(Need("open-file limit (ulimit -n)", want_fd, have_fd, "descriptors", clients))
     # Threads: the server's threads plus the clients' share the user's process limit (not for root).
     soft_proc, _ = resource.getrlimit(resource.RLIMIT_NPROC)
     unlimited = soft_proc == resource.RLIM_INFINITY or os.geteuid() == 0
@@ -156,6 +170,7 @@ def checks(
             threads_needed(max_threads),
             float("inf") if unlimited else soft_proc,
             "threads",
+            clients,
         )
     )
     return found

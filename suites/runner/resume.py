@@ -47,6 +47,17 @@ def _identity(d: dict) -> dict:
     return {k: v for k, v in d.items() if k != "run"} | {"repeat": d.get("run", {}).get("repeat")}
 
 
+def _flat(d: dict, prefix: str = "") -> dict:
+    """A suite's settings as "section.key" -> value, so a difference can be named."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
 def check_resumable(manifest: dict, suite: dict, label: str | list[str], host: dict) -> None:
     """Refuse (SuiteError, one line) a run that cannot continue as it was started."""
     m = manifest
@@ -55,9 +66,16 @@ def check_resumable(manifest: dict, suite: dict, label: str | list[str], host: d
             f"--resume: run format {m.get('format_version')} is not {FORMAT_VERSION}; resume it with"
             " the mallocsweep version that started it"
         )
-    if _identity(m.get("suite") or {}) != _identity(suite):
+    was_suite, now_suite = _flat(_identity(m.get("suite") or {})), _flat(_identity(suite))
+    differ = sorted(
+        k for k in set(was_suite) | set(now_suite) if was_suite.get(k) != now_suite.get(k)
+    )
+    if differ:
+        k = differ[0]
+        more = f" (and {len(differ) - 1} more setting(s))" if len(differ) > 1 else ""
         raise SuiteError(
-            "--resume: the suite settings differ from the run's (same file and options needed)"
+            f"--resume: the suite settings differ from the run's: {k} is {now_suite.get(k)!r}, "
+            f"the run has {was_suite.get(k)!r}{more} (same file and options needed)"
         )
     was = m.get("host") or {}
     for key in HOST_KEYS:

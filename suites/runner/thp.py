@@ -531,7 +531,7 @@ def _write_record(path: Path, text: str) -> None:
 
 def _read_record(path: Path) -> dict | None:
     try:
-        rec = json.loads(path.read_text())
+        rec = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return rec if isinstance(rec, dict) else None

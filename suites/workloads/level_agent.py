@@ -28,7 +28,7 @@ def _emit(rec: dict) -> None:
 def run(work_path: Path) -> int:
     from suites.target import ClientTarget
 
-    work = json.loads(work_path.read_text())
+    work = json.loads(work_path.read_text(encoding="utf-8"))
     target = ClientTarget(**work["target"])
     log = Path(work["log"])
     if work["kind"] != "iibench":

@@ -42,6 +42,9 @@ def _fake(cache: Path, spec: str = "mysql-9.7.4") -> fetch.FetchedServer:
         allocators={"jemalloc": {"package": "libjemalloc2", "version": "5.3.1-2"}},
     )
     (cache / spec / "root").mkdir(parents=True)
+    # the binary it names is there: a fetched server without it is damaged (fetch.damage)
+    (cache / spec / "root/usr/sbin").mkdir(parents=True)
+    (cache / spec / "root/usr/sbin/mysqld").write_text("")
     (cache / spec / fetch.META).write_text(json.dumps(s.to_json()))
     return s
 
@@ -72,8 +75,13 @@ def test_lookup_and_list_read_only_complete_fetches(cache):
     assert got == s
     assert got.host_binary == cache / "mysql-9.7.4" / "root" / "usr" / "sbin" / "mysqld"
     assert [x.spec for x in fetch.list_fetched()] == ["mysql-9.7.4"]
-    with pytest.raises(ServerError, match="mariadb-11.8.9 is not fetched"):
+    # ... but one named like a server is said to be damaged, with the command that repairs it
+    # (issue 35: it once read as "not fetched")
+    with pytest.raises(ServerError, match="mariadb-11.8.9 is fetched but damaged .*no fetched.json"):
         fetch.lookup("mariadb-11.8.9")
+    assert [d[0] for d in fetch.list_damaged()] == ["mariadb-11.8.9"]
+    with pytest.raises(ServerError, match="mariadb-10.11.18 is not fetched"):
+        fetch.lookup("mariadb-10.11.18")
 
 
 def test_fetch_of_a_fetched_spec_touches_nothing(cache):

@@ -53,9 +53,23 @@ def run(args) -> int:
             from rundir.errors import RunDirError
 
             raise RunDirError(found.refusal())
-        for outcome in rederive_run(args.run_dir):
+        from rundir.rederive import KEPT
+
+        outcomes = rederive_run(args.run_dir)
+        for outcome in outcomes:
             print(f"rederive: {outcome.line()}")
+        # Said where warnings go too, by name: a cell whose raw record is damaged (truncated)
+        # keeps its old figures, and a user reading only the report must know which.
+        unusable = [o.cell for o in outcomes if o.outcome == KEPT and "unusable" in o.note]
+        if unusable:
+            print(
+                f"mallocsweep report: WARNING: --rederive could not derive {len(unusable)} "
+                f"cell(s) again (raw record unusable): {', '.join(unusable)}; their figures are "
+                "the recorded ones",
+                file=sys.stderr,
+            )
     run = load_run(args.run_dir, allow_incomplete=args.allow_incomplete)
+    _killed_runner(run)
     if args.baseline is not None and args.baseline not in run.allocators:
         raise AnalysisError(
             f"--baseline {args.baseline}: not an allocator of {args.run_dir} "
@@ -69,3 +83,21 @@ def run(args) -> int:
     for problem in run_problems(run):
         print(f"mallocsweep report: WARNING: {problem}", file=sys.stderr)
     return 0
+
+
+def _killed_runner(run) -> None:
+    """A run whose manifest says "running" while the runner it names is gone (SIGKILLed, the
+    machine rebooted) is reported as what it is: interrupted, with the command that finishes it
+    (analysis.notices.run_problems says it). The manifest on disk is not touched."""
+    from suites.runner.leftovers import runner_running
+
+    m = run.manifest
+    if m.get("status") != "running" or runner_running(m) is not None:
+        return
+    pid = m.get("runner_pid")
+    m["status"] = "interrupted"
+    m["interrupted_by"] = (
+        f"the loss of its runner (pid {pid} is gone: killed, or the machine restarted)"
+        if pid
+        else "the loss of its runner (none recorded still runs)"
+    )

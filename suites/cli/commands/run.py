@@ -291,7 +291,7 @@ def resumed_suite(loaded, run_dir: Path):
     from suites.config.suite import suite_from_dict
 
     try:
-        m = json.loads((Path(run_dir) / "manifest.json").read_text())
+        m = json.loads((Path(run_dir) / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         m = None
     if not isinstance(m, dict):

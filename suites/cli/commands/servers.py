@@ -102,12 +102,17 @@ def _check_state_dir(base: Path) -> None:
 
 
 def run_list(args) -> int:
-    from servers.acquire.fetch import list_fetched, servers_dir
+    from servers.acquire.fetch import list_damaged, list_fetched, repair_command, servers_dir
 
     _check_state_dir(servers_dir())
     found = list_fetched()
+    damaged = list_damaged()
     if args.json:
-        print(json.dumps([s.to_json() for s in found], indent=2))
+        listed = [s.to_json() for s in found] + [
+            {"spec": spec, "path": str(d), "damaged": why, "repair": repair_command(d)}
+            for spec, d, why in damaged
+        ]
+        print(json.dumps(listed, indent=2))
         return 0
     t = Table(title=f"Fetched servers ({servers_dir()})")
     for col in ("spec", "version", "release", "kind", "glibc", "allocators inside", "size", "path"):
@@ -119,7 +124,11 @@ def run_list(args) -> int:
         t.add_row(
             s.spec, s.debian_version, s.release, s.kind, s.glibc, allocs, _mb(s.size_bytes), s.path
         )
+    for spec, d, why in damaged:
+        t.add_row(spec, "", "", "DAMAGED", "", why, "", str(d))
     stdout_console().print(t)
-    if not found:
+    for spec, d, why in damaged:
+        print(f"{spec} is DAMAGED ({why}); repair it: {repair_command(d)}")
+    if not found and not damaged:
         print("nothing fetched: mallocsweep servers fetch SPEC (e.g. mysql-9.7.4)")
     return 0

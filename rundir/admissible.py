@@ -1,0 +1,247 @@
+"""What analysis may read of a run, checked against what the run promised (issue 35).
+
+The integrity check (rundir/integrity.py) makes sure a run's files are all there and hold
+numbers. This module checks that those numbers can be what the run says they are, before any
+table or verdict is computed from them:
+
+- Its design: the minimum effect a verdict calls a difference, the error rate spent over the
+  looks, the planned rounds. A negative or NaN minimum effect once turned "no difference" into
+  "slower" (or printed "nan%"); such a manifest is damaged and refused outright.
+- Its lives: every cell is one server life, identified by what no other life shares (its start
+  and end, the server's pid, the exit's resource usage: the same identity `compare` uses to
+  refuse a run compared with its own copy). The same life under two cell names (a shard's cells
+  copied and relabelled as other rounds) would count one measurement twice and narrow every
+  interval: both copies are refused.
+- Its pairing: the verdicts pair lives by round (every round runs every arm once, in a balanced
+  order). A cell's id names its round (`...__r<N>`, suites/runner/plan.py); a cell entry or a row
+  that says another round was relabelled and would pair with the wrong life: refused.
+- Its figures: throughput is positive, times and counts are not negative (NaN and infinity are
+  refused by the integrity check already). A point that fails is refused with a line naming the
+  cell and level, never left out in silence.
+
+A refusal here is a gap like a missing record: readers refuse the run with one line, and with
+`--allow-incomplete` they go on without the refused cells or points, every refusal listed first.
+Imports nothing of ours but rundir's errors (rundir/ imports only the standard library and
+pydantic).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from rundir.errors import RunDirError
+
+# A cell id ends with its round (suites/runner/plan.py CellPlan.id)
+ROUND_SUFFIX = re.compile(r"__r(\d+)$")
+# Statuses of a cell that lived (its server started and its record was written)
+LIVED = ("ok", "failed", "interrupted")
+# Throughput: an ok level served work, so its rate is above zero.
+POSITIVE_COLUMNS = ("qps", "tps")
+# Durations, latencies and counts of one level: never below zero. (Memory deltas, growth and
+# alloc_held_resident_kb can be negative and are not listed.)
+NON_NEGATIVE_COLUMNS = (
+    "duration_s",
+    "events",
+    "lat_avg_ms",
+    "lat_p50_ms",
+    "lat_p95_ms",
+    "lat_p99_ms",
+    "lat_p999_ms",
+    "lat_max_ms",
+    "errors",
+    "reconnects",
+    "window_s",
+    "window_ops",
+    "cpu_user_s",
+    "cpu_sys_s",
+    "ctxsw_voluntary",
+    "ctxsw_involuntary",
+)
+# refusals of one kind listed; the rest are counted in one line
+MAX_SHOWN_PER_KIND = 20
+# A run's name as the runner makes it (the run directory's name, or merge's --out name): printable,
+# one line, no path separator, not "." or "..".
+RUN_ID = re.compile(r"(?!\.\.?$)[^\x00-\x1f\x7f-\x9f/\u2028\u2029]{1,255}")
+
+
+@dataclass
+class Admission:
+    """What may not be read: one line each, and the cells and points they exclude."""
+
+    refused: list[str] = field(default_factory=list)
+    cells: set[str] = field(default_factory=set)  # every row of these cells
+    points: set[tuple] = field(default_factory=set)  # (cell, workload, threads)
+
+    def keeps(self, row: dict) -> bool:
+        cid = row.get("cell")
+        return cid not in self.cells and (cid, row.get("workload"), row.get("threads")) not in (
+            self.points
+        )
+
+
+# -- the design ---------------------------------------------------------------------------------
+def _finite(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def check_design(manifest: dict, where: str) -> None:
+    """RunDirError (one line, naming the field and value) for a design field out of range: every
+    verdict depends on them, so nothing can be read from a run whose design is damaged."""
+    design = manifest.get("design")
+    run = (
+        (manifest.get("suite") or {}).get("run")
+        if isinstance(manifest.get("suite"), dict)
+        else None
+    )
+    fields = []
+    if isinstance(design, dict):
+        fields += [(f"design.{k}", design.get(k), k) for k in design]
+    if isinstance(run, dict):
+        fields += [(f"suite.run.{k}", run.get(k), k) for k in run]
+    for name, value, key in fields:
+        problem = _design_problem(key, value)
+        if problem:
+            raise RunDirError(f"{where}: {name} {value!r}: {problem}; the file is damaged")
+    run_id = manifest.get("run_id")
+    if run_id is not None and (not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id)):
+        # compare and report name files and titles after it: a newline or a '/' there would
+        # make file names with a newline or point outside the output directory
+        raise RunDirError(
+            f"{where}: run_id {run_id!r} is not a run's name (one line of printable characters, "
+            "no '/'); the file is damaged"
+        )
+
+
+def _design_problem(key: str, value) -> str | None:
+    if value is None:
+        return None
+    if key == "min_effect_pct":
+        if not _finite(value) or not 0 < value < 100:
+            return "the minimum effect must be a percentage above 0 and below 100"
+    elif key == "alpha":
+        if not _finite(value) or not 0 < value < 1:
+            return "the error rate must be above 0 and below 1"
+    elif key in ("first_look", "max_rounds", "repeat"):
+        if not _finite(value) or value != int(value) or value < 1:
+            return "expected a whole number of rounds, at least 1"
+    elif key == "budget_s":
+        if not _finite(value) or value < 0:
+            return "expected a finite number of seconds, 0 or more"
+    return None
+
+
+# -- lives ----------------------------------------------------------------------------------------
+def life_key(cell: dict) -> tuple | None:
+    """What identifies one server life across runs, shards and rounds: its start and end, the
+    server's pid and its exit's resource usage (CPU seconds, faults, context switches: no two
+    lives share them). None for a life that did not record them (synthetic runs, a cell that
+    never started)."""
+    ver, ex = cell.get("verification"), cell.get("exit")
+    pid = ver.get("pid") if isinstance(ver, dict) else None
+    usage = ex.get("rusage") if isinstance(ex, dict) else None
+    if not cell.get("started_at") or pid is None or not isinstance(usage, dict) or not usage:
+        return None
+    return (cell.get("started_at"), cell.get("finished_at"), pid, repr(sorted(usage.items())))
+
+
+def same_lives(cells: list[dict]) -> list[list[dict]]:
+    """Groups of cells (two or more) that are one server life."""
+    by_life: dict[tuple, list[dict]] = defaultdict(list)
+    for c in cells:
+        if c.get("status") in LIVED:
+            key = life_key(c)
+            if key is not None:
+                by_life[key].append(c)
+    return [group for group in by_life.values() if len(group) > 1]
+
+
+def same_life_line(group: list[dict]) -> str:
+    first = group[0]
+    pid = (first.get("verification") or {}).get("pid")
+    names = ", ".join(str(c.get("id")) for c in group)
+    return (
+        f"cells {names} are the same server life (started {first.get('started_at')}, pid {pid}): "
+        "one is a copy of the other under another name, so neither is used"
+    )
+
+
+# -- rounds -----------------------------------------------------------------------------------------
+def id_round(cell_id: str) -> int | None:
+    m = ROUND_SUFFIX.search(str(cell_id))
+    return int(m.group(1)) if m else None
+
+
+def _as_int(v) -> int | None:
+    if _finite(v) and v == int(v):
+        return int(v)
+    return None
+
+
+# -- the whole check ------------------------------------------------------------------------------
+def admit(manifest: dict, rows: list[dict]) -> Admission:
+    """The cells and points of a run (its manifest's cell entries, its typed rows) analysis may
+    not read, each with one line (see the module doc)."""
+    out = Admission()
+    cells = [c for c in manifest.get("cells") or [] if isinstance(c, dict)]
+    for group in same_lives(cells):
+        out.refused.append(same_life_line(group))
+        out.cells.update(str(c.get("id")) for c in group)
+    rounds: dict[str, int] = {}
+    for c in cells:
+        cid = str(c.get("id"))
+        r = id_round(cid)
+        if r is None:
+            continue
+        rounds[cid] = r
+        for key in ("repeat", "round"):
+            v = c.get(key)
+            if v is not None and _as_int(v) != r:
+                out.refused.append(
+                    f"manifest.json: cell {cid} has {key} {v!r} but its id names round {r}: a "
+                    "relabelled life would pair with another round's lives, so it is not used"
+                )
+                out.cells.add(cid)
+                break
+    relabelled: dict[str, tuple] = {}
+    figures: list[str] = []
+    for row in rows:
+        cid = row.get("cell")
+        r = rounds.get(cid)
+        rep = row.get("repeat")
+        if r is not None and rep is not None and _as_int(rep) != r and cid not in relabelled:
+            relabelled[cid] = (row, rep, r)
+        if (row.get("status") or "ok") != "ok":
+            continue
+        problem = _figure_problem(row)
+        if problem:
+            figures.append(
+                f"cell {cid}, {row.get('workload')}@{row.get('threads')}: {problem}, so this "
+                "point is not used"
+            )
+            out.points.add((cid, row.get("workload"), row.get("threads")))
+    for cid, (row, rep, r) in relabelled.items():
+        out.refused.append(
+            f"cell {cid}, {row.get('workload')}@{row.get('threads')}: repeat {rep!r} but the cell "
+            f"ran in round {r}: a relabelled life would pair with another round's lives, so the "
+            "cell is not used"
+        )
+        out.cells.add(cid)
+    out.refused += figures[:MAX_SHOWN_PER_KIND]
+    if len(figures) > MAX_SHOWN_PER_KIND:
+        out.refused.append(f"and {len(figures) - MAX_SHOWN_PER_KIND} more point(s) out of range")
+    return out
+
+
+def _figure_problem(row: dict) -> str | None:
+    for col in POSITIVE_COLUMNS:
+        v = row.get(col)
+        if _finite(v) and v <= 0:
+            return f"{col} {v!r} is not a throughput (it must be above 0)"
+    for col in NON_NEGATIVE_COLUMNS:
+        v = row.get(col)
+        if _finite(v) and v < 0:
+            return f"{col} {v!r} is below 0"
+    return None
