@@ -79,6 +79,25 @@ def atomic_write(path: Path, data: str | bytes, *, exclusive: bool = False) -> N
     _fsync_dir(path.parent)
 
 
+def _staged(path: Path, data: str | bytes) -> str:
+    """`data` (text as UTF-8) in a new fsynced temp file beside `path` (0644, as the results
+    beside it); its name. An OSError names `path`, the file we meant to write, not the temp."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(path)) from None
+    try:
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp
+
+
 def atomic_write_all(files: list[tuple[Path, str | bytes]]) -> None:
     """Write several new files all or nothing (a comparison's .md and .html): every one goes to a
     temp file in its directory and is fsynced first; only then are they moved into place, each
@@ -91,16 +110,7 @@ def atomic_write_all(files: list[tuple[Path, str | bytes]]) -> None:
             path = Path(path)
             if path.exists():
                 raise FileExistsError(errno.EEXIST, "File exists", str(path))
-            try:
-                fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            except OSError as e:  # named by the file we meant to write, not our temp name
-                raise OSError(e.errno, e.strerror, str(path)) from None
-            temps.append((tmp, path))
-            os.fchmod(fd, 0o644)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data.encode("utf-8") if isinstance(data, str) else data)
-                f.flush()
-                os.fsync(f.fileno())
+            temps.append((_staged(path, data), path))
         for tmp, path in temps:
             _link_or_move(tmp, path)
             placed.append(path)
@@ -154,16 +164,7 @@ def atomic_replace_all(files: list[tuple[Path, str | bytes]]) -> None:
             if why:
                 code = errno.EISDIR if why == "is a directory" else errno.EINVAL
                 raise OSError(code, why, str(path))
-            try:
-                fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            except OSError as e:  # named by the file we meant to write, not our temp name
-                raise OSError(e.errno, e.strerror, str(path)) from None
-            temps.append((tmp, path))
-            os.fchmod(fd, 0o644)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data.encode("utf-8") if isinstance(data, str) else data)
-                f.flush()
-                os.fsync(f.fileno())
+            temps.append((_staged(path, data), path))
         for _, path in temps:
             if os.path.lexists(path):
                 backup = tempfile.mktemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent)
