@@ -191,16 +191,20 @@ def test_mariadb_smoke_in_root_under_root_allocators(mariadb_root, out, dataset_
         assert c["allocator"]["root"] == str(mariadb_root)
     g = by["glibc"]
     assert g["allocator"]["version"] == _dpkg_version(mariadb_root, "libc6")
-    # nothing preloaded but our alloc_stats shim (servers/allocstats.py), from the work dir
+    # nothing preloaded but our shims, from the work dir: the call counter first (it passes each
+    # call on to the allocator after it, servers/alloccount.py), alloc_stats last
     shim = [Path(p).name for p in g["verification"]["process_env"]["LD_PRELOAD"].split()]
-    assert shim == ["ms-alloc-stats.so"]
+    assert shim == ["ms-alloc-count.so", "ms-alloc-stats.so"]
     assert g["verification"]["server_reported"].startswith("system")
     j = by["jemalloc"]
     lib = j["allocator"]["library"]
     assert lib.startswith("/usr/lib/") and "libjemalloc" in lib  # a path inside the root
     assert j["allocator"]["version"] == _dpkg_version(mariadb_root, j["allocator"]["package"])
     preload = j["verification"]["process_env"]["LD_PRELOAD"].split()
-    assert preload[0] == lib and [Path(p).name for p in preload[1:]] == ["ms-alloc-stats.so"]
+    assert preload[1] == lib and [Path(p).name for p in preload[::2]] == [
+        "ms-alloc-count.so",
+        "ms-alloc-stats.so",
+    ]
     assert j["verification"]["library_mapped"] == [f"{mariadb_root}{lib}"]
     assert j["verification"]["server_reported"].startswith("jemalloc")
     rows = results(run_dir)

@@ -310,7 +310,14 @@ def resumed_suite(loaded, run_dir: Path):
 
 
 # By the verdict's outcome (analysis/metrics.py), whatever the metric's words.
-STYLE = {"better": "green", "worse": "red", "none": "dim", "undecided": "yellow"}
+# outcome -> colour; "cannot matter" is analysis.exposure.CANNOT_MATTER (decided from exposure)
+STYLE = {
+    "better": "green",
+    "worse": "red",
+    "none": "dim",
+    "undecided": "yellow",
+    "cannot matter": "dim",
+}
 
 
 def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Table], list[str]]:
@@ -362,7 +369,11 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
                     ),
                     None,
                 )
-                cells.append("–" if v is None else f"{ratio_ci(v)} [{STYLE[v.verdict]}]{v.word}[/]")
+                cells.append(
+                    "–"
+                    if v is None
+                    else f"{ratio_ci(v)} [{STYLE.get(v.verdict, 'bold')}]{v.word}[/]"
+                )
             t.add_row(f"{alloc} ({thp})" + (f" {server}" if several else ""), *cells)
         out.append(t)
     nf = noise_floor(run, judged)
