@@ -113,18 +113,17 @@ def _read(d: Path) -> FetchedServer | None:
         return None
 
 
-def list_fetched() -> list[FetchedServer]:
+def _server_dirs() -> list[Path]:
+    """Every fetched server's directory (hidden ones are the cache's own: locks, the minbase)."""
     base = servers_dir()
     if not base.is_dir():
         return []
-    out = []
-    for d in sorted(base.iterdir()):
-        if d.name.startswith(".") or not d.is_dir():
-            continue
-        s = _read(d)
-        if s is not None and damage(d) is None:  # damaged ones: list_damaged
-            out.append(s)
-    return out
+    return [d for d in sorted(base.iterdir()) if not d.name.startswith(".") and d.is_dir()]
+
+
+def list_fetched() -> list[FetchedServer]:
+    """Every fetched server that can run (damaged ones: list_damaged)."""
+    return [_read(d) for d in _server_dirs() if damage(d) is None]
 
 
 def damage(d: Path) -> str | None:
@@ -149,17 +148,7 @@ def repair_command(d: Path) -> str:
 
 def list_damaged() -> list[tuple[str, Path, str]]:
     """(spec, directory, why) of every fetched server directory that cannot run."""
-    base = servers_dir()
-    if not base.is_dir():
-        return []
-    out = []
-    for d in sorted(base.iterdir()):
-        if d.name.startswith(".") or not d.is_dir():
-            continue
-        why = damage(d)
-        if why:
-            out.append((d.name, d, why))
-    return out
+    return [(d.name, d, why) for d in _server_dirs() if (why := damage(d))]
 
 
 def lookup(spec: str) -> FetchedServer:
