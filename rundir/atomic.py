@@ -79,6 +79,15 @@ def atomic_write(path: Path, data: str | bytes, *, exclusive: bool = False) -> N
     _fsync_dir(path.parent)
 
 
+def _discard(paths: list[str]) -> None:
+    """Remove our temp and backup files; one already gone (moved into place) is fine."""
+    for p in paths:
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+
+
 def _staged(path: Path, data: str | bytes) -> str:
     """`data` (text as UTF-8) in a new fsynced temp file beside `path` (0644, as the results
     beside it); its name. An OSError names `path`, the file we meant to write, not the temp."""
@@ -124,11 +133,7 @@ def atomic_write_all(files: list[tuple[Path, str | bytes]]) -> None:
                 pass
         raise
     finally:
-        for tmp, _ in temps:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
+        _discard([tmp for tmp, _ in temps])
 
 
 def _special(path: Path) -> str | None:
@@ -186,13 +191,4 @@ def atomic_replace_all(files: list[tuple[Path, str | bytes]]) -> None:
                 pass
         raise
     finally:
-        for tmp, _ in temps:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-        for backup in backups.values():
-            try:
-                os.unlink(backup)
-            except FileNotFoundError:
-                pass
+        _discard([tmp for tmp, _ in temps] + list(backups.values()))
