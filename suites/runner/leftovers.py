@@ -1,7 +1,7 @@
 """Where run directories are, and which of their servers are still running.
 
-A runner killed with SIGKILL cannot clean up: its servers get a parent-death SIGTERM and normally
-shut down, but one that hangs stays, and `--resume` must not start a second server on the same
+A runner killed with SIGKILL cannot clean up: its servers get a parent-death SIGKILL
+(servers.launch), but a server started by an older version, or one stuck in the kernel, may stay, and `--resume` must not start a second server on the same
 work directory. Every run directory the runner creates is recorded in a small registry beside THP's
 pending file (the user's state directory), so `mallocsweep doctor` finds runs written with `--out`
 anywhere, not only under ./runs.

@@ -122,7 +122,7 @@ def test_sigkill_of_the_runner_leaves_no_server_and_resume_finishes(out, dataset
         assert pid in procs
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
-        # The server gets SIGTERM from the kernel (parent-death signal) and shuts down cleanly.
+        # The server gets SIGKILL from the kernel (parent-death signal): its datadir is scratch.
         wait_for(
             lambda: not [p for p in procs if alive(p)],
             60,
