@@ -35,8 +35,8 @@ ALLOC_KINDS = (
 FREE_KINDS = ("free", "delete")
 
 
-def alloc_count_library() -> Path:
-    return build_shim(SOURCE, "exposure.count_calls", libs=("-ldl", "-lpthread"))
+def alloc_count_library(cache: Path | None = None) -> Path:
+    return build_shim(SOURCE, "exposure.count_calls", libs=("-ldl", "-lpthread"), cache=cache)
 
 
 def prepare(workdir: Path) -> tuple[str, dict[str, str]]:

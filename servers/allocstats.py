@@ -46,8 +46,8 @@ FIGURES = ("in_use", "cached", "mapped", "committed")
 LIBS = ("-ldl", "-lpthread")  # what the shim links (a kit prebuilds it with the same)
 
 
-def alloc_stats_library() -> Path:
-    return build_shim(SOURCE, "memory.alloc_stats", libs=LIBS)
+def alloc_stats_library(cache: Path | None = None) -> Path:
+    return build_shim(SOURCE, "memory.alloc_stats", libs=LIBS, cache=cache)
 
 
 class AllocStats:

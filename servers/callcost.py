@@ -38,8 +38,8 @@ CLASSES = ("small", "large")
 LARGE_MIN = 32 * 1024  # the smallest size of the large class (call_cost.c)
 
 
-def program() -> Path:
-    return compile_once(SOURCE, "exposure.call_cost", ("-O2", "-pthread"))
+def program(cache: Path | None = None) -> Path:
+    return compile_once(SOURCE, "exposure.call_cost", ("-O2", "-pthread"), cache=cache)
 
 
 def _cpu_model() -> str:

@@ -24,9 +24,9 @@ def _cache_dir() -> Path:
     return owned_subdir("shims")
 
 
-def keep_thp_library() -> Path:
+def keep_thp_library(cache: Path | None = None) -> Path:
     """Absolute path of keep_thp.so, compiling it if this source version was not built yet."""
-    return build_shim(SOURCE, "thp.keep_server_thp")
+    return build_shim(SOURCE, "thp.keep_server_thp", cache=cache)
 
 
 SHIM_FLAGS = ("-shared", "-fPIC", "-O2")

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from rundir.format import OWNER_MARKER
 from rundir.records import Tool
-from servers import allocstats, exec_helper, thpshim
+from servers import exec_helper, prebuilt
 from servers.acquire import archive, fetch, minbase
 from servers.acquire.fetch import _remove_partial, _run, clean_leftovers
 from servers.allocators import detect_in_root, load_registry
@@ -234,8 +234,7 @@ def _build_binaries(root: Path, src: Path, log: Path, say: Progress) -> None:
     shims = root / SHIMS_INSIDE.lstrip("/")
     shims.mkdir(parents=True, exist_ok=True)
     (shims / OWNER_MARKER).write_text("mallocsweep cache: shims\n")
-    thpshim.build_shim(thpshim.SOURCE, "the kit", cache=shims)
-    thpshim.build_shim(allocstats.SOURCE, "the kit", libs=allocstats.LIBS, cache=shims)
+    prebuilt.build_all(shims)
 
 
 def _copy_server(root: Path, s: fetch.FetchedServer, say: Progress) -> None:
@@ -323,8 +322,11 @@ def _manifest(
             version=tool_version,
         )
     )
-    for so in sorted((root / SHIMS_INSIDE.lstrip("/")).glob("*.so")):
-        comps.append(km.component(kit, "shim", so.stem.rsplit("-", 1)[0], so, version=tool_version))
+    for built in sorted((root / SHIMS_INSIDE.lstrip("/")).iterdir()):
+        if built.is_file() and built.name != OWNER_MARKER:
+            kind = "shim" if built.suffix == ".so" else "helper"  # the call-cost program
+            name = built.stem.rsplit("-", 1)[0]
+            comps.append(km.component(kit, kind, name, built, version=tool_version))
     sroot = open_root(root)
     for spec in load_registry().values():
         a = detect_in_root(spec, sroot)

@@ -70,7 +70,7 @@ ours() {{  # a mariadbd in the kit's root (the machine runs other servers too)
   return 1
 }}
 i=0
-while [ $i -lt 900 ] && ! ours; do sleep 1; i=$((i+1)); done
+while [ $i -lt 900 ] && kill -0 $lp 2>/dev/null && ! ours; do sleep 1; i=$((i+1)); done
 kill -TERM $lp; wait $lp; echo $? > term.rc
 cat /proc/self/mountinfo > mountinfo.term
 echo "unpack $t0 $t1" > times.txt; echo "doctor $t1 $t2" >> times.txt; echo "run $t2 $t3" >> times.txt
@@ -212,10 +212,21 @@ def test_doctor_names_nothing_lacking_on_this_host(bare_run):
     assert "the tool's checks (inside the kit's root):" in text
 
 
+def _why(log: Path, runs: Path) -> str:
+    """The run's own words when it failed: its log's end and its summary's Failures section (a
+    cell's failure is said there, not in the log)."""
+    text = log.read_text()[-2000:]
+    for summary in runs.glob("*/summary.md"):
+        body = summary.read_text()
+        if "## Failures" in body:
+            text += "\n" + body.split("## Failures", 1)[1].split("\n## ", 1)[0][:2000]
+    return text
+
+
 def test_smoke_suite_ran_with_two_allocators(bare_run):
     w = bare_run["work"]
     rc = (w / "run.rc").read_text().strip()
-    assert rc == "0", (w / "run.log").read_text()[-3000:]
+    assert rc == "0", _why(w / "run.log", w / "runs")
     runs = list((w / "runs").iterdir())
     assert len(runs) == 1
     with open(runs[0] / "results.csv") as f:
@@ -248,7 +259,7 @@ def test_nothing_left_running_or_mounted_and_settings_restored(bare_run):
 
 def test_sigterm_to_the_launcher_stops_the_run_and_unmounts(bare_run):
     w = bare_run["work"]
-    assert (w / "term.rc").read_text().strip() == "143", (w / "term.log").read_text()[-2000:]
+    assert (w / "term.rc").read_text().strip() == "143", _why(w / "term.log", w / "runs-term")
     kit_root = str(bare_run["kit"].resolve()).removeprefix(str(bare_run["bare"].resolve()))
     left = (w / "mountinfo.term").read_text().splitlines()
     assert [ln for ln in left if f"{kit_root}/root" in ln.split()[4]] == []
