@@ -263,7 +263,7 @@ class IIBenchQuery(_Strict):
 
 
 class IIBenchLevel(_Strict):
-    """What an iibench level recorded besides its figures (suites.workloads.iibench.level)."""
+    """What an iibench level recorded besides its figures (suites.workloads.iibench.run_level)."""
 
     rows: int | None = None
     duration_s: float | None = None
@@ -297,7 +297,7 @@ class RwwFigures(_Strict):
 
 
 class RwwLevel(_Strict):
-    """What a read-while-writing level recorded besides its figures (suites.workloads.rww.level)."""
+    """What a read-while-writing level recorded besides its figures (suites.workloads.rww.run_level)."""
 
     figures: RwwFigures
     engine: str | None = None
@@ -370,7 +370,7 @@ class RawLevel(_Strict):
     threads: int
     status: str
     error: str | None = None
-    report: dict[str, Any]  # the workload's figures (suites.workloads.level.LevelResult.row())
+    report: dict[str, Any]  # the workload's figures (suites.workloads.level_result.LevelResult.row())
     # [t_s in the workload's clock, operations/s over the interval, our mark's t_s or None]
     intervals: list[tuple[float, float, float | None]] = Field(default_factory=list)
     sysbench: SysbenchLevel | None = None

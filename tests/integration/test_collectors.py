@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from collectors.collector_session import CollectorSession
 from collectors.procfs import ProcFS
 from collectors.sampler import ProcessReader, measure_sample_cost
-from collectors.session import CollectorSession
 from rundir.format import SAMPLE_COLUMNS
 from servers.launch import spawn
 from tests.integration.runs_helpers import gcc_program, wait_for

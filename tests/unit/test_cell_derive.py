@@ -21,7 +21,7 @@ from rundir.rederive import DERIVED, rederive_run
 from rundir.write import RunDir
 from suites.runner.cell import CellContext, CellRunner
 from suites.runner.plan import CellPlan
-from suites.workloads.level import LevelResult
+from suites.workloads.level_result import LevelResult
 
 
 class SleepServer:

@@ -13,7 +13,7 @@ fallback counts live threads only) are never shown as a per-operation figure: th
 and says why.
 
 Memory and hugepage tables are in analysis/memory.py; per-cell tables (proof, failures) in
-analysis/cells.py.
+analysis/cell_tables.py.
 
 Every figure is the median over repeats of one point; points come only from levels that completed.
 A series is one (server, allocator, THP mode); its label shows the THP mode and the server only when
