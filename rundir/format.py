@@ -133,7 +133,7 @@ FORMAT5_RESULT_COLUMNS = (
 # Everything format 5 added to results.csv: the hugepage study's columns and who holds the
 # memory. Two names are in both (hugetlb_kb, heap_anon_huge_kb: the same smaps quantities, from
 # the hugepage reading or from the parts, whichever the boundary has): they are one column each.
-FORMAT5_ADDED_COLUMNS = tuple(dict.fromkeys((*HUGEPAGE_COLUMNS, *FORMAT5_RESULT_COLUMNS)))
+FORMAT5_ADDED_COLUMNS = schema.added_in(5)
 
 # Format 6 (one bump shared by the work of one wave; each group names what fills it).
 # The allocator's exposure per level (rundir/derive/exposure.py): calls into the allocator and the
@@ -161,88 +161,69 @@ STEADY_COLUMNS: tuple[str, ...] = schema.STEADY.columns()
 # kernel never backed (alloc_untouched_kb: malloc'ed, never written), so that no part of RSS is
 # negative (rundir/derive/levels.py in_use_split).
 GROWTH_PART_COLUMNS: tuple[str, ...] = schema.GROWTH_PARTS.columns()
-FORMAT6_ADDED_COLUMNS = tuple(
-    dict.fromkeys((*EXPOSURE_COLUMNS, *STEADY_COLUMNS, *GROWTH_PART_COLUMNS))
-)
+FORMAT6_ADDED_COLUMNS = schema.added_in(6)
 
-# One row per (cell, workload, threads, repeat). Per-level figures are deltas over that level, not
-# since server start; each group below says which part of the level it covers.
-RESULTS_COLUMNS = [
-    # identity (engine: see CELL_IDENTITY_COLUMNS)
-    *CELL_IDENTITY_COLUMNS,
-    *schema.LEVEL_IDENTITY.columns(),
-    # throughput and latency (from the workload's own report; duration_s is the MEASURED length)
-    *schema.WORKLOAD_REPORT.columns(),
-    # memory of the server process (kB) over the level's phase (from the boundary before the
-    # client starts to the boundary after it ended)
-    *LEVEL_MEMORY_COLUMNS,
-    # CPU and context switches of the whole server process over the level's MEASURED WINDOW:
-    # from the workload's first interval report to its last report the load outlasted, so the
-    # clients' start-up (connecting N threads, preparing statements) and teardown are outside,
-    # as they are outside the workload's own operation count. window_s is the window's wall time,
-    # window_ops the operations served in it (an op is a query for sysbench, a row/document for
-    # iibench). Every per-op figure and cpu_overhead ((user+sys)/wall) uses exactly these, e.g.
-    # cpu_us_per_op = (cpu_user_s + cpu_sys_s) * 1e6 / window_ops. Full-phase CPU and context
-    # switches are in the manifest (cells[].collectors.phases), reconciled with wait4.
-    # Format-1 runs recorded before window_s existed hold full-phase figures in these columns
-    # (after migration their manifest says figures.cpu_ctxsw_span = "level").
-    *schema.MEASURED_WINDOW.columns(),
-    *CPU_CTXSW_COLUMNS,
-    # "taskstats" or, its fallback, "perf" (whole process, exited threads included, reconciled
-    # with wait4; runs before taskstats existed name only "perf") or the last fallback
-    # "procfs-task-sum" (live threads only: counts can be too low). With the fallback the window's
-    # ctxsw_voluntary/involuntary, ctxsw_per_op and ctxsw_per_1m_ops are empty: it walks every
-    # thread (~80 ms at 1536 threads), too dear to read at window marks; its counts are in the
-    # timeline and the manifest's phase figures. Text.
-    *schema.CTXSW_SOURCE.columns(),
-    *WINDOW_RATE_COLUMNS,
-    # server internals (SHOW GLOBAL STATUS; empty where not applicable): deltas over the level's
-    # phase, except threads_connected, a gauge read during the measured window (clients
-    # connected; it counts the collectors' own status connection too), empty when the server
-    # answered only after the window closed
-    *STATUS_COLUMNS,
-    # hugepages: system counters over the level's phase (thp_fault_fallback: a huge page was
-    # wanted and a small one used) and the server's own THP state read back. Every thp_* counter
-    # is in the manifest, per phase and per cell.
-    *THP_COUNTER_COLUMNS,
-    *schema.PROCESS_THP.columns(),
-    # huge pages over the level (HUGEPAGE_COLUMNS says which; format 5, empty in older runs)
-    *HUGEPAGE_COLUMNS,
-    # the client host's own figures when sysbench ran there ([clients] hosts; empty otherwise),
-    # read from its /proc at the level's boundaries (the whole level phase, like the memory
-    # columns), for the whole client host: its name, the level's wall time on its clock, CPU
-    # seconds (user+nice / system+irq+softirq) and busy share of all its CPUs, context switches,
-    # and kB received/sent on its non-loopback interfaces; then sysbench's own CPU seconds there
-    # (the remote shell's `times` after waiting for it) (suites/remote/hostload.py)
-    *CLIENT_COLUMNS,
-    # the allocator's own accounting at the end of the level (servers/allocstats.py: read inside
-    # the server by a library preloaded after the allocator, right after the level's clients
-    # left), kB: what the server holds, what the allocator keeps committed and not in use, the
-    # address space it obtained, what it has not given back (committed: can exceed RSS, the
-    # kernel backs only touched pages); empty where the allocator does not say (mimalloc release
-    # builds, TBB malloc) or [memory] alloc_stats is off. alloc_overhead = RSS / in use, both
-    # read at that moment. Added 2026-11-24 (absent in older runs).
-    *ALLOC_COLUMNS,
-    # thread churn ([memory] churn_cycles): which cycle this level belongs to (the closing level
-    # after the last cycle is churn_cycles + 1) and the thread_cache_size it ran under; empty
-    # outside churn runs. Added 2026-11-24.
-    *schema.CHURN.columns(),
-    # who holds the memory at the level's end (format 5; empty in older runs and where the
-    # decomposition is off, [memory] parts): RSS by mapping (MEMORY_PART_COLUMNS) and
-    # alloc_held_resident_kb = heap_resident_kb - alloc_in_use_resident_kb (what the allocator
-    # holds resident and the server does not; never negative since format 6: in use the kernel
-    # never backed is alloc_untouched_kb); a fragmentation scenario's cycle and a spike's release (SCENARIO_COLUMNS). The
-    # parts hugetlb_kb and heap_anon_huge_kb are the huge-page columns' above, not repeated.
-    *(c for c in FORMAT5_RESULT_COLUMNS if c not in HUGEPAGE_COLUMNS),
-    # read-while-writing (suites/workloads/rww; added in format 2, issue 15; empty for other workloads and
-    # in older runs): the writer's and the readers' rates and latencies apart, over the level's
-    # own clock (duration_s). In the load level only the write side is filled. table_rows: rows
-    # in the table; reads_min: the fewest rows any one reader read (the stop rule is
-    # reads_min >= table_rows).
-    *ADDED_RWW_COLUMNS,
-    # format 6 (FORMAT6_ADDED_COLUMNS says which; empty in older runs)
-    *FORMAT6_ADDED_COLUMNS,
-]
+# One row per (cell, workload, threads, repeat): the figures of rundir.schema.RESULT_RECORDS in
+# declaration order (docs/columns.md lists them with their units and meaning). Per-level figures
+# are deltas over that level, not since server start. What the groups cover, beyond each
+# figure's own meaning:
+#   identity (engine: see CELL_IDENTITY_COLUMNS)
+#   throughput and latency (from the workload's own report; duration_s is the MEASURED length)
+#   memory of the server process (kB) over the level's phase (from the boundary before the
+#   client starts to the boundary after it ended)
+#   CPU and context switches of the whole server process over the level's MEASURED WINDOW:
+#   from the workload's first interval report to its last report the load outlasted, so the
+#   clients' start-up (connecting N threads, preparing statements) and teardown are outside,
+#   as they are outside the workload's own operation count. window_s is the window's wall time,
+#   window_ops the operations served in it (an op is a query for sysbench, a row/document for
+#   iibench). Every per-op figure and cpu_overhead ((user+sys)/wall) uses exactly these, e.g.
+#   cpu_us_per_op = (cpu_user_s + cpu_sys_s) * 1e6 / window_ops. Full-phase CPU and context
+#   switches are in the manifest (cells[].collectors.phases), reconciled with wait4.
+#   Format-1 runs recorded before window_s existed hold full-phase figures in these columns
+#   (after migration their manifest says figures.cpu_ctxsw_span = "level").
+#   ctxsw_source: "taskstats" or, its fallback, "perf" (whole process, exited threads included, reconciled
+#   with wait4; runs before taskstats existed name only "perf") or the last fallback
+#   "procfs-task-sum" (live threads only: counts can be too low). With the fallback the window's
+#   ctxsw_voluntary/involuntary, ctxsw_per_op and ctxsw_per_1m_ops are empty: it walks every
+#   thread (~80 ms at 1536 threads), too dear to read at window marks; its counts are in the
+#   timeline and the manifest's phase figures. Text.
+#   server internals (SHOW GLOBAL STATUS; empty where not applicable): deltas over the level's
+#   phase, except threads_connected, a gauge read during the measured window (clients
+#   connected; it counts the collectors' own status connection too), empty when the server
+#   answered only after the window closed
+#   hugepages: system counters over the level's phase (thp_fault_fallback: a huge page was
+#   wanted and a small one used) and the server's own THP state read back. Every thp_* counter
+#   is in the manifest, per phase and per cell.
+#   huge pages over the level (HUGEPAGE_COLUMNS says which; format 5, empty in older runs)
+#   the client host's own figures when sysbench ran there ([clients] hosts; empty otherwise),
+#   read from its /proc at the level's boundaries (the whole level phase, like the memory
+#   columns), for the whole client host: its name, the level's wall time on its clock, CPU
+#   seconds (user+nice / system+irq+softirq) and busy share of all its CPUs, context switches,
+#   and kB received/sent on its non-loopback interfaces; then sysbench's own CPU seconds there
+#   (the remote shell's `times` after waiting for it) (suites/remote/hostload.py)
+#   the allocator's own accounting at the end of the level (servers/allocstats.py: read inside
+#   the server by a library preloaded after the allocator, right after the level's clients
+#   left), kB: what the server holds, what the allocator keeps committed and not in use, the
+#   address space it obtained, what it has not given back (committed: can exceed RSS, the
+#   kernel backs only touched pages); empty where the allocator does not say (mimalloc release
+#   builds, TBB malloc) or [memory] alloc_stats is off. alloc_overhead = RSS / in use, both
+#   read at that moment. Added 2026-11-24 (absent in older runs).
+#   thread churn ([memory] churn_cycles): which cycle this level belongs to (the closing level
+#   after the last cycle is churn_cycles + 1) and the thread_cache_size it ran under; empty
+#   outside churn runs. Added 2026-11-24.
+#   who holds the memory at the level's end (format 5; empty in older runs and where the
+#   decomposition is off, [memory] parts): RSS by mapping (MEMORY_PART_COLUMNS) and
+#   alloc_held_resident_kb = heap_resident_kb - alloc_in_use_resident_kb (what the allocator
+#   holds resident and the server does not; never negative since format 6: in use the kernel
+#   never backed is alloc_untouched_kb); a fragmentation scenario's cycle and a spike's release (SCENARIO_COLUMNS). The
+#   parts hugetlb_kb and heap_anon_huge_kb are the huge-page columns' above, not repeated.
+#   read-while-writing (suites/workloads/rww; added in format 2, issue 15; empty for other workloads and
+#   in older runs): the writer's and the readers' rates and latencies apart, over the level's
+#   own clock (duration_s). In the load level only the write side is filled. table_rows: rows
+#   in the table; reads_min: the fewest rows any one reader read (the stop rule is
+#   reads_min >= table_rows).
+#   format 6 (FORMAT6_ADDED_COLUMNS says which; empty in older runs)
+RESULTS_COLUMNS = schema.results_columns()
 
 # The per-cell timeline, samples/<cell>.csv. Cumulative counters are whole-process totals since start.
 SAMPLE_COLUMNS = [
@@ -255,15 +236,7 @@ CELL_STATUSES = ("ok", "failed", "skipped", "interrupted", "pending")
 
 # Columns added to results.csv by the format-1 writer on 2026-11-22 (measured windows and what
 # came with them); a format-1 run recorded before that has none of them.
-WINDOW_ERA_COLUMNS = (
-    "window_s",
-    "window_ops",
-    "ctxsw_source",
-    "cpu_s_per_1m_ops",
-    "ctxsw_per_1m_ops",
-    "threads_connected",
-    "thp_fault_fallback",
-)
+WINDOW_ERA_COLUMNS = schema.added_in(2)
 
 # What the cpu_user_s, cpu_sys_s, ctxsw_* and per-op columns of results.csv cover
 # (manifest figures.cpu_ctxsw_span): the level's measured window, or the whole level (a format-1
@@ -286,18 +259,14 @@ COUNTER_MEANINGS = {
 }
 
 # The results columns each run format added, by format number (what `results_columns(N)` leaves out
-# of an older format). rundir.integrity reads a run's results.csv against its own format's set: a
-# format that adds results columns lists them here under its number (a format-N fixture then
-# still passes), else every older run reads as one that lost those columns.
-COLUMNS_ADDED_IN = {
-    # measured windows: written by format-1 runs from 2026-11-22 on, by every format-2 run
-    2: WINDOW_ERA_COLUMNS,
-    # engine and the read-while-writing columns (written by format-2 runs after their first
-    # ones), the client host's, the allocator's own accounting and thread churn
-    3: (*ADDED_COLUMNS, *CLIENT_COLUMNS, *ALLOC_COLUMNS, *schema.CHURN.columns()),
-    5: FORMAT5_ADDED_COLUMNS,
-    6: FORMAT6_ADDED_COLUMNS,
-}
+# of an older format), from each figure's declared `added_in` (rundir/schema.py): 2, the measured
+# windows (written by format-1 runs from 2026-11-22 on, by every format-2 run); 3, engine and the
+# read-while-writing columns (written by format-2 runs after their first ones), the client host's,
+# the allocator's own accounting and thread churn; 5 and 6 as HISTORY says. rundir.integrity reads
+# a run's results.csv against its own format's set: a format that adds results columns declares
+# them with its number (a format-N fixture then still passes), else every older run reads as one
+# that lost those columns.
+COLUMNS_ADDED_IN = {v: schema.added_in(v) for v in schema.versions_adding_columns()}
 
 
 def results_columns(version: int) -> list[str]:

@@ -248,19 +248,9 @@ class SysbenchLevel(_Strict):
     common_window: dict[str, Any] | None = None
 
 
-class IIBenchQuery(_Strict):
-    """iibench's query clients over their own run time."""
-
-    clients: int
-    queries: int
-    duration_s: float
-    queries_per_s: float
-    lat_avg_ms: float | None = None
-    lat_p50_ms: float | None = None
-    lat_p95_ms: float | None = None
-    lat_p99_ms: float | None = None
-    lat_p999_ms: float | None = None
-    lat_max_ms: float | None = None
+IIBenchQuery = schema.IIBENCH_QUERY.model(
+    "IIBenchQuery", "iibench's query clients over their own run time (rundir.schema.IIBENCH_QUERY)."
+)
 
 
 class IIBenchLevel(_Strict):

@@ -64,6 +64,7 @@ class Figure:
     required: bool = False
     default: Any = None
     source: str | None = None  # None: the record's
+    added_in: int | None = None  # the format that added it as a results column; None: the record's
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,10 @@ class Record:
     owner: str  # the module (or kind of module) that fills it
     source: str  # how its figures derive, unless a figure says otherwise
     figures: tuple[Figure, ...]
+    # The run format that added these results columns (1: the first). A format that adds columns
+    # declares them in records (or figures) with its number, and rundir/format.py's
+    # COLUMNS_ADDED_IN, FORMATn_ADDED_COLUMNS and the migrations' empty columns follow.
+    added_in: int = 1
 
     def columns(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.figures)
@@ -143,6 +148,7 @@ CELL_IDENTITY = Record(
             str,
             "storage engine",
             "the workload tables' storage engine (innodb, rocksdb); empty in runs before engines existed (InnoDB)",
+            added_in=3,
         ),
     ),
 )
@@ -277,6 +283,7 @@ MEASURED_WINDOW = Record(
             "operations served in the window (a query for sysbench, a row or document for iibench)",
         ),
     ),
+    added_in=2,
 )
 CPU_CTXSW = Record(
     "whole-process CPU and context switches",
@@ -314,6 +321,7 @@ CTXSW_SOURCE = Record(
             "taskstats or perf (whole process, reconciled with wait4) or procfs-task-sum (live threads only: its window figures are left empty)",
         ),
     ),
+    added_in=2,
 )
 WINDOW_RATES = Record(
     "per-operation rates over the window",
@@ -341,8 +349,9 @@ WINDOW_RATES = Record(
             float,
             "CPU seconds per 1M operations",
             "iibench's customary unit",
+            added_in=2,
         ),
-        _fig("ctxsw_per_1m_ops", "", float, "context switches per 1M operations"),
+        _fig("ctxsw_per_1m_ops", "", float, "context switches per 1M operations", added_in=2),
     ),
 )
 SERVER_STATUS = Record(
@@ -364,6 +373,7 @@ SERVER_STATUS = Record(
             "clients connected",
             "a gauge read during the measured window (counts the collectors' own connection too)",
             source=WINDOW,
+            added_in=2,
         ),
         _fig(
             "bp_reads",
@@ -395,6 +405,7 @@ THP_COUNTERS = Record(
             int,
             "THP fallbacks",
             "a huge page was wanted and a small one used (system-wide)",
+            added_in=2,
         ),
         _fig("thp_collapse_alloc", "", int, "THP collapses", "khugepaged collapses (system-wide)"),
         _fig("thp_split", "", int, "THP splits"),
@@ -441,6 +452,7 @@ HUGEPAGE_GAUGES = Record(
         _fig("hugepages_free", "", int, "HugePages_Free"),
         _fig("hugepages_rsvd", "", int, "HugePages_Rsvd"),
     ),
+    added_in=5,
 )
 HUGEPAGE_DELTAS = Record(
     "huge pages' cost over the level",
@@ -451,6 +463,7 @@ HUGEPAGE_DELTAS = Record(
         _fig("compact_fail", "", int, "compaction failures"),
         _fig("khugepaged_cpu_s", "s", float, "khugepaged CPU (s)"),
     ),
+    added_in=5,
 )
 CLIENT_LOAD = Record(
     "the client host's load",
@@ -499,6 +512,7 @@ CLIENT_LOAD = Record(
         ),
         _fig("client_sysbench_sys_s", "s", float, "sysbench system CPU (s)"),
     ),
+    added_in=3,
 )
 ALLOC_ACCOUNT = Record(
     "the allocator's own accounting",
@@ -535,6 +549,7 @@ ALLOC_ACCOUNT = Record(
             "RSS divided by the allocator's in use, both read at that moment",
         ),
     ),
+    added_in=3,
 )
 CHURN = Record(
     "thread churn",
@@ -557,6 +572,7 @@ CHURN = Record(
             "the server's thread cache it ran under",
         ),
     ),
+    added_in=3,
 )
 MEMORY_PARTS = Record(
     "who holds the memory",
@@ -577,6 +593,7 @@ MEMORY_PARTS = Record(
         _fig("hugetlb_kb", "kB", int, "hugetlb pages (kB)", "not in RSS"),
         _fig("heap_anon_huge_kb", "kB", int, "heap THP (kB)"),
     ),
+    added_in=5,
 )
 HELD_RESIDENT = Record(
     "held resident",
@@ -591,6 +608,7 @@ HELD_RESIDENT = Record(
             "heap_resident_kb - alloc_in_use_resident_kb: what the allocator holds resident and the server does not",
         ),
     ),
+    added_in=5,
 )
 SCENARIO = Record(
     "a fragmentation scenario's cycle",
@@ -613,6 +631,7 @@ SCENARIO = Record(
             "seconds until RSS was within 10% of the pre-burst level",
         ),
     ),
+    added_in=5,
 )
 RWW = Record(
     "read-while-writing",
@@ -640,6 +659,7 @@ RWW = Record(
             "the stop rule is reads_min >= table_rows",
         ),
     ),
+    added_in=3,
 )
 EXPOSURE = Record(
     "the allocator's exposure",
@@ -657,6 +677,7 @@ EXPOSURE = Record(
         _fig("free_calls_per_query", "", float, "free calls per query"),
         _fig("malloc_calls_per_txn", "", float, "allocation calls per transaction"),
     ),
+    added_in=6,
 )
 STEADY = Record(
     "steady state",
@@ -679,6 +700,7 @@ STEADY = Record(
             "the rate over the window after the ramp, in qps's unit",
         ),
     ),
+    added_in=6,
 )
 GROWTH_PARTS = Record(
     "growth and the allocator's in use split",
@@ -707,7 +729,32 @@ GROWTH_PARTS = Record(
             "malloc'ed, never written: the kernel backs none of it",
         ),
     ),
+    added_in=6,
 )
+
+# -- raw records only (not results columns) -----------------------------------------------------
+# iibench's query clients over their own run time (rundir.records.IIBenchQuery, a level's
+# RawLevel.iibench.query): their latencies are the workload report's figures.
+IIBENCH_QUERY = Record(
+    "iibench's query clients",
+    "suites/workloads/iibench/run_level.py",
+    RECORD,
+    (
+        _fig("clients", "", int, "query clients", required=True),
+        _fig("queries", "", int, "queries", required=True),
+        _fig(
+            "duration_s",
+            "s",
+            float,
+            "query time (s)",
+            "the query clients' own MEASURED run time (from go to the last one's end)",
+            required=True,
+        ),
+        _fig("queries_per_s", "/s", float, "queries/s", "queries / duration_s", required=True),
+        *(WORKLOAD_REPORT.figure(name) for name in LATENCY_NAMES),
+    ),
+)
+
 
 # -- samples/<cell>.csv -------------------------------------------------------------------------
 TIMELINE = Record(
@@ -769,6 +816,28 @@ def result_figures() -> dict[str, Figure]:
     return out
 
 
+def results_columns() -> list[str]:
+    """results.csv's columns in the writer's order: the records' figures in declaration order, a
+    name two records share written once."""
+    return list(result_figures())
+
+
+def added_in(version: int) -> tuple[str, ...]:
+    """The results columns run format `version` added, in column order."""
+    out = []
+    for name in result_figures():
+        rec = record_of(name)
+        fig = rec.figure(name)
+        if (fig.added_in or rec.added_in) == version:
+            out.append(name)
+    return tuple(out)
+
+
+def versions_adding_columns() -> list[int]:
+    """Every format after the first that added results columns."""
+    return sorted({f.added_in or r.added_in for r in RESULT_RECORDS for f in r.figures} - {1})
+
+
 def record_of(name: str) -> Record:
     """The first record that declares a results column."""
     return next(r for r in RESULT_RECORDS if name in r.columns())
@@ -797,6 +866,9 @@ def glossary() -> str:
         "`clock.planned_s` is its PLANNED length (records before the two were named apart call it",
         "`duration_s` too, and are read as planned_s).",
         "",
+        "`since format`: the run format that first recorded the column; a run of an older format",
+        "reads it as empty.",
+        "",
     ]
     seen: set[str] = set()
     for rec in (*RESULT_RECORDS, TIMELINE):
@@ -807,7 +879,10 @@ def glossary() -> str:
             f"Filled by {rec.owner}. Source: {rec.source}.",
             "",
         ]
-        lines += ["| column | unit | words | meaning |", "|---|---|---|---|"]
+        lines += [
+            "| column | unit | words | meaning | since format |",
+            "|---|---|---|---|---|",
+        ]
         for f in rec.figures:
             again = rec is not TIMELINE and f.name in seen
             seen.add(f.name)
@@ -816,7 +891,8 @@ def glossary() -> str:
                 meaning = (
                     "the same column as above (one column, whichever reading the boundary has)"
                 )
-            lines.append(f"| `{f.name}` | {f.unit} | {f.words} | {meaning} |")
+            since = "" if rec is TIMELINE else (f.added_in or rec.added_in)
+            lines.append(f"| `{f.name}` | {f.unit} | {f.words} | {meaning} | {since} |")
         lines.append("")
     return "\n".join(lines)
 
