@@ -5,8 +5,9 @@ of a level's raw record. Each belongs to one `Record`, a group declared by what 
 workload's own report, the collectors' phase boundaries, the read-while-writing workload, a client
 host's /proc...). Everything else is derived from these declarations and never written again:
 
-- rundir/format.py: the results and timeline column lists (and so the integrity check's and the
-  migrations' column sets), which columns are text and which whole numbers;
+- rundir/format.py: the results and timeline column lists, the columns each format added (and so
+  the integrity check's and the migrations' column sets), which columns are text and which whole
+  numbers;
 - rundir/records.py: the typed raw records whose fields are results columns (`Record.model`:
   RwwFigures, ClientLoad, ChurnLevel, the level's `report`);
 - suites/workloads/level_result.py: LevelResult's figures (`Record.dataclass_fields`), and so
@@ -18,10 +19,13 @@ The declarations live here, in the run-directory package, and not beside each wo
 collector: analysis reads run directories without importing the runner's plugins, and the
 format's column lists must be known to every reader. Each record says which module fills it.
 
-The order of figures inside a record and of the records in rundir/format.py's RESULTS_COLUMNS is
-the format's column order: finished runs are read against it (tests/unit/test_rundir_schema.py
-holds format 6's lists as they were written out by hand). Adding a figure: declare it in its record
-(or a new record), then follow docs/architecture.md "Changing the format".
+The order of figures inside a record and of the records in RESULT_RECORDS is results.csv's column
+order, and each figure's `added_in` (its record's, unless it says otherwise) the run format that
+added it: rundir/format.py derives RESULTS_COLUMNS, COLUMNS_ADDED_IN and the FORMATn_ADDED_COLUMNS
+groups from them. Finished runs are read against these (tests/unit/format6_frozen.py holds format
+6's lists as they were written out by hand; tests/unit/test_rundir_schema.py compares). Adding a
+figure: declare it in its record (or a new record, placed where its columns go), with the format
+that adds it, then follow docs/architecture.md "Changing the format".
 
 Imports nothing of ours (rundir imports only the standard library and pydantic).
 """
@@ -86,7 +90,9 @@ class Record:
     def figure(self, name: str) -> Figure:
         return next(f for f in self.figures if f.name == name)
 
-    def model(self, name: str, doc: str, extra: str = "forbid") -> type[BaseModel]:
+    def model(
+        self, name: str, doc: str, extra: str = "forbid", module: str = "rundir.records"
+    ) -> type[BaseModel]:
         """A pydantic model of this record (a raw record's typed part): each figure a field of
         its type, None where not required; other keys refused (`extra="allow"`: kept)."""
         spec: dict[str, Any] = {
@@ -96,7 +102,7 @@ class Record:
             name,
             __config__=ConfigDict(extra=extra),
             __doc__=doc,
-            __module__=sys._getframe(1).f_globals.get("__name__", __name__),
+            __module__=module,
             **spec,
         )
         return model
@@ -117,6 +123,8 @@ def _fig(name, unit, type_, words, meaning="", **kw) -> Figure:
     return Figure(name, unit, type_, words, meaning, **kw)
 
 
+# The declarations are a table, one figure a line:
+# fmt: off
 # -- results.csv, in column order ---------------------------------------------------------------
 CELL_IDENTITY = Record(
     "cell identity",
@@ -124,32 +132,13 @@ CELL_IDENTITY = Record(
     PLAN,
     (
         _fig("cell", "", str, "cell", "the cell's id: server, allocator, THP mode and round"),
-        _fig(
-            "server",
-            "",
-            str,
-            "server",
-            "the server's label (NAME:LABEL in a run of several servers; '+ENGINE' for a non-InnoDB engine)",
-        ),
-        _fig(
-            "server_flavor",
-            "",
-            str,
-            "flavor",
-            "mariadb, mysql (Oracle's build), percona or mongodb",
-        ),
+        _fig("server", "", str, "server", "the server's label (NAME:LABEL in a run of several servers; '+ENGINE' for a non-InnoDB engine)"),
+        _fig("server_flavor", "", str, "flavor", "mariadb, mysql (Oracle's build), percona or mongodb"),
         _fig("server_version", "", str, "server version"),
         _fig("allocator", "", str, "allocator", "the allocator arm's name (glibc: no preload)"),
         _fig("allocator_version", "", str, "allocator version"),
         _fig("thp", "", str, "THP mode", "the cell's transparent hugepage setting"),
-        _fig(
-            "engine",
-            "",
-            str,
-            "storage engine",
-            "the workload tables' storage engine (innodb, rocksdb); empty in runs before engines existed (InnoDB)",
-            added_in=3,
-        ),
+        _fig("engine", "", str, "storage engine", "the workload tables' storage engine (innodb, rocksdb); empty in runs before engines existed (InnoDB)", added_in=3),
     ),
 )
 LEVEL_IDENTITY = Record(
@@ -157,24 +146,9 @@ LEVEL_IDENTITY = Record(
     "the workload (suites/workloads) and the plan",
     PLAN,
     (
-        _fig(
-            "workload",
-            "",
-            str,
-            "workload",
-            "the recorded workload name (oltp_ro, point_select, iibench, rww_run, ...)",
-            source=REPORT,
-        ),
-        _fig(
-            "threads", "", int, "threads", "client threads (or clients) of the level", source=REPORT
-        ),
-        _fig(
-            "repeat",
-            "",
-            int,
-            "round",
-            "the round (a server life per cell; repeats alternate allocator order)",
-        ),
+        _fig("workload", "", str, "workload", "the recorded workload name (oltp_ro, point_select, iibench, rww_run, ...)", source=REPORT),
+        _fig("threads", "", int, "threads", "client threads (or clients) of the level", source=REPORT),
+        _fig("repeat", "", int, "round", "the round (a server life per cell; repeats alternate allocator order)"),
         _fig("status", "", str, "status", "ok or failed", source=REPORT),
         _fig("error", "", str, "error", "why the level failed (one line)", source=REPORT),
     ),
@@ -185,42 +159,17 @@ WORKLOAD_REPORT = Record(
     "every workload (suites/workloads/*: LevelResult)",
     REPORT,
     (
-        _fig(
-            "duration_s",
-            "s",
-            float,
-            "measured length (s)",
-            "how long the level's load ran, as its clients measured it (the MEASURED length; the raw record's clock.planned_s is the planned one)",
-            default=0.0,
-        ),
-        _fig(
-            "events",
-            "",
-            int,
-            "events",
-            "operations the level completed: transactions (sysbench), rows inserted (iibench), reads + writes (rww)",
-            default=0,
-        ),
-        _fig(
-            "tps", "/s", float, "transactions/s", "events per second over duration_s", default=0.0
-        ),
-        _fig(
-            "qps",
-            "/s",
-            float,
-            "queries/s",
-            "queries per second over duration_s (rows/s for iibench)",
-            default=0.0,
-        ),
+        _fig("duration_s", "s", float, "measured length (s)", "how long the level's load ran, as its clients measured it (the MEASURED length; the raw record's clock.planned_s is the planned one)", default=0.0),
+        _fig("events", "", int, "events", "operations the level completed: transactions (sysbench), rows inserted (iibench), reads + writes (rww)", default=0),
+        _fig("tps", "/s", float, "transactions/s", "events per second over duration_s", default=0.0),
+        _fig("qps", "/s", float, "queries/s", "queries per second over duration_s (rows/s for iibench)", default=0.0),
         _fig("lat_avg_ms", "ms", float, "average latency (ms)"),
         _fig("lat_p50_ms", "ms", float, "p50 latency (ms)"),
         _fig("lat_p95_ms", "ms", float, "p95 latency (ms)"),
         _fig("lat_p99_ms", "ms", float, "p99 latency (ms)"),
         _fig("lat_p999_ms", "ms", float, "p99.9 latency (ms)"),
         _fig("lat_max_ms", "ms", float, "max latency (ms)"),
-        _fig(
-            "errors", "", int, "errors", "operations that failed (the workload's count)", default=0
-        ),
+        _fig("errors", "", int, "errors", "operations that failed (the workload's count)", default=0),
         _fig("reconnects", "", int, "reconnects", "client reconnections", default=0),
     ),
 )
@@ -237,36 +186,12 @@ LEVEL_MEMORY = Record(
     "collectors (phase boundaries, the sampler)",
     PHASE,
     (
-        _fig(
-            "rss_start_kb",
-            "kB",
-            int,
-            "RSS at start (kB)",
-            "the server's resident memory at the level's first boundary",
-        ),
-        _fig(
-            "rss_end_kb",
-            "kB",
-            int,
-            "RSS at end (kB)",
-            "resident memory at the level's end boundary",
-        ),
-        _fig(
-            "rss_peak_kb",
-            "kB",
-            int,
-            "peak RSS (kB)",
-            "the highest resident memory the sampler saw over the phase",
-        ),
+        _fig("rss_start_kb", "kB", int, "RSS at start (kB)", "the server's resident memory at the level's first boundary"),
+        _fig("rss_end_kb", "kB", int, "RSS at end (kB)", "resident memory at the level's end boundary"),
+        _fig("rss_peak_kb", "kB", int, "peak RSS (kB)", "the highest resident memory the sampler saw over the phase"),
         _fig("vsz_start_kb", "kB", int, "VSZ at start (kB)"),
         _fig("vsz_end_kb", "kB", int, "VSZ at end (kB)"),
-        _fig(
-            "anon_huge_kb",
-            "kB",
-            int,
-            "AnonHugePages (kB)",
-            "the server's anonymous transparent huge pages (smaps), last read of the phase",
-        ),
+        _fig("anon_huge_kb", "kB", int, "AnonHugePages (kB)", "the server's anonymous transparent huge pages (smaps), last read of the phase"),
     ),
 )
 MEASURED_WINDOW = Record(
@@ -275,13 +200,7 @@ MEASURED_WINDOW = Record(
     WINDOW,
     (
         _fig("window_s", "s", float, "window (s)", "the measured window's wall time"),
-        _fig(
-            "window_ops",
-            "",
-            float,
-            "window operations",
-            "operations served in the window (a query for sysbench, a row or document for iibench)",
-        ),
+        _fig("window_ops", "", float, "window operations", "operations served in the window (a query for sysbench, a row or document for iibench)"),
     ),
     added_in=2,
 )
@@ -290,21 +209,9 @@ CPU_CTXSW = Record(
     "collectors (window marks)",
     WINDOW,
     (
-        _fig(
-            "cpu_user_s",
-            "s",
-            float,
-            "user CPU (s)",
-            "the whole server process's user CPU over the window",
-        ),
+        _fig("cpu_user_s", "s", float, "user CPU (s)", "the whole server process's user CPU over the window"),
         _fig("cpu_sys_s", "s", float, "system CPU (s)"),
-        _fig(
-            "ctxsw_voluntary",
-            "",
-            int,
-            "voluntary context switches",
-            "every thread's, exited ones too (empty with the procfs fallback)",
-        ),
+        _fig("ctxsw_voluntary", "", int, "voluntary context switches", "every thread's, exited ones too (empty with the procfs fallback)"),
         _fig("ctxsw_involuntary", "", int, "involuntary context switches"),
     ),
 )
@@ -313,13 +220,7 @@ CTXSW_SOURCE = Record(
     "collectors.ctxsw",
     "the cell's collectors",
     (
-        _fig(
-            "ctxsw_source",
-            "",
-            str,
-            "context-switch source",
-            "taskstats or perf (whole process, reconciled with wait4) or procfs-task-sum (live threads only: its window figures are left empty)",
-        ),
+        _fig("ctxsw_source", "", str, "context-switch source", "taskstats or perf (whole process, reconciled with wait4) or procfs-task-sum (live threads only: its window figures are left empty)"),
     ),
     added_in=2,
 )
@@ -328,29 +229,10 @@ WINDOW_RATES = Record(
     "rundir.derive.window",
     WINDOW,
     (
-        _fig(
-            "cpu_us_per_op",
-            "us",
-            float,
-            "CPU microseconds per operation",
-            "(cpu_user_s + cpu_sys_s) x 1e6 / window_ops",
-        ),
+        _fig("cpu_us_per_op", "us", float, "CPU microseconds per operation", "(cpu_user_s + cpu_sys_s) x 1e6 / window_ops"),
         _fig("ctxsw_per_op", "", float, "context switches per operation"),
-        _fig(
-            "cpu_overhead",
-            "",
-            float,
-            "CPU / wall",
-            "(cpu_user_s + cpu_sys_s) / window_s: cores the server kept busy",
-        ),
-        _fig(
-            "cpu_s_per_1m_ops",
-            "s",
-            float,
-            "CPU seconds per 1M operations",
-            "iibench's customary unit",
-            added_in=2,
-        ),
+        _fig("cpu_overhead", "", float, "CPU / wall", "(cpu_user_s + cpu_sys_s) / window_s: cores the server kept busy"),
+        _fig("cpu_s_per_1m_ops", "s", float, "CPU seconds per 1M operations", "iibench's customary unit", added_in=2),
         _fig("ctxsw_per_1m_ops", "", float, "context switches per 1M operations", added_in=2),
     ),
 )
@@ -359,38 +241,11 @@ SERVER_STATUS = Record(
     "the family's status read at boundaries (counters by meaning)",
     PHASE,
     (
-        _fig(
-            "threads_created",
-            "",
-            int,
-            "threads created",
-            "server threads created over the phase (thread churn)",
-        ),
-        _fig(
-            "threads_connected",
-            "",
-            int,
-            "clients connected",
-            "a gauge read during the measured window (counts the collectors' own connection too)",
-            source=WINDOW,
-            added_in=2,
-        ),
-        _fig(
-            "bp_reads",
-            "",
-            int,
-            "pages read from disk",
-            "cache misses of the server's buffer pool over the phase",
-        ),
+        _fig("threads_created", "", int, "threads created", "server threads created over the phase (thread churn)"),
+        _fig("threads_connected", "", int, "clients connected", "a gauge read during the measured window (counts the collectors' own connection too)", source=WINDOW, added_in=2),
+        _fig("bp_reads", "", int, "pages read from disk", "cache misses of the server's buffer pool over the phase"),
         _fig("bp_read_requests", "", int, "page read requests"),
-        _fig(
-            "server_memory_used_kb",
-            "kB",
-            float,
-            "server's own memory account (kB)",
-            "the memory the server accounts for itself (MariaDB Memory_used, MySQL's performance_schema)",
-            source=END,
-        ),
+        _fig("server_memory_used_kb", "kB", float, "server's own memory account (kB)", "the memory the server accounts for itself (MariaDB Memory_used, MySQL's performance_schema)", source=END),
     ),
 )
 THP_COUNTERS = Record(
@@ -399,14 +254,7 @@ THP_COUNTERS = Record(
     PHASE,
     (
         _fig("thp_fault_alloc", "", int, "THP faults", "system-wide /proc/vmstat delta"),
-        _fig(
-            "thp_fault_fallback",
-            "",
-            int,
-            "THP fallbacks",
-            "a huge page was wanted and a small one used (system-wide)",
-            added_in=2,
-        ),
+        _fig("thp_fault_fallback", "", int, "THP fallbacks", "a huge page was wanted and a small one used (system-wide)", added_in=2),
         _fig("thp_collapse_alloc", "", int, "THP collapses", "khugepaged collapses (system-wide)"),
         _fig("thp_split", "", int, "THP splits"),
     ),
@@ -416,13 +264,7 @@ PROCESS_THP = Record(
     "collectors (/proc/PID/status THP_enabled)",
     PHASE,
     (
-        _fig(
-            "process_thp_enabled",
-            "",
-            int,
-            "THP on for the server",
-            "1: the process may get huge pages; 0: it turned THP off for itself (MariaDB does)",
-        ),
+        _fig("process_thp_enabled", "", int, "THP on for the server", "1: the process may get huge pages; 0: it turned THP off for itself (MariaDB does)"),
     ),
 )
 HUGEPAGE_GAUGES = Record(
@@ -431,20 +273,8 @@ HUGEPAGE_GAUGES = Record(
     END,
     (
         _fig("shmem_pmd_kb", "kB", int, "ShmemPmdMapped (kB)"),
-        _fig(
-            "hugetlb_kb",
-            "kB",
-            int,
-            "hugetlb pages (kB)",
-            "explicit huge pages mapped by the server (not in RSS)",
-        ),
-        _fig(
-            "heap_anon_huge_kb",
-            "kB",
-            int,
-            "heap THP (kB)",
-            "anonymous huge pages outside the buffer pool's mapping",
-        ),
+        _fig("hugetlb_kb", "kB", int, "hugetlb pages (kB)", "explicit huge pages mapped by the server (not in RSS)"),
+        _fig("heap_anon_huge_kb", "kB", int, "heap THP (kB)", "anonymous huge pages outside the buffer pool's mapping"),
         _fig("pool_anon_huge_kb", "kB", int, "buffer pool THP (kB)"),
         _fig("pool_hugetlb_kb", "kB", int, "buffer pool hugetlb (kB)"),
         _fig("pool_page_kb", "kB", int, "buffer pool page size (kB)"),
@@ -470,46 +300,15 @@ CLIENT_LOAD = Record(
     "suites/remote/hostload.py (raw RawLevel.client_load)",
     PHASE,
     (
-        _fig(
-            "client_host",
-            "",
-            str,
-            "client host",
-            "where sysbench ran ([clients] hosts; empty: this machine)",
-            required=True,
-        ),
-        _fig(
-            "client_wall_s",
-            "s",
-            float,
-            "client wall time (s)",
-            "the level's wall time on the client host's clock",
-        ),
-        _fig(
-            "client_cpu_user_s",
-            "s",
-            float,
-            "client user CPU (s)",
-            "the whole client host's user+nice CPU",
-        ),
+        _fig("client_host", "", str, "client host", "where sysbench ran ([clients] hosts; empty: this machine)", required=True),
+        _fig("client_wall_s", "s", float, "client wall time (s)", "the level's wall time on the client host's clock"),
+        _fig("client_cpu_user_s", "s", float, "client user CPU (s)", "the whole client host's user+nice CPU"),
         _fig("client_cpu_sys_s", "s", float, "client system CPU (s)", "system+irq+softirq"),
         _fig("client_cpu_busy_pct", "%", float, "client CPU busy (%)", "of all the host's CPUs"),
         _fig("client_ctxsw", "", int, "client context switches"),
-        _fig(
-            "client_net_rx_kb",
-            "kB",
-            float,
-            "client received (kB)",
-            "on its non-loopback interfaces",
-        ),
+        _fig("client_net_rx_kb", "kB", float, "client received (kB)", "on its non-loopback interfaces"),
         _fig("client_net_tx_kb", "kB", float, "client sent (kB)"),
-        _fig(
-            "client_sysbench_user_s",
-            "s",
-            float,
-            "sysbench user CPU (s)",
-            "sysbench's own CPU there (the remote shell's `times`)",
-        ),
+        _fig("client_sysbench_user_s", "s", float, "sysbench user CPU (s)", "sysbench's own CPU there (the remote shell's `times`)"),
         _fig("client_sysbench_sys_s", "s", float, "sysbench system CPU (s)"),
     ),
     added_in=3,
@@ -519,35 +318,11 @@ ALLOC_ACCOUNT = Record(
     "servers/allocstats.py (read inside the server), rundir/derive/alloc.py",
     END,
     (
-        _fig(
-            "alloc_in_use_kb",
-            "kB",
-            float,
-            "allocator in use (kB)",
-            "what the server holds, as its allocator counts it",
-        ),
+        _fig("alloc_in_use_kb", "kB", float, "allocator in use (kB)", "what the server holds, as its allocator counts it"),
         _fig("alloc_cached_kb", "kB", float, "allocator cached (kB)", "committed and not in use"),
-        _fig(
-            "alloc_mapped_kb",
-            "kB",
-            float,
-            "allocator mapped (kB)",
-            "address space it obtained (not resident memory)",
-        ),
-        _fig(
-            "alloc_committed_kb",
-            "kB",
-            float,
-            "allocator committed (kB)",
-            "what it has not given back (can exceed RSS)",
-        ),
-        _fig(
-            "alloc_overhead",
-            "",
-            float,
-            "RSS / in use",
-            "RSS divided by the allocator's in use, both read at that moment",
-        ),
+        _fig("alloc_mapped_kb", "kB", float, "allocator mapped (kB)", "address space it obtained (not resident memory)"),
+        _fig("alloc_committed_kb", "kB", float, "allocator committed (kB)", "what it has not given back (can exceed RSS)"),
+        _fig("alloc_overhead", "", float, "RSS / in use", "RSS divided by the allocator's in use, both read at that moment"),
     ),
     added_in=3,
 )
@@ -556,21 +331,8 @@ CHURN = Record(
     "suites/workloads/sysbench/churn.py (raw RawLevel.churn)",
     RECORD,
     (
-        _fig(
-            "churn_cycle",
-            "",
-            int,
-            "churn cycle",
-            "the cycle the level belongs to ([memory] churn_cycles; the closing level is churn_cycles + 1)",
-            required=True,
-        ),
-        _fig(
-            "thread_cache_size",
-            "",
-            int,
-            "thread_cache_size",
-            "the server's thread cache it ran under",
-        ),
+        _fig("churn_cycle", "", int, "churn cycle", "the cycle the level belongs to ([memory] churn_cycles; the closing level is churn_cycles + 1)", required=True),
+        _fig("thread_cache_size", "", int, "thread_cache_size", "the server's thread cache it ran under"),
     ),
     added_in=3,
 )
@@ -579,13 +341,7 @@ MEMORY_PARTS = Record(
     "collectors/smaps.py (raw boundary parts)",
     END,
     (
-        _fig(
-            "heap_resident_kb",
-            "kB",
-            int,
-            "heap resident (kB)",
-            "anonymous memory outside the buffer pool and stacks: what the allocator holds",
-        ),
+        _fig("heap_resident_kb", "kB", int, "heap resident (kB)", "anonymous memory outside the buffer pool and stacks: what the allocator holds"),
         _fig("bufpool_resident_kb", "kB", int, "buffer pool resident (kB)"),
         _fig("stacks_kb", "kB", int, "thread stacks (kB)"),
         _fig("file_kb", "kB", int, "file-backed (kB)", "mapped files and .bss"),
@@ -600,13 +356,7 @@ HELD_RESIDENT = Record(
     "rundir/derive/levels.py",
     DERIVED,
     (
-        _fig(
-            "alloc_held_resident_kb",
-            "kB",
-            int,
-            "held by the allocator (kB)",
-            "heap_resident_kb - alloc_in_use_resident_kb: what the allocator holds resident and the server does not",
-        ),
+        _fig("alloc_held_resident_kb", "kB", int, "held by the allocator (kB)", "heap_resident_kb - alloc_in_use_resident_kb: what the allocator holds resident and the server does not"),
     ),
     added_in=5,
 )
@@ -616,20 +366,8 @@ SCENARIO = Record(
     RECORD,
     (
         _fig("scenario_cycle", "", int, "scenario cycle"),
-        _fig(
-            "burst_returned",
-            "",
-            float,
-            "burst returned",
-            "share of a spike's RSS given back after the idle time",
-        ),
-        _fig(
-            "burst_return_s",
-            "s",
-            float,
-            "return time (s)",
-            "seconds until RSS was within 10% of the pre-burst level",
-        ),
+        _fig("burst_returned", "", float, "burst returned", "share of a spike's RSS given back after the idle time"),
+        _fig("burst_return_s", "s", float, "return time (s)", "seconds until RSS was within 10% of the pre-burst level"),
     ),
     added_in=5,
 )
@@ -638,9 +376,7 @@ RWW = Record(
     "suites/workloads/rww (raw RawLevel.rww.figures)",
     RECORD,
     (
-        _fig(
-            "write_ops_s", "/s", float, "writes/s", "the writer's rate over the level's duration_s"
-        ),
+        _fig("write_ops_s", "/s", float, "writes/s", "the writer's rate over the level's duration_s"),
         _fig("read_ops_s", "/s", float, "reads/s", "the readers' rate"),
         _fig("write_lat_p50_ms", "ms", float, "write p50 latency (ms)"),
         _fig("write_lat_p95_ms", "ms", float, "write p95 latency (ms)"),
@@ -651,13 +387,7 @@ RWW = Record(
         _fig("read_lat_p99_ms", "ms", float, "read p99 latency (ms)"),
         _fig("read_lat_max_ms", "ms", float, "read max latency (ms)"),
         _fig("table_rows", "", int, "table rows"),
-        _fig(
-            "reads_min",
-            "",
-            int,
-            "fewest rows one reader read",
-            "the stop rule is reads_min >= table_rows",
-        ),
+        _fig("reads_min", "", int, "fewest rows one reader read", "the stop rule is reads_min >= table_rows"),
     ),
     added_in=3,
 )
@@ -666,13 +396,7 @@ EXPOSURE = Record(
     "servers/shims/alloc_count.c (counted in the server), rundir/derive/exposure.py",
     PHASE,
     (
-        _fig(
-            "malloc_calls_per_query",
-            "",
-            float,
-            "allocation calls per query",
-            "malloc, calloc, realloc, memalign and operator new calls over the level, per query (connects included: errs high)",
-        ),
+        _fig("malloc_calls_per_query", "", float, "allocation calls per query", "malloc, calloc, realloc, memalign and operator new calls over the level, per query (connects included: errs high)"),
         _fig("malloc_bytes_per_query", "B", float, "bytes asked per query"),
         _fig("free_calls_per_query", "", float, "free calls per query"),
         _fig("malloc_calls_per_txn", "", float, "allocation calls per transaction"),
@@ -684,21 +408,9 @@ STEADY = Record(
     "rundir/derive/steady.py (MSER over the interval reports)",
     REPORT,
     (
-        _fig(
-            "ramp_s",
-            "s",
-            float,
-            "ramp (s)",
-            "seconds from the first interval report to the measured window's start",
-        ),
+        _fig("ramp_s", "s", float, "ramp (s)", "seconds from the first interval report to the measured window's start"),
         _fig("settled", "", int, "settled", "1, or 0 when the rule found the level still moving"),
-        _fig(
-            "steady_qps",
-            "/s",
-            float,
-            "steady queries/s",
-            "the rate over the window after the ramp, in qps's unit",
-        ),
+        _fig("steady_qps", "/s", float, "steady queries/s", "the rate over the window after the ramp, in qps's unit"),
     ),
     added_in=6,
 )
@@ -707,27 +419,9 @@ GROWTH_PARTS = Record(
     "rundir/derive/levels.py, rundir/derive/scenario.py",
     DERIVED,
     (
-        _fig(
-            "scenario_end_s",
-            "s",
-            float,
-            "cycle end (s)",
-            "when a scenario's cycle ended, seconds since the server's life began",
-        ),
-        _fig(
-            "alloc_in_use_resident_kb",
-            "kB",
-            int,
-            "in use, resident (kB)",
-            "the allocator's in use that is resident (at most the heap's resident part)",
-        ),
-        _fig(
-            "alloc_untouched_kb",
-            "kB",
-            int,
-            "in use, never touched (kB)",
-            "malloc'ed, never written: the kernel backs none of it",
-        ),
+        _fig("scenario_end_s", "s", float, "cycle end (s)", "when a scenario's cycle ended, seconds since the server's life began"),
+        _fig("alloc_in_use_resident_kb", "kB", int, "in use, resident (kB)", "the allocator's in use that is resident (at most the heap's resident part)"),
+        _fig("alloc_untouched_kb", "kB", int, "in use, never touched (kB)", "malloc'ed, never written: the kernel backs none of it"),
     ),
     added_in=6,
 )
@@ -778,6 +472,7 @@ TIMELINE = Record(
         _fig("workload_qps", "/s", float, "workload queries/s"),
     ),
 )
+# fmt: on
 
 RESULT_RECORDS = (
     CELL_IDENTITY,
