@@ -361,12 +361,15 @@ class RawLevel(_Strict):
 
     def result_columns(self) -> dict[str, Any]:
         """The results columns its typed records add to the level's row (rww's figures, churn's
-        place, the client host's load): each record type says what it holds, so a derivation
-        needs no workload's name."""
+        place, the client host's load): every typed record, or its `figures`, that is a record of
+        results columns declared in rundir/schema.py (Record.model) adds them, so neither a
+        derivation nor this method names a workload."""
         out: dict[str, Any] = {}
-        for rec in (self.client_load, self.rww.figures if self.rww else None, self.churn):
-            if rec is not None:
-                out.update(rec.model_dump())
+        for name in type(self).model_fields:
+            rec = getattr(self, name)
+            for part in (rec, getattr(rec, "figures", None)):
+                if schema.holds_result_columns(part):
+                    out.update(part.model_dump())
         return out
 
 

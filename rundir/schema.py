@@ -105,6 +105,7 @@ class Record:
             __module__=module,
             **spec,
         )
+        _MODELS[model] = self
         return model
 
     def dataclass_fields(self) -> list[tuple[str, type, dataclasses.Field]]:
@@ -117,6 +118,15 @@ class Record:
             )
             for f in self.figures
         ]
+
+
+# The models Record.model made, and the record each declares (holds_result_columns).
+_MODELS: dict[type[BaseModel], Record] = {}
+
+
+def holds_result_columns(obj: Any) -> bool:
+    """True for a record (an instance of a Record.model) whose figures are results columns."""
+    return _MODELS.get(type(obj)) in RESULT_RECORDS
 
 
 def _fig(name, unit, type_, words, meaning="", **kw) -> Figure:

@@ -20,18 +20,27 @@ REPO = Path(__file__).resolve().parents[2]
 LISTS = [n for n in dir(frozen) if n.isupper() and n != "RESULTS_COLUMNS_BY_VERSION"]
 
 
+# Format 6 is not released yet: it may still gain a group of columns at its end (a new record with
+# added_in=6, last in RESULT_RECORDS), never lose, rename or reorder one of these.
+GROWS = {"RESULTS_COLUMNS", "FORMAT6_ADDED_COLUMNS", "TEXT_COLUMNS"}
+
+
 @pytest.mark.parametrize("name", LISTS)
 def test_every_derived_column_list_equals_format_6_as_written_by_hand(name):
-    got = getattr(F, name)
+    got, want = getattr(F, name), getattr(frozen, name)
     if isinstance(got, frozenset):
-        assert sorted(got) == list(getattr(frozen, name))
+        got = sorted(got)
+        assert set(want) <= set(got) if name in GROWS else got == list(want)
+    elif name in GROWS:
+        assert tuple(got)[: len(want)] == want  # names and order; later columns only after them
     else:
-        assert tuple(got) == getattr(frozen, name)  # names and order
+        assert tuple(got) == want  # names and order
 
 
 def test_each_older_format_reads_the_same_columns_as_before():
     for version, cols in frozen.RESULTS_COLUMNS_BY_VERSION.items():
-        assert tuple(F.results_columns(version)) == cols
+        got = tuple(F.results_columns(version))
+        assert got[: len(cols)] == cols if version == 6 else got == cols
 
 
 def test_every_results_and_timeline_column_is_declared_once_with_unit_type_and_words():
