@@ -61,11 +61,13 @@ def test_basedir_of_an_older_patch_initialises_and_starts(short_tmp, older_maria
     # a second fetch is a cache hit: the same metadata, nothing rebuilt (it says so, and the
     # fetched tree is the same directory, untouched)
     said = []
-    before = s.path.stat()
+    def stamp():
+        return [(p.stat().st_ino, p.stat().st_mtime_ns) for p in (Path(s.path), s.host_binary)]
+
+    before = stamp()
     assert fetch.fetch(spec, say=said.append) == s
     assert len(said) == 1 and "is already fetched" in said[0], said
-    after = s.path.stat()
-    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert stamp() == before
     assert fetch.lookup(spec) == s
     ok, detail = fetch.check_runs(s)
     assert ok, detail
