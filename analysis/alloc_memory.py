@@ -8,7 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from analysis.memory import alloc_readings, complete_cells, end_of_load
-from analysis.study_tables import (
+from analysis.point_tables import (
     Series,
     growth,
     kb_to_mb,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from analysis.memory import complete_cells
-from analysis.study_tables import Series, kb_to_mb, label_cells, label_columns, series_of
+from analysis.point_tables import Series, kb_to_mb, label_cells, label_columns, series_of
 from analysis.table_model import Table, count, num
 from rundir.read import Run
 

@@ -54,7 +54,7 @@ from pathlib import Path
 
 from scipy import stats as scipy_stats
 
-from analysis import memory, study_tables
+from analysis import memory, point_tables
 from analysis.compare_metadata import differences, same_run
 from analysis.errors import AnalysisError
 from analysis.lives import life_values
@@ -149,7 +149,7 @@ class Comparison:
     @property
     def nothing_judged(self) -> bool:
         """Every real (non-stand-in) point lacked evidence: the comparison saw nothing."""
-        real = [p for p in self.points if p.note != study_tables.STANDIN_LABEL]
+        real = [p for p in self.points if p.note != point_tables.STANDIN_LABEL]
         return bool(real) and not self.judged
 
     @property
@@ -354,7 +354,7 @@ def _throughput_point(
         return p
     p.ratio, p.lo, p.hi = est.value, est.lo, est.hi
     if standin:
-        p.note = study_tables.STANDIN_LABEL
+        p.note = point_tables.STANDIN_LABEL
         return p
     p.verdict, p.note = _verdict(est, threshold_pct, METRICS[THROUGHPUT])
     if p.weak and p.verdict in (SLOWER, FASTER):
@@ -391,10 +391,10 @@ def _memory_points(
     out = []
     bmem, nmem = memory.memory_by_series(base, basis), memory.memory_by_series(new, basis)
     for bserver, nserver in pairs:
-        for s, metric in ((s, m) for s in study_tables.series_of(base) for m in MEMORY_METRICS):
+        for s, metric in ((s, m) for s in point_tables.series_of(base) for m in MEMORY_METRICS):
             if s.server != bserver:
                 continue
-            ns = study_tables.Series(nserver, s.allocator, s.thp)
+            ns = point_tables.Series(nserver, s.allocator, s.thp)
             bcells = [c for c in bmem.get(s, []) if getattr(c, metric) is not None]
             ncells = [c for c in nmem.get(ns, []) if getattr(c, metric) is not None]
             if not bcells or not ncells or any(c.rss_end_kb is None for c in bcells):
@@ -407,7 +407,7 @@ def _memory_points(
             p.ratio = 1.0 + (p.new - p.base) / ref
             standin = base.is_standin(_first_cell(base, s)) or new.is_standin(_first_cell(new, ns))
             if standin:
-                p.note = study_tables.STANDIN_LABEL
+                p.note = point_tables.STANDIN_LABEL
             elif len(bg) >= MIN_REPEATS and len(ng) >= MIN_REPEATS:
                 d = diff_ci(bg, ng)
                 p.ratio, p.lo, p.hi = 1 + d.value / ref, 1 + d.lo / ref, 1 + d.hi / ref
@@ -428,7 +428,7 @@ def _mean(values: list[float]) -> float:
     return float(sum(values) / len(values))
 
 
-def _first_cell(run: Run, s: study_tables.Series) -> str:
+def _first_cell(run: Run, s: point_tables.Series) -> str:
     return next(
         (
             r["cell"]
@@ -492,7 +492,7 @@ def compare_runs(
     base_only, new_only, failed_base = [], [], []
     for bserver, nserver in pairs:
         for workload in _unique(brun.workloads + nrun.workloads):
-            metric = study_tables.metric_of(brun, workload)
+            metric = point_tables.metric_of(brun, workload)
             bvals = {k: v for k, v in _values(brun, bserver, metric).items() if k[0] == workload}
             nvals = {k: v for k, v in _values(nrun, nserver, metric).items() if k[0] == workload}
             for key in sorted(set(bvals) | set(nvals), key=lambda k: _order(brun, nrun, k)):

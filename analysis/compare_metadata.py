@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from analysis import study_tables
+from analysis import point_tables
 from rundir.read import Run
 
 HOST_KEYS = ("hostname", "kernel", "cpu_model", "cores", "memory_kb", "glibc")
@@ -92,7 +92,7 @@ def differences(base: Run, new: Run, mode: str, pairs: list[tuple[str, str]]) ->
                 f"{side} run {run.run_id} is {run.status}: only its finished cells are compared"
             )
         if run.has_standin:
-            out.append(f"{side} run uses a MongoDB protocol stand-in: {study_tables.STANDIN_LABEL}")
+            out.append(f"{side} run uses a MongoDB protocol stand-in: {point_tables.STANDIN_LABEL}")
     if mode == "upgrade":
         ((old, now),) = pairs
         # Labels are FLAVOR-VERSION (NAME:FLAVOR-VERSION in a run of several servers): two

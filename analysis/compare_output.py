@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from analysis import memory, study_tables
+from analysis import memory, point_tables
 from analysis.compare import (
     FAILED_IN_NEW,
     FASTER,
@@ -111,7 +111,7 @@ def points_table(cmp: Comparison) -> Table:
                 text(p.allocator),
                 text(p.thp),
                 Cell(p.threads, str(p.threads)),
-                text(study_tables.metric_label(p.workload, p.metric)),
+                text(point_tables.metric_label(p.workload, p.metric)),
                 Cell(p.base, fmt(p.base)),
                 Cell(p.new, fmt(p.new)),
                 _ratio_cell(p),

@@ -7,8 +7,8 @@ from __future__ import annotations
 from analysis.fragmentation import rates_by, scenario_workloads
 from analysis.memory_plots import first_lives_parts, panel_grid, parts_legend, stack_parts
 from analysis.plots import _colour, to_data_uri
+from analysis.point_tables import series_label
 from analysis.stats import median
-from analysis.study_tables import series_label
 from rundir.read import Run
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from analysis.memory import SERVER, memory_basis, memory_by_series
-from analysis.study_tables import (
+from analysis.point_tables import (
     Series,
     kb_to_mb,
     label_cells,

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from analysis import memory, study_tables
+from analysis import memory, point_tables
 from analysis.judge import judge
 from analysis.lives import by_life
 from analysis.metrics import (
@@ -142,7 +142,7 @@ def hugepage_verdicts(run: Run, min_effect_pct: float | None = None) -> Verdicts
 
     rows = [r for r in run.ok_rows if not run.is_standin(r["cell"])]
     for wl in run.workloads:
-        for metric, col in ((THROUGHPUT, study_tables.metric_of(run, wl)), (LAT_P95, "lat_p95_ms")):
+        for metric, col in ((THROUGHPUT, point_tables.metric_of(run, wl)), (LAT_P95, "lat_p95_ms")):
             lives = by_life(
                 (r for r in rows if r["workload"] == wl),
                 lambda r: (r["server"], r["allocator"], r["threads"], r["thp"], r["repeat"] or 1),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from analysis.study_tables import (
+from analysis.point_tables import (
     Series,
     growth,
     kb_to_mb,

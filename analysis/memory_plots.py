@@ -14,7 +14,7 @@ from matplotlib.ticker import MaxNLocator
 
 from analysis.churn import churn_rows
 from analysis.plots import _first_cells, _style, plt, to_data_uri
-from analysis.study_tables import series_label, series_of
+from analysis.point_tables import series_label, series_of
 from rundir.read import Run
 
 # The parts of RSS, bottom to top (rundir.format.MEMORY_PART_COLUMNS); the heap is split into

@@ -23,7 +23,7 @@ from matplotlib.ticker import (  # noqa: E402
     NullLocator,
 )
 
-from analysis.study_tables import Series, metric_label, points, series_label, series_of  # noqa: E402
+from analysis.point_tables import Series, metric_label, points, series_label, series_of  # noqa: E402
 from analysis.table_model import fmt  # noqa: E402
 from analysis.workload_words import words  # noqa: E402
 from rundir.read import Run  # noqa: E402

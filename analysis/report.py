@@ -16,7 +16,7 @@ from markupsafe import Markup, escape
 
 from analysis import (
     alloc_memory,
-    cells,
+    cell_tables,
     churn,
     exposure,
     fragmentation,
@@ -27,9 +27,9 @@ from analysis import (
     memory_plots,
     notices,
     plots,
+    point_tables,
     rww_tables,
     server_log,
-    study_tables,
     upgrade,
     verdict_tables,
     verdicts,
@@ -101,7 +101,7 @@ def warnings(run: Run, baseline: str | None = None) -> list[str]:
         )
     if run.has_standin:
         out.append(
-            f"This run used a MongoDB wire-protocol stand-in: {study_tables.STANDIN_LABEL}. Its"
+            f"This run used a MongoDB wire-protocol stand-in: {point_tables.STANDIN_LABEL}. Its"
             " figures show the harness works, not how any allocator performs."
         )
     if run.rows and run.repeats < 2:
@@ -143,7 +143,7 @@ def warnings(run: Run, baseline: str | None = None) -> list[str]:
     server_alarm = upgrade.aa_alarm(run, upgrade.upgrade_verdicts(run, baseline))
     if server_alarm:
         out.insert(0, upgrade.aa_alarm_text(server_alarm))
-    rec = cells.reconciliation_failed(run)
+    rec = cell_tables.reconciliation_failed(run)
     if rec:
         out.append(
             f"Context switches did not reconcile with the kernel's totals in {len(rec)}"
@@ -157,7 +157,7 @@ def build_context(run: Run, baseline: str | None = None) -> dict:
     judged = verdicts.run_verdicts(run, base)
     workloads = []
     for wl in run.workloads:
-        metric = study_tables.metric_of(run, wl)
+        metric = point_tables.metric_of(run, wl)
         is_ii = words(wl).one_long_level  # no thread sweep: rates over the level instead
         one_level = is_ii or words(wl).scenario  # a scenario's cycles run at one client count
         workloads.append(
@@ -165,14 +165,14 @@ def build_context(run: Run, baseline: str | None = None) -> dict:
                 "name": wl,
                 "description": words(wl).description,
                 "metric": metric,
-                "metric_label": study_tables.metric_label(wl, metric),
+                "metric_label": point_tables.metric_label(wl, metric),
                 "throughput_plot": None if one_level else plots.throughput_plot(run, wl, metric),
                 "latency_plot": None if one_level else plots.latency_plot(run, wl),
                 "interval_plot": plots.interval_rate_plot(run, wl) if is_ii else None,
                 "verdict_table": verdict_tables.workload_verdict_table(run, judged, wl),
-                "throughput_table": study_tables.throughput_table(run, wl, metric),
-                "latency_tables": [study_tables.latency_table(run, wl, p) for p in ("p95", "p99")],
-                "efficiency_tables": study_tables.efficiency_tables(run, wl),
+                "throughput_table": point_tables.throughput_table(run, wl, metric),
+                "latency_tables": [point_tables.latency_table(run, wl, p) for p in ("p95", "p99")],
+                "efficiency_tables": point_tables.efficiency_tables(run, wl),
                 # calls into the allocator per query, and whether it can matter (issue 33)
                 "exposure_table": exposure.exposure_table(run, wl),
                 "hugepage_table": hugepage_tables.hugepage_table(run, wl),
@@ -181,21 +181,21 @@ def build_context(run: Run, baseline: str | None = None) -> dict:
     return {
         "run": run,
         "title": f"mallocsweep report — {run.run_id}",
-        "metadata": cells.metadata(run),
-        "servers": cells.servers_table(run),
-        "allocators": cells.allocators_table(run),
+        "metadata": cell_tables.metadata(run),
+        "servers": cell_tables.servers_table(run),
+        "allocators": cell_tables.allocators_table(run),
         "problems": notices.run_problems(run),
         "warnings": warnings(run, base),
         "glance": verdict_tables.glance_table(run, judged, base),
         # several servers in one run (an upgrade check): NEW/BASE and the interaction
         "upgrade": upgrade.context(run, judged, base),
         "noise": verdict_tables.noise_table(run, judged, base),
-        "proof_summary": cells.proof_summary_table(run),
-        "proof": cells.proof_table(run),
-        "binding": cells.binding_table(run),
+        "proof_summary": cell_tables.proof_summary_table(run),
+        "proof": cell_tables.proof_table(run),
+        "binding": cell_tables.binding_table(run),
         "workloads": workloads,
         "iibench": (
-            study_tables.iibench_table(run)
+            point_tables.iibench_table(run)
             if any(words(wl).insert_table for wl in run.workloads)
             else None
         ),
@@ -220,11 +220,11 @@ def build_context(run: Run, baseline: str | None = None) -> dict:
         "thp_mismatches": hugepage_tables.thp_state_mismatches(run),
         "thp_probe": run.manifest.get("thp_prctl_probe") or {},
         "probe_why": probe_why(run.manifest.get("thp_prctl_probe")),
-        "failures": cells.failures(run),
-        "reconciliation": cells.reconciliation_table(run),
+        "failures": cell_tables.failures(run),
+        "reconciliation": cell_tables.reconciliation_table(run),
         "closed_loop_note": CLOSED_LOOP_NOTE,
         "repeats": run.repeats,
-        "standin_label": study_tables.STANDIN_LABEL,
+        "standin_label": point_tables.STANDIN_LABEL,
     }
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis import exposure, growth_rate, memory, steady_rate, study_tables
+from analysis import exposure, growth_rate, memory, point_tables, steady_rate
 from analysis import growth as cycle_growth
 from analysis.judge import Judged, judge, level_at
 from analysis.lives import by_life
@@ -190,7 +190,7 @@ def throughput_points(
     workload's throughput (analysis/upgrade.py: lat_p95_ms)."""
     out = []
     for wl in run.workloads:
-        metric = column or study_tables.metric_of(run, wl)
+        metric = column or point_tables.metric_of(run, wl)
         by_point: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
         # The workload's throughput is its steady rate where the run has one (analysis/steady_rate.py)
         get = (
@@ -335,7 +335,7 @@ def noise_floor(run: Run, verdicts: list[Verdict]) -> NoiseFloor:
     halves = sorted(_half_pct(v) for v in aa)
     series: dict[tuple, list[float]] = {}
     for wl in run.workloads:
-        metric = study_tables.metric_of(run, wl)
+        metric = point_tables.metric_of(run, wl)
         lives = by_life(  # one value per server life (churn cycles of one life are one)
             (r for r in run.ok_rows if r["workload"] == wl and not run.is_standin(r["cell"])),
             lambda r, wl=wl: (r["server"], wl, r["thp"], r["threads"], r["allocator"]),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from collectors.session import CollectorSession
+from collectors.collector_session import CollectorSession
 from rundir.format import SAMPLE_COLUMNS
 from rundir.write import make_owned_dir
 from servers.allocators import resolve
@@ -20,7 +20,7 @@ from servers.mysql import MySQLServer, MySQLSettings, find_mysql
 from suites.datasets.cache import DatasetCache, restore_vs_prepare
 from suites.families.mysql import MYSQL
 from suites.workloads import sysbench
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 from suites.workloads.sysbench import SysbenchOptions
 from suites.workloads.sysbench.options import as_script, stock_tables
 from suites.workloads.sysbench.warm import scan_tables, sysbench_warm_up

@@ -38,7 +38,7 @@ from bench.raw import run_raw_level
 from rundir.write import make_owned_dir
 from servers.allocators import Allocator, custom_allocator
 from servers.mysql import MySQLServer
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 
 DESIGNS = ("solo", "alternate", "duet")
 WORKLOAD, THREADS = "oltp_ro", 8

@@ -46,7 +46,7 @@ from collectors.errors import CollectorError
 from collectors.procfs import CLK_TCK, ProcFS
 from suites.families.mysql import MYSQL
 from suites.workloads import sysbench
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 
 GOAL = 0.98  # ours / raw QPS, at every level
 ARMS = ("ours", "raw")
@@ -440,7 +440,7 @@ def run(bench, pairs: int, block_s: int, high: int, source_cycles: int = 0, prog
     attached before exec as in a cell, scans, then every point's blocks; with `source_cycles`,
     then the sources figure at POINT_SELECT@8 (where the earlier "ours faster than raw" came
     from) in the same life."""
-    from collectors.session import CollectorSession
+    from collectors.collector_session import CollectorSession
     from rundir.format import SAMPLE_COLUMNS
     from suites.workloads.sysbench.options import stock_tables
     from suites.workloads.sysbench.warm import scan_tables

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from servers.launch import spawn
 from suites.workloads import sysbench
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 from suites.workloads.sysbench.options import connection_args, stock_script
 
 # sysbench's own summary lines, printed by its C reporters in both arms (our wrapper prints them

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.paired import t_interval, verdict
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 
 GOAL_IIBENCH = 1.0  # ours / iibench.py rows/s, at 1 and 10 clients
 REPO = Path(__file__).resolve().parents[1]
@@ -137,7 +137,7 @@ class InsertPoint:
 
 
 def run_ours_iibench(target: ClientTarget, spec, log: Path) -> dict:
-    from suites.workloads.iibench.level import run_level
+    from suites.workloads.iibench.run_level import run_level
     from suites.workloads.iibench.schema import count_rows, prepare
 
     prepare(target, spec)

@@ -21,7 +21,7 @@ from collectors.procfs import ProcFS
 from collectors.sampler import ProcessReader
 from collectors.smaps import decompose
 from suites.workloads import sysbench
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 from suites.workloads.sysbench.options import stock_tables
 from suites.workloads.sysbench.warm import scan_tables
 

@@ -1,10 +1,14 @@
 """The run-directory contract: file names, format version, column sets and shared vocabulary.
 
+The column sets are derived from the figures declared once in rundir/schema.py (name, unit, type,
+the reader's words, how each derives): this module only orders the records into columns.
 Writers (suites/, collectors/, servers/) and readers (analysis/) all import this module, so the
 format is declared once. A change to any column set or to what a column means bumps FORMAT_VERSION
 and comes with a migration in rundir/migrations.py (and a line in HISTORY); a finished run
 directory is never rewritten.
 """
+
+from rundir import schema
 
 FORMAT_VERSION = 6
 
@@ -80,132 +84,56 @@ OWNER_MARKER = (
 )
 
 # A client host's figures per level (suites/remote/hostload.py fills them; see RESULTS_COLUMNS).
-CLIENT_COLUMNS = (
-    "client_host",
-    "client_wall_s",
-    "client_cpu_user_s",
-    "client_cpu_sys_s",
-    "client_cpu_busy_pct",
-    "client_ctxsw",
-    "client_net_rx_kb",
-    "client_net_tx_kb",
-    "client_sysbench_user_s",
-    "client_sysbench_sys_s",
-)
+CLIENT_COLUMNS = schema.CLIENT_LOAD.columns()
 
-ADDED_RWW_COLUMNS = (
-    "write_ops_s",
-    "read_ops_s",
-    "write_lat_p50_ms",
-    "write_lat_p95_ms",
-    "write_lat_p99_ms",
-    "write_lat_max_ms",
-    "read_lat_p50_ms",
-    "read_lat_p95_ms",
-    "read_lat_p99_ms",
-    "read_lat_max_ms",
-    "table_rows",
-    "reads_min",
-)
+ADDED_RWW_COLUMNS = schema.RWW.columns()
 # Columns added to format 2 after its first runs: absent in those, read back as empty.
 ADDED_COLUMNS = ("engine", *ADDED_RWW_COLUMNS)
 
 # Column groups of RESULTS_COLUMNS that other modules fill or read as a group: declared once here.
 # The row's identity as the cell's plan and its resolved server give it (rundir.derive.levels).
-CELL_IDENTITY_COLUMNS = (
-    "cell",
-    "server",
-    "server_flavor",
-    "server_version",
-    "allocator",
-    "allocator_version",
-    "thp",
-    # the storage engine of the workload's tables (innodb, rocksdb); added in format 2 (issue 15),
-    # empty in runs recorded before it (they were InnoDB). A non-InnoDB engine is also named in
-    # `server` ("mariadb-10.11.19+rocksdb"), which is what keeps points apart in the analysis.
-    "engine",
-)
+CELL_IDENTITY_COLUMNS = schema.CELL_IDENTITY.columns()
 # The server process's memory over a level's phase (a phase figure, rundir.derive.phases).
-LEVEL_MEMORY_COLUMNS = (
-    "rss_start_kb",
-    "rss_end_kb",
-    "rss_peak_kb",
-    "vsz_start_kb",
-    "vsz_end_kb",
-    "anon_huge_kb",
-)
+LEVEL_MEMORY_COLUMNS = schema.LEVEL_MEMORY.columns()
 # Whole-process CPU and context switches: phase figures, and a measured window's deltas.
-CPU_CTXSW_COLUMNS = ("cpu_user_s", "cpu_sys_s", "ctxsw_voluntary", "ctxsw_involuntary")
+CPU_CTXSW_COLUMNS = schema.CPU_CTXSW.columns()
 # Rates over the measured window (rundir.derive.window.window_rates).
-WINDOW_RATE_COLUMNS = (
-    "cpu_us_per_op",
-    "ctxsw_per_op",
-    "cpu_overhead",
-    # the same window figures in iibench's customary unit (per million ops); all rows
-    "cpu_s_per_1m_ops",
-    "ctxsw_per_1m_ops",
-)
+WINDOW_RATE_COLUMNS = schema.WINDOW_RATES.columns()
 # SHOW GLOBAL STATUS figures of a phase (rundir.derive.phases).
-STATUS_COLUMNS = (
-    "threads_created",
-    "threads_connected",
-    "bp_reads",
-    "bp_read_requests",
-    "server_memory_used_kb",
-)
+STATUS_COLUMNS = schema.SERVER_STATUS.columns()
 # /proc/vmstat thp_* deltas of a phase (rundir.derive.phases.THP_COUNTERS names their sources).
-THP_COUNTER_COLUMNS = ("thp_fault_alloc", "thp_fault_fallback", "thp_collapse_alloc", "thp_split")
+THP_COUNTER_COLUMNS = schema.THP_COUNTERS.columns()
 # Huge pages over a level (rundir.derive.phases, from the boundary readings of
 # collectors.hugepages): at the level's end, the server's ShmemPmdMapped and hugetlb pages (not in
 # RSS), the buffer pool's THP and hugetlb pages and its page size, the heap's THP pages (outside the
 # pool), the system's HugePages_Total/Free/Rsvd; over the level, compaction stalls and failures
 # (system-wide /proc/vmstat deltas) and khugepaged's CPU seconds. Added in format 5.
-HUGEPAGE_GAUGES = (  # read at the level's end
-    "shmem_pmd_kb",
-    "hugetlb_kb",
-    "heap_anon_huge_kb",
-    "pool_anon_huge_kb",
-    "pool_hugetlb_kb",
-    "pool_page_kb",
-    "hugepages_total",
-    "hugepages_free",
-    "hugepages_rsvd",
-)
-HUGEPAGE_DELTAS = ("compact_stall", "compact_fail", "khugepaged_cpu_s")  # over the level
+HUGEPAGE_GAUGES = schema.HUGEPAGE_GAUGES.columns()  # read at the level's end
+HUGEPAGE_DELTAS = schema.HUGEPAGE_DELTAS.columns()  # over the level
 HUGEPAGE_COLUMNS = (*HUGEPAGE_GAUGES, *HUGEPAGE_DELTAS)
 # The allocator's own accounting at the end of a level (rundir.derive.alloc).
-ALLOC_COLUMNS = (
-    "alloc_in_use_kb",
-    "alloc_cached_kb",
-    "alloc_mapped_kb",
-    "alloc_committed_kb",
-    "alloc_overhead",
-)
+ALLOC_COLUMNS = schema.ALLOC_ACCOUNT.columns()
 
 # Who holds the resident memory at a phase boundary (collectors/smaps.py), kB: the parts of RSS
 # by mapping. heap + bufpool + stacks + file = RSS (the kernel's figure, read at the same
 # boundary: within 1%); swap and hugetlb pages are not in RSS. heap_anon_huge_kb: anonymous
 # transparent huge pages outside the buffer pool's mapping. Results columns (at the level's end
 # boundary) and timeline columns (filled on the boundaries' rows only). Added in format 5.
-MEMORY_PART_COLUMNS = (
-    "heap_resident_kb",
-    "bufpool_resident_kb",
-    "stacks_kb",
-    "file_kb",
-    "swap_kb",
-    "hugetlb_kb",
-    "heap_anon_huge_kb",
-)
+MEMORY_PART_COLUMNS = schema.MEMORY_PARTS.columns()
 # The fragmentation scenarios (suites/workloads/fragmentation): each level is one cycle of a
 # scenario (its number), and a spike-and-idle cycle's release: the share of the burst's RSS
 # returned after the idle time, and the seconds until RSS was within 10% of the pre-burst level.
-SCENARIO_COLUMNS = ("scenario_cycle", "burst_returned", "burst_return_s")
+SCENARIO_COLUMNS = schema.SCENARIO.columns()
 # What format 5 added to results.csv, in one tuple (the lead merges format bumps by these).
-FORMAT5_RESULT_COLUMNS = (*MEMORY_PART_COLUMNS, "alloc_held_resident_kb", *SCENARIO_COLUMNS)
+FORMAT5_RESULT_COLUMNS = (
+    *MEMORY_PART_COLUMNS,
+    *schema.HELD_RESIDENT.columns(),
+    *SCENARIO_COLUMNS,
+)
 # Everything format 5 added to results.csv: the hugepage study's columns and who holds the
 # memory. Two names are in both (hugetlb_kb, heap_anon_huge_kb: the same smaps quantities, from
 # the hugepage reading or from the parts, whichever the boundary has): they are one column each.
-FORMAT5_ADDED_COLUMNS = tuple(dict.fromkeys((*HUGEPAGE_COLUMNS, *FORMAT5_RESULT_COLUMNS)))
+FORMAT5_ADDED_COLUMNS = schema.added_in(5)
 
 # Format 6 (one bump shared by the work of one wave; each group names what fills it).
 # The allocator's exposure per level (rundir/derive/exposure.py): calls into the allocator and the
@@ -217,12 +145,7 @@ FORMAT5_ADDED_COLUMNS = tuple(dict.fromkeys((*HUGEPAGE_COLUMNS, *FORMAT5_RESULT_
 # connects and disconnects; queries and transactions are the workload's own count over its run
 # (qps and tps x duration_s). Connecting adds calls no query makes: the figures err high, never
 # low. Empty where the counter was off ([memory] count_calls) or not loaded (format < 6).
-EXPOSURE_COLUMNS: tuple[str, ...] = (
-    "malloc_calls_per_query",  # allocation calls per query
-    "malloc_bytes_per_query",  # bytes asked by them per query
-    "free_calls_per_query",  # free calls per query
-    "malloc_calls_per_txn",  # allocation calls per transaction (sysbench event)
-)
+EXPOSURE_COLUMNS: tuple[str, ...] = schema.EXPOSURE.columns()
 # Steady state: the seconds of a level's start that were a ramp and are left out of its window.
 # ramp_s: seconds from the level's first interval report to its measured window's start, where
 # the steady-state rule (rundir/derive/steady.py, MSER) put the ramp's end; settled: 1, or 0 when
@@ -230,134 +153,81 @@ EXPOSURE_COLUMNS: tuple[str, ...] = (
 # where a level has too few reports to judge, or is not of planned length (an insert load, a
 # scenario's cycle). steady_qps: the workload's rate over that window, in qps's unit, where the rule
 # judged the level (else empty): the throughput the verdicts judge when every row has it.
-STEADY_COLUMNS: tuple[str, ...] = ("ramp_s", "settled", "steady_qps")
+STEADY_COLUMNS: tuple[str, ...] = schema.STEADY.columns()
 # Growth and who holds the memory, format 6: scenario_end_s, when a fragmentation scenario's cycle
 # ended (seconds since the server's life began; growth per hour is fitted against it,
 # analysis/growth_rate.py); the allocator's in use split into what is resident
 # (alloc_in_use_resident_kb, at most the heap's resident part) and what it counts in use but the
 # kernel never backed (alloc_untouched_kb: malloc'ed, never written), so that no part of RSS is
 # negative (rundir/derive/levels.py in_use_split).
-GROWTH_PART_COLUMNS: tuple[str, ...] = (
-    "scenario_end_s",
-    "alloc_in_use_resident_kb",
-    "alloc_untouched_kb",
-)
-FORMAT6_ADDED_COLUMNS = tuple(
-    dict.fromkeys((*EXPOSURE_COLUMNS, *STEADY_COLUMNS, *GROWTH_PART_COLUMNS))
-)
+GROWTH_PART_COLUMNS: tuple[str, ...] = schema.GROWTH_PARTS.columns()
+FORMAT6_ADDED_COLUMNS = schema.added_in(6)
 
-# One row per (cell, workload, threads, repeat). Per-level figures are deltas over that level, not
-# since server start; each group below says which part of the level it covers.
-RESULTS_COLUMNS = [
-    # identity (engine: see CELL_IDENTITY_COLUMNS)
-    *CELL_IDENTITY_COLUMNS,
-    "workload",
-    "threads",
-    "repeat",
-    "status",
-    "error",
-    # throughput and latency (from the workload's own report)
-    "duration_s",
-    "events",
-    "tps",
-    "qps",
-    "lat_avg_ms",
-    "lat_p50_ms",
-    "lat_p95_ms",
-    "lat_p99_ms",
-    "lat_p999_ms",
-    "lat_max_ms",
-    "errors",
-    "reconnects",
-    # memory of the server process (kB) over the level's phase (from the boundary before the
-    # client starts to the boundary after it ended)
-    *LEVEL_MEMORY_COLUMNS,
-    # CPU and context switches of the whole server process over the level's MEASURED WINDOW:
-    # from the workload's first interval report to its last report the load outlasted, so the
-    # clients' start-up (connecting N threads, preparing statements) and teardown are outside,
-    # as they are outside the workload's own operation count. window_s is the window's wall time,
-    # window_ops the operations served in it (an op is a query for sysbench, a row/document for
-    # iibench). Every per-op figure and cpu_overhead ((user+sys)/wall) uses exactly these, e.g.
-    # cpu_us_per_op = (cpu_user_s + cpu_sys_s) * 1e6 / window_ops. Full-phase CPU and context
-    # switches are in the manifest (cells[].collectors.phases), reconciled with wait4.
-    # Format-1 runs recorded before window_s existed hold full-phase figures in these columns
-    # (after migration their manifest says figures.cpu_ctxsw_span = "level").
-    "window_s",
-    "window_ops",
-    *CPU_CTXSW_COLUMNS,
-    # "taskstats" or, its fallback, "perf" (whole process, exited threads included, reconciled
-    # with wait4; runs before taskstats existed name only "perf") or the last fallback
-    # "procfs-task-sum" (live threads only: counts can be too low). With the fallback the window's
-    # ctxsw_voluntary/involuntary, ctxsw_per_op and ctxsw_per_1m_ops are empty: it walks every
-    # thread (~80 ms at 1536 threads), too dear to read at window marks; its counts are in the
-    # timeline and the manifest's phase figures. Text.
-    "ctxsw_source",
-    *WINDOW_RATE_COLUMNS,
-    # server internals (SHOW GLOBAL STATUS; empty where not applicable): deltas over the level's
-    # phase, except threads_connected, a gauge read during the measured window (clients
-    # connected; it counts the collectors' own status connection too), empty when the server
-    # answered only after the window closed
-    *STATUS_COLUMNS,
-    # hugepages: system counters over the level's phase (thp_fault_fallback: a huge page was
-    # wanted and a small one used) and the server's own THP state read back. Every thp_* counter
-    # is in the manifest, per phase and per cell.
-    *THP_COUNTER_COLUMNS,
-    "process_thp_enabled",
-    # huge pages over the level (HUGEPAGE_COLUMNS says which; format 5, empty in older runs)
-    *HUGEPAGE_COLUMNS,
-    # the client host's own figures when sysbench ran there ([clients] hosts; empty otherwise),
-    # read from its /proc at the level's boundaries (the whole level phase, like the memory
-    # columns), for the whole client host: its name, the level's wall time on its clock, CPU
-    # seconds (user+nice / system+irq+softirq) and busy share of all its CPUs, context switches,
-    # and kB received/sent on its non-loopback interfaces; then sysbench's own CPU seconds there
-    # (the remote shell's `times` after waiting for it) (suites/remote/hostload.py)
-    *CLIENT_COLUMNS,
-    # the allocator's own accounting at the end of the level (servers/allocstats.py: read inside
-    # the server by a library preloaded after the allocator, right after the level's clients
-    # left), kB: what the server holds, what the allocator keeps committed and not in use, the
-    # address space it obtained, what it has not given back (committed: can exceed RSS, the
-    # kernel backs only touched pages); empty where the allocator does not say (mimalloc release
-    # builds, TBB malloc) or [memory] alloc_stats is off. alloc_overhead = RSS / in use, both
-    # read at that moment. Added 2026-11-24 (absent in older runs).
-    *ALLOC_COLUMNS,
-    # thread churn ([memory] churn_cycles): which cycle this level belongs to (the closing level
-    # after the last cycle is churn_cycles + 1) and the thread_cache_size it ran under; empty
-    # outside churn runs. Added 2026-11-24.
-    "churn_cycle",
-    "thread_cache_size",
-    # who holds the memory at the level's end (format 5; empty in older runs and where the
-    # decomposition is off, [memory] parts): RSS by mapping (MEMORY_PART_COLUMNS) and
-    # alloc_held_resident_kb = heap_resident_kb - alloc_in_use_resident_kb (what the allocator
-    # holds resident and the server does not; never negative since format 6: in use the kernel
-    # never backed is alloc_untouched_kb); a fragmentation scenario's cycle and a spike's release (SCENARIO_COLUMNS). The
-    # parts hugetlb_kb and heap_anon_huge_kb are the huge-page columns' above, not repeated.
-    *(c for c in FORMAT5_RESULT_COLUMNS if c not in HUGEPAGE_COLUMNS),
-    # read-while-writing (suites/workloads/rww; added in format 2, issue 15; empty for other workloads and
-    # in older runs): the writer's and the readers' rates and latencies apart, over the level's
-    # own clock (duration_s). In the load level only the write side is filled. table_rows: rows
-    # in the table; reads_min: the fewest rows any one reader read (the stop rule is
-    # reads_min >= table_rows).
-    *ADDED_RWW_COLUMNS,
-    # format 6 (FORMAT6_ADDED_COLUMNS says which; empty in older runs)
-    *FORMAT6_ADDED_COLUMNS,
-]
+# One row per (cell, workload, threads, repeat): the figures of rundir.schema.RESULT_RECORDS in
+# declaration order (docs/columns.md lists them with their units and meaning). Per-level figures
+# are deltas over that level, not since server start. What the groups cover, beyond each
+# figure's own meaning:
+#   identity (engine: see CELL_IDENTITY_COLUMNS)
+#   throughput and latency (from the workload's own report; duration_s is the MEASURED length)
+#   memory of the server process (kB) over the level's phase (from the boundary before the
+#   client starts to the boundary after it ended)
+#   CPU and context switches of the whole server process over the level's MEASURED WINDOW:
+#   from the workload's first interval report to its last report the load outlasted, so the
+#   clients' start-up (connecting N threads, preparing statements) and teardown are outside,
+#   as they are outside the workload's own operation count. window_s is the window's wall time,
+#   window_ops the operations served in it (an op is a query for sysbench, a row/document for
+#   iibench). Every per-op figure and cpu_overhead ((user+sys)/wall) uses exactly these, e.g.
+#   cpu_us_per_op = (cpu_user_s + cpu_sys_s) * 1e6 / window_ops. Full-phase CPU and context
+#   switches are in the manifest (cells[].collectors.phases), reconciled with wait4.
+#   Format-1 runs recorded before window_s existed hold full-phase figures in these columns
+#   (after migration their manifest says figures.cpu_ctxsw_span = "level").
+#   ctxsw_source: "taskstats" or, its fallback, "perf" (whole process, exited threads included, reconciled
+#   with wait4; runs before taskstats existed name only "perf") or the last fallback
+#   "procfs-task-sum" (live threads only: counts can be too low). With the fallback the window's
+#   ctxsw_voluntary/involuntary, ctxsw_per_op and ctxsw_per_1m_ops are empty: it walks every
+#   thread (~80 ms at 1536 threads), too dear to read at window marks; its counts are in the
+#   timeline and the manifest's phase figures. Text.
+#   server internals (SHOW GLOBAL STATUS; empty where not applicable): deltas over the level's
+#   phase, except threads_connected, a gauge read during the measured window (clients
+#   connected; it counts the collectors' own status connection too), empty when the server
+#   answered only after the window closed
+#   hugepages: system counters over the level's phase (thp_fault_fallback: a huge page was
+#   wanted and a small one used) and the server's own THP state read back. Every thp_* counter
+#   is in the manifest, per phase and per cell.
+#   huge pages over the level (HUGEPAGE_COLUMNS says which; format 5, empty in older runs)
+#   the client host's own figures when sysbench ran there ([clients] hosts; empty otherwise),
+#   read from its /proc at the level's boundaries (the whole level phase, like the memory
+#   columns), for the whole client host: its name, the level's wall time on its clock, CPU
+#   seconds (user+nice / system+irq+softirq) and busy share of all its CPUs, context switches,
+#   and kB received/sent on its non-loopback interfaces; then sysbench's own CPU seconds there
+#   (the remote shell's `times` after waiting for it) (suites/remote/hostload.py)
+#   the allocator's own accounting at the end of the level (servers/allocstats.py: read inside
+#   the server by a library preloaded after the allocator, right after the level's clients
+#   left), kB: what the server holds, what the allocator keeps committed and not in use, the
+#   address space it obtained, what it has not given back (committed: can exceed RSS, the
+#   kernel backs only touched pages); empty where the allocator does not say (mimalloc release
+#   builds, TBB malloc) or [memory] alloc_stats is off. alloc_overhead = RSS / in use, both
+#   read at that moment. Added 2026-11-24 (absent in older runs).
+#   thread churn ([memory] churn_cycles): which cycle this level belongs to (the closing level
+#   after the last cycle is churn_cycles + 1) and the thread_cache_size it ran under; empty
+#   outside churn runs. Added 2026-11-24.
+#   who holds the memory at the level's end (format 5; empty in older runs and where the
+#   decomposition is off, [memory] parts): RSS by mapping (MEMORY_PART_COLUMNS) and
+#   alloc_held_resident_kb = heap_resident_kb - alloc_in_use_resident_kb (what the allocator
+#   holds resident and the server does not; never negative since format 6: in use the kernel
+#   never backed is alloc_untouched_kb); a fragmentation scenario's cycle and a spike's release (SCENARIO_COLUMNS). The
+#   parts hugetlb_kb and heap_anon_huge_kb are the huge-page columns' above, not repeated.
+#   read-while-writing (suites/workloads/rww; added in format 2, issue 15; empty for other workloads and
+#   in older runs): the writer's and the readers' rates and latencies apart, over the level's
+#   own clock (duration_s). In the load level only the write side is filled. table_rows: rows
+#   in the table; reads_min: the fewest rows any one reader read (the stop rule is
+#   reads_min >= table_rows).
+#   format 6 (FORMAT6_ADDED_COLUMNS says which; empty in older runs)
+RESULTS_COLUMNS = schema.results_columns()
 
 # The per-cell timeline, samples/<cell>.csv. Cumulative counters are whole-process totals since start.
 SAMPLE_COLUMNS = [
-    "t_s",
-    "phase",
-    "rss_kb",
-    "vsz_kb",
-    "hwm_kb",
-    "rss_anon_kb",
-    "anon_huge_kb",
-    "threads",
-    "cpu_user_s",
-    "cpu_sys_s",
-    "ctxsw_voluntary",
-    "ctxsw_involuntary",
-    "workload_tps",
-    "workload_qps",
+    *schema.TIMELINE.columns(),
     # format 5: RSS by mapping, on the rows written at phase boundaries (empty on the others)
     *MEMORY_PART_COLUMNS,
 ]
@@ -366,15 +236,7 @@ CELL_STATUSES = ("ok", "failed", "skipped", "interrupted", "pending")
 
 # Columns added to results.csv by the format-1 writer on 2026-11-22 (measured windows and what
 # came with them); a format-1 run recorded before that has none of them.
-WINDOW_ERA_COLUMNS = (
-    "window_s",
-    "window_ops",
-    "ctxsw_source",
-    "cpu_s_per_1m_ops",
-    "ctxsw_per_1m_ops",
-    "threads_connected",
-    "thp_fault_fallback",
-)
+WINDOW_ERA_COLUMNS = schema.added_in(2)
 
 # What the cpu_user_s, cpu_sys_s, ctxsw_* and per-op columns of results.csv cover
 # (manifest figures.cpu_ctxsw_span): the level's measured window, or the whole level (a format-1
@@ -397,18 +259,14 @@ COUNTER_MEANINGS = {
 }
 
 # The results columns each run format added, by format number (what `results_columns(N)` leaves out
-# of an older format). rundir.integrity reads a run's results.csv against its own format's set: a
-# format that adds results columns lists them here under its number (a format-N fixture then
-# still passes), else every older run reads as one that lost those columns.
-COLUMNS_ADDED_IN = {
-    # measured windows: written by format-1 runs from 2026-11-22 on, by every format-2 run
-    2: WINDOW_ERA_COLUMNS,
-    # engine and the read-while-writing columns (written by format-2 runs after their first
-    # ones), the client host's, the allocator's own accounting and thread churn
-    3: (*ADDED_COLUMNS, *CLIENT_COLUMNS, *ALLOC_COLUMNS, "churn_cycle", "thread_cache_size"),
-    5: FORMAT5_ADDED_COLUMNS,
-    6: FORMAT6_ADDED_COLUMNS,
-}
+# of an older format), from each figure's declared `added_in` (rundir/schema.py): 2, the measured
+# windows (written by format-1 runs from 2026-11-22 on, by every format-2 run); 3, engine and the
+# read-while-writing columns (written by format-2 runs after their first ones), the client host's,
+# the allocator's own accounting and thread churn; 5 and 6 as HISTORY says. rundir.integrity reads
+# a run's results.csv against its own format's set: a format that adds results columns declares
+# them with its number (a format-N fixture then still passes), else every older run reads as one
+# that lost those columns.
+COLUMNS_ADDED_IN = {v: schema.added_in(v) for v in schema.versions_adding_columns()}
 
 
 def results_columns(version: int) -> list[str]:
@@ -420,18 +278,15 @@ def results_columns(version: int) -> list[str]:
 
 
 # Columns kept as text; every other column of results.csv and samples/*.csv is a number or empty.
+# Declared by each figure's type (rundir/schema.py); a whole number is read as int only where
+# the row's identity needs one (threads, repeat): every other number is read as a float.
 TEXT_COLUMNS = frozenset(
-    {
-        *CELL_IDENTITY_COLUMNS,
-        "workload",
-        "status",
-        "error",
-        "phase",
-        "ctxsw_source",
-        "client_host",
-    }
+    f.name
+    for rec in (*schema.RESULT_RECORDS, schema.TIMELINE)
+    for f in rec.figures
+    if f.type is str
 )
-INT_COLUMNS = frozenset({"threads", "repeat"})
+INT_COLUMNS = frozenset(f.name for f in schema.LEVEL_IDENTITY.figures if f.type is int)
 REQUIRED_RESULT_COLUMNS = ("cell", "server", "allocator", "thp", "workload", "threads", "repeat")
 
 # Context-switch sources (results.csv ctxsw_source, cells[].ctxsw_source). The first two count

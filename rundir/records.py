@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
+from rundir import schema
 from rundir.errors import RunDirError
 from rundir.format import CELL_STATUSES, FORMAT_VERSION, RAW_VERSION, SPAN_WINDOW
 from rundir.migrations import upgrade_raw
@@ -247,23 +248,13 @@ class SysbenchLevel(_Strict):
     common_window: dict[str, Any] | None = None
 
 
-class IIBenchQuery(_Strict):
-    """iibench's query clients over their own run time."""
-
-    clients: int
-    queries: int
-    duration_s: float
-    queries_per_s: float
-    lat_avg_ms: float | None = None
-    lat_p50_ms: float | None = None
-    lat_p95_ms: float | None = None
-    lat_p99_ms: float | None = None
-    lat_p999_ms: float | None = None
-    lat_max_ms: float | None = None
+IIBenchQuery = schema.IIBENCH_QUERY.model(
+    "IIBenchQuery", "iibench's query clients over their own run time (rundir.schema.IIBENCH_QUERY)."
+)
 
 
 class IIBenchLevel(_Strict):
-    """What an iibench level recorded besides its figures (suites.workloads.iibench.level)."""
+    """What an iibench level recorded besides its figures (suites.workloads.iibench.run_level)."""
 
     rows: int | None = None
     duration_s: float | None = None
@@ -279,25 +270,13 @@ class IIBenchLevel(_Strict):
     wall_s: float | None = None  # a level that failed on its client host: how long it ran
 
 
-class RwwFigures(_Strict):
-    """Read-while-writing's results columns (rundir.format.ADDED_RWW_COLUMNS)."""
-
-    write_ops_s: float | None = None
-    read_ops_s: float | None = None
-    write_lat_p50_ms: float | None = None
-    write_lat_p95_ms: float | None = None
-    write_lat_p99_ms: float | None = None
-    write_lat_max_ms: float | None = None
-    read_lat_p50_ms: float | None = None
-    read_lat_p95_ms: float | None = None
-    read_lat_p99_ms: float | None = None
-    read_lat_max_ms: float | None = None
-    table_rows: int | None = None
-    reads_min: int | None = None
+RwwFigures = schema.RWW.model(
+    "RwwFigures", "Read-while-writing's results columns (rundir.schema.RWW)."
+)
 
 
 class RwwLevel(_Strict):
-    """What a read-while-writing level recorded besides its figures (suites.workloads.rww.level)."""
+    """What a read-while-writing level recorded besides its figures (suites.workloads.rww.run_level)."""
 
     figures: RwwFigures
     engine: str | None = None
@@ -309,12 +288,11 @@ class RwwLevel(_Strict):
     latency_unit: str | None = None
 
 
-class ChurnLevel(_Strict):
-    """A thread-churn level's place (suites.workloads.sysbench.churn): results columns churn_cycle and
-    thread_cache_size."""
-
-    churn_cycle: int
-    thread_cache_size: int | None = None
+ChurnLevel = schema.CHURN.model(
+    "ChurnLevel",
+    "A thread-churn level's place (suites.workloads.sysbench.churn): results columns churn_cycle and "
+    "thread_cache_size (rundir.schema.CHURN).",
+)
 
 
 class ScenarioLevel(_Strict):
@@ -337,19 +315,9 @@ class ScenarioLevel(_Strict):
     settings: dict[str, Any] = Field(default_factory=dict)
 
 
-class ClientLoad(_Strict):
-    """The client host's own figures over a level (rundir.format.CLIENT_COLUMNS)."""
-
-    client_host: str
-    client_wall_s: float | None = None
-    client_cpu_user_s: float | None = None
-    client_cpu_sys_s: float | None = None
-    client_cpu_busy_pct: float | None = None
-    client_ctxsw: int | None = None
-    client_net_rx_kb: float | None = None
-    client_net_tx_kb: float | None = None
-    client_sysbench_user_s: float | None = None
-    client_sysbench_sys_s: float | None = None
+ClientLoad = schema.CLIENT_LOAD.model(
+    "ClientLoad", "The client host's own figures over a level (rundir.schema.CLIENT_LOAD)."
+)
 
 
 class AgentLevel(_Strict):
@@ -357,6 +325,13 @@ class AgentLevel(_Strict):
 
     records: str
     tag: str
+
+
+# What a level's workload reported (suites.workloads.level_result.LevelResult.row()): the figures
+# of rundir.schema.RAW_REPORT; keys no longer declared are kept (older records), never read.
+RawReport = schema.RAW_REPORT.model(
+    "RawReport", "A level's report: rundir.schema.RAW_REPORT's figures.", extra="allow"
+)
 
 
 class RawLevel(_Strict):
@@ -370,7 +345,7 @@ class RawLevel(_Strict):
     threads: int
     status: str
     error: str | None = None
-    report: dict[str, Any]  # the workload's figures (suites.workloads.level.LevelResult.row())
+    report: RawReport  # the workload's figures (LevelResult.row())
     # [t_s in the workload's clock, operations/s over the interval, our mark's t_s or None]
     intervals: list[tuple[float, float, float | None]] = Field(default_factory=list)
     sysbench: SysbenchLevel | None = None
@@ -386,12 +361,15 @@ class RawLevel(_Strict):
 
     def result_columns(self) -> dict[str, Any]:
         """The results columns its typed records add to the level's row (rww's figures, churn's
-        place, the client host's load): each record type says what it holds, so a derivation
-        needs no workload's name."""
+        place, the client host's load): every typed record, or its `figures`, that is a record of
+        results columns declared in rundir/schema.py (Record.model) adds them, so neither a
+        derivation nor this method names a workload."""
         out: dict[str, Any] = {}
-        for rec in (self.client_load, self.rww.figures if self.rww else None, self.churn):
-            if rec is not None:
-                out.update(rec.model_dump())
+        for name in type(self).model_fields:
+            rec = getattr(self, name)
+            for part in (rec, getattr(rec, "figures", None)):
+                if schema.holds_result_columns(part):
+                    out.update(part.model_dump())
         return out
 
 
@@ -469,6 +447,7 @@ __all__ = [
     "RawPart",
     "RawParts",
     "RawPhase",
+    "RawReport",
     "RawSnap",
     "RwwFigures",
     "RwwLevel",

@@ -24,6 +24,7 @@ from rundir.derive.window import (
 )
 from rundir.format import CELL_IDENTITY_COLUMNS, CPU_CTXSW_COLUMNS, RESULTS_COLUMNS
 from rundir.records import RawLevel
+from rundir.schema import RAW_REPORT
 
 # The row's identity, from the raw record's `identity` (the cell's plan and resolved server);
 # engine is absent in raw records written before engines existed: read as empty.
@@ -68,7 +69,9 @@ def level_row(
     row["engine"] = row["engine"] or ""
     row["status"] = level["status"]
     row["error"] = level.get("error") or ""
-    row.update(level["report"])
+    # The workload's own figures (rundir.schema.RAW_REPORT: the report's declared figures)
+    report = level["report"]
+    row.update({k: report.get(k) for k in RAW_REPORT.columns()})
     # What the level's typed records add (a client host's load, read-while-writing's figures, a
     # churn level's cycle): each record says which results columns it holds.
     for k, v in RawLevel.model_validate(level).result_columns().items():

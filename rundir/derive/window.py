@@ -45,7 +45,7 @@ class Window:
 
 def load_end(
     intervals: list[Interval],
-    duration_s: float | None,
+    planned_s: float | None,
     interval_s: float | None,
     last_ends_load: bool = False,
 ) -> float:
@@ -54,8 +54,8 @@ def load_end(
     second-to-last report (neither). Needs at least two reports."""
     limit = intervals[-1].t_s
     if not last_ends_load:
-        if duration_s is not None:
-            limit = min(limit, duration_s - (interval_s or 0.0) / 2)
+        if planned_s is not None:
+            limit = min(limit, planned_s - (interval_s or 0.0) / 2)
         else:
             limit = intervals[-2].t_s
     return limit
@@ -63,7 +63,7 @@ def load_end(
 
 def load_rates(
     intervals: list[Interval],
-    duration_s: float | None,
+    planned_s: float | None,
     interval_s: float | None,
     last_ends_load: bool = False,
 ) -> list[float]:
@@ -71,7 +71,7 @@ def load_rates(
     to load_end): the series the steady-state rule judges; its i-th value is report i+1's."""
     if len(intervals) < 2:
         return []
-    end = load_end(intervals, duration_s, interval_s, last_ends_load)
+    end = load_end(intervals, planned_s, interval_s, last_ends_load)
     return [iv.ops_per_s for iv in intervals[1:] if iv.t_s <= end + 1e-9]
 
 
@@ -88,7 +88,7 @@ def _ops_between(intervals: list[Interval], a: float, b: float) -> float:
 def measured_window(
     intervals: list[Interval],
     mark_times: list[float],
-    duration_s: float | None,
+    planned_s: float | None,
     interval_s: float | None,
     last_ends_load: bool = False,
     start_report: int = 0,
@@ -110,7 +110,7 @@ def measured_window(
     - End: the last mark still inside the load. With `last_ends_load` (iibench: its last report
       comes when the last insert has returned, before any client disconnects) the last report's
       own mark, however late after its report it came.
-      Otherwise (sysbench) up to half an interval before the planned end `duration_s`: after it,
+      Otherwise (sysbench) up to half an interval before the planned end `planned_s` (the raw clock's planned length; results.csv's duration_s is the measured one): after it,
       sysbench stops starting events and drains the ones in flight, then disconnects every
       thread before its cumulative report — teardown the operation count does not cover. With
       neither, up to the second-to-last report (the load outlasted it).
@@ -131,7 +131,7 @@ def measured_window(
         end = closing
     else:
         # no rate is known past the last report
-        end = load_end(intervals, duration_s, interval_s, last_ends_load) + offset
+        end = load_end(intervals, planned_s, interval_s, last_ends_load) + offset
     opening = next((iv.mark_t for iv in intervals[start_report:] if iv.mark_t is not None), None)
     if opening is None:
         return None

@@ -17,7 +17,7 @@ _SOURCES = (
     "suites/workloads/level_agent.py",
     "suites/remote/identity.py",
     "suites/target.py",
-    "suites/workloads/level.py",
+    "suites/workloads/level_result.py",
     "rundir/records.py",  # the level's typed record travels back as JSON
 )
 

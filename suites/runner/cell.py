@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from collectors.collector_session import CollectorSession
 from collectors.errors import CollectorError
 from collectors.host import cell_host_state
-from collectors.session import CollectorSession
 from rundir.derive.levels import derive_cell
 from rundir.derive.window import Interval
 from rundir.errors import RunDirError
@@ -27,7 +27,7 @@ from suites.errors import SuiteError
 from suites.runner import disk_full
 from suites.runner.alloc_memory import AllocMemory
 from suites.runner.plan import CellPlan
-from suites.workloads.level import ClientTarget, LevelResult
+from suites.workloads.level_result import ClientTarget, LevelResult
 
 
 @dataclass

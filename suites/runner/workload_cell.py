@@ -18,7 +18,7 @@ from suites.families.registry import family_for
 from suites.runner.cell import CellRunner
 from suites.workloads import registry as workloads
 from suites.workloads.context import LevelContext
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 
 
 class WorkloadCell(CellRunner):

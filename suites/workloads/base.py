@@ -11,7 +11,7 @@ section), which suites/config/suite.py puts into the Suite model and the templat
 set its fields; and the rules across sections only it knows (can it run on this server family,
 its statements against the server's statement limit). Its levels and warmup get a
 suites.workloads.context.LevelContext (connect, run a client, report progress and intervals, read a
-server counter by its meaning), never the cell. Its results are a suites.workloads.level.LevelResult per
+server counter by its meaning), never the cell. Its results are a suites.workloads.level_result.LevelResult per
 level — the figures every workload has, plus its own typed record (rundir.records: what
 rundir.derive and the report read back) — from which rundir.derive derives the rows.
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from suites.workloads.level import LevelResult
+from suites.workloads.level_result import LevelResult
 
 Phase = tuple[str, Callable[[], LevelResult]]  # (phase name, runs the level)
 

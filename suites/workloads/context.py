@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from servers.launch import ExitInfo
-from suites.workloads.level import ClientTarget
 from suites.workloads.level_loop import run_to_end
+from suites.workloads.level_result import ClientTarget
 from suites.workloads.warmup import by_name
 
 # A client program gets nothing of our environment but this (and what the caller adds).

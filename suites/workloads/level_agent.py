@@ -34,7 +34,7 @@ def run(work_path: Path) -> int:
     if work["kind"] != "iibench":
         print(f"level_agent: unknown workload {work['kind']!r}", file=sys.stderr)
         return 2
-    from suites.workloads.iibench import level
+    from suites.workloads.iibench.run_level import run_level
     from suites.workloads.iibench.spec import IIBenchSpec
 
     spec = IIBenchSpec(**work["spec"])
@@ -42,7 +42,7 @@ def run(work_path: Path) -> int:
     def on_interval(t_s: float, tps: float, qps: float) -> None:
         _emit({"type": "interval", "t_s": t_s, "tps": tps, "qps": qps})
 
-    res = level.run_level(target, spec, log, on_interval=on_interval)
+    res = run_level(target, spec, log, on_interval=on_interval)
     out = res.to_json()
     out["raw_log"] = None
     _emit({"type": "result", "result": out})

@@ -88,16 +88,18 @@ class LevelWatch:
             self.close()
             self.mode = "polling"
 
-    def wait(self, timeout_s: float) -> None:
+    def wait(self, timeout_s: float) -> str:
         """Also returns when a signal came (servers.interrupts' wake pipe): the runner acts on it
-        at once, not at the next record."""
+        at once, not at the next record. Says what ended the wait: "record" (the records file
+        was written), "exit" (the child ended), "signal", "timeout", or "poll" (polling mode
+        slept one poll interval; the caller looks at the file and the child itself)."""
         wake = interrupts.wake_fd()
         if self.mode == "polling":
             if wake is None:
                 time.sleep(min(self.poll_s, max(0.0, timeout_s)))
-            else:
-                select.select([wake], [], [], min(self.poll_s, max(0.0, timeout_s)))
-            return
+                return "poll"
+            ready, _, _ = select.select([wake], [], [], min(self.poll_s, max(0.0, timeout_s)))
+            return "signal" if ready else "poll"
         fds = [self._ino, self._pidfd] + ([wake] if wake is not None else [])
         ready, _, _ = select.select(fds, [], [], max(0.0, timeout_s))
         if self._ino in ready:
@@ -106,6 +108,10 @@ class LevelWatch:
                     pass
             except BlockingIOError:
                 pass
+            return "record"
+        if self._pidfd in ready:
+            return "exit"
+        return "signal" if ready else "timeout"
 
     def close(self) -> None:
         for fd in (self._ino, self._pidfd):

@@ -20,8 +20,8 @@ from pathlib import Path
 from rundir.records import AgentLevel, ClientLoad, IIBenchLevel
 from servers.launch import Child
 from suites.remote.spawn import spawn_over_ssh
-from suites.workloads.level import ClientTarget, LevelResult
 from suites.workloads.level_loop import Stream, run_streams
+from suites.workloads.level_result import ClientTarget, LevelResult
 
 
 class AgentIntervals:

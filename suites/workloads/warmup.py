@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from suites.errors import SuiteError
-from suites.workloads.level import LevelResult
+from suites.workloads.level_result import LevelResult
 
 # The two counters the warmup watches, by meaning (rundir.format.COUNTER_MEANINGS).
 MISSES = "cache_misses"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from servers.allocators import Allocator, resolve
 from servers.mysql import MySQLServer, MySQLSettings, find_mysql
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 from suites.workloads.sysbench import SysbenchOptions, prepare
 
 

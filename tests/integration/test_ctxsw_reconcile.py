@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from collectors import taskstats
+from collectors.collector_session import CollectorSession
 from collectors.ctxsw import ABS_TOLERANCE, REL_TOLERANCE, psutil_style
 from collectors.procfs import ProcFS
-from collectors.session import CollectorSession
 from rundir.format import SAMPLE_COLUMNS
 from servers.launch import spawn
 from suites.families.mysql import MYSQL

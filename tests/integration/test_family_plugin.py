@@ -36,7 +36,7 @@ from servers.life import Launch, Probe, ServerLife
 from servers.verify import verify_allocator
 from suites.config.sections import ServerSection
 from suites.families.base import Family, ServerLaunch
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 from tests.integration.runs_helpers import scratch_dir
 
 pytestmark = pytest.mark.integration

@@ -26,10 +26,10 @@ from suites.workloads.iibench.bench import (
     process_cpu_s,
     process_vs_thread_rate,
 )
-from suites.workloads.iibench.level import run_level
+from suites.workloads.iibench.run_level import run_level
 from suites.workloads.iibench.schema import count_rows, index_keys, prepare
 from suites.workloads.iibench.spec import DATA_LENGTH_MAX, SECONDARY_INDEXES, IIBenchSpec
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 
 pytestmark = pytest.mark.integration
 
@@ -205,9 +205,9 @@ def test_clients_are_processes_in_their_own_groups_and_die_with_the_runner(prist
         # A runner process of its own, so that the test can SIGKILL it.
         script = textwrap.dedent(f"""
             from pathlib import Path
-            from suites.workloads.iibench.level import run_level
+            from suites.workloads.iibench.run_level import run_level
             from suites.workloads.iibench.spec import IIBenchSpec
-            from suites.workloads.level import ClientTarget
+            from suites.workloads.level_result import ClientTarget
             t = ClientTarget(kind="mysql", socket={target.socket!r}, database="iibench")
             spec = IIBenchSpec(clients=3, max_rows=10**9, max_seconds=120, batch_rows=50)
             run_level(t, spec, Path({str(short_tmp / "r.log")!r}))

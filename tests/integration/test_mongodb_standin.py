@@ -18,10 +18,10 @@ from servers.allocators import resolve
 from servers.errors import AllocatorError, ServerError
 from servers.mongodb import MongoServer, find_mongod
 from servers.ports import free_port
-from suites.workloads.iibench.level import run_level
+from suites.workloads.iibench.run_level import run_level
 from suites.workloads.iibench.schema import count_rows, index_keys, prepare
 from suites.workloads.iibench.spec import SECONDARY_INDEXES, IIBenchSpec
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 from tests.integration.standin import ensure_standin
 
 pytestmark = pytest.mark.integration

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench import paired
-from collectors.session import CollectorSession
+from collectors.collector_session import CollectorSession
 from rundir.format import SAMPLE_COLUMNS
 from servers.mysql import MySQLSettings
 from suites.workloads.sysbench import SysbenchOptions

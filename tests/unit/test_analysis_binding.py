@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fixtures.make_runs import make_run
 
-from analysis import cells
+from analysis import cell_tables
 from analysis.report import write_report
 from rundir.read import load_run
 
@@ -48,7 +48,7 @@ def _row(table, allocator_prefix):
 
 
 def test_proof_table(run):
-    table = cells.proof_table(load_run(run))
+    table = cell_tables.proof_table(load_run(run))
     je = _row(table, "jemalloc")
     assert je["malloc/free bound to"] == (
         "libjemalloc.so.2 (also mapped, serving nothing: libtcmalloc_minimal.so.4.5.10)"
@@ -61,7 +61,7 @@ def test_proof_table(run):
 
 
 def test_binding_table_lists_got_target_and_library_per_symbol(run):
-    table = cells.binding_table(load_run(run))
+    table = cell_tables.binding_table(load_run(run))
     rows = [[c.text for c in r] for r in table.rows]
     je = [r for r in rows if "__jemalloc__" in r[0]]
     entries = RECORDED["jemalloc"]["binding"]["entries"]

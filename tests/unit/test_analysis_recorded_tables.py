@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import hugepage_tables, memory, study_tables
+from analysis import hugepage_tables, memory, point_tables
 from analysis.report import write_report
 from analysis.table_model import fmt
 from rundir.read import load_run
@@ -57,7 +57,7 @@ def log_t_interval(xs: list[float]) -> tuple[float, float]:
 def test_latency_tables_equal_results_csv(name, pct):
     run, rows = load_run(RUNS / name), raw_rows(name)
     for wl in run.workloads:
-        t = study_tables.latency_table(run, wl, pct)
+        t = point_tables.latency_table(run, wl, pct)
         thp_col = "THP" in t.columns
         for row in t.rows:
             alloc = row[0].value
@@ -291,7 +291,7 @@ def test_per_op_tables_equal_the_recorded_columns(name, windows):
     run, rows = load_run(RUNS / name), raw_rows(name)
     assert run.has_windows == windows
     for wl in run.workloads:
-        cpu, csw = study_tables.efficiency_tables(run, wl)
+        cpu, csw = point_tables.efficiency_tables(run, wl)
         for t, col in ((cpu, "cpu_us_per_op"), (csw, "ctxsw_per_op")):
             thp_col = "THP" in t.columns
             for row in t.rows:

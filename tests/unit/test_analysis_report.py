@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 import pytest
 from fixtures.make_runs import make_run
 
-from analysis import cells, hugepage_tables, memory, study_tables
+from analysis import cell_tables, hugepage_tables, memory, point_tables
 from analysis.report import write_report
 from analysis.stats import median_ci
 from analysis.table_model import fmt
@@ -107,7 +107,7 @@ def parse(html: str) -> Page:
 # -- tables ---------------------------------------------------------------------------------------
 def test_throughput_table_equals_results_csv(runs):
     run = load_run(runs["plain"])
-    t = study_tables.throughput_table(run, "oltp_ro")
+    t = point_tables.throughput_table(run, "oltp_ro")
     assert t.columns == ["allocator", "8 thr", "16 thr", "32 thr", "64 thr"]
     for row in t.rows:
         alloc = row[0].value
@@ -129,7 +129,7 @@ def test_throughput_table_equals_results_csv(runs):
 
 def test_repeats_are_medians_with_intervals(runs):
     run = load_run(runs["rep"])
-    t = study_tables.throughput_table(run, "point_select")
+    t = point_tables.throughput_table(run, "point_select")
     cell = t.rows[1][4]  # jemalloc at 64 threads
     vals = [
         r["qps"]
@@ -148,8 +148,8 @@ def test_repeats_are_medians_with_intervals(runs):
 
 def test_latency_and_efficiency_tables_equal_results_csv(runs):
     run = load_run(runs["plain"])
-    lat = study_tables.latency_table(run, "point_select", "p99")
-    cpu, csw = study_tables.efficiency_tables(run, "point_select")
+    lat = point_tables.latency_table(run, "point_select", "p99")
+    cpu, csw = point_tables.efficiency_tables(run, "point_select")
     for t, col in ((lat, "lat_p99_ms"), (cpu, "cpu_us_per_op"), (csw, "ctxsw_per_op")):
         got = {
             (row[0].value, th): c.value
@@ -203,7 +203,7 @@ def test_memory_table_of_an_older_run_uses_the_levels(tmp_path):
 def test_iibench_table_per_million_rows(runs):
     """Recorded window rates (not all rows / whole level); rows/s is qps, batches/s is tps."""
     run = load_run(runs["iibench"])
-    t = study_tables.iibench_table(run)
+    t = point_tables.iibench_table(run)
     r = next(x for x in run.rows if x["allocator"] == "glibc")
     row = t.rows[0]
     assert row[0].value == "glibc"
@@ -220,7 +220,7 @@ def test_iibench_table_per_million_rows(runs):
         (r["ctxsw_voluntary"] + r["ctxsw_involuntary"]) / r["events"] * 1e6, rel=1e-3
     )
     assert any("measured window" in n for n in t.notes)
-    tp = study_tables.throughput_table(run, "iibench")
+    tp = point_tables.throughput_table(run, "iibench")
     assert "rows inserted/s" in tp.title and "queries" not in tp.title
 
 
@@ -230,7 +230,7 @@ def test_iibench_table_of_an_older_run_divides_by_all_rows(tmp_path):
                  legacy=True)
     )  # fmt: skip
     assert not run.has_windows
-    t = study_tables.iibench_table(run)
+    t = point_tables.iibench_table(run)
     r = next(x for x in run.rows if x["allocator"] == "glibc")
     row = t.rows[0]
     per_m = (r["ctxsw_voluntary"] + r["ctxsw_involuntary"]) / r["events"] * 1e6
@@ -244,7 +244,7 @@ def test_procfs_context_switches_are_flagged_not_shown(tmp_path):
     """A cell without perf: its context-switch cells are empty, flagged, and explained."""
     path = make_run(tmp_path, "synthetic-procfs", seed=7, ctxsw_procfs=("jemalloc",))
     run = load_run(path)
-    _, csw = study_tables.efficiency_tables(run, "point_select")
+    _, csw = point_tables.efficiency_tables(run, "point_select")
     jem = next(r for r in csw.rows if r[0].value == "jemalloc")
     glibc = next(r for r in csw.rows if r[0].value == "glibc")
     assert all(c.value is None and c.warn and c.note == "live threads only" for c in jem[1:])
@@ -252,13 +252,13 @@ def test_procfs_context_switches_are_flagged_not_shown(tmp_path):
     assert all(c.value is not None and not c.warn for c in glibc[1:])
     assert any(n.startswith("⚠ live threads only:") for n in csw.notes)
     # CPU is unaffected by the context-switch source
-    cpu, _ = study_tables.efficiency_tables(run, "point_select")
+    cpu, _ = point_tables.efficiency_tables(run, "point_select")
     assert all(
         c.value is not None for c in next(r for r in cpu.rows if r[0].value == "jemalloc")[1:]
     )
     ii = load_run(make_run(tmp_path, "synthetic-ii-procfs", seed=8, workloads=("iibench",),
                            threads=(10,), ctxsw_procfs=("glibc",)))  # fmt: skip
-    t = study_tables.iibench_table(ii)
+    t = point_tables.iibench_table(ii)
     cell = t.rows[0][t.columns.index("ctxsw per 1M rows")]
     assert t.rows[0][0].value == "glibc" and cell.value is None and cell.note == "live threads only"
     html, md = write_report(path)
@@ -267,7 +267,7 @@ def test_procfs_context_switches_are_flagged_not_shown(tmp_path):
 
 def test_level_without_a_window_is_flagged(tmp_path):
     run = load_run(make_run(tmp_path, "synthetic-nowin", seed=9, no_window_levels=("oltp_ro@8",)))
-    cpu, csw = study_tables.efficiency_tables(run, "oltp_ro")
+    cpu, csw = point_tables.efficiency_tables(run, "oltp_ro")
     for t in (cpu, csw):
         at8 = t.column("8 thr")
         assert all(c.value is None and c.note == "no window" for c in at8)
@@ -315,7 +315,7 @@ def test_hugepage_table_only_with_several_modes(runs):
 
 
 def test_failures_name_cells_and_levels(runs):
-    fails = cells.failures(load_run(runs["failed"]))
+    fails = cell_tables.failures(load_run(runs["failed"]))
     assert {f["what"] for f in fails} == {"cell failed", "level point_select@64"}
     assert any("signal 11" in f["error"] for f in fails)
 

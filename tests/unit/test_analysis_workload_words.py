@@ -3,7 +3,7 @@ tables, plots and the report ask for them instead of branching on workload names
 
 from pathlib import Path
 
-from analysis.study_tables import metric_label
+from analysis.point_tables import metric_label
 from analysis.workload_words import GENERIC, WORDS, words
 from tests.unit.branch_census import census
 

@@ -21,7 +21,7 @@ from rundir.rederive import DERIVED, rederive_run
 from rundir.write import RunDir
 from suites.runner.cell import CellContext, CellRunner
 from suites.runner.plan import CellPlan
-from suites.workloads.level import LevelResult
+from suites.workloads.level_result import LevelResult
 
 
 class SleepServer:
@@ -65,7 +65,9 @@ class ReportingCell(CellRunner):
                 self.on_interval(i * 0.1, 10.0, 100.0 if i else 0.0)
                 if i < 3:
                     time.sleep(0.1)  # the load between two reports
-            return LevelResult("stand-in", 2, duration_s=0.3, events=30, tps=10.0, qps=100.0)
+            return LevelResult(
+                workload="stand-in", threads=2, duration_s=0.3, events=30, tps=10.0, qps=100.0
+            )
 
         yield "stand-in@2", run
 

@@ -26,7 +26,7 @@ def marks_of(ivs, *extra):
 def test_sysbench_window_ends_half_an_interval_before_the_planned_end():
     # --time=4, --report-interval=1: sysbench may or may not write the t=4 report as it stops.
     for ivs in (reports([1, 2, 3, 4.0]), reports([1, 2, 3])):
-        w = measured_window(ivs, marks_of(ivs), duration_s=4, interval_s=1)
+        w = measured_window(ivs, marks_of(ivs), planned_s=4, interval_s=1)
         assert (w.first_t_s, w.last_t_s) == pytest.approx((1, 3))
         assert (w.first_mark, w.last_mark) == (0, 2)
         assert w.ops == pytest.approx(2000.0)  # reports 2 and 3, 1 s each at 1000/s
@@ -36,11 +36,11 @@ def test_sysbench_window_ends_half_an_interval_before_the_planned_end():
 def test_periodic_marks_carry_the_window_to_the_end_of_the_load():
     ivs = reports([1, 2, 3, 4.0])
     periodic = [101.3, 101.55, 103.3, 103.55, 103.8]  # 103.55 - 100.05 = 3.5: the limit
-    w = measured_window(ivs, marks_of(ivs, *periodic), duration_s=4, interval_s=1)
+    w = measured_window(ivs, marks_of(ivs, *periodic), planned_s=4, interval_s=1)
     assert (w.first_t_s, w.last_t_s) == pytest.approx((1, 3.5))
     assert w.ops == pytest.approx(2500.0)
     # periodic marks taken before the first report (clients still connecting) never start it
-    w = measured_window(ivs, marks_of(ivs, 100.5), duration_s=4, interval_s=1)
+    w = measured_window(ivs, marks_of(ivs, 100.5), planned_s=4, interval_s=1)
     assert w.first_t_s == pytest.approx(1.0)
 
 
@@ -53,7 +53,7 @@ def test_late_marks_are_placed_in_the_workload_clock_and_teardown_marks_dropped(
         Interval(4.0, 2000.0, 104.9),  # t=4.85: past duration - interval/2
         Interval(5.0, 500.0, 105.2),  # the drain after --time
     ]
-    w = measured_window(ivs, marks_of(ivs), duration_s=5, interval_s=1)
+    w = measured_window(ivs, marks_of(ivs), planned_s=5, interval_s=1)
     assert w.first_t_s == pytest.approx(1.0)
     assert w.last_t_s == pytest.approx(3.47)  # 103.52 - offset 100.05
     assert w.last_mark == 2
@@ -61,7 +61,7 @@ def test_late_marks_are_placed_in_the_workload_clock_and_teardown_marks_dropped(
     assert w.ops == pytest.approx(2000.0 * 2.47)
     # every mark after the load: no window rather than one that includes teardown
     late = [Interval(1.0, 1000.0, 101.0), Interval(2.0, 1000.0, 106.0)]
-    assert measured_window(late, marks_of(late), duration_s=4, interval_s=1) is None
+    assert measured_window(late, marks_of(late), planned_s=4, interval_s=1) is None
 
 
 def test_iibench_window_spans_its_bracketing_reports():
@@ -113,8 +113,8 @@ def test_too_few_reports_give_no_window():
     assert measured_window([], [], 4, 1) is None
     # two reports, the second being the level's end: nothing the load certainly outlasted
     ivs = reports([1, 2])
-    assert measured_window(ivs, marks_of(ivs), duration_s=2, interval_s=1) is None
-    assert measured_window(ivs, marks_of(ivs), duration_s=3, interval_s=1) is not None
+    assert measured_window(ivs, marks_of(ivs), planned_s=2, interval_s=1) is None
+    assert measured_window(ivs, marks_of(ivs), planned_s=3, interval_s=1) is not None
 
 
 def test_an_unmarked_report_still_counts_its_operations():
@@ -122,7 +122,7 @@ def test_an_unmarked_report_still_counts_its_operations():
     ivs[0] = Interval(1, 100.0, None)
     ivs[2] = Interval(3, 200.0, 103.05)
     ivs[3] = Interval(4, 300.0, 104.05)
-    w = measured_window(ivs, marks_of(ivs), duration_s=5, interval_s=1)
+    w = measured_window(ivs, marks_of(ivs), planned_s=5, interval_s=1)
     assert (w.first_t_s, w.last_t_s) == pytest.approx((2, 4))
     assert (w.first_mark, w.last_mark) == (0, 2)  # indices among the marks, not the reports
     assert w.ops == pytest.approx(500.0)

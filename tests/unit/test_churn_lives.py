@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import study_tables
+from analysis import point_tables
 from analysis.compare import compare_runs
 from analysis.stats import median_ci
 from analysis.verdicts import THROUGHPUT, noise_floor, run_verdicts
@@ -60,17 +60,17 @@ def test_points_are_over_lives_not_cycles(tmp_path):
     plain = load_run(RUNS / "real-regress-base-a")
     churn = load_run(churned(RUNS / "real-regress-base-a", tmp_path / "churn"))
     assert len(churn.ok_rows) == 3 * len(plain.ok_rows)
-    (p,) = study_tables.points(plain, "point_select", "qps").values()
-    (c,) = study_tables.points(churn, "point_select", "qps").values()
+    (p,) = point_tables.points(plain, "point_select", "qps").values()
+    (c,) = point_tables.points(churn, "point_select", "qps").values()
     assert c.n == p.n == 5
     assert (c.median, c.lo, c.hi) == pytest.approx((p.median, p.lo, p.hi))
     # the recorded run reads as before: its lives are its rows
     assert p == median_ci([r["qps"] for r in plain.ok_rows])
-    table = study_tables.throughput_table(churn, "point_select")
+    table = point_tables.throughput_table(churn, "point_select")
     notes = " ".join(table.notes)
     assert "medians over 5 repeats" in notes and "up to 3 times" in notes
     assert "Thread churn" not in " ".join(
-        study_tables.throughput_table(plain, "point_select").notes
+        point_tables.throughput_table(plain, "point_select").notes
     )
 
 

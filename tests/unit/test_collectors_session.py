@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from collectors.collector_session import CollectorSession
 from collectors.errors import CollectorError
 from collectors.procfs import CLK_TCK, ProcFS
-from collectors.session import CollectorSession
 from rundir.derive.phases import FIGURE_KEYS
 from suites.families.mysql import MYSQL
 
@@ -217,7 +217,7 @@ def test_a_boundary_reads_smaps_once(tmp_path, proc, monkeypatch, parts):
         assert p["marked"]  # found by its size: the fixture's pool has no don't-dump mark
     else:
         assert "parts" not in end["snap"]
-    # The first boundary takes nothing apart (collectors.session._snapshot)
+    # The first boundary takes nothing apart (collectors.collector_session._snapshot)
     assert "parts" not in c.raw_phases()["startup"]["start"]["snap"]
 
 

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from suites.workloads.iibench.level import PROCESSES, THREADS, run_level
+from suites.workloads.iibench.run_level import PROCESSES, THREADS, run_level
 from suites.workloads.iibench.spec import IIBenchSpec
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 
 
 @pytest.mark.parametrize("mode", [THREADS, PROCESSES])

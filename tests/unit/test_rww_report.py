@@ -68,7 +68,7 @@ def test_one_round_has_a_ratio_but_no_interval_or_verdict():
 
 
 def test_the_header_names_the_rww_load_not_an_unused_dataset():
-    from analysis.cells import metadata
+    from analysis.cell_tables import metadata
 
     suite = {"suite": {"kind": "rww"}, "rww": {"records": 20000, "value_bytes": 4000}}
     # [dataset] defaults are recorded for every suite; a read-while-writing suite never uses them

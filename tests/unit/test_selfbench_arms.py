@@ -9,7 +9,7 @@ from bench import paired
 from bench import reference as ref
 from bench.raw import printed_summary, raw_qps, raw_sysbench_argv
 from bench.table import reference_rows, source_rows, sweep_rows
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 from suites.workloads.sysbench import SysbenchOptions
 
 TARGET = ClientTarget.mysql(

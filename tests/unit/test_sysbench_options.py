@@ -3,7 +3,7 @@
 import pytest
 
 from suites.errors import SuiteError
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 from suites.workloads.sysbench import (
     WORKLOADS,
     SysbenchOptions,

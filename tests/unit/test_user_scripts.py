@@ -12,7 +12,7 @@ import pytest
 
 import suites.runner.matrix
 from suites.config.suite import parse_suite
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 from suites.workloads.sysbench.options import (
     Script,
     level_argv,

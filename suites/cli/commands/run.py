@@ -171,7 +171,7 @@ def duration_arg(text: str | None) -> float | None:
 def final_table(run_dir: Path) -> list[Table]:
     """allocator x threads: QPS and p95 for each workload, the medians over repeats computed by
     analysis (the report's own points), so the console and the report cannot disagree."""
-    from analysis.study_tables import points, series_of
+    from analysis.point_tables import points, series_of
     from rundir.read import load_run
     from suites.workloads.registry import REGISTRY, Workload
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from suites.errors import SuiteError
 
-# The dump client of each flavor, by its names (the first found wins), and its Debian package.
+# The dump client of each flavor, by its names (the first found wins), and its Debian package. The
+# flavor "mysql" is Oracle's build (the family is MariaDB, MySQL and Percona alike).
 NAMES = {
     "mariadb": ("mariadb-dump", "mysqldump"),
     "mysql": ("mysqldump",),

@@ -23,7 +23,7 @@ from servers.engines import SQL_NAME
 from servers.shipped import shipped
 from suites.workloads.fragmentation.dumpclient import find_dump_client
 from suites.workloads.fragmentation.settings import REPORTS, SERVER_THREAD_CACHE
-from suites.workloads.level import LevelResult
+from suites.workloads.level_result import LevelResult
 from suites.workloads.sysbench import run_level
 from suites.workloads.sysbench.options import Script, SysbenchOptions, as_script, stock_tables
 

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from suites.workloads.iibench.rows import Batch
 from suites.workloads.iibench.spec import SECONDARY_INDEXES, IIBenchSpec
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 
 
 class Backend(Protocol):

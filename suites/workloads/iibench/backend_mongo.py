@@ -15,7 +15,7 @@ from suites.errors import SuiteError
 from suites.workloads.iibench.backend import in_spec_order, where
 from suites.workloads.iibench.rows import COLUMNS, Batch
 from suites.workloads.iibench.spec import TABLE, IIBenchSpec
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 
 _FIELDS = ("_id",) + COLUMNS[1:]
 

@@ -30,7 +30,7 @@ from suites.errors import SuiteError
 from suites.workloads.iibench.backend import in_spec_order, where
 from suites.workloads.iibench.rows import Batch
 from suites.workloads.iibench.spec import TABLE, IIBenchSpec, insert_statement_bytes
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 
 
 def create_table_sql(spec: IIBenchSpec) -> str:

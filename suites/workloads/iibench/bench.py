@@ -14,10 +14,10 @@ import statistics
 from pathlib import Path
 
 from collectors.procfs import ProcFS
-from suites.workloads.iibench.level import PROCESSES, THREADS, run_level
+from suites.workloads.iibench.run_level import PROCESSES, THREADS, run_level
 from suites.workloads.iibench.schema import prepare
 from suites.workloads.iibench.spec import IIBenchSpec
-from suites.workloads.level import ClientTarget, LevelResult
+from suites.workloads.level_result import ClientTarget, LevelResult
 
 
 def process_cpu_s(pid: int, proc_root: str = "/proc") -> float:

@@ -23,7 +23,7 @@ from suites.workloads.iibench.connect import open_backend
 from suites.workloads.iibench.latency import new_histogram, record_us
 from suites.workloads.iibench.rows import RowSource
 from suites.workloads.iibench.spec import IIBenchSpec
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 
 INSERT = "insert"
 QUERY = "query"

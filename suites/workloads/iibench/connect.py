@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from suites.errors import SuiteError
 from suites.workloads.iibench.backend import Backend
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 
 
 def open_backend(target: ClientTarget, *, create_database: bool = False) -> Backend:

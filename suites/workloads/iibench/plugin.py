@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 from suites.config.errors import FieldError
 from suites.config.settings import Section
 from suites.workloads.base import Workload
-from suites.workloads.iibench.level import run_level
+from suites.workloads.iibench.run_level import run_level
 from suites.workloads.iibench.schema import prepare
 from suites.workloads.iibench.spec import IIBenchSettingError, IIBenchSpec, insert_statement_bytes
 from suites.workloads.pylevel import run_remote_level
@@ -106,7 +106,7 @@ class IIBench(Workload):
 
     def clock(self, suite):
         # iibench brackets its load with reports: t=0 when its clock starts, and a final one when
-        # the last insert has returned, before any client disconnects (suites.workloads.iibench.level).
+        # the last insert has returned, before any client disconnects (suites.workloads.iibench.run_level).
         return None, float(iibench_spec(suite).report_interval_s), True
 
     def warmup(self, ctx):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from suites.workloads.iibench.connect import open_backend
 from suites.workloads.iibench.spec import IIBenchSpec
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 
 
 def prepare(target: ClientTarget, spec: IIBenchSpec) -> None:

@@ -22,7 +22,7 @@ from dataclasses import asdict
 import MySQLdb
 
 from suites.workloads.client_procs import Link
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 from suites.workloads.rww.latency import Buckets
 from suites.workloads.rww.spec import TABLE, RwwSpec
 

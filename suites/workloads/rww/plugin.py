@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 from suites.config.errors import FieldError
 from suites.config.settings import Section
 from suites.workloads.base import Workload
-from suites.workloads.rww.level import LOAD, RUN, WORKLOAD, run_level
+from suites.workloads.rww.run_level import LOAD, RUN, WORKLOAD, run_level
 from suites.workloads.rww.schema import prepare
 from suites.workloads.rww.spec import RwwSettingError, RwwSpec, load_statement_bytes
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from servers.engines import SQL_NAME
 from suites.errors import SuiteError
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 from suites.workloads.rww.spec import TABLE, RwwSpec
 
 

@@ -1,7 +1,7 @@
 """The sysbench sweep: OLTP_RO and POINT_SELECT levels, or the user's own scripts, through our Lua
 wrapper.
 
-A thin leaf over suites.workloads.level: the scripts do the work unchanged (sysbench's stock ones, or the
+A thin leaf over suites.workloads.level_result: the scripts do the work unchanged (sysbench's stock ones, or the
 user's: suites.workloads.sysbench.scripts); our wrapper (mallocsweep.lua) records sysbench's own counters
 and full latency histogram as JSON records.
 """

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from servers.engines import check_tables
 from suites.errors import SuiteError
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 from suites.workloads.sysbench.options import Script, SysbenchOptions, stock_tables
 from suites.workloads.sysbench.runner import prepare
 

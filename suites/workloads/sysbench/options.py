@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from suites.errors import SuiteError
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 
 # our name -> the stock script in sysbench's data dir (/usr/share/sysbench), used unchanged
 WORKLOADS = {"oltp_ro": "oltp_read_only", "point_select": "oltp_point_select"}

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from rundir.records import LatencyHistogram as HistogramRecord
 from rundir.records import SysbenchLevel, SysbenchPercentile
-from suites.workloads.level import LevelResult
 from suites.workloads.level_loop import parse_record
+from suites.workloads.level_result import LevelResult
 from suites.workloads.sysbench.histogram import LatencyHistogram
 
 PERCENTILES = {"lat_p50_ms": 50, "lat_p95_ms": 95, "lat_p99_ms": 99, "lat_p999_ms": 99.9}

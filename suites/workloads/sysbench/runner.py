@@ -30,8 +30,8 @@ from servers.shipped import shipped
 from suites.errors import SuiteError
 from suites.remote.hosts import combine_loads, split_threads
 from suites.remote.spawn import masked, spawn_over_ssh
-from suites.workloads.level import ClientTarget, LevelResult
 from suites.workloads.level_loop import Stream, run_streams, run_to_end
+from suites.workloads.level_result import ClientTarget, LevelResult
 from suites.workloads.sysbench.options import (
     Script,
     SysbenchOptions,

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from rundir.records import SysbenchLevel
 from suites.errors import SuiteError
-from suites.workloads.level import LevelResult
 from suites.workloads.level_loop import LevelRun, Stream, parse_record
+from suites.workloads.level_result import LevelResult
 from suites.workloads.sysbench.histogram import LatencyHistogram
 from suites.workloads.sysbench.records import (
     PERCENTILES,

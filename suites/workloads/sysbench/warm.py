@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from suites.errors import SuiteError
-from suites.workloads.level import ClientTarget
+from suites.workloads.level_result import ClientTarget
 from suites.workloads.sysbench.options import Script, SysbenchOptions
 from suites.workloads.sysbench.runner import run_level
 from suites.workloads.warmup import CHECK_S, FILL, MISSES, cache_counters, warm_up

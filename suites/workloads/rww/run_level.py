@@ -28,7 +28,7 @@ from rundir.records import RwwFigures, RwwLevel
 from servers import interrupts
 from suites.workloads.client_procs import ClientSet
 from suites.workloads.iibench.latency import merge, summary_ms
-from suites.workloads.level import ClientTarget, IntervalCallback, LevelResult
+from suites.workloads.level_result import ClientTarget, IntervalCallback, LevelResult
 from suites.workloads.rww import client
 from suites.workloads.rww.client import LOADER, READER, WRITER
 from suites.workloads.rww.spec import RwwSpec

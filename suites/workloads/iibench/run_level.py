@@ -42,7 +42,7 @@ from suites.workloads.iibench import client
 from suites.workloads.iibench.client import INSERT, QUERY
 from suites.workloads.iibench.latency import merge, summary_ms
 from suites.workloads.iibench.spec import IIBenchSpec
-from suites.workloads.level import ClientTarget, IntervalCallback, LevelResult
+from suites.workloads.level_result import ClientTarget, IntervalCallback, LevelResult
 
 PROCESSES = "processes"
 THREADS = "threads"

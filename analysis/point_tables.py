@@ -13,7 +13,7 @@ fallback counts live threads only) are never shown as a per-operation figure: th
 and says why.
 
 Memory and hugepage tables are in analysis/memory.py; per-cell tables (proof, failures) in
-analysis/cells.py.
+analysis/cell_tables.py.
 
 Every figure is the median over repeats of one point; points come only from levels that completed.
 A series is one (server, allocator, THP mode); its label shows the THP mode and the server only when
@@ -32,15 +32,20 @@ from analysis.table_model import Cell, Table, fmt, num, ratio_text, text
 from analysis.workload_words import words
 from rundir.format import WHOLE_PROCESS_SOURCES
 from rundir.read import BASELINE_ALLOCATOR, Run
+from rundir.schema import words as schema_words
 
+# The reader's words for the figures these tables show, as the run-directory schema declares them.
 METRIC_LABELS = {
-    "qps": "queries/s",
-    "tps": "transactions/s",
-    "lat_p95_ms": "p95 latency (ms)",
-    "lat_p99_ms": "p99 latency (ms)",
-    "lat_avg_ms": "average latency (ms)",
-    "ctxsw_per_op": "context switches per operation",
-    "cpu_us_per_op": "CPU microseconds per operation",
+    name: schema_words(name)
+    for name in (
+        "qps",
+        "tps",
+        "lat_p95_ms",
+        "lat_p99_ms",
+        "lat_avg_ms",
+        "ctxsw_per_op",
+        "cpu_us_per_op",
+    )
 }
 # Higher is better only for throughput; the ratio column reads the same way for every metric.
 STANDIN_LABEL = "protocol stand-in, no allocator conclusions"
@@ -103,7 +108,7 @@ def label_cells(run: Run, s: Series) -> list[Cell]:
 def metric_label(workload: str, metric: str) -> str:
     """What a metric counts, for a workload: iibench's qps are rows, not queries."""
     own = words(workload).metric_labels.get(metric)
-    return own or METRIC_LABELS.get(metric, metric)
+    return own or METRIC_LABELS.get(metric) or schema_words(metric)
 
 
 def metric_of(run: Run, workload: str) -> str:

@@ -3,7 +3,7 @@ reconciliation, and the run's metadata (host, servers, allocators)."""
 
 from __future__ import annotations
 
-from analysis.study_tables import STANDIN_LABEL
+from analysis.point_tables import STANDIN_LABEL
 from analysis.table_model import Cell, Table, fmt, num, text
 from analysis.workload_words import words
 from rundir.read import Run

@@ -8,18 +8,14 @@ collectors; a workload only talks to the server as a client (suites.workloads.co
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 from pathlib import Path
+from typing import get_args
 
-from rundir.records import (
-    AgentLevel,
-    ChurnLevel,
-    ClientLoad,
-    IIBenchLevel,
-    RwwLevel,
-    ScenarioLevel,
-    SysbenchLevel,
-)
+from pydantic import BaseModel
+
+from rundir import schema
+from rundir.records import RawLevel
 
 # ClientTarget lives below the families and the workloads, which both use it (suites/target.py);
 # imported here too for the modules that take it with LevelResult.
@@ -29,58 +25,51 @@ from suites.target import ClientTarget as ClientTarget
 IntervalCallback = Callable[[float, float, float], None]
 
 
-# The typed records a LevelResult may carry, by field name (rundir.records: RawLevel has the same
-# fields). At most one of sysbench/iibench/rww (what is particular to the workload); churn,
-# client_load, agent and scenario (a fragmentation scenario's cycle) are what any workload's
-# level may add beside.
-RECORDS = {
-    "sysbench": SysbenchLevel,
-    "iibench": IIBenchLevel,
-    "rww": RwwLevel,
-    "churn": ChurnLevel,
-    "client_load": ClientLoad,
-    "agent": AgentLevel,
-    "scenario": ScenarioLevel,
+# The typed records a LevelResult may carry, by field name: RawLevel's typed fields (rundir.records),
+# so the two cannot drift apart. At most one of sysbench/iibench/rww (what is particular to the
+# workload); churn, client_load, agent and scenario (a fragmentation scenario's cycle) are what
+# any workload's level may add beside.
+RECORDS: dict[str, type[BaseModel]] = {
+    name: model
+    for name, info in RawLevel.model_fields.items()
+    for model in get_args(info.annotation)
+    if isinstance(model, type) and issubclass(model, BaseModel) and name != "report"
 }
 
+# The figures every workload reports (duration_s, events, tps, qps, latencies, errors,
+# reconnects: rundir.schema.WORKLOAD_REPORT, with their units and meaning), and the typed records
+# (each None unless the level has one): declared there, so results.csv's columns, the raw
+# record's `report` and this result cannot disagree. Keyword-only, as every caller passes them.
+_Figures = make_dataclass(
+    "_Figures",
+    [
+        *schema.WORKLOAD_REPORT.dataclass_fields(),
+        *((name, model | None, field(default=None)) for name, model in RECORDS.items()),
+    ],
+    kw_only=True,
+)
 
-@dataclass
-class LevelResult:
+
+@dataclass(kw_only=True)
+class LevelResult(_Figures):
     """One level's figures as the workload itself measured them (server-side figures come from
-    the collectors). Latencies in milliseconds; rates per second over `duration_s`."""
+    the collectors). Latencies in milliseconds; rates per second over `duration_s`, the level's
+    MEASURED length (its clients' clock; the planned length is the raw clock's planned_s). The
+    figures are rundir.schema.WORKLOAD_REPORT's; the typed records are RECORDS'."""
 
     workload: str
     threads: int
     status: str = "ok"  # "ok" or "failed"
     error: str | None = None
-    duration_s: float = 0.0
-    events: int = 0  # transactions (sysbench) or rows inserted (iibench): the "op" in per-op rates
-    tps: float = 0.0
-    qps: float = 0.0
-    lat_avg_ms: float | None = None
-    lat_p50_ms: float | None = None
-    lat_p95_ms: float | None = None
-    lat_p99_ms: float | None = None
-    lat_p999_ms: float | None = None
-    lat_max_ms: float | None = None
-    errors: int = 0
-    reconnects: int = 0
     intervals: list[dict] = field(
         default_factory=list
     )  # per-interval figures, t_s relative to level start
     raw_log: Path | None = None
-    sysbench: SysbenchLevel | None = None
-    iibench: IIBenchLevel | None = None
-    rww: RwwLevel | None = None
-    churn: ChurnLevel | None = None
-    client_load: ClientLoad | None = None
-    agent: AgentLevel | None = None
-    scenario: ScenarioLevel | None = None
 
     def row(self) -> dict:
-        """The results.csv fields this result owns."""
-        skip = {"intervals", "raw_log", "status", "error", *RECORDS}
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+        """The results.csv fields this result owns (the raw record's report:
+        rundir.schema.RAW_REPORT)."""
+        return {name: getattr(self, name) for name in schema.RAW_REPORT.columns()}
 
     def records(self) -> dict:
         """Its typed records as the raw record keeps them (JSON-safe), the absent ones left out."""
