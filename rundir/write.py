@@ -18,6 +18,7 @@ from rundir.atomic import atomic_write
 from rundir.errors import RunDirError
 from rundir.format import (
     CELLS_DIR,
+    CHECKPOINTS_DIR,
     DERIVED_DIR,
     FORMAT_VERSION,
     LOGS_DIR,
@@ -200,6 +201,26 @@ class RunDir:
         except FileExistsError:
             raise RunDirError(f"{path}: a cell's raw record is never rewritten") from None
         return text
+
+    def checkpoint_file(self, cell_id: str) -> Path:
+        return self.path / CHECKPOINTS_DIR / f"{cell_id}.json"
+
+    def write_checkpoint(self, cell_id: str, checkpoint: dict) -> None:
+        """A running cell as far as it got (a soak: after every cycle), replaced atomically and
+        synced: a runner killed at any moment leaves the previous checkpoint or this one whole."""
+        path = self.checkpoint_file(cell_id)
+        path.parent.mkdir(exist_ok=True)
+        atomic_write(path, json.dumps(checkpoint, separators=(",", ":"), default=str) + "\n")
+
+    def read_checkpoint(self, cell_id: str) -> dict | None:
+        path = self.checkpoint_file(cell_id)
+        try:
+            got = json.loads(read_regular(path))
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise RunDirError(f"{path}: unreadable checkpoint: {e}") from None
+        return got if isinstance(got, dict) else None
 
     def write_derived(self, cell_id: str, derived: dict) -> None:
         """The rows and window records `report --rederive` derived again (derived/<cell>.json);

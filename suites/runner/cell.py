@@ -84,6 +84,7 @@ class CellRunner:
         # The cell's hugepage setting puts the buffer pool on explicit huge pages (make_server
         # starts the server with its family's large-pages setting; proven at server start).
         self.large_pages = False
+        self.ending = False  # end_after_level: the life ends after its current level
 
     # -- hooks for the server family -----------------------------------------------------------
     def make_server(self, thp_disable: bool):
@@ -129,6 +130,43 @@ class CellRunner:
 
     # -- the life of a cell ------------------------------------------------------------------
     def run(self) -> CellOutcome:
+        """The whole life at once (a soak drives `life()` itself, suites/runner/soak.py)."""
+        life = self.life()
+        while True:
+            try:
+                next(life)
+            except StopIteration as done:
+                return done.value
+
+    def end_after_level(self) -> None:
+        """A soak's time is up: the life ends after the level it is in (or at its next step)."""
+        self.ending = True
+
+    def park(self, label: str) -> None:
+        """A soak's arm hands the machine to the next arm: the time it waits is a phase of its
+        own (`label`), which also closes its last cycle's phase, and the cell is checkpointed
+        with every cycle so far (a runner killed meanwhile loses none of them)."""
+        if self.collectors is None or self.server is None:
+            return
+        self.collectors.begin_phase(label)
+        self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """checkpoints/<cell>.json: the record and raw record with every level whose phase is
+        closed, replaced atomically (rundir/write.py)."""
+        rec = json.loads(json.dumps(self.record, default=str))
+        rec["checkpoint_at"] = now_iso()
+        closed = self.collectors.raw_phases()
+        levels = [(p, r) for p, r in self.levels if p in closed]
+        self.run_dir.write_checkpoint(
+            self.plan.id,
+            {"record": rec, "raw": self._raw_dict(levels), "cycles": len(levels)},
+        )
+
+    def life(self):
+        """The cell's life as a generator: it yields after the warmup and after every level, and
+        returns the CellOutcome. `end_after_level` ends a workload whose levels have no end (a
+        soak's); closing the generator stops the server and collectors (its `finally`)."""
         ctx, plan = self.ctx, self.plan
         self.record = {
             "id": plan.id,
@@ -207,8 +245,11 @@ class CellRunner:
             self._check_alive("warmup")
             self._alloc_read("warmup", "warmup end")
             coll.check_sampling()
+            yield "warmup"
 
             for phase, run_level in self.workload_phases():
+                if self.ending:
+                    break
                 interrupts.check()  # safe point: between levels
                 coll.begin_phase(phase)
                 self._current = self.intervals.setdefault(phase, [])
@@ -231,6 +272,7 @@ class CellRunner:
                 self._check_alive(phase)
                 self._alloc_read(phase, "level end")
                 coll.check_sampling()  # collectors are mandatory: a dead sampler fails the cell
+                yield phase
             self._idle_phase()
             self._alloc_read("shutdown", "server stop")
             coll.begin_phase("shutdown", mark="server_stop")
@@ -328,6 +370,20 @@ class CellRunner:
     def _record_raw(self) -> dict:
         """raw/<cell>.json: what this cell observed, written once; returns it as written (read
         back from its text, so the rows below come from exactly what a --rederive will read)."""
+        raw = self._raw_dict(self.levels)
+        try:
+            text = self.run_dir.write_raw(raw)
+        except (OSError, RunDirError) as e:
+            # Figures can still be derived for this record; a run that cannot keep what it saw
+            # cannot be re-derived, so the cell does not count as done.
+            if self.record["status"] == "ok":
+                self.record["status"] = "failed"
+                self.record["error"] = f"raw record not written: {e}"
+            text = json.dumps(raw)
+        return json.loads(text)
+
+    def _raw_dict(self, levels: list[tuple[str, LevelResult]]) -> dict:
+        """The raw record of these levels (all of them at the end; a checkpoint's closed ones)."""
         duration, interval, last_ends_load = self.level_clock()
         server = self.server_info()
         alloc = self.ctx.allocator
@@ -366,7 +422,7 @@ class CellRunner:
                     # what is particular to the workload, and what its level adds beside
                     **res.records(),
                 }
-                for phase, res in self.levels
+                for phase, res in levels
             ],
             "exit": self.record.get("exit"),
             # which of the status's counters means what: how the derivations read it
@@ -374,16 +430,7 @@ class CellRunner:
             # the allocator's own accounting (suites.runner.alloc_memory): its level columns are derived
             "alloc_readings": self.alloc_memory.readings if self.alloc_memory is not None else None,
         }
-        try:
-            text = self.run_dir.write_raw(raw)
-        except (OSError, RunDirError) as e:
-            # Figures can still be derived for this record; a run that cannot keep what it saw
-            # cannot be re-derived, so the cell does not count as done.
-            if self.record["status"] == "ok":
-                self.record["status"] = "failed"
-                self.record["error"] = f"raw record not written: {e}"
-            text = json.dumps(raw)
-        return json.loads(text)
+        return raw
 
     def _derive(self, raw: dict) -> list[dict]:
         """The cell's rows from its raw record (rundir.derive). A derivation that fails fails this

@@ -61,6 +61,7 @@ from suites.runner.resume import (
     plan_from_manifest,
 )
 from suites.runner.servers import RunServer, run_servers
+from suites.runner.soak import Soak, check_soak, soak_design, soak_seconds
 from suites.runner.thp import LargePagesNeed, ThpController
 from suites.runner.workload_cell import WorkloadCell
 from suites.workloads import registry as workloads
@@ -304,6 +305,7 @@ class Matrix:
                 self.design = plan_design(
                     self.suite, estimate_cell_seconds(self.suite) * per_round, MAX_REPEAT
                 )
+            check_soak(self.suite, len(self.servers), self.shard)
             for srv in self.servers:
                 srv.family.check_allocators(srv.binary, srv.allocators)
                 # An engine the server does not have (MyRocks on MySQL, or without its plugin).
@@ -336,8 +338,12 @@ class Matrix:
             todo = [c for c in cells if self.manifest_cell(c.id).get("status") != "ok"]
             self.display.start_matrix(len(todo), estimate_cell_seconds(self.suite) * len(todo))
             dataset = self._datasets(todo)
-            for cell in todo:
-                self._run_cell(cell, thp, dataset)
+            if soak_seconds(self.suite):
+                # one life per arm, the arms taking turns (suites/runner/soak.py)
+                Soak(self, thp, dataset).run(cells)
+            else:
+                for cell in todo:
+                    self._run_cell(cell, thp, dataset)
             if resumed is None and self.suite.run.budget_s:
                 self._more_rounds(cells, thp, dataset)
             elif resumed is not None and self.suite.run.budget_s:
@@ -598,6 +604,10 @@ class Matrix:
             },
             "cells": [_pending(c) for c in cells],
         }
+        soak = soak_design(self.suite)
+        if soak is not None:
+            # the soak's plan, looks and segments (suites/runner/soak.py, analysis/soak_looks.py)
+            self.manifest["soak"] = soak
         kit = kit_run_record()  # the kit this run is made with (its launcher says), else None
         if kit is not None:
             self.manifest["kit"] = kit
@@ -653,7 +663,12 @@ def _pending(c: CellPlan) -> dict:
         "engine": c.engine,
         "status": "pending",
         "error": None,
-    }
+    } | ({"soak": {"segment": c.segment}} if c.segment > 1 else {})
+
+
+def _empty_soak_segment(c: dict) -> bool:
+    """A soak's segment broken before it recorded a cycle: nothing was lost, nothing failed."""
+    return c.get("status") == "skipped" and (c.get("soak") or {}).get("cycles") == 0
 
 
 def check_labels(servers: list[RunServer]) -> None:
@@ -711,7 +726,9 @@ def run_suite(
     except ServerError as e:
         raise SuiteError(str(e)) from None
     failed = [
-        c for c in m.manifest.get("cells", []) if c.get("status") != "ok" or c.get("level_failures")
+        c
+        for c in m.manifest.get("cells", [])
+        if (c.get("status") != "ok" and not _empty_soak_segment(c)) or c.get("level_failures")
     ]
     # THP left changed is a problem of the run, like a failed cell: the results stand, exit 3.
     if failed or m.manifest.get("thp_restore_error"):

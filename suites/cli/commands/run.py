@@ -80,6 +80,15 @@ def add_parser(sub) -> None:
         "and one more round fits; --repeat is then the first look",
     )
     p.add_argument(
+        "--soak",
+        metavar="TIME",
+        help="fragmentation suites: run the scenarios' cycles over and over in ONE server life "
+        "per arm for this long (e.g. 30m, 2h, 6h; the suite key [fragmentation] soak). The arms' "
+        "servers live side by side and take turns in blocks of cycles; cycles are checkpointed "
+        "(--resume continues a killed soak and marks the break); it stops early once every "
+        "growth verdict (MB/h) is decided, spending the 5%% over its looks",
+    )
+    p.add_argument(
         "--baseline", metavar="NAME", help="allocator every verdict compares with (glibc)"
     )
     p.add_argument(
@@ -152,7 +161,7 @@ def add_parser(sub) -> None:
 _UNITS = {"s": 1, "m": 60, "h": 3600}
 
 
-def duration_arg(text: str | None) -> float | None:
+def duration_arg(text: str | None, flag: str = "--budget") -> float | None:
     """'20m', '90s', '1.5h' or plain seconds -> seconds; a bad value is a one-line user error."""
     if text is None:
         return None
@@ -162,9 +171,9 @@ def duration_arg(text: str | None) -> float | None:
     try:
         value = float(number) * (unit or 1)
     except ValueError:
-        raise SuiteError(f"--budget {text}: expected a duration like 20m, 90s or 1h") from None
+        raise SuiteError(f"{flag} {text}: expected a duration like 20m, 90s or 1h") from None
     if not math.isfinite(value) or value <= 0:
-        raise SuiteError(f"--budget {text}: expected a positive, finite duration like 20m")
+        raise SuiteError(f"{flag} {text}: expected a positive, finite duration like 20m")
     return value
 
 
@@ -242,6 +251,7 @@ def run(args) -> int:
         servers=args.servers,
         baseline_server=args.baseline_server,
         budget=budget,
+        soak=duration_arg(args.soak, "--soak"),
         baseline=args.baseline,
         min_effect=args.min_effect,
         server_root=args.server_root,
