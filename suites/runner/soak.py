@@ -116,9 +116,14 @@ class Soak:
         m = self.m
         pending = [c for c in cells if m.manifest_cell(c.id).get("status") == "pending"]
         broken = [c for c in pending if m.manifest_cell(c.id).get("started_at")]
+        killed = (
+            "the runner was killed (no clean stop); recovered from its last checkpoint on --resume"
+        )
         for c in broken:  # a killed runner's cells: recorded from their checkpoints
-            self._record_broken(c, "the runner was killed (no clean stop); recovered from its "
-                                "last checkpoint on --resume")  # fmt: skip
+            self._record_broken(c, killed)
+        last = (self.state.get("segments") or [{}])[-1]
+        if broken and last and not last.get("ended_at"):
+            last.update(ended=killed, to_s=self.state["done_s"], ended_at="unknown (killed)")
         if self.state.get("stopped"):
             m.display.note(f"soak: {self.state['stopped']}; nothing more to run")
             return
@@ -238,7 +243,7 @@ class Soak:
                 state["looks"].append(look.to_manifest(state["done_s"]))
                 m.display.note("soak " + look.message(state["done_s"], looks))
             self._progress(arms)
-            if look is not None and look.all_decided:
+            if look is not None and look.all_decided and not at_end:
                 state["stopped"] = (
                     f"stopped early at {state['done_s'] / 3600:.2f} h of {state['seconds'] / 3600:.2f}"
                     f" h: every growth verdict was decided at look {k} of {looks}"
@@ -246,7 +251,11 @@ class Soak:
                 state["judged_at_end"] = True
                 return
             if at_end:
-                state["stopped"] = f"its time was up ({state['seconds'] / 3600:.2f} h)"
+                state["stopped"] = f"its time was up ({state['seconds'] / 3600:.2f} h)" + (
+                    f"; {look.message(state['done_s'], looks).split(': ', 1)[1]}"
+                    if look is not None
+                    else ""
+                )
                 state["judged_at_end"] = look is not None
                 return
             m._save_manifest()
