@@ -45,6 +45,16 @@ def report_level(manifest: dict) -> float:
     return look_level(k, looks, float(soak.get("alpha") or ALPHA))
 
 
+def due_look(done_s: float, soak_s: float, look_s: float, made: list[int]) -> int | None:
+    """The look due after a turn of blocks at `done_s` seconds of soak, or None: look K (the
+    last, spending what is left) once the time is up, else the last whole look_s passed (at most
+    K - 1), when it is later than every look made (`made`: their numbers). A turn longer than
+    look_s skips a look rather than making two on the same data."""
+    looks = planned_looks(soak_s, look_s)
+    k = looks if done_s >= soak_s else min(int(done_s // look_s), looks - 1)
+    return k if k >= 1 and k > max(made, default=0) else None
+
+
 @dataclass(frozen=True)
 class Look:
     k: int

@@ -236,9 +236,9 @@ class Soak:
             state["done_s"] = round(done0 + time.monotonic() - t0, 1)
             at_end = state["done_s"] >= state["seconds"]
             made = [x["look"] for x in state["looks"]]
-            k = looks if at_end else min(int(state["done_s"] // state["look_s"]), looks - 1)
+            k = soak_looks.due_look(state["done_s"], state["seconds"], state["look_s"], made)
             look = None
-            if k >= 1 and k > max(made, default=0):
+            if k is not None:
                 look = self._look(arms, k)
                 state["looks"].append(look.to_manifest(state["done_s"]))
                 m.display.note("soak " + look.message(state["done_s"], looks))

@@ -17,8 +17,8 @@ from collections import defaultdict
 import pytest
 
 from tests.integration.runs_helpers import (
-    manifest,
     mallocsweep,
+    manifest,
     processes_mentioning,
     run_dir_of,
     scratch_dir,
