@@ -361,7 +361,14 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
         cols = sorted({v.threads for v in vs if v.threads is not None}) + list(
             dict.fromkeys(v.metric for v in vs if v.threads is None)
         )
-        t = Table(title=f"{label}: ratio to {base} \\[interval] verdict, {vs[0].rounds} rounds")
+        # growth in MB/h is a difference (no ratio); a soak's is one life per arm, not rounds
+        what = "difference from" if all(v.unit for v in vs) else "ratio to"
+        lives = (
+            "one life per arm (soak)"
+            if (run.manifest.get("soak") or {}).get("seconds")
+            else f"{vs[0].rounds} rounds"
+        )
+        t = Table(title=f"{label}: {what} {base} \\[interval] verdict, {lives}")
         t.add_column("allocator (thp)")
         for c in cols:
             t.add_column(str(c), justify="right")
@@ -406,6 +413,19 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
     alarm = aa_alarm(judged)
     if alarm:
         notes.insert(0, aa_alarm_text(alarm))
+    soak = run.manifest.get("soak") or {}
+    if soak.get("seconds"):
+        # why the soak stopped (its time, every growth verdict decided, an arm that ended), and
+        # what its one life per arm can and cannot decide
+        from analysis.verdicts import SOAK_ONE_LIFE
+
+        looks = soak.get("looks") or []
+        notes.insert(
+            0,
+            f"soak: {soak.get('stopped') or 'not finished'}; {len(looks)} look(s) of "
+            f"{soak.get('looks_planned')} planned, {soak.get('done_s', 0) / 3600:.2f} h soaked",
+        )
+        notes += [n for n in judged.notices if n == SOAK_ONE_LIFE]
     return out, notes
 
 
