@@ -167,7 +167,10 @@ class Matrix:
         for srv in self.servers:
             names = list(
                 dict.fromkeys(
-                    c.allocator for c in cells if c.id not in done and c.server == srv.name
+                    c.allocator
+                    for c in cells
+                    # a soak's next segment runs every arm again, its finished cells' too
+                    if (c.id not in done or soak_seconds(self.suite)) and c.server == srv.name
                 )
             )
             srv.allocators = []
@@ -337,7 +340,7 @@ class Matrix:
             thp = self._thp_controller(self.run_dir.path)
             todo = [c for c in cells if self.manifest_cell(c.id).get("status") != "ok"]
             self.display.start_matrix(len(todo), estimate_cell_seconds(self.suite) * len(todo))
-            dataset = self._datasets(todo)
+            dataset = self._datasets(cells if soak_seconds(self.suite) else todo)
             if soak_seconds(self.suite):
                 # one life per arm, the arms taking turns (suites/runner/soak.py)
                 Soak(self, thp, dataset).run(cells)

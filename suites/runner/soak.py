@@ -252,7 +252,8 @@ class Soak:
                 return
             if at_end:
                 state["stopped"] = f"its time was up ({state['seconds'] / 3600:.2f} h)" + (
-                    f"; {look.message(state['done_s'], looks).split(': ', 1)[1]}"
+                    f"; at its last look {len(look.verdicts) - look.undecided} of "
+                    f"{len(look.verdicts)} growth verdicts were decided"
                     if look is not None
                     else ""
                 )
@@ -380,10 +381,14 @@ class Soak:
             "broken_after": last,
             "checkpoint_at": at,
         }
+        stopped = (
+            "its server was stopped and reaped"
+            if rec.get("exit")
+            else "its server was not stopped by us (no exit recorded, no figures at stop)"
+        )
         rec["warnings"] = rec.get("warnings", []) + [
-            f"soak series broken after {last} ({why}); the server was not stopped cleanly, so "
-            "this life has no figures at stop; a resumed soak continues in a new life (segment "
-            f"{plan.segment + 1})"
+            f"soak series broken after {last} ({why}); {stopped}; a resumed soak continues in a "
+            f"new server life (segment {plan.segment + 1})"
         ]
         rd.write_cell(rec, derived.rows)
         m._set_manifest_cell(rec)

@@ -155,3 +155,35 @@ def test_soak_one_life_per_arm_killed_resumed_and_judged_in_mb_per_hour(dataset_
             assert float(v["diff_lo"]) <= float(v["difference"]) <= float(v["diff_hi"])
         summary = (rd / "summary.md").read_text()
         assert "BROKE" in summary and "one server life per arm" in summary
+
+
+def test_an_interrupted_soak_records_every_arm_with_its_break(dataset_cache):
+    """Ctrl-C (SIGINT) mid-soak: every arm's server stopped, its cycles recorded at once from
+    its last checkpoint as an ok cell saying where and why its series broke; exit 130."""
+    with scratch_dir("ms-soak-int-") as out:
+        suite = out / "soak.toml"
+        suite.write_text(SUITE)
+        proc = start_run([str(suite), "--soak", "2m", "--out", str(out / "runs")], dataset_cache)
+        try:
+            rd = run_dir_of(out / "runs")
+            wait_for(lambda: _checkpointed(rd, 3), 300, "both arms' checkpoints with 3 cycles")
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(120) == 130, proc.stderr.read()[-2000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(30)
+        assert not processes_mentioning(str(out)), "a process outlived the interrupted soak"
+        m = manifest(rd)
+        assert m["status"] == "interrupted"
+        assert len(m["cells"]) == 2
+        for c in m["cells"]:
+            assert c["status"] == "ok", c.get("error")
+            s = c["soak"]
+            assert s["ended"] == "interrupted by SIGINT" and s["cycles"] >= 3
+            assert s["broken_after"] == c["levels"][-1]["phase"]
+            assert c["exit"] is not None  # stopped, not killed: its exit was recorded
+            cell = json.loads((rd / "cells" / f"{c['id']}.json").read_text())
+            assert len(cell["rows"]) == s["cycles"]
+        assert m["soak"]["segments"][0]["ended"] == "interrupted by SIGINT"
+        assert not list((rd / "checkpoints").glob("*.json"))
