@@ -447,12 +447,11 @@ def verdict_differences(
 ) -> list[tuple[tuple[str, str, str, str], str, Difference]]:
     """((server, workload, thp, allocator), metric, difference against `base`) for every arm
     and growth metric; `level_of(rounds)` is the confidence level of the look (the design's).
-    A soak's are soak_differences at its own look's level."""
+    A soak's are soak_differences (one life per arm) at `level_of(1)`, its look's level
+    (analysis/soak_looks.report_level, which the caller passes)."""
     margin = margin_of(run)
     if is_soak(run):
-        from analysis.soak_looks import report_level
-
-        return soak_differences(life_rates(run), base, report_level(run.manifest), margin)
+        return soak_differences(life_rates(run), base, level_of(1), margin)
     by: dict[tuple, dict[str, list[LifeRate]]] = defaultdict(lambda: defaultdict(list))
     for x in life_rates(run):
         by[(x.server, x.workload, x.thp)][x.allocator].append(x)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis import exposure, growth_rate, memory, steady_rate, study_tables
+from analysis import exposure, growth_rate, memory, soak_looks, steady_rate, study_tables
 from analysis import growth as cycle_growth
 from analysis.judge import Judged, judge, level_at
 from analysis.lives import by_life
@@ -302,9 +302,13 @@ def run_verdicts(
         add(server, "", thp, None, RSS_GROWTH, growth[(server, thp)], norm)
     # The fragmentation scenarios: growth in MB per hour, as differences (growth_rate.py)...
     margin = growth_rate.margin_of(run)
-    for (server, wl, thp, a), metric, d in growth_rate.verdict_differences(
-        run, base, lambda rounds: level_at(design, rounds)
-    ):
+    # a soak's growth is judged at its own look's level (analysis/soak_looks.py)
+    level_of = (
+        (lambda _rounds: soak_looks.report_level(run.manifest))
+        if growth_rate.is_soak(run)
+        else (lambda rounds: level_at(design, rounds))
+    )
+    for (server, wl, thp, a), metric, d in growth_rate.verdict_differences(run, base, level_of):
         out.append(
             Verdict(
                 server, wl, a, base, thp, None, metric, d.diff, d.lo, d.hi, d.verdict,

@@ -621,6 +621,11 @@ class Matrix:
         self._save_manifest(rd)
         return rd
 
+    @staticmethod
+    def pending_entry(c: CellPlan) -> dict:
+        """The manifest entry of a cell not yet run (a soak's next segment adds them)."""
+        return _pending(c)
+
     def manifest_cell(self, cell_id: str) -> dict:
         for c in self.manifest["cells"]:
             if c["id"] == cell_id:

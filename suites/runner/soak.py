@@ -145,10 +145,8 @@ class Soak:
             )  # fmt: skip
             for i, c in enumerate(firsts)
         ]
-        from suites.runner.matrix import _pending
-
         cells += new
-        self.m.manifest["cells"] += [_pending(c) for c in new]
+        self.m.manifest["cells"] += [self.m.pending_entry(c) for c in new]
         self.m._save_manifest()
         self.m.display.note(
             f"soak: segment {seg} of every arm starts ({self._left_s() / 3600:.2f} h left): a "
