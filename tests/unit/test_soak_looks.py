@@ -119,3 +119,28 @@ def test_the_suite_key_and_its_refusals():
     thp = suite_from_dict(s.as_dict() | {"thp": {"modes": ["always"]}}, "t")
     with pytest.raises(SuiteError, match="THP setting 'always'"):
         check_soak(thp, 1, None)
+
+
+def test_the_progress_line_shows_soaked_hours_and_each_arms_growth():
+    import io
+
+    from rich.console import Console
+
+    from suites.runner.display import Display
+
+    text = "glibc +12.0 MB/h [+8.0, +16.0] | jemalloc +1.5 MB/h [-2.0, +5.0]"
+    live = Display(console=Console(file=io.StringIO(), force_terminal=True, width=200))
+    live.start_matrix(2, 7200)
+    live.start_soak(7200, 1800)
+    live.soak_progress(3600, text)
+    task = live._progress.tasks[live._soak]
+    assert task.completed == 3600 and task.total == 7200  # its ETA is rich's, from these
+    assert task.description == f"soak 1.00/2.00 h: {text}"
+    live.stop()
+    # without a terminal (a log): one line per turn
+    buf = io.StringIO()
+    log = Display(console=Console(file=buf, force_terminal=False, width=200))
+    log.start_matrix(2, 7200)
+    log.start_soak(7200, 0)
+    log.soak_progress(900, text)
+    assert f"soak 0.25/2.00 h: {text}" in buf.getvalue()
