@@ -320,7 +320,11 @@ def _triple(r: Rate | None) -> tuple[float, float, float] | None:
 
 
 def arm_rate(lives: list[LifeRate], get: Callable[[LifeRate], Rate | None]) -> Rate | None:
-    """An arm's rate combined over its lives (module doc)."""
+    """An arm's rate combined over its lives (module doc); lives that share one repeat are a
+    soak's segments of one life, pooled as soak_differences pools them (no between-life
+    variance from the pieces of one life)."""
+    if len(lives) > 1 and len({x.repeat for x in lives}) == 1:
+        return pooled([get(x) for x in lives])
     return combine([t for t in (_triple(get(x)) for x in lives) if t is not None])
 
 

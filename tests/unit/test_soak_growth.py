@@ -163,3 +163,12 @@ def test_series_rate_fits_every_scenario_of_a_life_in_time_order():
     assert rate.points == 60
     lo, hi = rate.interval()
     assert lo <= 30.0 <= hi
+
+
+def test_the_report_tables_pool_a_soaks_segments_like_its_verdicts():
+    # two segments of one arm (the same repeat) are pooled; two rounds' lives are combined with
+    # a between-life variance (Hartung-Knapp: 1 degree of freedom from two lives)
+    s1, s2 = life(rows(20.0, 1, 60, seed=1)), life(rows(20.0, 1, 60, seed=2), 2)
+    assert g.arm_rate([s1, s2], lambda x: x.rss) == g.pooled([s1.rss, s2.rss])
+    r2 = g.LifeRate(**{**s2.__dict__, "repeat": 2})
+    assert g.arm_rate([s1, r2], lambda x: x.rss).df == 1
