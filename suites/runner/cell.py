@@ -85,6 +85,9 @@ class CellRunner:
         # starts the server with its family's large-pages setting; proven at server start).
         self.large_pages = False
         self.ending = False  # end_after_level: the life ends after its current level
+        # what checkpoint() has written so far (a soak's journal, checkpoints/<cell>/)
+        self._cp_parts, self._cp_levels, self._cp_readings = 0, 0, 0
+        self._cp_phases: set[str] = set()
 
     # -- hooks for the server family -----------------------------------------------------------
     def make_server(self, thp_disable: bool):
@@ -142,26 +145,49 @@ class CellRunner:
         """A soak's time is up: the life ends after the level it is in (or at its next step)."""
         self.ending = True
 
-    def park(self, label: str) -> None:
+    def park(self, label: str) -> dict | None:
         """A soak's arm hands the machine to the next arm: the time it waits is a phase of its
         own (`label`), which also closes its last cycle's phase, and the cell is checkpointed
-        with every cycle so far (a runner killed meanwhile loses none of them)."""
+        with its cycles since the last checkpoint (a runner killed meanwhile loses none of
+        them). Returns the checkpoint's raw piece (checkpoint())."""
         if self.collectors is None or self.server is None:
-            return
+            return None
         self.collectors.begin_phase(label)
-        self.checkpoint()
+        return self.checkpoint()
 
-    def checkpoint(self) -> None:
-        """checkpoints/<cell>.json: the record and raw record with every level whose phase is
-        closed, replaced atomically (rundir/write.py)."""
-        rec = json.loads(json.dumps(self.record, default=str))
-        rec["checkpoint_at"] = now_iso()
+    def checkpoint(self) -> dict | None:
+        """checkpoints/<cell>/: one more piece of its journal, with every level whose phase has
+        closed since the last piece, those phases and the allocator's readings since
+        (rundir/write.py); returns the piece's raw record (a raw record of those levels alone,
+        which derives their rows), or None when nothing is new."""
         closed = self.collectors.raw_phases()
         levels = [(p, r) for p, r in self.levels if p in closed]
+        new = levels[self._cp_levels :]
+        phases = {n: ph for n, ph in closed.items() if n not in self._cp_phases}
+        if not new and not phases:
+            return None
+        readings = self.alloc_memory.readings if self.alloc_memory is not None else None
+        raw = self._raw_dict(new)
+        raw["phases"] = phases
+        raw["alloc_readings"] = None if readings is None else readings[self._cp_readings :]
+        head = {k: v for k, v in self.record.items() if k != "levels"}
+        head["checkpoint_at"] = now_iso()
+        part = {"raw": raw, "record_levels": self.record["levels"][self._cp_levels : len(levels)]}
+        part = json.loads(json.dumps(part, default=str))
+        self._cp_parts += 1
         self.run_dir.write_checkpoint(
             self.plan.id,
-            {"record": rec, "raw": self._raw_dict(levels), "cycles": len(levels)},
+            part,
+            json.loads(
+                json.dumps(
+                    {"record": head, "parts": self._cp_parts, "cycles": len(levels)}, default=str
+                )
+            ),
         )
+        self._cp_levels = len(levels)
+        self._cp_phases |= set(phases)
+        self._cp_readings = len(readings) if readings is not None else 0
+        return part["raw"]
 
     def life(self):
         """The cell's life as a generator: it yields after the warmup and after every level, and

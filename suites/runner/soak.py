@@ -11,11 +11,11 @@ slow drift reaches every arm alike (duet-style pairing in time), while only one 
 time (two loads at once on 2 cores would measure each other). While an arm waits, its server is
 idle: a phase of its own in the timeline (`soak_wait#n`), the same share of idle for every arm.
 
-Checkpoints. At the end of its block each arm closes its last cycle's phase and writes
-checkpoints/<cell>.json atomically (rundir/write.py: temp file, fsync, rename): its record and raw
-record with every cycle so far. A soak interrupted (Ctrl-C, SIGTERM) records each arm's cell from
-it at once; a runner killed outright (SIGKILL, power) leaves it for `--resume`, which records it
-the same way. Either way the cell says where and why its series broke (`soak.ended`), and the
+Checkpoints. At the end of its block each arm closes its last cycle's phase and appends the
+cycles since its last checkpoint to its journal checkpoints/<cell>/ (rundir/write.py: each piece
+and the head that counts it written atomically: temp file, fsync, rename). A soak interrupted
+(Ctrl-C, SIGTERM) records each arm's cell from it at once; a runner killed outright (SIGKILL,
+power) leaves it for `--resume`, which records it the same way. Either way the cell says where and why its series broke (`soak.ended`), and the
 resumed soak continues in a new server life per arm: a new segment (cell id `...__s2`), never
 fitted together with the one before (analysis/growth_rate.py).
 
@@ -90,7 +90,7 @@ class Arm:
     life: Generator
     outcome: CellOutcome | None = None
     cycles: int = 0
-    rate: object | None = field(default=None)  # growth_rate.Rate of its RSS so far, MB/h
+    rows: list[dict] = field(default_factory=list)  # its cycles' rows so far (from checkpoints)
 
 
 class _ArmEnded(Exception):
@@ -228,7 +228,7 @@ class Soak:
                 for _ in range(self.block):
                     self._step(arm)
                     arm.cycles += 1
-                arm.cell.park(f"{WAIT}#{turn + 1}")
+                self._derive_piece(arm, arm.cell.park(f"{WAIT}#{turn + 1}"))
             turn += 1
             segment["turns"] = segment.get("turns", 0) + 1
             state["done_s"] = round(done0 + time.monotonic() - t0, 1)
@@ -269,15 +269,20 @@ class Soak:
                 seg = int(rec["cell"]["soak"].get("segment") or 1)
                 out[cid] = (seg, self.m.run_dir.rows_of(rec))
         for arm in arms:
-            closed = arm.cell.collectors.raw_phases()
-            levels = [(p, r) for p, r in arm.cell.levels if p in closed]
-            raw = json.loads(json.dumps(arm.cell._raw_dict(levels), default=str))
-            try:
-                rows = derive_cell(raw).rows
-            except Exception:  # noqa: BLE001 - a look without this arm's figures, said below
-                rows = []
-            out[arm.plan.id] = (arm.plan.segment, rows)
+            out[arm.plan.id] = (arm.plan.segment, arm.rows)
         return out
+
+    def _derive_piece(self, arm: Arm, piece: dict | None) -> None:
+        """The rows of the cycles a checkpoint just wrote (derived from its piece alone: a
+        level's row needs its own phase and readings), kept for the looks and the progress
+        line: each cycle is derived once, not again at every turn."""
+        if piece is None:
+            return
+        try:
+            arm.rows += derive_cell(piece).rows
+        except Exception as e:  # noqa: BLE001 - the looks go without them; the cell's own
+            # derivation at its end says what failed
+            self.m.display.note(f"soak: {arm.plan.id}: cycles not derived for the look ({e})")
 
     def _lives(self, arms: list[Arm]) -> list[growth_rate.LifeRate]:
         lives = []
@@ -329,7 +334,7 @@ class Soak:
         rec["soak"] = {"segment": arm.plan.segment, "ended": why, "cycles": len(rec["levels"])}
         m.run_dir.write_cell(rec, arm.outcome.rows)
         m._set_manifest_cell(rec)
-        m.run_dir.checkpoint_file(arm.plan.id).unlink(missing_ok=True)  # raw/ holds it all now
+        m.run_dir.remove_checkpoint(arm.plan.id)  # raw/ holds it all now
         m.display.end_cell(arm.plan, arm.outcome)
 
     def _break(self, arms: list[Arm], why: str) -> None:
@@ -390,7 +395,7 @@ class Soak:
         ]
         rd.write_cell(rec, derived.rows)
         m._set_manifest_cell(rec)
-        rd.checkpoint_file(plan.id).unlink(missing_ok=True)
+        rd.remove_checkpoint(plan.id)
         m.display.note(f"soak: {plan.id}: {len(raw['levels'])} cycles recorded; broken: {why}")
 
 

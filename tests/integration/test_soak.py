@@ -65,7 +65,7 @@ CYCLE = re.compile(r"^(?P<wl>.+)@\d+#c(?P<k>\d+)$")
 
 
 def _checkpointed(run_dir, cycles: int):
-    cps = list((run_dir / "checkpoints").glob("*.json")) if run_dir.exists() else []
+    cps = list((run_dir / "checkpoints").glob("*/head.json")) if run_dir.exists() else []
     got = []
     for p in cps:
         try:
@@ -91,7 +91,10 @@ def test_soak_one_life_per_arm_killed_resumed_and_judged_in_mb_per_hour(dataset_
                 proc.wait(30)
         # the servers die with the runner (their parent-death signal): nothing of the run is left
         wait_for(lambda: not processes_mentioning(str(out)), 60, "the killed run's processes")
-        before = {p.stem: json.loads(p.read_text()) for p in (rd / "checkpoints").glob("*.json")}
+        before = {
+            p.parent.name: json.loads(p.read_text())
+            for p in (rd / "checkpoints").glob("*/head.json")
+        }
 
         r = mallocsweep(["run", str(suite), "--resume", str(rd)], cache=dataset_cache, timeout=900)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
@@ -114,7 +117,7 @@ def test_soak_one_life_per_arm_killed_resumed_and_judged_in_mb_per_hour(dataset_
             assert s["broken_after"] == c["levels"][-1]["phase"]
             assert any("broken" in w for w in c.get("warnings", [])), alloc
         assert soak["segments"][0]["ended"].startswith("the runner was killed")
-        assert not list((rd / "checkpoints").glob("*.json")), "checkpoints left behind"
+        assert not list((rd / "checkpoints").iterdir()), "checkpoints left behind"
 
         for seg in by_seg.values():
             a, b = seg["glibc"], seg["jemalloc"]
@@ -153,6 +156,13 @@ def test_soak_one_life_per_arm_killed_resumed_and_judged_in_mb_per_hour(dataset_
         for v in growth:
             assert v["unit"] == "MB/h" and v["ratio"] == "" and v["difference"] != ""
             assert float(v["diff_lo"]) <= float(v["difference"]) <= float(v["diff_hi"])
+        # the last look judged the same cycles as the report: its pieces' rows (each derived
+        # when its checkpoint was written) give the verdicts the recorded cells give
+        if soak["judged_at_end"]:
+            last = soak["looks"][-1]
+            decided = [v for v in growth if v["verdict"] != "undecided"]
+            assert (last["verdicts"], last["decided"]) == (len(growth), len(decided))
+            assert {float(v["level"]) for v in growth} == {round(last["level"], 4)}
         summary = (rd / "summary.md").read_text()
         assert "BROKE" in summary and "one server life per arm" in summary
 
@@ -186,4 +196,4 @@ def test_an_interrupted_soak_records_every_arm_with_its_break(dataset_cache):
             cell = json.loads((rd / "cells" / f"{c['id']}.json").read_text())
             assert len(cell["rows"]) == s["cycles"]
         assert m["soak"]["segments"][0]["ended"] == "interrupted by SIGINT"
-        assert not list((rd / "checkpoints").glob("*.json"))
+        assert not list((rd / "checkpoints").iterdir())
