@@ -249,6 +249,14 @@ class Matrix:
             else sum(k for srv, k in zip(self.servers, kb, strict=True) if srv in uncached)
         )
         most = max(needs, key=lambda n: (n.open_files, n.per_connection_kb))
+        # a soak keeps every arm's server (and its datadir copy) alive at once
+        alive = (
+            max(1, len(self._arm_names(self.servers[0])) * len(self._engines()))
+            if soak_seconds(s)
+            else 1
+        )
+        if alive > 1 and not uncached:
+            dataset_kb *= alive
         return preflight.preflight(
             s,
             out_root,
@@ -257,6 +265,7 @@ class Matrix:
             cached=not uncached,
             needs=most,
             server=max(self.servers, key=lambda srv: srv.family.cache_kb(srv.section)).section,
+            alive=alive,
         )
 
     def _call_cost(self) -> dict | None:
