@@ -26,6 +26,16 @@ weights' own), because with few rounds the plain random-effects interval is too 
 (a soak: one life per arm) gives the fits' own interval (v_1, the fewer of the lives' degrees of
 freedom): it knows the noise within a life, not between lives.
 
+A soak (one life per arm, hours of cycles; suites/runner/soak.py) has no rounds to pair: each
+arm's rate is its one life's slope with its own AR(1)-widened error, and the difference's error
+comes from both arms' (se^2 = se_a^2 + se_b^2, Welch-Satterthwaite degrees of freedom). A soak
+broken by a kill or Ctrl-C and resumed has several segments per arm, each a server life of its
+own: a fit never spans a break (memory starts again from a fresh server), each segment is fitted
+alone, and an arm's segments are pooled with inverse-variance weights (one arm's segments are the
+same arm on the same machine: no between-life variance is estimated from two or three pieces;
+Satterthwaite's degrees of freedom). The level is the look's (analysis/sequential.py's spending
+over the soak's planned looks, recorded in the manifest's `soak`).
+
 Decisions, with a margin M in MB per hour (MARGIN_MB_PER_HOUR, or the manifest's design
 `growth_margin_mb_per_hour`):
 - an arm against the baseline: grows more when the interval of the difference lies above 0 and
@@ -191,6 +201,7 @@ class LifeRate:
     tail: Rate | None  # RSS, MB per hour, last half
     rss_end_mb: float | None
     tps: float | None
+    segment: int = 1  # a soak's piece of one arm's series (1 unless it was broken and resumed)
 
     def state(self, margin: float) -> str:
         return state(self.tail, margin)
@@ -236,7 +247,11 @@ def _fit_col(rows, col, xs) -> Rate | None:
 
 
 def life_rate(
-    cell: str, rows: list[dict], times_s: list[float] | None, repeat: int | None = None
+    cell: str,
+    rows: list[dict],
+    times_s: list[float] | None,
+    repeat: int | None = None,
+    segment: int = 1,
 ) -> LifeRate:
     """A life's rates from its cycles' rows in cycle order and when each ended (seconds)."""
     hours = [t / S_PER_H for t in times_s] if times_s else None
@@ -266,6 +281,7 @@ def life_rate(
         tail=tail,
         rss_end_mb=None if last.get("rss_end_kb") is None else last["rss_end_kb"] / KB_PER_MB,
         tps=median(tps) if tps else None,
+        segment=segment,
     )
 
 
@@ -276,7 +292,26 @@ def life_rates(run: Run) -> list[LifeRate]:
     for (cid, _wl), rows in scenario_rows(run).items():
         if run.is_standin(cid) or len(rows) < MIN_CYCLES:
             continue
-        out.append(life_rate(cid, rows, _times(run, cid, rows, cache)))
+        seg = int((run.cell(cid).get("soak") or {}).get("segment") or 1)
+        out.append(life_rate(cid, rows, _times(run, cid, rows, cache), segment=seg))
+    return out
+
+
+def lives_of_rows(cell: str, rows: list[dict], segment: int = 1) -> list[LifeRate]:
+    """One cell's lives (one per scenario workload) from its rows as derived, each cycle timed by
+    its scenario_end_s: what a soak's look judges before the cell is recorded."""
+    by: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        if r.get("scenario_cycle") is not None and (r.get("status") or "ok") == "ok":
+            by[r["workload"]].append(r)
+    out = []
+    for got in by.values():
+        got.sort(key=lambda r: r["scenario_cycle"])
+        if len(got) < MIN_CYCLES:
+            continue
+        ts = [r.get("scenario_end_s") for r in got]
+        times = None if any(t is None for t in ts) else [float(t) for t in ts]
+        out.append(life_rate(cell, got, times, segment=segment))
     return out
 
 
@@ -285,7 +320,11 @@ def _triple(r: Rate | None) -> tuple[float, float, float] | None:
 
 
 def arm_rate(lives: list[LifeRate], get: Callable[[LifeRate], Rate | None]) -> Rate | None:
-    """An arm's rate combined over its lives (module doc)."""
+    """An arm's rate combined over its lives (module doc); lives that share one repeat are a
+    soak's segments of one life, pooled as soak_differences pools them (no between-life
+    variance from the pieces of one life)."""
+    if len(lives) > 1 and len({x.repeat for x in lives}) == 1:
+        return pooled([get(x) for x in lives])
     return combine([t for t in (_triple(get(x)) for x in lives) if t is not None])
 
 
@@ -329,12 +368,94 @@ GETTERS: dict[str, Callable[[LifeRate], Rate | None]] = {
 }
 
 
+# -- a soak: one life per arm, perhaps in segments -----------------------------------------------
+def pooled(rates: list[Rate | None]) -> Rate | None:
+    """One arm's segments pooled (module doc): the inverse-variance mean, its error
+    1 / sqrt(sum of weights), Welch-Satterthwaite degrees of freedom; None when none has a rate."""
+    rs = [r for r in rates if r is not None and math.isfinite(r.value) and math.isfinite(r.se)]
+    if not rs:
+        return None
+    if len(rs) == 1:
+        return rs[0]
+    spread = max(abs(r.value) for r in rs) or 1.0
+    var = [max(r.se * r.se, (1e-9 * spread) ** 2) for r in rs]
+    w = [1 / v for v in var]
+    sw = sum(w)
+    value = sum(wi * r.value for wi, r in zip(w, rs, strict=True)) / sw
+    # var(mean) = sum (w_i / W)^2 v_i = 1 / W; each term w_i / W^2 carries r.df degrees of freedom
+    terms = [(wi / sw**2, r.df) for wi, r in zip(w, rs, strict=True)]
+    df = (
+        (1 / sw) ** 2 / sum(t * t / d for t, d in terms if d > 0)
+        if all(d > 0 for _, d in terms)
+        else 0.0
+    )
+    return Rate(value, math.sqrt(1 / sw), df, sum(r.points for r in rs))
+
+
+def unpaired_difference(a: Rate, b: Rate, level: float, margin: float) -> Difference:
+    """arm - baseline from one (pooled) rate each, the error from both (Welch-Satterthwaite)."""
+    d = a.value - b.value
+    var = a.se**2 + b.se**2
+    parts = [(a.se**2, a.df), (b.se**2, b.df)]
+    df = (
+        var**2 / sum(v * v / k for v, k in parts)
+        if var > 0 and all(k > 0 for _, k in parts)
+        else 0.0
+    )
+    lo, hi = Rate(d, math.sqrt(var), df, a.points + b.points).interval(level)
+    return Difference(d, lo, hi, decide(d, lo, hi, margin), 1, level)
+
+
+def soak_differences(
+    lives: list[LifeRate], base: str, level: float, margin: float
+) -> list[tuple[tuple[str, str, str, str], str, Difference]]:
+    """A soak's growth verdicts: every arm's pooled segments against the baseline's (module
+    doc), at the look's `level`."""
+    by: dict[tuple, dict[str, list[LifeRate]]] = defaultdict(lambda: defaultdict(list))
+    for x in lives:
+        by[(x.server, x.workload, x.thp)][x.allocator].append(x)
+    out = []
+    for (server, wl, thp), arms in sorted(by.items()):
+        if base not in arms:
+            continue
+        for metric, get in GETTERS.items():
+            b = pooled([get(x) for x in arms[base]])
+            if b is None:
+                continue
+            for alloc, segs in arms.items():
+                a = pooled([get(x) for x in segs]) if alloc != base else None
+                if a is not None:
+                    out.append(
+                        ((server, wl, thp, alloc), metric, unpaired_difference(a, b, level, margin))
+                    )
+    return out
+
+
+def series_rate(rows: list[dict]) -> Rate | None:
+    """One life's RSS growth in MB per hour over ALL its cycles, every scenario's in the order
+    they ended (a soak's progress line: one figure per arm); None without enough timed cycles."""
+    pts = sorted(
+        (float(r["scenario_end_s"]) / S_PER_H, float(r["rss_end_kb"]) / KB_PER_MB)
+        for r in rows
+        if r.get("scenario_end_s") is not None and r.get("rss_end_kb") is not None
+    )
+    return fit([p[0] for p in pts], [p[1] for p in pts]) if pts else None
+
+
+def is_soak(run: Run) -> bool:
+    return bool((run.manifest.get("soak") or {}).get("seconds"))
+
+
 def verdict_differences(
     run: Run, base: str, level_of: Callable[[int], float]
 ) -> list[tuple[tuple[str, str, str, str], str, Difference]]:
     """((server, workload, thp, allocator), metric, difference against `base`) for every arm
-    and growth metric; `level_of(rounds)` is the confidence level of the look (the design's)."""
+    and growth metric; `level_of(rounds)` is the confidence level of the look (the design's).
+    A soak's are soak_differences (one life per arm) at `level_of(1)`, its look's level
+    (analysis/soak_looks.report_level, which the caller passes)."""
     margin = margin_of(run)
+    if is_soak(run):
+        return soak_differences(life_rates(run), base, level_of(1), margin)
     by: dict[tuple, dict[str, list[LifeRate]]] = defaultdict(lambda: defaultdict(list))
     for x in life_rates(run):
         by[(x.server, x.workload, x.thp)][x.allocator].append(x)

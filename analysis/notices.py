@@ -71,7 +71,27 @@ def run_problems(run: Run) -> list[str]:
             f" {m.get('suite_file') or 'SUITE.toml'} --resume {run.path}`: finished cells are"
             " kept, the rest run again."
         )
-    stale = m.get("stale_work_removed") or []
+    # a soak's broken cells did not run again: their cycles were kept from their checkpoints
+    # and the soak went on in new lives (the soak notice below says where it broke)
+    stale = [s for s in m.get("stale_work_removed") or [] if not run.cell(str(s)).get("soak")]
+    soak = m.get("soak") or {}
+    broken = [
+        (cid, c["soak"])
+        for cid, c in run.cells.items()
+        if (c.get("soak") or {}).get("broken_after") or (c.get("soak") or {}).get("cycles") == 0
+    ]
+    if soak.get("seconds") and broken:
+        where = "; ".join(
+            f"{cid} after {s.get('broken_after') or 'no cycle'} ({s.get('ended')})"
+            for cid, s in broken
+        )
+        out.append(
+            f"This soak's series BROKE and continued in new server lives (segments): {where}. "
+            "Each segment's growth is fitted on its own (a fresh server starts its memory "
+            "again) and an arm's segments are pooled; the per-cycle plots mark each new life."
+        )
+    if soak.get("stopped"):
+        out.append(f"The soak {soak['stopped']}.")
     if stale:
         out.append(
             f"When this run was resumed, work directories an earlier attempt left behind were"

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis import exposure, growth_rate, memory, point_tables, steady_rate
+from analysis import exposure, growth_rate, memory, point_tables, soak_looks, steady_rate
 from analysis import growth as cycle_growth
 from analysis.judge import Judged, judge, level_at
 from analysis.lives import by_life
@@ -167,10 +167,21 @@ def rounds_of(run: Run) -> int:
     return len({r["repeat"] for r in run.ok_rows if r.get("repeat") is not None})
 
 
+SOAK_ONE_LIFE = (
+    "a soak has one server life per arm: its growth verdicts (MB/h) are judged within each "
+    "arm's long life (a slope with its own autocorrelation-widened error per arm, the "
+    "difference's error from both), while throughput and memory-at-stop verdicts compare "
+    "lives and stay undecided (no second life to say how much lives differ): run the suite "
+    "with --repeat 3 for those"
+)
+
+
 def why_no_verdicts(run: Run, baseline: str | None = None) -> str | None:
     """Why the run cannot give verdicts, or None when it can."""
     base = baseline_of(run, baseline)
-    if rounds_of(run) < 2:
+    # A soak has one life per arm, by design: its growth verdicts are judged within each arm's
+    # long life (analysis/growth_rate.py); what needs rounds says so in its notice.
+    if rounds_of(run) < 2 and not growth_rate.is_soak(run):
         return (
             "one round only: a single server life per allocator says nothing about how much a "
             "second life would differ, so no difference is called (run at least 3 rounds: "
@@ -274,6 +285,8 @@ def run_verdicts(
                     )
                 )  # fmt: skip
 
+    if growth_rate.is_soak(run) and rounds_of(run) < 2:
+        out.notices.append(SOAK_ONE_LIFE)
     for (server, wl, thp, th), values in throughput_points(run):
         # undecided where no installed allocator can move this point: decided from its exposure
         point = (server, wl, thp, th)
@@ -289,9 +302,13 @@ def run_verdicts(
         add(server, "", thp, None, RSS_GROWTH, growth[(server, thp)], norm)
     # The fragmentation scenarios: growth in MB per hour, as differences (growth_rate.py)...
     margin = growth_rate.margin_of(run)
-    for (server, wl, thp, a), metric, d in growth_rate.verdict_differences(
-        run, base, lambda rounds: level_at(design, rounds)
-    ):
+    # a soak's growth is judged at its own look's level (analysis/soak_looks.py)
+    level_of = (
+        (lambda _rounds: soak_looks.report_level(run.manifest))
+        if growth_rate.is_soak(run)
+        else (lambda rounds: level_at(design, rounds))
+    )
+    for (server, wl, thp, a), metric, d in growth_rate.verdict_differences(run, base, level_of):
         out.append(
             Verdict(
                 server, wl, a, base, thp, None, metric, d.diff, d.lo, d.hi, d.verdict,

@@ -72,6 +72,10 @@ RAW_DIR = "raw"
 RAW_VERSION = 2
 # Rows and window records re-derived by `report --rederive` from raw/; results.csv prefers them
 DERIVED_DIR = "derived"
+# A soak's running cells, each as far as it got (checkpoints/<cell>/: a journal of pieces, each
+# the cycles since the one before, and a head counting them; every file written atomically): what
+# --resume turns into the cell's record when the runner was killed (suites/runner/soak.py).
+CHECKPOINTS_DIR = "checkpoints"
 # Derived, rewritten by `report`: every allocator against the baseline per point (analysis/verdicts.py)
 VERDICTS = "verdicts.csv"
 # The verdicts' design as runs record it (manifest "design"): the minimum effect a run that did not

@@ -18,6 +18,7 @@ from rundir.atomic import atomic_write
 from rundir.errors import RunDirError
 from rundir.format import (
     CELLS_DIR,
+    CHECKPOINTS_DIR,
     DERIVED_DIR,
     FORMAT_VERSION,
     LOGS_DIR,
@@ -200,6 +201,61 @@ class RunDir:
         except FileExistsError:
             raise RunDirError(f"{path}: a cell's raw record is never rewritten") from None
         return text
+
+    def checkpoint_dir(self, cell_id: str) -> Path:
+        return self.path / CHECKPOINTS_DIR / cell_id
+
+    def write_checkpoint(self, cell_id: str, part: dict, head: dict) -> None:
+        """One more piece of a running cell's journal (a soak's cycles since its last
+        checkpoint: part-NNNNNN.json), then its head (head.json: the record without its levels,
+        how many parts and cycles count). Each file is written atomically and synced, the part
+        before the head that counts it: a runner killed at any moment leaves a whole journal of
+        the parts the head names. Appending pieces keeps a soak of thousands of cycles from
+        rewriting all of them at every block."""
+        d = self.checkpoint_dir(cell_id)
+        d.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(part, separators=(",", ":"), default=str) + "\n"
+        atomic_write(d / f"part-{int(head['parts']):06d}.json", text)
+        atomic_write(d / "head.json", json.dumps(head, default=str) + "\n")
+
+    def read_checkpoint(self, cell_id: str) -> dict | None:
+        """The journal put together: {"record", "raw", "cycles"} as if the cell had been
+        recorded after its last checkpoint; None when it has none."""
+        d = self.checkpoint_dir(cell_id)
+        try:
+            head = json.loads(read_regular(d / "head.json"))
+            parts = [
+                json.loads(read_regular(d / f"part-{i:06d}.json"))
+                for i in range(1, int(head["parts"]) + 1)
+            ]
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
+            raise RunDirError(f"{d}: unreadable checkpoint: {e}") from None
+        if not parts:
+            return None
+        raw = dict(parts[0]["raw"], levels=[], phases={}, alloc_readings=None)
+        record = dict(head["record"], levels=[])
+        for p in parts:
+            raw["levels"] += p["raw"]["levels"]
+            raw["phases"].update(p["raw"]["phases"])
+            if p["raw"].get("alloc_readings") is not None:
+                raw["alloc_readings"] = (raw["alloc_readings"] or []) + p["raw"]["alloc_readings"]
+            record["levels"] += p["record_levels"]
+        for k, v in parts[-1]["raw"].items():  # the latest of what is not a list of pieces
+            if k not in ("levels", "phases", "alloc_readings"):
+                raw[k] = v
+        return {"record": record, "raw": raw, "cycles": head["cycles"]}
+
+    def remove_checkpoint(self, cell_id: str) -> None:
+        """The journal of a cell now recorded (raw/ holds all of it): only the files it wrote."""
+        d = self.checkpoint_dir(cell_id)
+        for f in [*d.glob("part-*.json"), d / "head.json"]:
+            f.unlink(missing_ok=True)
+        try:
+            d.rmdir()
+        except OSError:
+            pass  # something else is in it: left as it is
 
     def write_derived(self, cell_id: str, derived: dict) -> None:
         """The rows and window records `report --rederive` derived again (derived/<cell>.json);

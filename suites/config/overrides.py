@@ -51,6 +51,11 @@ def apply_overrides(suite: Suite, **opts) -> Suite:
         put("--engines", opts["engines"], ("server", "engines"))
     if opts.get("duration") is not None:
         workload_option("duration")
+    if opts.get("soak") is not None:
+        workload_option("soak")
+        if opts.get("repeat") is None:
+            # a soak is one life per arm: the suite's rounds are for its runs without --soak
+            data["run"]["repeat"] = 1
     if opts.get("warmup") is not None:
         data["warmup"]["cap_s"] = opts["warmup"]
         data["warmup"]["min_s"] = min(data["warmup"]["min_s"], opts["warmup"])

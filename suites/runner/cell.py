@@ -84,6 +84,10 @@ class CellRunner:
         # The cell's hugepage setting puts the buffer pool on explicit huge pages (make_server
         # starts the server with its family's large-pages setting; proven at server start).
         self.large_pages = False
+        self.ending = False  # end_after_level: the life ends after its current level
+        # what checkpoint() has written so far (a soak's journal, checkpoints/<cell>/)
+        self._cp_parts, self._cp_levels, self._cp_readings = 0, 0, 0
+        self._cp_phases: set[str] = set()
 
     # -- hooks for the server family -----------------------------------------------------------
     def make_server(self, thp_disable: bool):
@@ -129,6 +133,66 @@ class CellRunner:
 
     # -- the life of a cell ------------------------------------------------------------------
     def run(self) -> CellOutcome:
+        """The whole life at once (a soak drives `life()` itself, suites/runner/soak.py)."""
+        life = self.life()
+        while True:
+            try:
+                next(life)
+            except StopIteration as done:
+                return done.value
+
+    def end_after_level(self) -> None:
+        """A soak's time is up: the life ends after the level it is in (or at its next step)."""
+        self.ending = True
+
+    def park(self, label: str) -> dict | None:
+        """A soak's arm hands the machine to the next arm: the time it waits is a phase of its
+        own (`label`), which also closes its last cycle's phase, and the cell is checkpointed
+        with its cycles since the last checkpoint (a runner killed meanwhile loses none of
+        them). Returns the checkpoint's raw piece (checkpoint())."""
+        if self.collectors is None or self.server is None:
+            return None
+        self.collectors.begin_phase(label)
+        return self.checkpoint()
+
+    def checkpoint(self) -> dict | None:
+        """checkpoints/<cell>/: one more piece of its journal, with every level whose phase has
+        closed since the last piece, those phases and the allocator's readings since
+        (rundir/write.py); returns the piece's raw record (a raw record of those levels alone,
+        which derives their rows), or None when nothing is new."""
+        closed = self.collectors.raw_phases()
+        levels = [(p, r) for p, r in self.levels if p in closed]
+        new = levels[self._cp_levels :]
+        phases = {n: ph for n, ph in closed.items() if n not in self._cp_phases}
+        if not new and not phases:
+            return None
+        readings = self.alloc_memory.readings if self.alloc_memory is not None else None
+        raw = self._raw_dict(new)
+        raw["phases"] = phases
+        raw["alloc_readings"] = None if readings is None else readings[self._cp_readings :]
+        head = {k: v for k, v in self.record.items() if k != "levels"}
+        head["checkpoint_at"] = now_iso()
+        part = {"raw": raw, "record_levels": self.record["levels"][self._cp_levels : len(levels)]}
+        part = json.loads(json.dumps(part, default=str))
+        self._cp_parts += 1
+        self.run_dir.write_checkpoint(
+            self.plan.id,
+            part,
+            json.loads(
+                json.dumps(
+                    {"record": head, "parts": self._cp_parts, "cycles": len(levels)}, default=str
+                )
+            ),
+        )
+        self._cp_levels = len(levels)
+        self._cp_phases |= set(phases)
+        self._cp_readings = len(readings) if readings is not None else 0
+        return part["raw"]
+
+    def life(self):
+        """The cell's life as a generator: it yields after the warmup and after every level, and
+        returns the CellOutcome. `end_after_level` ends a workload whose levels have no end (a
+        soak's); closing the generator stops the server and collectors (its `finally`)."""
         ctx, plan = self.ctx, self.plan
         self.record = {
             "id": plan.id,
@@ -207,8 +271,11 @@ class CellRunner:
             self._check_alive("warmup")
             self._alloc_read("warmup", "warmup end")
             coll.check_sampling()
+            yield "warmup"
 
             for phase, run_level in self.workload_phases():
+                if self.ending:
+                    break
                 interrupts.check()  # safe point: between levels
                 coll.begin_phase(phase)
                 self._current = self.intervals.setdefault(phase, [])
@@ -231,6 +298,7 @@ class CellRunner:
                 self._check_alive(phase)
                 self._alloc_read(phase, "level end")
                 coll.check_sampling()  # collectors are mandatory: a dead sampler fails the cell
+                yield phase
             self._idle_phase()
             self._alloc_read("shutdown", "server stop")
             coll.begin_phase("shutdown", mark="server_stop")
@@ -328,6 +396,20 @@ class CellRunner:
     def _record_raw(self) -> dict:
         """raw/<cell>.json: what this cell observed, written once; returns it as written (read
         back from its text, so the rows below come from exactly what a --rederive will read)."""
+        raw = self._raw_dict(self.levels)
+        try:
+            text = self.run_dir.write_raw(raw)
+        except (OSError, RunDirError) as e:
+            # Figures can still be derived for this record; a run that cannot keep what it saw
+            # cannot be re-derived, so the cell does not count as done.
+            if self.record["status"] == "ok":
+                self.record["status"] = "failed"
+                self.record["error"] = f"raw record not written: {e}"
+            text = json.dumps(raw)
+        return json.loads(text)
+
+    def _raw_dict(self, levels: list[tuple[str, LevelResult]]) -> dict:
+        """The raw record of these levels (all of them at the end; a checkpoint's closed ones)."""
         duration, interval, last_ends_load = self.level_clock()
         server = self.server_info()
         alloc = self.ctx.allocator
@@ -366,7 +448,7 @@ class CellRunner:
                     # what is particular to the workload, and what its level adds beside
                     **res.records(),
                 }
-                for phase, res in self.levels
+                for phase, res in levels
             ],
             "exit": self.record.get("exit"),
             # which of the status's counters means what: how the derivations read it
@@ -374,16 +456,7 @@ class CellRunner:
             # the allocator's own accounting (suites.runner.alloc_memory): its level columns are derived
             "alloc_readings": self.alloc_memory.readings if self.alloc_memory is not None else None,
         }
-        try:
-            text = self.run_dir.write_raw(raw)
-        except (OSError, RunDirError) as e:
-            # Figures can still be derived for this record; a run that cannot keep what it saw
-            # cannot be re-derived, so the cell does not count as done.
-            if self.record["status"] == "ok":
-                self.record["status"] = "failed"
-                self.record["error"] = f"raw record not written: {e}"
-            text = json.dumps(raw)
-        return json.loads(text)
+        return raw
 
     def _derive(self, raw: dict) -> list[dict]:
         """The cell's rows from its raw record (rundir.derive). A derivation that fails fails this

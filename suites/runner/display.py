@@ -122,6 +122,27 @@ class Display:
         else:
             self.console.print(f"  [red]{rec['status']}[/red] {plan.id}: {rec.get('error')}")
 
+    def start_soak(self, total_s: float, done_s: float) -> None:
+        """A soak's own line: soaked / total with its ETA, and each arm's growth per hour so far
+        (soak_progress)."""
+        self._soak_total = max(total_s, 1.0)
+        if self._progress is not None:
+            self._soak = self._progress.add_task("soak", total=self._soak_total, completed=done_s)
+
+    def soak_progress(self, done_s: float, growth: str) -> None:
+        """After each turn of blocks: on a terminal the live line; without one (a log), one line
+        per turn, so that a soak of hours shows its growth in its log too."""
+        total = getattr(self, "_soak_total", 1.0)
+        text = (
+            f"soak {done_s / 3600:.2f}/{total / 3600:.2f} h: {growth or 'growth: too few cycles'}"
+        )
+        if self._progress is not None and getattr(self, "_soak", None) is not None:
+            self._progress.update(
+                self._soak, completed=min(done_s, total), description=escape(text)
+            )
+        elif not self.quiet:
+            self.console.print(escape(text))
+
     def stop(self) -> None:
         if self._progress is not None:
             self._progress.stop()

@@ -61,6 +61,7 @@ from suites.runner.resume import (
     plan_from_manifest,
 )
 from suites.runner.servers import RunServer, run_servers
+from suites.runner.soak import Soak, check_soak, soak_design, soak_seconds
 from suites.runner.thp import LargePagesNeed, ThpController
 from suites.runner.workload_cell import WorkloadCell
 from suites.workloads import registry as workloads
@@ -166,7 +167,10 @@ class Matrix:
         for srv in self.servers:
             names = list(
                 dict.fromkeys(
-                    c.allocator for c in cells if c.id not in done and c.server == srv.name
+                    c.allocator
+                    for c in cells
+                    # a soak's next segment runs every arm again, its finished cells' too
+                    if (c.id not in done or soak_seconds(self.suite)) and c.server == srv.name
                 )
             )
             srv.allocators = []
@@ -245,6 +249,14 @@ class Matrix:
             else sum(k for srv, k in zip(self.servers, kb, strict=True) if srv in uncached)
         )
         most = max(needs, key=lambda n: (n.open_files, n.per_connection_kb))
+        # a soak keeps every arm's server (and its datadir copy) alive at once
+        alive = (
+            max(1, len(self._arm_names(self.servers[0])) * len(self._engines()))
+            if soak_seconds(s)
+            else 1
+        )
+        if alive > 1 and not uncached:
+            dataset_kb *= alive
         return preflight.preflight(
             s,
             out_root,
@@ -253,6 +265,7 @@ class Matrix:
             cached=not uncached,
             needs=most,
             server=max(self.servers, key=lambda srv: srv.family.cache_kb(srv.section)).section,
+            alive=alive,
         )
 
     def _call_cost(self) -> dict | None:
@@ -304,6 +317,7 @@ class Matrix:
                 self.design = plan_design(
                     self.suite, estimate_cell_seconds(self.suite) * per_round, MAX_REPEAT
                 )
+            check_soak(self.suite, len(self.servers), self.shard)
             for srv in self.servers:
                 srv.family.check_allocators(srv.binary, srv.allocators)
                 # An engine the server does not have (MyRocks on MySQL, or without its plugin).
@@ -335,9 +349,13 @@ class Matrix:
             thp = self._thp_controller(self.run_dir.path)
             todo = [c for c in cells if self.manifest_cell(c.id).get("status") != "ok"]
             self.display.start_matrix(len(todo), estimate_cell_seconds(self.suite) * len(todo))
-            dataset = self._datasets(todo)
-            for cell in todo:
-                self._run_cell(cell, thp, dataset)
+            dataset = self._datasets(cells if soak_seconds(self.suite) else todo)
+            if soak_seconds(self.suite):
+                # one life per arm, the arms taking turns (suites/runner/soak.py)
+                Soak(self, thp, dataset).run(cells)
+            else:
+                for cell in todo:
+                    self._run_cell(cell, thp, dataset)
             if resumed is None and self.suite.run.budget_s:
                 self._more_rounds(cells, thp, dataset)
             elif resumed is not None and self.suite.run.budget_s:
@@ -598,6 +616,10 @@ class Matrix:
             },
             "cells": [_pending(c) for c in cells],
         }
+        soak = soak_design(self.suite)
+        if soak is not None:
+            # the soak's plan, looks and segments (suites/runner/soak.py, analysis/soak_looks.py)
+            self.manifest["soak"] = soak
         kit = kit_run_record()  # the kit this run is made with (its launcher says), else None
         if kit is not None:
             self.manifest["kit"] = kit
@@ -607,6 +629,11 @@ class Matrix:
             self.manifest["restored_leftover"] = self.restored_leftover
         self._save_manifest(rd)
         return rd
+
+    @staticmethod
+    def pending_entry(c: CellPlan) -> dict:
+        """The manifest entry of a cell not yet run (a soak's next segment adds them)."""
+        return _pending(c)
 
     def manifest_cell(self, cell_id: str) -> dict:
         for c in self.manifest["cells"]:
@@ -653,7 +680,12 @@ def _pending(c: CellPlan) -> dict:
         "engine": c.engine,
         "status": "pending",
         "error": None,
-    }
+    } | ({"soak": {"segment": c.segment}} if c.segment > 1 else {})
+
+
+def _empty_soak_segment(c: dict) -> bool:
+    """A soak's segment broken before it recorded a cycle: nothing was lost, nothing failed."""
+    return c.get("status") == "skipped" and (c.get("soak") or {}).get("cycles") == 0
 
 
 def check_labels(servers: list[RunServer]) -> None:
@@ -711,7 +743,9 @@ def run_suite(
     except ServerError as e:
         raise SuiteError(str(e)) from None
     failed = [
-        c for c in m.manifest.get("cells", []) if c.get("status") != "ok" or c.get("level_failures")
+        c
+        for c in m.manifest.get("cells", [])
+        if (c.get("status") != "ok" and not _empty_soak_segment(c)) or c.get("level_failures")
     ]
     # THP left changed is a problem of the run, like a failed cell: the results stand, exit 3.
     if failed or m.manifest.get("thp_restore_error"):

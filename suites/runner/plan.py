@@ -33,11 +33,16 @@ class CellPlan:
     engine: str = "innodb"
     # The server's name in a run with several ([server] servers); "" in a run of one.
     server: str = ""
+    # A soak's segment: 1, or the piece of the arm's one life after a resumed break (a new
+    # server life, suites/runner/soak.py)
+    segment: int = 1
 
     @property
     def id(self) -> str:
         """Names the cell by what ran, safe as a file name."""
         raw = f"{self.server_label}__{self.allocator}__thp-{self.thp}__r{self.round}"
+        if self.segment > 1:
+            raw += f"__s{self.segment}"
         return re.sub(r"[^A-Za-z0-9_.+-]", "_", raw)
 
 

@@ -129,9 +129,10 @@ def checks(
     cached: bool = True,
     needs: ServerNeeds | None = None,
     server=None,
+    alive: int = 1,
 ) -> list[Need]:
     """`server`: the [server] section whose cache sizes the memory need (of several servers, the
-    largest); the suite's by default."""
+    largest); the suite's by default. `alive`: servers alive at once (a soak's arms)."""
     max_threads = suite.max_threads
     section = server if server is not None else suite.server
     family = family_for(section)
@@ -151,10 +152,11 @@ def checks(
     found.append(
         Need(
             "available memory for the server",
-            family.cache_kb(section) + max_threads * server.per_connection_kb,
+            alive * (family.cache_kb(section) + max_threads * server.per_connection_kb),
             mem_available_kb(),
             "kB",
-            f"{cache_field}, {clients}",
+            f"{cache_field}, {clients}"
+            + (f"; {alive} servers alive at once (a soak's arms)" if alive > 1 else ""),
         )
     )
     # Descriptors: the server and the clients inherit our limit; the larger need decides.
@@ -196,11 +198,12 @@ def preflight(
     cached: bool = True,
     needs: ServerNeeds | None = None,
     server=None,
+    alive: int = 1,
 ) -> list[dict]:
     """Run the checks; SuiteError naming the first shortfall. Returns the checks for the manifest."""
     if cache_root is not None:
         usable_cache(Path(cache_root))
-    results = checks(suite, Path(out_root), dataset_kb, cache_root, cached, needs, server)
+    results = checks(suite, Path(out_root), dataset_kb, cache_root, cached, needs, server, alive)
     for n in results:
         if not n.ok:
             raise SuiteError(f"preflight: {n.line()}")

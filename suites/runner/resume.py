@@ -115,6 +115,7 @@ def plan_from_manifest(manifest: dict, label: str) -> list[CellPlan]:
                 str(c["thp"]["requested"]),
                 str(c.get("engine") or "innodb"),  # runs before engines existed were InnoDB
                 str((c.get("server") or {}).get("name") or ""),  # a run with several servers
+                int((c.get("soak") or {}).get("segment") or 1),  # a soak's resumed segment
             )
         except (KeyError, TypeError, ValueError):
             raise SuiteError(f"--resume: manifest cell {c.get('id')!r} is incomplete") from None

@@ -80,6 +80,15 @@ def add_parser(sub) -> None:
         "and one more round fits; --repeat is then the first look",
     )
     p.add_argument(
+        "--soak",
+        metavar="TIME",
+        help="fragmentation suites: run the scenarios' cycles over and over in ONE server life "
+        "per arm for this long (e.g. 30m, 2h, 6h; the suite key [fragmentation] soak). The arms' "
+        "servers live side by side and take turns in blocks of cycles; cycles are checkpointed "
+        "(--resume continues a killed soak and marks the break); it stops early once every "
+        "growth verdict (MB/h) is decided, spending the 5%% over its looks",
+    )
+    p.add_argument(
         "--baseline", metavar="NAME", help="allocator every verdict compares with (glibc)"
     )
     p.add_argument(
@@ -152,7 +161,7 @@ def add_parser(sub) -> None:
 _UNITS = {"s": 1, "m": 60, "h": 3600}
 
 
-def duration_arg(text: str | None) -> float | None:
+def duration_arg(text: str | None, flag: str = "--budget") -> float | None:
     """'20m', '90s', '1.5h' or plain seconds -> seconds; a bad value is a one-line user error."""
     if text is None:
         return None
@@ -162,9 +171,9 @@ def duration_arg(text: str | None) -> float | None:
     try:
         value = float(number) * (unit or 1)
     except ValueError:
-        raise SuiteError(f"--budget {text}: expected a duration like 20m, 90s or 1h") from None
+        raise SuiteError(f"{flag} {text}: expected a duration like 20m, 90s or 1h") from None
     if not math.isfinite(value) or value <= 0:
-        raise SuiteError(f"--budget {text}: expected a positive, finite duration like 20m")
+        raise SuiteError(f"{flag} {text}: expected a positive, finite duration like 20m")
     return value
 
 
@@ -242,6 +251,7 @@ def run(args) -> int:
         servers=args.servers,
         baseline_server=args.baseline_server,
         budget=budget,
+        soak=duration_arg(args.soak, "--soak"),
         baseline=args.baseline,
         min_effect=args.min_effect,
         server_root=args.server_root,
@@ -351,7 +361,14 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
         cols = sorted({v.threads for v in vs if v.threads is not None}) + list(
             dict.fromkeys(v.metric for v in vs if v.threads is None)
         )
-        t = Table(title=f"{label}: ratio to {base} \\[interval] verdict, {vs[0].rounds} rounds")
+        # growth in MB/h is a difference (no ratio); a soak's is one life per arm, not rounds
+        what = "difference from" if all(v.unit for v in vs) else "ratio to"
+        lives = (
+            "one life per arm (soak)"
+            if (run.manifest.get("soak") or {}).get("seconds")
+            else f"{vs[0].rounds} rounds"
+        )
+        t = Table(title=f"{label}: {what} {base} \\[interval] verdict, {lives}")
         t.add_column("allocator (thp)")
         for c in cols:
             t.add_column(str(c), justify="right")
@@ -396,6 +413,19 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
     alarm = aa_alarm(judged)
     if alarm:
         notes.insert(0, aa_alarm_text(alarm))
+    soak = run.manifest.get("soak") or {}
+    if soak.get("seconds"):
+        # why the soak stopped (its time, every growth verdict decided, an arm that ended), and
+        # what its one life per arm can and cannot decide
+        from analysis.verdicts import SOAK_ONE_LIFE
+
+        looks = soak.get("looks") or []
+        notes.insert(
+            0,
+            f"soak: {soak.get('stopped') or 'not finished'}; {len(looks)} look(s) of "
+            f"{soak.get('looks_planned')} planned, {soak.get('done_s', 0) / 3600:.2f} h soaked",
+        )
+        notes += [n for n in judged.notices if n == SOAK_ONE_LIFE]
     return out, notes
 
 

@@ -42,6 +42,7 @@ class Fragmentation(Workload):
         "threads": "--threads applies to sysbench sweeps; set [spike] threads and each "
         "scenario's threads instead",
         "duration": ("fragmentation", "cycle_s"),
+        "soak": ("fragmentation", "soak"),
     }
     server_account = True
 
@@ -86,6 +87,9 @@ class Fragmentation(Workload):
             find_dump_client(binary)
 
     def phases(self, ctx):
+        if ctx.suite.fragmentation.soak:
+            yield from scenarios.soak_phases(ctx)  # ended by the soak driver
+            return
         for name in ctx.suite.fragmentation.scenarios:
             yield from scenarios.RUNNERS[name](ctx)
 

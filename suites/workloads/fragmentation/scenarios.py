@@ -131,23 +131,28 @@ def _cycles(
     one: Callable[[int, str], LevelResult],
     settings: dict[str, int] | None = None,
     recorded: dict | None = None,
+    only: int | None = None,
 ) -> Iterator[Phase]:
     """Phases "<name>@<threads>#c<k>", k = 1..cycles (as thread churn names its cycles: a
     run's level_visits finds them): `one(k, phase)` runs cycle k. `settings` (server variables)
-    are set before the first cycle and put back after the last."""
+    are set before the first cycle and put back after the last. `only` (a soak's pass k): that
+    one cycle alone, numbered k, its settings set before it and put back after it (a soak's
+    scenarios take turns, one cycle each, so each cycle sees the server as the suite left it)."""
     scenario = name.split("_tc")[0]
     saved: dict[str, str] = {}
-    for k in range(1, cycles + 1):
+    numbers = range(1, cycles + 1) if only is None else range(only, only + 1)
+    first, last = numbers[0], numbers[-1]
+    for k in numbers:
         phase = f"{name}@{threads}#c{k}"
 
         def run(k=k, phase=phase) -> LevelResult:
-            if k == 1 and settings:
+            if k == first and settings:
                 saved.update(_variables(ctx.connect, tuple(settings)))
                 _set(ctx.connect, settings)
             try:
                 res = one(k, phase)
             finally:
-                if k == cycles and saved:
+                if k == last and saved:
                     _set(ctx.connect, saved)
             res.workload = name
             extra = res.scenario.model_dump() if res.scenario is not None else {}
@@ -164,7 +169,7 @@ def _cycles(
 
 
 def sysbench_cycles(
-    ctx, script: Script, threads: int, settings: dict | None = None
+    ctx, script: Script, threads: int, settings: dict | None = None, only: int | None = None
 ) -> Iterator[Phase]:
     suite = ctx.suite
     f = suite.fragmentation
@@ -179,33 +184,35 @@ def sysbench_cycles(
         )  # fmt: skip
 
     recorded = dict(settings or {})
-    yield from _cycles(ctx, script.name, threads, f.cycles, one, settings, recorded)
+    yield from _cycles(ctx, script.name, threads, f.cycles, one, settings, recorded, only)
 
 
-def session_churn(ctx) -> Iterator[Phase]:
+def session_churn(ctx, only: int | None = None) -> Iterator[Phase]:
     s = ctx.suite.session_churn
     for tc in s.thread_cache_sizes:
         script = session_script(ctx.suite, tc)
         settings = {} if tc == SERVER_THREAD_CACHE else {"thread_cache_size": tc}
-        yield from sysbench_cycles(ctx, script, s.threads, settings)
+        yield from sysbench_cycles(ctx, script, s.threads, settings, only)
 
 
-def table_cache(ctx) -> Iterator[Phase]:
+def table_cache(ctx, only: int | None = None) -> Iterator[Phase]:
     t = ctx.suite.table_cache
     settings = {
         "table_open_cache": t.table_open_cache,
         "table_definition_cache": t.table_definition_cache,
     }
-    yield from sysbench_cycles(ctx, table_cache_script(ctx.suite, ctx.engine), t.threads, settings)
-
-
-def fulltext(ctx) -> Iterator[Phase]:
     yield from sysbench_cycles(
-        ctx, fulltext_script(ctx.suite, ctx.engine), ctx.suite.fulltext.threads
+        ctx, table_cache_script(ctx.suite, ctx.engine), t.threads, settings, only
     )
 
 
-def dump(ctx) -> Iterator[Phase]:
+def fulltext(ctx, only: int | None = None) -> Iterator[Phase]:
+    yield from sysbench_cycles(
+        ctx, fulltext_script(ctx.suite, ctx.engine), ctx.suite.fulltext.threads, only=only
+    )
+
+
+def dump(ctx, only: int | None = None) -> Iterator[Phase]:
     """A full logical dump of the sbtest tables per cycle (the server's own dump client, to a
     file in the cell's work dir, removed after), beside `background_threads` oltp_read_write
     clients for cycle_s. The cycle lasts as long as the longer of the two."""
@@ -289,11 +296,11 @@ def dump(ctx) -> Iterator[Phase]:
 
     yield from _cycles(
         ctx, "dump", d.background_threads, f.cycles, one,
-        recorded={"background_threads": d.background_threads},
+        recorded={"background_threads": d.background_threads}, only=only,
     )  # fmt: skip
 
 
-def spike(ctx) -> Iterator[Phase]:
+def spike(ctx, only: int | None = None) -> Iterator[Phase]:
     """A burst of `threads` clients for burst_s, then idle_s with RSS read every sample_s."""
     suite = ctx.suite
     s = suite.spike
@@ -328,7 +335,27 @@ def spike(ctx) -> Iterator[Phase]:
         )
         return res
 
-    yield from _cycles(ctx, "spike", s.threads, s.cycles, one)
+    yield from _cycles(ctx, "spike", s.threads, s.cycles, one, only=only)
+
+
+def soak_phases(ctx) -> Iterator[Phase]:
+    """A soak's cycles, without end: pass k runs cycle k of every scenario in the suite's order
+    (session_churn: one per thread cache size). The soak driver (suites/runner/soak.py) ends the
+    life when its time is up or its verdicts are decided."""
+    k = 0
+    while True:
+        k += 1
+        for name in ctx.suite.fragmentation.scenarios:
+            yield from RUNNERS[name](ctx, only=k)
+
+
+def pass_phases(suite) -> int:
+    """Cycles (levels) in one soak pass: one per scenario, one per session_churn block."""
+    on = suite.fragmentation.scenarios
+    n = len(on)
+    if "session_churn" in on:
+        n += len(suite.session_churn.thread_cache_sizes) - 1
+    return n
 
 
 RUNNERS = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from suites.config.errors import FieldError, did_you_mean
 from suites.config.settings import MAX_THREADS, Section
@@ -24,6 +24,29 @@ SCENARIOS = tuple(REPORTS)
 # A level of sysbench is at least this long (its --time is whole seconds).
 Seconds = Annotated[int, Field(ge=1, le=3600)]
 Clients = Annotated[int, Field(ge=1, le=MAX_THREADS)]
+# A soak's length: at least a minute (a look needs cycles of every arm), at most 30 days.
+SOAK_MIN_S, SOAK_MAX_S = 60.0, 30 * 86_400.0
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
+def parse_duration(value) -> float:
+    """'6h', '30m', '90s', '2d' or plain seconds -> seconds (0: no soak); ValueError otherwise."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a duration like 30m, 2h or 6h, got {value!r}")
+    if isinstance(value, int | float):
+        return float(value)
+    if not isinstance(value, str):
+        raise ValueError(f"expected a duration like 30m, 2h or 6h, got {value!r}")
+    t = value.strip().lower()
+    if t in ("", "0", "off", "no"):
+        return 0.0
+    unit = _UNITS.get(t[-1:])
+    try:
+        return float(t[:-1] if unit else t) * (unit or 1)
+    except ValueError:
+        raise ValueError(f"expected a duration like 30m, 2h or 6h, got {value!r}") from None
+
+
 # What -1 means for a thread cache size: as mallocsweep sizes it for the suite's largest level.
 SERVER_THREAD_CACHE = -1
 
@@ -45,6 +68,22 @@ class FragmentationSection(Section):
         "dump's background load), whole seconds (sysbench's --time).",
     )
     report_interval_s: Seconds = Field(1, description="sysbench interval reports (timeline).")
+    soak: Annotated[float, BeforeValidator(parse_duration)] = Field(
+        0,
+        description="A soak (`run --soak`): run the scenarios' cycles over and over in ONE server "
+        'life per arm for this long (e.g. "6h", "30m"; 0: no soak, `cycles` per scenario). '
+        "The arms' servers live side by side and take turns in blocks of soak_block passes (a "
+        "pass: one cycle of every scenario), so drift hits every arm alike. Cycles are "
+        "checkpointed (--resume continues); it stops early once every growth verdict is decided.",
+    )
+    soak_block: Annotated[int, Field(ge=1, le=1000)] = Field(
+        1, description="Passes one arm runs before the next arm's turn in a soak."
+    )
+    soak_look_s: Annotated[float, Field(ge=10, le=86_400)] = Field(
+        600,
+        description="Seconds of soak between looks at the growth verdicts (each look spends a "
+        "share of the 5%; the soak stops early when all are decided).",
+    )
 
     @field_validator("scenarios")
     @classmethod
@@ -59,6 +98,16 @@ class FragmentationSection(Section):
                 )
         if len(set(v)) != len(v):
             raise ValueError(f"a scenario is listed twice in {v}")
+        return v
+
+    @field_validator("soak")
+    @classmethod
+    def _soak(cls, v: float) -> float:
+        if v != 0 and not SOAK_MIN_S <= v <= SOAK_MAX_S:
+            raise ValueError(
+                f"a soak of {v:g} s: expected 0 (no soak) or {SOAK_MIN_S:g} s to 30 days "
+                '(e.g. "30m", "6h")'
+            )
         return v
 
 

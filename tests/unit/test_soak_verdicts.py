@@ -1,0 +1,85 @@
+"""A soak's verdicts from a recorded run (tests/fixtures/runs/real-fragmentation-format5, a real
+fragmentation run on MariaDB 10.11 under glibc and jemalloc), reduced to one life per arm as a
+soak has: growth is judged from that one life, in MB/h; what needs rounds says why it is not."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from analysis import growth_rate, soak_looks
+from analysis.metrics import HELD_GROWTH_MB_PER_HOUR, RSS_GROWTH_MB_PER_HOUR
+from analysis.report import write_report
+from analysis.verdicts import SOAK_ONE_LIFE, run_verdicts, why_no_verdicts
+from rundir.read import load_run
+
+RUN = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "real-fragmentation-format5"
+
+
+def one_life_per_arm(tmp_path: Path, soak: dict | None) -> Path:
+    """The recorded run with its round-2 lives removed (cells, raw, samples, manifest, rows),
+    and a soak's manifest record when `soak` is given."""
+    d = tmp_path / "run"
+    shutil.copytree(RUN, d)
+    m = json.loads((d / "manifest.json").read_text())
+    gone = [c["id"] for c in m["cells"] if c["round"] == 2]
+    m["cells"] = [c for c in m["cells"] if c["id"] not in gone]
+    m["suite"]["run"]["repeat"] = 1
+    if soak is not None:
+        m["soak"] = soak
+    (d / "manifest.json").write_text(json.dumps(m))
+    for cid in gone:
+        for sub, ext in (("cells", "json"), ("raw", "json"), ("samples", "csv")):
+            (d / sub / f"{cid}.{ext}").unlink(missing_ok=True)
+    text = (d / "results.csv").read_text()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+    w.writeheader()
+    w.writerows(r for r in rows if r["cell"] not in gone)
+    (d / "results.csv").write_text(out.getvalue())
+    return d
+
+
+SOAK = soak_looks.design(3600.0, 600.0, 5, growth_rate.MARGIN_MB_PER_HOUR) | {
+    "looks": [{"look": 1}, {"look": 2}],
+    "judged_at_end": True,
+    "stopped": "stopped early at 0.35 h of 1.00 h: every growth verdict was decided at look 2 of 6",
+}
+
+
+def test_a_one_round_run_is_still_refused(tmp_path):
+    run = load_run(one_life_per_arm(tmp_path, None))
+    assert "one round only" in why_no_verdicts(run)
+    assert run_verdicts(run) == []
+
+
+def test_a_soak_judges_growth_from_one_life_per_arm_at_its_look_level(tmp_path):
+    d = one_life_per_arm(tmp_path, SOAK)
+    run = load_run(d)
+    assert why_no_verdicts(run) is None
+    vs = run_verdicts(run)
+    growth = [v for v in vs if v.metric in (RSS_GROWTH_MB_PER_HOUR, HELD_GROWTH_MB_PER_HOUR)]
+    assert growth, [v.metric for v in vs]
+    level = soak_looks.look_level(2, 6)
+    for v in growth:
+        assert v.unit == "MB/h" and v.rounds == 1
+        assert v.level == pytest.approx(level)
+        assert v.lo <= v.ratio <= v.hi and v.hi - v.lo < float("inf")
+    # the one life's own slopes behind one verdict: the difference and its error from both
+    lives = {(x.allocator, x.workload): x for x in growth_rate.life_rates(run)}
+    v = next(x for x in growth if x.metric == RSS_GROWTH_MB_PER_HOUR)
+    a, b = lives[("jemalloc", v.workload)].rss, lives[("glibc", v.workload)].rss
+    assert v.ratio == pytest.approx(a.value - b.value)
+    d_ = growth_rate.unpaired_difference(a, b, level, growth_rate.MARGIN_MB_PER_HOUR)
+    assert (v.lo, v.hi) == pytest.approx((d_.lo, d_.hi))
+    # what needs rounds says why it is undecided
+    assert SOAK_ONE_LIFE in vs.notices
+    write_report(d)
+    md = (d / "summary.md").read_text()
+    assert "one server life per arm" in md and "The soak stopped early" in md
