@@ -7,7 +7,7 @@ a method or attribute here, so none of them names a server:
 
 - its settings: `section`, its own pydantic model of the suite's [server] table (the common
   fields of ServerSection plus its own); the Suite model's [server] is the family's section,
-  chosen by `server.flavor` (suites.config.suite);
+  chosen by `server.flavor` (suites.suite.model);
 - before anything runs: how its binary is found (`resolve`), the allocators, engines and suite
   settings it refuses (`check_allocators`, `check_engines`, `check_suite`), what it needs from
   the machine (`cache_kb`, `needs`);

@@ -38,7 +38,7 @@ _UNKNOWN = VARIANT_TAG + "unknown"
 
 
 def register(family: Family) -> None:
-    """Add a family (a plugin outside this package, or a test's). Before suites.config.suite is first
+    """Add a family (a plugin outside this package, or a test's). Before suites.suite.model is first
     imported: the Suite model's [server] is built from the registry then."""
     REGISTRY[family.name] = family
     FAMILIES.update({flavor: family for flavor in family.flavors})

@@ -212,10 +212,10 @@ STUB = StubFamily()
 
 
 def register() -> None:
-    """The stub family in this interpreter's registry (before suites.config.suite builds the Suite)."""
+    """The stub family in this interpreter's registry (before suites.suite.model builds the Suite)."""
     from suites.families import registry as families
 
-    assert "suites.config.suite" not in sys.modules, "register before the Suite model is built"
+    assert "suites.suite.model" not in sys.modules, "register before the Suite model is built"
     families.register(STUB)
 
 

@@ -21,7 +21,6 @@ from servers.allocators import resolve
 from servers.checks import open_files_needed
 from servers.mysql_config import MySQLSettings
 from suites.cli.commands import doctor
-from suites.config.suite import Suite, load_suite
 from suites.datasets import prepare as dataset_prepare
 from suites.errors import SuiteError
 from suites.families.mysql import MYSQL
@@ -36,6 +35,7 @@ from suites.runner.resume import (
     plan_from_manifest,
 )
 from suites.runner.servers import run_servers
+from suites.suite.model import Suite, load_suite
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "configs/suites/smoke.toml"

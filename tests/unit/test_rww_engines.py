@@ -13,10 +13,10 @@ from servers.engines import check_engine, engine_lines
 from servers.errors import ServerError
 from servers.mysql_config import MySQLSettings, ServerPaths, render_my_cnf
 from servers.mysql_flavor import ServerBinary
-from suites.config.overrides import apply_overrides
-from suites.config.suite import parse_suite
 from suites.errors import SuiteError
 from suites.runner.plan import engine_label, plan_cells
+from suites.suite.model import parse_suite
+from suites.suite.overrides import apply_overrides
 from suites.workloads.rww.latency import Buckets, bucket, bucket_range
 from suites.workloads.rww.spec import MAX_VALUE_BYTES
 
