@@ -183,8 +183,8 @@ class _SuiteRules(Section):
 
     @model_validator(mode="after")
     def _client_hosts(self):
-        sql = all(family_for(server).sql for _, server in server_entries(self))
-        if self.clients.hosts and not (workloads.of(self).remote_clients and sql):
+        mysql = all(family_for(server).mysql_compatible for _, server in server_entries(self))
+        if self.clients.hosts and not (workloads.of(self).remote_clients and mysql):
             raise FieldError(
                 ("clients", "hosts"),
                 "client hosts run sysbench and iibench levels on MySQL-family servers only in "

@@ -140,7 +140,7 @@ def test_final_table_median_over_repeats_ignores_missing_values(tmp_path):
 
 def test_server_by_name_is_found_in_sbin(monkeypatch):
     from servers.errors import ServerError
-    from servers.mysql_flavor import find_mysql, which_server
+    from suites.families.mysql.flavor import find_mysql, which_server
 
     if not Path("/usr/sbin/mariadbd").is_file():
         pytest.skip("Debian's mariadbd is installed by make setup")

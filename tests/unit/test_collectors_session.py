@@ -15,7 +15,7 @@ from collectors.errors import CollectorError
 from collectors.procfs import CLK_TCK, ProcFS
 from collectors.session import CollectorSession
 from rundir.derive.phases import FIGURE_KEYS
-from suites.families.mysql import MYSQL
+from suites.families.mysql.plugin import MYSQL
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "procfs"
 COLUMNS = [

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from servers.mysql_config import RESERVED
 from suites.config.errors import models_of
 from suites.errors import SuiteError
+from suites.families.mysql.my_cnf import RESERVED
 from suites.families.registry import REGISTRY
 from suites.suite.model import (
     CustomAllocator,
@@ -287,7 +287,7 @@ BAD = [
     ),
     (
         "[server]\nflavor = 'mongodb'\n",
-        r'x\.toml:2: server\.flavor: MongoDB runs the iibench insert load only: set suite\.kind = "iibench"',
+        r'x\.toml:2: server\.flavor: sysbench cannot drive MongoDB .*: set suite\.kind = "iibench"',
     ),
     (
         "[suite]\nkind = 'iibench'\n[server]\nflavor = 'mongodb'\nsettings = { a = 1 }\n",

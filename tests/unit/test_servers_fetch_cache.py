@@ -292,7 +292,7 @@ def test_a_failed_build_is_removed_and_its_log_kept(cache, monkeypatch):
     ],
 )
 def test_version_lines_of_the_fetched_servers(line, expected):
-    from servers.mysql_flavor import parse_version_output
+    from suites.families.mysql.flavor import parse_version_output
 
     assert parse_version_output(line) == expected
 
