@@ -16,9 +16,10 @@ from collectors.collector_session import CollectorSession
 from rundir.format import SAMPLE_COLUMNS
 from rundir.write import make_owned_dir
 from servers.allocators import resolve
-from servers.mysql import MySQLServer, MySQLSettings, find_mysql
 from suites.datasets.cache import DatasetCache, restore_vs_prepare
-from suites.families.mysql import MYSQL
+from suites.families.mysql.driver import DRIVER as MYSQL_DRIVER
+from suites.families.mysql.plugin import MYSQL
+from suites.families.mysql.server import MySQLServer, MySQLSettings, find_mysql
 from suites.workloads import sysbench
 from suites.workloads.level_result import ClientTarget
 from suites.workloads.sysbench import SysbenchOptions
@@ -36,7 +37,7 @@ LOW = 64
 
 
 def _target(server: MySQLServer, database: str) -> ClientTarget:
-    return ClientTarget.mysql(server.client_target(), database)
+    return MYSQL_DRIVER.target(server.client_target(), database)
 
 
 def spread(xs: list[float]) -> float:

@@ -12,7 +12,7 @@ and stopped; the arm that starts and goes first swaps from life to life):
   duet       both servers loaded at the same time (Bulej et al., ICPE 2020): whatever else runs
              on the machine hits both; a block's ratio is B/A.
 
-Every server life is proven as a cell's is (servers.mysql: the malloc binding when it starts).
+Every server life is proven as a cell's is (suites.families.mysql.server: the malloc binding when it starts).
 Per design and pair: the geometric mean of the ratios with its 95% t-interval over the lives'
 ratios (one per life: pairs within a life are not independent of each other), the half-width, and
 the machine time it took; "half-width x sqrt(minutes)" puts designs of different lengths on one
@@ -37,8 +37,8 @@ from bench.paired import block_order, t_interval
 from bench.raw import run_raw_level
 from rundir.write import make_owned_dir
 from servers.allocators import Allocator, custom_allocator
-from servers.mysql import MySQLServer
-from suites.workloads.level_result import ClientTarget
+from suites.families.mysql.driver import DRIVER as MYSQL_DRIVER
+from suites.families.mysql.server import MySQLServer
 
 DESIGNS = ("solo", "alternate", "duet")
 WORKLOAD, THREADS = "oltp_ro", 8
@@ -93,7 +93,7 @@ def one_life(
     pairs: list[float] = []
 
     def blk(server, tag):
-        target = ClientTarget.mysql(server.client_target(), "sbtest")
+        target = MYSQL_DRIVER.target(server.client_target(), "sbtest")
         return run_raw_level(target, WORKLOAD, opts, THREADS, block_s, work / f"{tag}.log").qps
 
     with _Servers(bench) as srv:

@@ -30,7 +30,7 @@ from rundir.write import make_owned_dir
 from servers import alloccount, callcost
 from servers.allocators import detect_all
 from servers.allocstats import AllocStats
-from servers.mysql import MySQLServer
+from suites.families.mysql.server import MySQLServer
 
 GOAL = 0.99  # counted / not counted QPS
 WORKLOAD, THREADS = "oltp_ro", 8

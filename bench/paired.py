@@ -44,9 +44,9 @@ from pathlib import Path
 from bench.raw import run_raw_level
 from collectors.errors import CollectorError
 from collectors.procfs import CLK_TCK, ProcFS
-from suites.families.mysql import MYSQL
+from suites.families.mysql.driver import DRIVER as MYSQL_DRIVER
+from suites.families.mysql.plugin import MYSQL
 from suites.workloads import sysbench
-from suites.workloads.level_result import ClientTarget
 
 GOAL = 0.98  # ours / raw QPS, at every level
 ARMS = ("ours", "raw")
@@ -315,7 +315,7 @@ def one_life(
     """Run every point's lead-in and `pt.cycles` cycles of blocks on a started server with
     collectors attached (the caller starts and stops both). `coll` is paused except during
     "ours" blocks."""
-    target = ClientTarget.mysql(server.client_target(), "sbtest")
+    target = MYSQL_DRIVER.target(server.client_target(), "sbtest")
     base = server.global_status(("Threads_connected",)).get("Threads_connected", 1)
     n = 0
     for pt in points:

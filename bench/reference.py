@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.paired import t_interval, verdict
+from suites.families.mysql.driver import DRIVER as MYSQL_DRIVER
 from suites.workloads.level_result import ClientTarget
 
 GOAL_IIBENCH = 1.0  # ours / iibench.py rows/s, at 1 and 10 clients
@@ -189,7 +190,7 @@ def iibench_vs_reference(bench, rounds: int, rows: int, rows_10: int, script: Pa
     logs.mkdir()
     try:
         server.start()
-        target = ClientTarget.mysql(server.client_target(), "iibench")
+        target = MYSQL_DRIVER.target(server.client_target(), "iibench")
         sock = server.client_target()["socket"]
         for r in range(rounds):
             for pt in points:

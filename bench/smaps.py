@@ -20,8 +20,8 @@ from bench.paired import block_order, t_interval
 from collectors.procfs import ProcFS
 from collectors.sampler import ProcessReader
 from collectors.smaps import decompose
+from suites.families.mysql.driver import DRIVER as MYSQL_DRIVER
 from suites.workloads import sysbench
-from suites.workloads.level_result import ClientTarget
 from suites.workloads.sysbench.options import stock_tables
 from suites.workloads.sysbench.warm import scan_tables
 
@@ -80,7 +80,7 @@ class _Reads(threading.Thread):
 
 def run(bench, pairs: int, block_s: int, threads: int, every_s: float, progress=None) -> dict:
     server = bench.restored("smaps")
-    target = ClientTarget.mysql(server.client_target(), "sbtest")
+    target = MYSQL_DRIVER.target(server.client_target(), "sbtest")
     out: dict = {"threads": threads, "block_s": block_s, "every_s": every_s}
     try:
         server.start()

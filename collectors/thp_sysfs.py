@@ -2,7 +2,7 @@
 
 Everything that reads or sets the system THP mode uses these: the host metadata
 (collectors/host.py), the probe (collectors/thp_probe.py), the THP controller (suites/runner/thp.py) and
-the MongoDB family's advice (servers/mongodb.py). Kept in collectors/, which imports nothing of
+the MongoDB family's advice (suites/families/mongodb/server.py). Kept in collectors/, which imports nothing of
 ours, so every layer may use it.
 """
 

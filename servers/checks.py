@@ -17,8 +17,6 @@ from pathlib import Path
 from servers.allocators import detect_all, glibc_version
 from servers.errors import ServerError
 from servers.exec_helper import helper
-from servers.mysql_config import MySQLSettings
-from servers.mysql_flavor import find_mysql
 
 # Client side: one socket per sysbench thread, plus its own files and Lua state.
 CLIENT_FD_MARGIN = 256
@@ -48,31 +46,6 @@ def _run(argv: list[str], timeout: float = 20) -> tuple[int, str]:
     except (OSError, subprocess.TimeoutExpired) as e:
         return 127, str(e)
     return p.returncode, (p.stdout + p.stderr).strip()
-
-
-def server_checks(binary: str | None = None, basedir: str | None = None) -> list[Check]:
-    """The MySQL-family server and the tool that initialises its datadir."""
-    try:
-        b = find_mysql(binary, basedir)
-    except ServerError as e:
-        return [
-            Check(
-                "mysql-family server",
-                False,
-                str(e),
-                "apt-get install mariadb-server (or give --server PATH to a mysqld)",
-            )
-        ]
-    checks = [Check("mysql-family server", True, f"{b.path}: {b.flavor} {b.version_string}")]
-    checks.append(
-        Check(
-            "datadir initialisation",
-            b.install_tool is not None,
-            b.install_tool or f"no mariadb-install-db next to {b.path}",
-            None if b.install_tool else "apt-get install mariadb-server",
-        )
-    )
-    return checks
 
 
 def allocator_checks() -> list[Check]:
@@ -121,17 +94,13 @@ def sysbench_check() -> Check:
     )
 
 
-def open_files_needed(max_threads: int, server_open_files: int | None = None) -> dict[str, int]:
+def open_files_needed(max_threads: int, server_open_files: int) -> dict[str, int]:
     """Descriptors the runner's children need for `max_threads` clients: {"server", "clients",
     "limit"}. Both inherit the runner's RLIMIT_NOFILE, so "limit" (the larger) is what it must
-    reach. The server's figure is the open_files_limit its my.cnf asks for (connections + table
-    cache + InnoDB files; below it MariaDB shrinks max_connections and the table cache itself);
-    a caller that knows its suite's settings passes that figure, 0 for a server without one."""
-    server = (
-        MySQLSettings(max_threads=max_threads).open_files_limit
-        if server_open_files is None
-        else server_open_files
-    )
+    reach. The server's figure is what its family says it opens for that many clients
+    (suites.families.base.ServerNeeds.open_files: a MySQL-family server's open_files_limit, from
+    connections + table cache + InnoDB files), 0 for a server without one."""
+    server = server_open_files
     clients = max_threads + CLIENT_FD_MARGIN
     return {"server": server, "clients": clients, "limit": max(server, clients)}
 
@@ -141,9 +110,10 @@ def threads_needed(max_threads: int) -> int:
     return 2 * max_threads + 512
 
 
-def limit_checks(max_threads: int = 1536) -> list[Check]:
-    """Open files and processes for `max_threads` clients against a server sized for them."""
-    fds = open_files_needed(max_threads)
+def limit_checks(max_threads: int, server_open_files: int) -> list[Check]:
+    """Open files and processes for `max_threads` clients against a server sized for them (one
+    that opens `server_open_files` descriptors for them)."""
+    fds = open_files_needed(max_threads, server_open_files)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 
     def show(v: int) -> str:
@@ -190,7 +160,9 @@ def limit_checks(max_threads: int = 1536) -> list[Check]:
     return out
 
 
-def system_checks(max_threads: int = 1536) -> list[Check]:
+def system_checks(server_open_files: int, max_threads: int = 1536) -> list[Check]:
+    """glibc, the limits for `max_threads` clients against a server that opens
+    `server_open_files` descriptors for them (its family's figure), and the machine's rest."""
     gv = glibc_version()
     return [
         Check(
@@ -201,7 +173,7 @@ def system_checks(max_threads: int = 1536) -> list[Check]:
         ),
         sysbench_check(),
         exec_helper_check(),
-        *limit_checks(max_threads),
+        *limit_checks(max_threads, server_open_files),
     ]
 
 

@@ -61,7 +61,9 @@ ALLOCATOR_PACKAGES = {
     "mimalloc": re.compile(r"^libmimalloc(\d+(?:\.\d+)?)$"),
     "tbbmalloc": re.compile(r"^libtbbmalloc(\d+)(t64)?$"),
 }
-SPEC_RE = re.compile(r"^(?P<flavor>[a-z]+)-(?P<version>\d+\.\d+\.\d+)$", re.ASCII)  # ASCII: "１０" is no version
+SPEC_RE = re.compile(
+    r"^(?P<flavor>[a-z]+)-(?P<version>\d+\.\d+\.\d+)$", re.ASCII
+)  # ASCII: "１０" is no version
 _UPSTREAM = re.compile(r"^(?:\d+:)?(\d+(?:\.\d+)*)")
 # Indexes younger than this are not downloaded again (a fetch of an already-fetched spec does
 # not touch the network at all).

@@ -30,10 +30,10 @@ from collectors.procfs import ProcFS
 from rundir.atomic import atomic_write
 from servers.acquire import archive
 from servers.acquire.archive import Located, Package, ReleaseIndex, Spec
+from servers.acquire.version_line import parse_version_output
 from servers.allocators import glibc_version
 from servers.errors import ServerError
 from servers.exec_helper import helper_argv
-from servers.mysql_flavor import parse_version_output
 
 META = "fetched.json"
 META_VERSION = 1

@@ -2,7 +2,7 @@
 
 Each message names the file and, where it can be found, the line of the setting, the field as the
 user wrote it (sysbench.threads[2]), what is expected, and the value that was given. Unknown keys
-get a "did you mean". Kept apart from suites/config/suite.py, which declares the settings.
+get a "did you mean". Kept apart from suites/suite/model.py, which declares the settings.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """The core sections of a suite file: what it is, the server's common settings, allocators, THP,
 collection, client hosts, memory phases and the run. A workload's own sections ([sysbench],
 [iibench], [rww], ...) are declared by its plugin in suites/workloads/, a server family's [server]
-settings by its plugin in suites/families/; suites/config/suite.py assembles them into Suite.
+settings by its plugin in suites/families/; suites/suite/model.py assembles them into Suite. This
+module imports no plugin registry: the plugins build on it, and the [suite] kind's choices are
+narrowed to the registered workloads where the Suite is assembled (suites.suite.model.SuiteInfo).
 """
 
 from __future__ import annotations
@@ -42,7 +44,6 @@ from suites.config.settings import (
     existing,
     server_binary,
 )
-from suites.workloads.registry import REGISTRY as WORKLOADS
 
 DefragChoice = Literal[("system", *DEFRAG_MODES)]  # type: ignore[valid-type]
 
@@ -51,13 +52,12 @@ MAX_REPEAT = 1000
 
 
 class SuiteInfo(Section):
+    """[suite]. Its `kind` is any name here; suites.suite.model narrows it to the registered
+    workloads' kinds (and their help), which this module cannot know without importing them."""
+
     name: str = Field("suite", description="Names the run directory; letters, digits, - and _.")
     description: str = Field("", description="One line shown in the report.")
-    # The kinds and their help come from the workload plugins, in the order they are registered.
-    kind: Literal[tuple(WORKLOADS)] = Field(  # type: ignore[valid-type]
-        next(iter(WORKLOADS)),
-        description="; ".join(f"{k}: {w.summary}" for k, w in WORKLOADS.items()) + ".",
-    )
+    kind: str = Field("sysbench", description="The workload this suite runs.")
 
     @field_validator("description")
     @classmethod

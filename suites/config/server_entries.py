@@ -19,7 +19,7 @@ other is compared with (default: the first).
 
 This module checks the entries' shape (names, specs, paths); which family each is and whether the
 workload can run on it is checked with the whole suite (suites.families.registry.server_entries,
-suites.config.suite).
+suites.suite.model).
 """
 
 from __future__ import annotations

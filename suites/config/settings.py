@@ -2,7 +2,7 @@
 the suite file, and my.cnf numbers.
 
 The sections themselves are declared by their owners: the core ones in suites/config/sections.py,
-each workload's in its plugin (suites/workloads/), and suites/config/suite.py assembles them into the
+each workload's in its plugin (suites/workloads/), and suites/suite/model.py assembles them into the
 Suite model. Kept apart so that a plugin can declare a section without importing the Suite.
 """
 

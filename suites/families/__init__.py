@@ -1,2 +1,3 @@
-"""The server family plugins (suites/families/registry.py registers them): MariaDB/MySQL/Percona in
-mysql.py, MongoDB in mongodb.py, what a family declares in base.py."""
+"""The server family plugins (suites/families/registry.py registers them), one folder each: the
+MySQL family (MariaDB/MySQL/Percona) in mysql/, MongoDB in mongodb/. What a family declares is
+base.py, what its driver declares driver.py."""

@@ -1,13 +1,15 @@
 """What a server family plugin declares, and what the runner asks of it.
 
-A server family (MariaDB/MySQL/Percona; MongoDB) is one module in suites/families/ with
-one subclass of Family, registered by its flavors in suites/families/registry.py. Everything the runner,
+A server family (MariaDB/MySQL/Percona; MongoDB) is one folder in suites/families/ (mysql/,
+mongodb/): its plugin.py holds one subclass of Family, its driver.py the Driver its clients speak
+(suites.families.driver), and beside them its server life and config file writer; it is
+registered by its flavors in suites/families/registry.py. Everything the runner,
 the dataset cache, the preflight, the warmup and the derivations do differently for a family is
 a method or attribute here, so none of them names a server:
 
 - its settings: `section`, its own pydantic model of the suite's [server] table (the common
   fields of ServerSection plus its own); the Suite model's [server] is the family's section,
-  chosen by `server.flavor` (suites.config.suite);
+  chosen by `server.flavor` (suites.suite.model);
 - before anything runs: how its binary is found (`resolve`), the allocators, engines and suite
   settings it refuses (`check_allocators`, `check_engines`, `check_suite`), what it needs from
   the machine (`cache_kb`, `needs`);
@@ -39,7 +41,7 @@ from typing import Any
 from servers.allocators import Allocator
 from servers.life import ServerLife
 from suites.config.sections import ServerSection
-from suites.target import ClientTarget
+from suites.target import LEGACY_KINDS, ClientTarget, load_driver
 
 Status = Callable[[], dict[str, float]]
 
@@ -99,8 +101,9 @@ class Family:
     # another family left at its default is ignored, as it was when one section held every
     # family's settings; any other value is refused (suites.families.registry).
     refusals: dict[str, str] = {}
-    # Its clients speak SQL and it takes my.cnf lines: what SQL workloads need.
-    sql: bool = False
+    # How clients and we talk to its servers (suites.families.driver.Driver): its folder's
+    # driver.py. None: no client reaches it (a family that only starts and stops servers).
+    driver: Any = None
     # Cells restore a pristine prepared datadir; False: each life starts empty.
     restores_dataset: bool = False
     # An allocator linked into the binary is measured as `builtin` under `all`.
@@ -111,6 +114,22 @@ class Family:
     # Why it cannot put its data cache on explicit huge pages ([thp] large_pages), or "" if it can
     # (then large_pages_kb and with_large_pages say how).
     no_large_pages: str = "it has no setting that puts its data cache on explicit huge pages"
+
+    def __init_subclass__(cls, **kw) -> None:
+        super().__init_subclass__(**kw)
+        # A plugin written when `sql = True` said "speaks MySQL's protocol and SQL" (before
+        # drivers): it gets the MySQL protocol's driver.
+        if cls.__dict__.get("sql") and cls.__dict__.get("driver") is None:
+            cls.driver = load_driver(LEGACY_KINDS["mysql"])
+
+    @property
+    def mysql_compatible(self) -> bool:
+        """Its servers speak MySQL's protocol and SQL dialect and take my.cnf lines (MariaDB,
+        MySQL, Percona, a test's stub of one): what the workloads written in that dialect need
+        (sysbench with our Lua, rww, the fragmentation scenarios, iibench's packet limit). Said by
+        its driver; a family with another protocol brings a driver of its own and is refused by
+        them in one line."""
+        return self.driver is not None and self.driver.name == "mysql"
 
     # -- the suite (validation, before any server runs) -----------------------------------------
     def check_suite(self, suite, server) -> None:
@@ -145,6 +164,11 @@ class Family:
     def with_large_pages(self, server):
         """Its [server] section with the data cache on explicit huge pages."""
         raise NotImplementedError
+
+    def doctor_checks(self) -> list:
+        """`mallocsweep doctor`'s lines for this family (servers.checks.Check): is its server
+        installed here, and what to do if not. A family with nothing to check says nothing."""
+        return []
 
     # -- resolution (before the run directory exists) ------------------------------------------
     def resolve(self, server) -> tuple[Any, str]:

@@ -1,12 +1,14 @@
 """The server family plugins, by the flavors that name them (`[server] flavor`).
 
-A family is one module in suites/families/ with a suites.families.base.Family
-subclass (its [server] section, how its binary is found, how its servers are made, read, reached
-and their datasets kept); it is registered here by its flavors, which are also the choices of
-`server.flavor`. Adding a family: its module, a servers/ module with its ServerLife (start,
-readiness, allocator proof, stop), one line in REGISTRY, its [server] keys in
-configs/suites/template.toml, and its tests (docs/architecture.md). The runner, the dataset cache,
-the preflight, the warmup and the suite validation ask `family_of(suite)` only.
+A family is one folder in suites/families/ (see mysql/ and mongodb/): a Family subclass in its
+plugin.py (its [server] section, how its binary is found, how its servers are made, read, reached
+and their datasets kept), its clients' Driver in driver.py (connect, sysbench's arguments, its SQL
+dialect), its ServerLife (start, readiness, allocator proof, stop) and config file beside them. It
+is registered here by its flavors, which are also the choices of `server.flavor`. Adding a family:
+its folder, one line in REGISTRY, its [server] keys in configs/suites/template.toml, and its tests
+(docs/architecture.md). The runner, the dataset cache, the preflight, the warmup, the suite
+validation and doctor ask `family_of(suite)` or REGISTRY only; the workloads ask the target's
+driver.
 
 The suite's [server] table is validated by the section of the family its flavor names
 (server_section): a setting of another family is refused with that family's reason when it is
@@ -25,8 +27,8 @@ from suites.config.sections import ServerSection
 from suites.config.server_entries import SOURCE_KEYS, ServerEntry
 from suites.errors import SuiteError
 from suites.families.base import Family
-from suites.families.mongodb import MONGODB
-from suites.families.mysql import MYSQL
+from suites.families.mongodb.plugin import MONGODB
+from suites.families.mysql.plugin import MYSQL
 
 # Every family, in the template's order; the first is the default (its first flavor is
 # server.flavor's default).
@@ -38,7 +40,7 @@ _UNKNOWN = VARIANT_TAG + "unknown"
 
 
 def register(family: Family) -> None:
-    """Add a family (a plugin outside this package, or a test's). Before suites.config.suite is first
+    """Add a family (a plugin outside this package, or a test's). Before suites.suite.model is first
     imported: the Suite model's [server] is built from the registry then."""
     REGISTRY[family.name] = family
     FAMILIES.update({flavor: family for flavor in family.flavors})

@@ -17,6 +17,9 @@ _SOURCES = (
     "suites/workloads/level_agent.py",
     "suites/remote/identity.py",
     "suites/target.py",
+    # a target's driver is loaded there by reference: the drivers and the families' iibench
+    # backends (suites/families/*/driver.py, iibench_backend.py) and what they import
+    "suites/families",
     "suites/workloads/level_result.py",
     "rundir/records.py",  # the level's typed record travels back as JSON
 )

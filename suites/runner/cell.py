@@ -40,7 +40,7 @@ class CellOutcome:
 class CellContext:
     """What a cell needs from the matrix: the suite, the resolved server and allocator, shared state."""
 
-    suite: object  # suites.config.suite.Suite
+    suite: object  # suites.suite.model.Suite
     plan: CellPlan
     run_dir: RunDir
     server_binary: object  # what the server family resolved (Family.resolve)

@@ -122,7 +122,9 @@ def runner_running(manifest: dict) -> int | None:
 def runner_pid(run_dir: Path) -> int | None:
     """The pid of the runner that last worked on `run_dir` (from its manifest)."""
     try:
-        return int(json.loads((Path(run_dir) / MANIFEST).read_text(encoding="utf-8")).get("runner_pid"))
+        return int(
+            json.loads((Path(run_dir) / MANIFEST).read_text(encoding="utf-8")).get("runner_pid")
+        )
     except (OSError, ValueError, TypeError, AttributeError):
         return None
 

@@ -35,7 +35,6 @@ from servers import callcost, exec_helper, interrupts
 from servers.allocators import detect_all, resolve
 from servers.errors import ServerError
 from servers.verify import linked_allocators
-from suites.config.suite import MAX_REPEAT, LoadedSuite, Suite
 from suites.datasets import prepare as dataset_prepare
 from suites.errors import Interrupted, SuiteError
 from suites.families.registry import family_of
@@ -64,6 +63,7 @@ from suites.runner.servers import RunServer, run_servers
 from suites.runner.soak import Soak, check_soak, soak_design, soak_seconds
 from suites.runner.thp import LargePagesNeed, ThpController
 from suites.runner.workload_cell import WorkloadCell
+from suites.suite.model import MAX_REPEAT, LoadedSuite, Suite
 from suites.workloads import registry as workloads
 from suites.workloads.sysbench.runner import WRAPPER
 from suites.workloads.sysbench.scripts import modules as script_modules

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from servers.allocators import Allocator
 from servers.errors import ServerError
-from suites.config.suite import LoadedSuite, Suite, suite_from_dict
 from suites.errors import SuiteError
 from suites.runner.display import Display
 from suites.runner.matrix import Matrix
 from suites.runner.plan import estimate_cell_seconds
+from suites.suite.model import LoadedSuite, Suite, suite_from_dict
 
 
 def arm_suite(suite: Suite, allocator: str, rounds: int, out: Path) -> Suite:

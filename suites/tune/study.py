@@ -22,9 +22,9 @@ from pathlib import Path
 
 from rundir.atomic import atomic_write
 from servers.allocators import Allocator, resolve
-from suites.config.suite import load_suite
 from suites.errors import Interrupted, SuiteError
 from suites.runner.display import Display
+from suites.suite.model import load_suite
 from suites.tune import dropin, front, objectives, proof, tunedir
 from suites.tune.arms import arm_suite, run_arm, trial_seconds
 from suites.tune.space import Space, narrow, space_of
@@ -54,7 +54,7 @@ class TuneOptions:
 class Plan:
     """Everything checked before anything starts."""
 
-    loaded: object  # suites.config.suite.LoadedSuite
+    loaded: object  # suites.suite.model.LoadedSuite
     space: Space
     defaults: Allocator
     rounds: int

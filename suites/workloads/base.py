@@ -7,7 +7,7 @@ planner, the dataset cache and the preflight ask it for estimates.
 
 It declares its settings: the suite sections it reads (pydantic models on suites.config.settings.Section,
 with help and defaults; one is named like its kind, and a suite file names its workload by that
-section), which suites/config/suite.py puts into the Suite model and the template; the CLI options that
+section), which suites/suite/model.py puts into the Suite model and the template; the CLI options that
 set its fields; and the rules across sections only it knows (can it run on this server family,
 its statements against the server's statement limit). Its levels and warmup get a
 suites.workloads.context.LevelContext (connect, run a client, report progress and intervals, read a

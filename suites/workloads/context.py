@@ -143,7 +143,7 @@ class LevelContext:
     # -- the server itself ------------------------------------------------------------------------
     @property
     def server(self):
-        """The resolved server binary (servers.mysql_flavor.ServerBinary for the MySQL family:
+        """The resolved server binary (suites.families.mysql.flavor.ServerBinary for the MySQL family:
         flavor, version, path, root)."""
         return self._cell.ctx.server_binary
 

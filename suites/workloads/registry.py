@@ -1,7 +1,7 @@
 """The workload plugins, by the suite kind that names them (`[suite] kind`).
 
 Adding a workload: a module here with a suites.workloads.base.Workload subclass that declares its
-settings sections, options and limits (suites/config/suite.py builds the Suite model from them), one
+settings sections, options and limits (suites/suite/model.py builds the Suite model from them), one
 line in REGISTRY, its lines in configs/suites/template.toml, and its tests (docs/architecture.md).
 """
 

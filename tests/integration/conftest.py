@@ -33,7 +33,7 @@ import pytest
 
 from servers.allocators import resolve
 from servers.errors import ServerError
-from servers.mysql import MySQLServer, MySQLSettings, ServerBinary, find_mysql
+from suites.families.mysql.server import MySQLServer, MySQLSettings, ServerBinary, find_mysql
 from tests.integration import roots
 from tests.integration.mariadb import SMALL_DATASET, start_prepared
 from tests.integration.runs_helpers import scratch_dir

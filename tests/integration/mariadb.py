@@ -6,13 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from servers.allocators import Allocator, resolve
-from servers.mysql import MySQLServer, MySQLSettings, find_mysql
+from suites.families.mysql.driver import DRIVER as MYSQL_DRIVER
+from suites.families.mysql.server import MySQLServer, MySQLSettings, find_mysql
 from suites.workloads.level_result import ClientTarget
 from suites.workloads.sysbench import SysbenchOptions, prepare
 
 
 def sbtest_target(srv: MySQLServer) -> ClientTarget:
-    return ClientTarget.mysql(srv.client_target(), "sbtest")
+    return MYSQL_DRIVER.target(srv.client_target(), "sbtest")
 
 
 # The smallest sysbench dataset that measures anything (runs_helpers.SMALL_SUITE's).

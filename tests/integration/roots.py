@@ -36,7 +36,7 @@ import pytest
 from servers.acquire import archive, fetch
 from servers.errors import ServerError
 from servers.launch import Child, spawn
-from servers.mysql import find_mysql
+from suites.families.mysql.server import find_mysql
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache" / "servers"

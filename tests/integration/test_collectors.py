@@ -188,7 +188,7 @@ def test_target_killed_mid_phase_is_recorded_not_raised(hold_bin, short_tmp):
 
 @pytest.fixture(scope="module")
 def mariadb_datadir(mariadb_binary, pristine_datadir):
-    from servers.mysql import MySQLSettings
+    from suites.families.mysql.server import MySQLSettings
 
     settings = MySQLSettings(buffer_pool_mb=64, max_threads=16, innodb_log_file_mb=16)
     return mariadb_binary, settings, pristine_datadir(mariadb_binary)
@@ -201,7 +201,7 @@ def test_mariadb_sample_rss_equals_proc_status_at_the_same_moment(mariadb_datadi
     next row and just after it; when both agree, the row must carry exactly that value.
     """
     from servers.allocators import resolve
-    from servers.mysql import MySQLServer
+    from suites.families.mysql.server import MySQLServer
 
     binary, settings, pristine = mariadb_datadir
     work = short_tmp / "w"

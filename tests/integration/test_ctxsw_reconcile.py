@@ -23,7 +23,7 @@ from collectors.ctxsw import ABS_TOLERANCE, REL_TOLERANCE, psutil_style
 from collectors.procfs import ProcFS
 from rundir.format import SAMPLE_COLUMNS
 from servers.launch import spawn
-from suites.families.mysql import MYSQL
+from suites.families.mysql.plugin import MYSQL
 from tests.integration.runs_helpers import gcc_program, wait_for
 
 pytestmark = pytest.mark.integration
@@ -226,7 +226,7 @@ def mariadb_pristine(mariadb_binary, pristine_datadir):
 
 def test_mariadb_connection_threads_exit_and_still_reconcile(mariadb_pristine, short_tmp):
     from servers.allocators import resolve
-    from servers.mysql import MySQLServer, MySQLSettings
+    from suites.families.mysql.server import MySQLServer, MySQLSettings
 
     binary, pristine = mariadb_pristine
     work = short_tmp / "w"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from servers.allocators import resolve
-from servers.mysql import MySQLServer, MySQLSettings, find_mysql
 from suites.datasets.cache import DatasetCache, restore_vs_prepare
-from suites.families.mysql import MYSQL
+from suites.families.mysql.plugin import MYSQL
+from suites.families.mysql.server import MySQLServer, MySQLSettings, find_mysql
 from suites.workloads.sysbench import SysbenchOptions, run_level
 from tests.integration.mariadb import sbtest_target, start_prepared
 from tests.integration.runs_helpers import scratch_dir

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from servers.allocators import resolve
-from servers.mysql import MySQLServer, MySQLSettings, find_mysql
 from suites.cli.main import main
+from suites.families.mysql.server import MySQLServer, MySQLSettings, find_mysql
 
 pytestmark = pytest.mark.integration
 

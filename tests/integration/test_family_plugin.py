@@ -2,8 +2,11 @@
 
 The stub family below owns everything a family owns — its [server] section, its config file, its
 server life (launch, readiness, allocator proof, shutdown), its status counters by meaning, how
-clients reach it — and shares no code with the MySQL family's plugin (it uses the framework:
-servers.life, servers.verify, suites.families.base). Nothing outside this file names it.
+clients reach it and its driver — and shares no code with the MySQL family's plugin (it uses the
+framework: servers.life, servers.verify, suites.families.base). Its server is a mariadbd, so its
+driver speaks the MySQL protocol: it extends the MySQL family's driver (the protocol, not the
+family) under a name of this file, which its targets carry, so the load clients in their own
+processes load it from here. Nothing outside this file names it.
 The first test drives it through the family interface alone: start, prove, read, stop. The second
 registers it in a fresh interpreter and runs `mallocsweep run` on an iibench suite of flavor
 "stubdb": the runner, the cell, the workload, the collectors, the raw record and the derivations
@@ -12,6 +15,7 @@ follow the family's declarations without knowing it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -36,7 +40,8 @@ from servers.life import Launch, Probe, ServerLife
 from servers.verify import verify_allocator
 from suites.config.sections import ServerSection
 from suites.families.base import Family, ServerLaunch
-from suites.workloads.level_result import ClientTarget
+from suites.families.mysql.driver import MySQLDriver
+from suites.target import ClientTarget
 from tests.integration.runs_helpers import scratch_dir
 
 pytestmark = pytest.mark.integration
@@ -167,12 +172,21 @@ class StubServer(ServerLife):
         }  # fmt: skip
 
 
+class StubDriver(MySQLDriver):
+    """The MySQL protocol, as this file's own driver (what its targets name)."""
+
+    ref = f"{__name__}:STUB_DRIVER"
+
+
+STUB_DRIVER = StubDriver()
+
+
 class StubFamily(Family):
     name = "stubdb"
     flavors = ("stubdb",)
     section = StubSection
     summary = "a test's stub of MariaDB"
-    sql = True
+    driver = STUB_DRIVER
 
     def resolve(self, server):
         path = server.binary or shutil.which("mariadbd", path=ENV["PATH"])
@@ -201,7 +215,7 @@ class StubFamily(Family):
 
     def target(self, life: StubServer, database: str) -> ClientTarget:
         return ClientTarget(
-            kind="mysql", socket=str(life.socket), port=life.port, database=database
+            driver_ref=self.driver.ref, socket=str(life.socket), port=life.port, database=database
         )
 
     def connect(self, life: StubServer):
@@ -212,10 +226,10 @@ STUB = StubFamily()
 
 
 def register() -> None:
-    """The stub family in this interpreter's registry (before suites.config.suite builds the Suite)."""
+    """The stub family in this interpreter's registry (before suites.suite.model builds the Suite)."""
     from suites.families import registry as families
 
-    assert "suites.config.suite" not in sys.modules, "register before the Suite model is built"
+    assert "suites.suite.model" not in sys.modules, "register before the Suite model is built"
     families.register(STUB)
 
 
@@ -242,6 +256,19 @@ def test_a_family_of_a_test_starts_proves_and_stops_a_real_mariadbd():
             assert status[names["threads_created"]] >= 1 and status[names["memory_used_bytes"]] > 0
             conn = STUB.connect(server)()
             conn.close()
+            # its clients reach it by its own driver, also from a target rebuilt from its fields
+            # (as a load client's process does)
+            target = STUB.target(server, "mysql")
+            assert target.driver is STUB_DRIVER and STUB.mysql_compatible
+            again = ClientTarget(**dataclasses.asdict(target))
+            assert again.driver is STUB_DRIVER
+            conn = again.driver.connect(again)
+            try:
+                cur = conn.cursor()
+                cur.execute("SELECT 1")
+                assert cur.fetchall() == ((1,),)
+            finally:
+                conn.close()
         finally:
             exit_info = server.stop()
         assert exit_info is not None and exit_info.returncode == 0 and not server.alive

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from servers.allocators import resolve
-from servers.mysql import MySQLServer, MySQLSettings
 from suites.errors import SuiteError
+from suites.families.mysql.server import MySQLServer, MySQLSettings
 from suites.workloads.iibench.bench import (
     client_cpu_fraction,
     process_cpu_s,

@@ -51,7 +51,7 @@ def standin_run():
 
 @pytest.fixture(scope="module")
 def mariadb_run():
-    from servers.mysql import find_mysql
+    from suites.families.mysql.server import find_mysql
 
     try:
         find_mysql()

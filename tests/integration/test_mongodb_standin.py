@@ -16,8 +16,8 @@ import pytest
 
 from servers.allocators import resolve
 from servers.errors import AllocatorError, ServerError
-from servers.mongodb import MongoServer, find_mongod
 from servers.ports import free_port
+from suites.families.mongodb.server import MongoServer, find_mongod
 from suites.workloads.iibench.run_level import run_level
 from suites.workloads.iibench.schema import count_rows, index_keys, prepare
 from suites.workloads.iibench.spec import SECONDARY_INDEXES, IIBenchSpec

@@ -19,8 +19,8 @@ import pytest
 from rundir.format import OWNER_MARKER
 from servers.allocators import Allocator, detect_all, resolve
 from servers.errors import AllocatorError, ServerError
-from servers.mysql import MySQLServer, MySQLSettings, ServerBinary, find_mysql
 from servers.ports import free_port
+from suites.families.mysql.server import MySQLServer, MySQLSettings, ServerBinary, find_mysql
 
 pytestmark = pytest.mark.integration
 

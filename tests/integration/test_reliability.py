@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from suites.config.overrides import apply_overrides
-from suites.config.suite import load_suite
 from suites.runner.display import Display
 from suites.runner.matrix import run_suite
 from suites.runner.workload_cell import WorkloadCell
+from suites.suite.model import load_suite
+from suites.suite.overrides import apply_overrides
 from tests.integration.runs_helpers import (
     REPO,
     children_of,

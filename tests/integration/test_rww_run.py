@@ -108,8 +108,8 @@ def _run(root: Path, text: str, *extra: str) -> tuple[int, Path | None]:
 
 @pytest.fixture(scope="module")
 def root():
-    from servers.engines import check_engine
-    from servers.mysql import find_mysql
+    from suites.families.mysql.engines import check_engine
+    from suites.families.mysql.server import find_mysql
 
     try:
         binary = find_mysql()
@@ -205,7 +205,7 @@ def test_iibench_table_on_myrocks(root):
     assert row["engine"] == "rocksdb" and row["server"].endswith("+rocksdb")
     assert row["status"] == "ok" and int(row["events"]) == 4000
     # The table is on MyRocks: iibench's prepare reads information_schema after CREATE TABLE and
-    # fails the cell otherwise (servers.engines.check_tables), so an ok cell proves it.
+    # fails the cell otherwise (suites.families.mysql.engines.check_tables), so an ok cell proves it.
     assert manifest(run_dir)["cells"][0]["server"]["settings"]["engine"] == "rocksdb"
 
 
@@ -218,7 +218,7 @@ def test_sysbench_on_myrocks(root):
         assert r["engine"] == "rocksdb" and r["server"].endswith("+rocksdb"), r
         assert r["status"] == "ok" and float(r["qps"]) > 0, r
     # The sbtest tables are on MyRocks: the prepare reads information_schema after sysbench's
-    # CREATE TABLE (servers.engines.check_tables) and fails the cell otherwise.
+    # CREATE TABLE (suites.families.mysql.engines.check_tables) and fails the cell otherwise.
     assert manifest(run_dir)["cells"][0]["server"]["settings"]["engine"] == "rocksdb"
 
 

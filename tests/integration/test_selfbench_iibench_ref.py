@@ -9,7 +9,7 @@ import pytest
 
 from bench import reference
 from servers.allocators import resolve
-from servers.mysql import MySQLServer, MySQLSettings, find_mysql
+from suites.families.mysql.server import MySQLServer, MySQLSettings, find_mysql
 from tests.integration.runs_helpers import scratch_dir
 
 pytestmark = pytest.mark.integration

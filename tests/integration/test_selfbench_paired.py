@@ -8,7 +8,7 @@ import pytest
 from bench import paired
 from collectors.collector_session import CollectorSession
 from rundir.format import SAMPLE_COLUMNS
-from servers.mysql import MySQLSettings
+from suites.families.mysql.server import MySQLSettings
 from suites.workloads.sysbench import SysbenchOptions
 from tests.integration.mariadb import start_prepared
 from tests.integration.runs_helpers import scratch_dir

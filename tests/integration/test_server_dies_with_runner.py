@@ -26,7 +26,7 @@ RUNNER = """
 import sys, time
 from pathlib import Path
 from servers.allocators import resolve
-from servers.mysql import MySQLServer, MySQLSettings, find_mysql
+from suites.families.mysql.server import MySQLServer, MySQLSettings, find_mysql
 work = Path(sys.argv[1])
 (alloc,) = resolve(["jemalloc" if resolve(["jemalloc"])[0].usable else "glibc"])
 settings = MySQLSettings(buffer_pool_mb=32, max_threads=16, innodb_log_file_mb=16)

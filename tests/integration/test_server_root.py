@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from servers.allocators import resolve
-from servers.mysql import MySQLServer, MySQLSettings, find_mysql
 from suites.cli.main import main
+from suites.families.mysql.server import MySQLServer, MySQLSettings, find_mysql
 from tests.integration.runs_helpers import (
     kill_quietly,
     manifest,

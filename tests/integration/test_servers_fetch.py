@@ -20,7 +20,7 @@ import pytest
 from servers.acquire import archive, fetch
 from servers.allocators import resolve
 from servers.errors import ServerError
-from servers.mysql import MySQLServer, MySQLSettings, find_mysql
+from suites.families.mysql.server import MySQLServer, MySQLSettings, find_mysql
 from tests.integration import roots
 
 pytestmark = pytest.mark.integration

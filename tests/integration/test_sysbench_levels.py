@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from servers.mysql import MySQLSettings
+from suites.families.mysql.server import MySQLSettings
 from suites.workloads.sysbench import SysbenchOptions, run_level
 from suites.workloads.sysbench.runner import WRAPPER, records_path
 from tests.integration.mariadb import SMALL_DATASET, start_prepared

@@ -11,8 +11,8 @@ import pytest
 
 from servers.allocators import resolve
 from servers.verify import tunables_in
-from suites.config.suite import load_suite
 from suites.runner.display import Display
+from suites.suite.model import load_suite
 from suites.tune import dropin, proof
 from suites.tune.arms import arm_suite, run_arm
 from suites.tune.space import space_of

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from servers.acquire import fetch
-from servers.mysql import find_mysql
+from suites.families.mysql.server import find_mysql
 from tests.integration.roots import CACHE
 from tests.integration.runs_helpers import (
     kill_quietly,

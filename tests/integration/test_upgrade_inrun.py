@@ -18,7 +18,7 @@ from analysis.metrics import METRICS
 from analysis.report import write_report
 from analysis.sequential import verdict
 from servers.acquire import fetch
-from servers.mysql import find_mysql
+from suites.families.mysql.server import find_mysql
 from tests.integration.roots import CACHE
 from tests.integration.runs_helpers import kill_quietly, manifest, small_suite, start_run
 

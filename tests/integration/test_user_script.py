@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from servers.mysql import MySQLServer, MySQLSettings
 from suites.cli.main import main
+from suites.families.mysql.server import MySQLServer, MySQLSettings
 from suites.workloads.sysbench import Script, SysbenchOptions, prepare, run_level
 from tests.integration.mariadb import sbtest_target, start_empty
 from tests.integration.runs_helpers import manifest, results, run_in_process, scratch_dir

@@ -8,10 +8,10 @@ import time
 import pytest
 
 from servers.allocators import resolve
-from servers.mysql import MySQLServer, MySQLSettings, find_mysql
 from suites.datasets.cache import DatasetCache
 from suites.errors import SuiteError
-from suites.families.mysql import MYSQL
+from suites.families.mysql.plugin import MYSQL
+from suites.families.mysql.server import MySQLServer, MySQLSettings, find_mysql
 from suites.workloads.sysbench import SysbenchOptions
 from suites.workloads.sysbench.options import as_script, stock_tables
 from suites.workloads.sysbench.warm import sysbench_warm_up

@@ -24,15 +24,12 @@ WORKLOAD = {"sysbench", "iibench", "rww", "oltp_ro", "point_select", "rww_load",
 ENGINE = {"innodb", "rocksdb"}
 NAMES = {"kind", "flavor", "family", "workload", "engine", "engines"}
 KINDS = ("family", "workload", "engine", "other")
-# Where branching on them is the point: workload plugins, family plugins and their registry,
-# servers' families (servers/engines.py: the MySQL family's storage engines).
+# Where branching on them is the point: workload plugins, the family folders (each family's
+# server, option file, driver and storage engines: suites/families/mysql/engines.py) and their
+# registry.
 PLUGINS = (
     "suites/workloads/",
     "suites/families/",
-    "suites/families/registry.py",
-    "servers/mysql",
-    "servers/mongodb",
-    "servers/engines.py",
 )
 ROOTS = ("suites", "servers", "collectors", "analysis", "rundir")
 

@@ -1,6 +1,6 @@
 """Random suite files built from the models: every section and key, nested tables, wrong types.
 
-Shared by the fuzz tests of suites/config/suite.py (tests/unit/test_config.py) and of the CLI path
+Shared by the fuzz tests of suites/suite/model.py (tests/unit/test_config.py) and of the CLI path
 (tests/unit/test_config_cli.py). The keys come from the models, so a new setting is fuzzed without
 touching this file; values are mostly of the field's type (often at its edges) so that the fuzzing
 gets past the type checks to the rules behind them, and sometimes garbage.
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from suites.config.errors import models_of
-from suites.config.suite import CustomAllocator, Suite
+from suites.suite.model import CustomAllocator, Suite
 
 # Each section's models: one, or (for [server]) each server family's.
 SECTIONS: dict[str, list[type[BaseModel]]] = {

@@ -8,8 +8,8 @@ import os
 import pytest
 
 from servers.errors import ServerError
-from suites.config.suite import parse_suite
 from suites.runner.alloc_memory import AllocMemory, consistency, overhead
+from suites.suite.model import parse_suite
 from suites.workloads.sysbench.churn import churn_plan, row_columns
 
 

@@ -348,4 +348,3 @@ def test_every_class_has_cases():
     assert all(len(cases) >= 3 for cases in CLASSES.values()), {
         k: len(v) for k, v in CLASSES.items()
     }
-

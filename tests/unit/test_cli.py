@@ -86,12 +86,39 @@ def test_final_table_median_over_repeats_ignores_missing_values(tmp_path):
     from suites.cli.commands.run import final_table
 
     rows = [
-        {"cell": "c1", "server": "mariadb", "allocator": "glibc", "thp": "system", "workload": "oltp_ro", "threads": 8,
-         "status": "ok", "qps": 1000, "lat_p95_ms": 2.0},
-        {"cell": "c2", "server": "mariadb", "allocator": "glibc", "thp": "system", "workload": "oltp_ro", "threads": 8,
-         "status": "ok", "qps": 3000, "lat_p95_ms": ""},
-        {"cell": "c3", "server": "mariadb", "allocator": "glibc", "thp": "system", "workload": "oltp_ro", "threads": 8,
-         "status": "ok", "qps": 2000, "lat_p95_ms": ""},
+        {
+            "cell": "c1",
+            "server": "mariadb",
+            "allocator": "glibc",
+            "thp": "system",
+            "workload": "oltp_ro",
+            "threads": 8,
+            "status": "ok",
+            "qps": 1000,
+            "lat_p95_ms": 2.0,
+        },
+        {
+            "cell": "c2",
+            "server": "mariadb",
+            "allocator": "glibc",
+            "thp": "system",
+            "workload": "oltp_ro",
+            "threads": 8,
+            "status": "ok",
+            "qps": 3000,
+            "lat_p95_ms": "",
+        },
+        {
+            "cell": "c3",
+            "server": "mariadb",
+            "allocator": "glibc",
+            "thp": "system",
+            "workload": "oltp_ro",
+            "threads": 8,
+            "status": "ok",
+            "qps": 2000,
+            "lat_p95_ms": "",
+        },
     ]  # fmt: skip  (a missing figure is empty: "nan" is refused as not finite, issue 35)
     cells = [{"id": c, "index": i, "status": "ok"} for i, c in enumerate(("c1", "c2", "c3"))]
     (tmp_path / "manifest.json").write_text(json.dumps({"format_version": 2, "cells": cells}))
@@ -113,7 +140,7 @@ def test_final_table_median_over_repeats_ignores_missing_values(tmp_path):
 
 def test_server_by_name_is_found_in_sbin(monkeypatch):
     from servers.errors import ServerError
-    from servers.mysql_flavor import find_mysql, which_server
+    from suites.families.mysql.flavor import find_mysql, which_server
 
     if not Path("/usr/sbin/mariadbd").is_file():
         pytest.skip("Debian's mariadbd is installed by make setup")

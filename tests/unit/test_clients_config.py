@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from suites.config.overrides import apply_overrides
-from suites.config.suite import parse_suite
 from suites.errors import SuiteError
+from suites.suite.model import parse_suite
+from suites.suite.overrides import apply_overrides
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from collectors.collector_session import CollectorSession
 from collectors.errors import CollectorError
 from collectors.procfs import CLK_TCK, ProcFS
 from rundir.derive.phases import FIGURE_KEYS
-from suites.families.mysql import MYSQL
+from suites.families.mysql.plugin import MYSQL
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "procfs"
 COLUMNS = [

@@ -12,20 +12,19 @@ from pathlib import Path
 import pytest
 
 from suites.config.errors import models_of
-from suites.config.overrides import apply_overrides
-from suites.config.sections import SuiteInfo
-from suites.config.suite import Suite, template_settings
 from suites.errors import SuiteError
 from suites.families.registry import FAMILIES
+from suites.suite.model import Suite, SuiteInfo, template_settings
+from suites.suite.overrides import apply_overrides
 from suites.workloads.registry import REGISTRY
 from tests.unit.branch_census import branches, census
 
 REPO = Path(__file__).resolve().parents[2]
 # The modules that read suite files and options: every workload or family rule is a plugin's.
 CONFIG_CORE = [
-    "suites/config/suite.py",
+    "suites/suite/model.py",
     "suites/config/sections.py",
-    "suites/config/overrides.py",
+    "suites/suite/overrides.py",
     "suites/config/settings.py",
 ]
 
@@ -74,7 +73,7 @@ def test_kinds_and_flavors_come_from_the_registries():
     for family in {id(f): f for f in FAMILIES.values()}.values():
         assert family.section in sections
         assert family.section.model_fields["flavor"].annotation.__args__ == family.flavors
-    from suites.config.suite import parse_suite
+    from suites.suite.model import parse_suite
 
     with pytest.raises(SuiteError) as e:
         parse_suite('[server]\nflavor = "nope"\n', "x.toml")
@@ -84,7 +83,7 @@ def test_kinds_and_flavors_come_from_the_registries():
 
 
 def test_an_option_a_workload_does_not_take_names_the_workload():
-    from suites.config.suite import parse_suite
+    from suites.suite.model import parse_suite
 
     s = parse_suite('[suite]\nkind = "iibench"\n[iibench]\n', "x.toml")
     with pytest.raises(SuiteError, match=r"^--threads applies to sysbench suites; set \[iibench\]"):
@@ -120,8 +119,8 @@ _NEW_WORKLOAD = textwrap.dedent(
 
     workloads.REGISTRY["sessions"] = Churn()
 
-    from suites.config.suite import parse_suite, template_settings
-    from suites.config.overrides import apply_overrides
+    from suites.suite.model import parse_suite, template_settings
+    from suites.suite.overrides import apply_overrides
     from suites.errors import SuiteError
 
     def error(fn):

@@ -14,7 +14,7 @@ from suites.datasets.cache import (
     restore_vs_prepare,
 )
 from suites.errors import SuiteError
-from suites.families.mysql import MYSQL
+from suites.families.mysql.plugin import MYSQL
 
 SPEC = {"kind": "sysbench", "tables": 2, "table_size": 100}
 

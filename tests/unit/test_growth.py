@@ -14,9 +14,9 @@ from analysis import growth_rate as gr
 from analysis import verdicts
 from analysis.fragmentation import REPRODUCED, claims_table, growth_table, release_table
 from rundir.read import Run
-from servers.mysql_flavor import ServerBinary
 from servers.root import ServerRoot
 from suites.errors import SuiteError
+from suites.families.mysql.flavor import ServerBinary
 from suites.workloads.fragmentation.dumpclient import find_dump_client
 
 SERVER = "mariadb-10.11.19"

@@ -4,7 +4,7 @@ from datetime import datetime
 
 import pytest
 
-from suites.workloads.iibench.backend_mysql import create_table_sql, insert_sql
+from suites.families.mysql.iibench_backend import create_table_sql, insert_sql
 from suites.workloads.iibench.rows import RowSource
 from suites.workloads.iibench.spec import (
     DATA_LENGTH_MAX,
@@ -16,7 +16,7 @@ from suites.workloads.iibench.spec import (
 
 def test_data_column_is_ascii_whatever_the_server_default():
     # utf8mb4 (MySQL 8's and MariaDB 10.11's default) caps VARCHAR at 16383 characters.
-    ddl = create_table_sql(IIBenchSpec(data_length=DATA_LENGTH_MAX))
+    ddl = create_table_sql(IIBenchSpec(data_length=DATA_LENGTH_MAX), "InnoDB")
     assert f"data VARCHAR({DATA_LENGTH_MAX}) CHARACTER SET ascii NOT NULL" in ddl
 
 

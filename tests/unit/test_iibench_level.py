@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from suites.families.driver import Driver
 from suites.workloads.iibench.run_level import PROCESSES, THREADS, run_level
 from suites.workloads.iibench.spec import IIBenchSpec
 from suites.workloads.level_result import ClientTarget
@@ -24,11 +25,21 @@ def test_unreachable_server_fails_the_level_with_the_reason(mode, short_tmp):
     assert events[0] == "start" and events[-1] == "summary"
 
 
-def test_unknown_target_kind_fails_each_client(short_tmp):
-    target = ClientTarget(kind="postgres")
+class _NoIIBench(Driver):
+    """A family's driver that has no iibench backend (a PostgreSQL one, before it had one)."""
+
+    name = "pgsql"
+    ref = f"{__name__}:NO_IIBENCH"
+
+
+NO_IIBENCH = _NoIIBench()
+
+
+def test_a_driver_without_an_iibench_backend_fails_each_client(short_tmp):
+    target = ClientTarget(driver_ref=NO_IIBENCH.ref)
     res = run_level(target, IIBenchSpec(clients=1, max_rows=10), short_tmp / "l.log", mode=THREADS)
     assert res.status == "failed"
-    assert "target kind 'postgres' is not supported" in res.error
+    assert "no iibench backend speaks pgsql" in res.error
 
 
 def test_bad_mode_is_refused(short_tmp):

@@ -1,4 +1,4 @@
-"""servers/mongodb.py without a server: version parsing, THP advice, status flattening, refusals."""
+"""suites/families/mongodb/server.py without a server: version parsing, THP advice, status flattening, refusals."""
 
 import os
 import stat
@@ -7,7 +7,7 @@ import pytest
 
 from servers.allocators import Allocator
 from servers.errors import AllocatorError, ServerError
-from servers.mongodb import (
+from suites.families.mongodb.server import (
     MongoBinary,
     MongoServer,
     check_allocator,

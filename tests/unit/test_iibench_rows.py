@@ -2,7 +2,7 @@
 
 from datetime import datetime
 
-from suites.workloads.iibench.backend_mysql import create_table_sql, insert_sql
+from suites.families.mysql.iibench_backend import create_table_sql, insert_sql
 from suites.workloads.iibench.rows import ALPHABET, COLUMNS, RowSource
 from suites.workloads.iibench.spec import (
     CASHREGISTER_MAX,
@@ -55,7 +55,7 @@ def test_mysql_insert_leaves_the_key_to_auto_increment():
 
 
 def test_mysql_table_has_auto_increment_key_and_the_chosen_indexes():
-    ddl = create_table_sql(IIBenchSpec(secondary_indexes=2, data_length=33))
+    ddl = create_table_sql(IIBenchSpec(secondary_indexes=2, data_length=33), "InnoDB")
     assert "transactionid BIGINT NOT NULL AUTO_INCREMENT" in ddl
     assert "PRIMARY KEY (transactionid)" in ddl
     assert "KEY ix_price_customer (price, customerid)" in ddl
@@ -66,7 +66,7 @@ def test_mysql_table_has_auto_increment_key_and_the_chosen_indexes():
 
 def test_the_load_s_insert_text_is_the_readable_definition_s():
     # The load formats a whole batch at once (batch_sql); it must say exactly what insert_sql says.
-    from suites.workloads.iibench.backend_mysql import batch_sql
+    from suites.families.mysql.iibench_backend import batch_sql
 
     for data_length in (0, 1, 10, 300):
         b = RowSource(3, 2, data_length).next_batch(77, 257, WHEN)

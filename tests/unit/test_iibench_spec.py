@@ -65,7 +65,7 @@ def test_non_finite_seconds_are_refused(value):
 
 @pytest.mark.parametrize("rows, data_length", [(1, 0), (10, 10), (1000, 10), (7, 16000)])
 def test_insert_statement_bytes_bounds_the_real_statement(rows, data_length):
-    from suites.workloads.iibench.backend_mysql import insert_sql
+    from suites.families.mysql.iibench_backend import insert_sql
 
     # the widest row the generator can make: largest ids, a price with two decimals, full data
     row = (

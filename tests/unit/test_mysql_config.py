@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from servers.errors import ServerError
-from servers.mysql_config import MySQLSettings, ServerPaths, render_my_cnf
-from servers.mysql_flavor import ServerBinary, find_mysql, parse_version_output
+from suites.families.mysql.flavor import ServerBinary, find_mysql, parse_version_output
+from suites.families.mysql.my_cnf import MySQLSettings, ServerPaths, render_my_cnf
 
 VERSIONS = [
     (

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from servers.errors import ServerError
-from servers.mysql_config import MySQLSettings, ServerPaths, render_my_cnf
-from servers.mysql_flavor import ServerBinary
-from servers.option_file import option_value
+from suites.families.mysql.flavor import ServerBinary
+from suites.families.mysql.my_cnf import MySQLSettings, ServerPaths, render_my_cnf
+from suites.families.mysql.option_file import option_value
 
 NASTY = "/tmp/run #1; a\\b \"c\" 'd'/x"  # comment chars, a backslash, quotes, blanks
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.positive_control import build, judge_suite, spins_for, summarize
-from suites.config.suite import load_suite
+from suites.suite.model import load_suite
 
 REPO_QUICK = "configs/suites/quick.toml"
 

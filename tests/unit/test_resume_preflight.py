@@ -19,12 +19,12 @@ from rundir.format import FORMAT_VERSION, OWNER_MARKER
 from rundir.write import RunDir
 from servers.allocators import resolve
 from servers.checks import open_files_needed
-from servers.mysql_config import MySQLSettings
 from suites.cli.commands import doctor
-from suites.config.suite import Suite, load_suite
 from suites.datasets import prepare as dataset_prepare
 from suites.errors import SuiteError
-from suites.families.mysql import MYSQL
+from suites.families.mongodb.plugin import MONGODB
+from suites.families.mysql.my_cnf import MySQLSettings
+from suites.families.mysql.plugin import MYSQL
 from suites.runner import leftovers, preflight
 from suites.runner.display import Display
 from suites.runner.matrix import Matrix
@@ -36,6 +36,7 @@ from suites.runner.resume import (
     plan_from_manifest,
 )
 from suites.runner.servers import run_servers
+from suites.suite.model import Suite, load_suite
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "configs/suites/smoke.toml"
@@ -351,7 +352,7 @@ def test_disk_estimate_counts_one_cell_copy_and_the_cache(tmp_path):
 
 def test_open_file_needs_agree_with_the_server_config():
     settings = MySQLSettings(max_threads=1536)
-    need = open_files_needed(1536)
+    need = open_files_needed(1536, MYSQL.needs(MYSQL.section(), 1536).open_files)
     assert need["server"] == settings.open_files_limit
     assert need["limit"] == max(settings.open_files_limit, 1536 + 256)
 
@@ -396,14 +397,14 @@ def test_doctor_mongod_builtin_only_when_it_links_one(
     tmp_path, monkeypatch, version, allocator, says_builtin
 ):
     _fake_mongod(tmp_path, monkeypatch, version, {"allocator": allocator})
-    c = doctor._mongod()
+    (c,) = MONGODB.doctor_checks()
     assert c.ok and f"allocator {allocator}" in c.detail
     assert ("only 'builtin'" in c.detail) == says_builtin
 
 
 def test_doctor_labels_the_standin(tmp_path, monkeypatch):
     _fake_mongod(tmp_path, monkeypatch, "standin-1.45.0", {"allocator": "jvm"})
-    c = doctor._mongod()
+    (c,) = MONGODB.doctor_checks()
     assert "stand-in" in c.detail and "builtin" not in c.detail
 
 

@@ -160,7 +160,7 @@ def test_update_to_4_keeps_only_the_suites_own_familys_server_settings():
         assert not gone & set(got) and kept <= set(got)
         assert {"flavor", "binary", "startup_timeout_s"} <= set(got)
     # What the recorded format-3 suite holds now is what a format-4 run of it records.
-    from suites.config.suite import suite_from_dict
+    from suites.suite.model import suite_from_dict
 
     run = load_run(RUNS / "real-smoke-format3")
     assert suite_from_dict(run.suite, "run").as_dict()["server"] == run.suite["server"]

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from servers.engines import check_engine, engine_lines
 from servers.errors import ServerError
-from servers.mysql_config import MySQLSettings, ServerPaths, render_my_cnf
-from servers.mysql_flavor import ServerBinary
-from suites.config.overrides import apply_overrides
-from suites.config.suite import parse_suite
 from suites.errors import SuiteError
+from suites.families.mysql.engines import check_engine, engine_lines
+from suites.families.mysql.flavor import ServerBinary
+from suites.families.mysql.my_cnf import MySQLSettings, ServerPaths, render_my_cnf
 from suites.runner.plan import engine_label, plan_cells
+from suites.suite.model import parse_suite
+from suites.suite.overrides import apply_overrides
 from suites.workloads.rww.latency import Buckets, bucket, bucket_range
 from suites.workloads.rww.spec import MAX_VALUE_BYTES
 

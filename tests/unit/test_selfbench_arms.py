@@ -9,10 +9,10 @@ from bench import paired
 from bench import reference as ref
 from bench.raw import printed_summary, raw_qps, raw_sysbench_argv
 from bench.table import reference_rows, source_rows, sweep_rows
-from suites.workloads.level_result import ClientTarget
+from suites.families.mysql.driver import DRIVER as MYSQL_DRIVER
 from suites.workloads.sysbench import SysbenchOptions
 
-TARGET = ClientTarget.mysql(
+TARGET = MYSQL_DRIVER.target(
     {"socket": "/tmp/x.sock", "user": "root", "password": "", "host": "127.0.0.1", "port": 1},
     "sbtest",
 )

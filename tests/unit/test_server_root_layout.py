@@ -19,8 +19,8 @@ from servers.root import (
     resolve_in_root,
     rooted,
 )
-from suites.config.suite import parse_suite
 from suites.errors import SuiteError
+from suites.suite.model import parse_suite
 
 HOST_JEMALLOC = Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
 

@@ -77,7 +77,9 @@ def test_lookup_and_list_read_only_complete_fetches(cache):
     assert [x.spec for x in fetch.list_fetched()] == ["mysql-9.7.4"]
     # ... but one named like a server is said to be damaged, with the command that repairs it
     # (issue 35: it once read as "not fetched")
-    with pytest.raises(ServerError, match="mariadb-11.8.9 is fetched but damaged .*no fetched.json"):
+    with pytest.raises(
+        ServerError, match="mariadb-11.8.9 is fetched but damaged .*no fetched.json"
+    ):
         fetch.lookup("mariadb-11.8.9")
     assert [d[0] for d in fetch.list_damaged()] == ["mariadb-11.8.9"]
     with pytest.raises(ServerError, match="mariadb-10.11.18 is not fetched"):
@@ -175,8 +177,8 @@ def test_cli_list_empty_and_json(capsys, cache):
 
 
 def test_suite_names_a_fetched_server(cache):
-    from suites.config.overrides import apply_overrides
-    from suites.config.suite import parse_suite
+    from suites.suite.model import parse_suite
+    from suites.suite.overrides import apply_overrides
 
     s = parse_suite('[server]\nfetched = "mariadb-10.11.18"\n', "s.toml")
     assert s.server.fetched == "mariadb-10.11.18"
@@ -193,8 +195,8 @@ def test_suite_names_a_fetched_server(cache):
 
 
 def test_runner_resolves_a_fetched_root_through_the_root_support(cache):
-    from suites.config.suite import parse_suite
     from suites.runner.matrix import Matrix
+    from suites.suite.model import parse_suite
 
     suite = parse_suite('[server]\nfetched = "mysql-9.7.4"\n', "s.toml")
     m = Matrix.__new__(Matrix)
@@ -290,7 +292,7 @@ def test_a_failed_build_is_removed_and_its_log_kept(cache, monkeypatch):
     ],
 )
 def test_version_lines_of_the_fetched_servers(line, expected):
-    from servers.mysql_flavor import parse_version_output
+    from suites.families.mysql.flavor import parse_version_output
 
     assert parse_version_output(line) == expected
 

@@ -20,11 +20,11 @@ from analysis.verdicts import CSV_COLUMNS, run_verdicts, verdicts_csv
 from rundir.format import FORMAT_VERSION
 from rundir.migrations import RawRun, update_to_5
 from rundir.read import Run
-from suites.config.overrides import apply_overrides
-from suites.config.suite import parse_suite, suite_from_dict
 from suites.errors import SuiteError
 from suites.families.registry import server_entries
 from suites.runner.plan import ServerPlan, plan_cells
+from suites.suite.model import parse_suite, suite_from_dict
+from suites.suite.overrides import apply_overrides
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = (REPO / "configs/suites/smoke.toml").read_text()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import suites.runner.matrix
-from suites.config.suite import parse_suite
+from suites.suite.model import parse_suite
 from suites.workloads.level_result import ClientTarget
 from suites.workloads.sysbench.options import (
     Script,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from suites.errors import SuiteError
-from suites.families.mysql import MYSQL
+from suites.families.mysql.plugin import MYSQL
 from suites.workloads.warmup import FILL, MISSES, is_warm, status_counters
 
 

@@ -223,36 +223,6 @@ def _perf_checks() -> list[Check]:
     return out
 
 
-def _mongod() -> Check:
-    """MongoDB is optional: only the iibench MongoDB suites need a mongod you supply."""
-    from servers.elfcheck import interposes_malloc, malloc_definitions
-    from servers.errors import ServerError
-    from servers.mongodb import STANDIN_NOTE, find_mongod
-
-    try:
-        b = find_mongod()
-    except ServerError as e:
-        return Check(
-            "mongod (optional)",
-            False,
-            str(e).splitlines()[0],
-            "only for MongoDB suites: put mongod on PATH or set [server] binary",
-        )
-    if b.standin:
-        return Check("mongod (optional)", True, f"{b.path} {b.version}: {STANDIN_NOTE}")
-    # Only a binary that carries its own malloc is limited to 'builtin'; a "system" build is not.
-    try:
-        own = interposes_malloc(malloc_definitions(Path(b.path)))
-    except ServerError:
-        own = []  # e.g. a wrapper script: nothing to read, nothing claimed
-    detail = f"{b.path} {b.version}; allocator {b.allocator_builtin or 'unknown'}"
-    if own:
-        detail += f"; defines {', '.join(own)} itself: only 'builtin' can run it"
-    elif (b.allocator_builtin or "").startswith("tcmalloc"):
-        detail += " linked in: only 'builtin' can run it"
-    return Check("mongod (optional)", True, detail)
-
-
 def _fetched_servers() -> list[Check]:
     """Servers of `mallocsweep servers fetch`: each can start as far as its binary's `--version`
     runs (under chroot for a root) and names the fetched version."""
@@ -322,19 +292,21 @@ def _stale_prepare() -> list[Check]:
 
 def checks(runs: Path) -> list[Check]:
     from servers import checks as server_checks
+    from suites.families.registry import DEFAULT, REGISTRY
 
     out: list[Check] = []
+    # the limits are checked for the default family's server at 1536 clients
+    fds = DEFAULT.needs(DEFAULT.section(), 1536).open_files
     found = [
-        *server_checks.server_checks(),
+        *(c for family in REGISTRY.values() for c in family.doctor_checks()),
         *server_checks.allocator_checks(),
-        *server_checks.system_checks(),
+        *server_checks.system_checks(fds),
     ]
     for c in found:
         out.append(Check(c.name, c.ok, c.detail, c.fix or ""))
     out.append(_taskstats_check())
     out.extend(_perf_checks())
     out.extend(_fetched_servers())
-    out.append(_mongod())
     out.extend(_thp_checks())
     out.extend(_leftover_servers([runs]))
     out.extend(_stale_prepare())

@@ -225,11 +225,11 @@ def final_table(run_dir: Path) -> list[Table]:
 
 
 def run(args) -> int:
-    from suites.config.overrides import apply_overrides
-    from suites.config.suite import load_suite
     from suites.runner.display import Display
     from suites.runner.matrix import run_suite
     from suites.runner.shard import parse_shard
+    from suites.suite.model import load_suite
+    from suites.suite.overrides import apply_overrides
 
     if args.repeat is not None and args.repeat <= 0:
         raise SuiteError(f"--repeat {args.repeat}: expected a positive number of rounds")
@@ -298,7 +298,7 @@ def resumed_suite(loaded, run_dir: Path):
     """The suite as the run recorded it, provided the suite file is still the same."""
     import json
 
-    from suites.config.suite import suite_from_dict
+    from suites.suite.model import suite_from_dict
 
     try:
         m = json.loads((Path(run_dir) / "manifest.json").read_text(encoding="utf-8"))

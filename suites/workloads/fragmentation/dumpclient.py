@@ -41,7 +41,7 @@ def _executable(p: str) -> bool:
 
 
 def find_dump_client(binary) -> DumpClient:
-    """The dump client of the resolved server `binary` (servers.mysql_flavor.ServerBinary)."""
+    """The dump client of the resolved server `binary` (suites.families.mysql.flavor.ServerBinary)."""
     names = NAMES.get(binary.flavor, ("mysqldump",))
     package = PACKAGE.get(binary.flavor, "its client package")
     if binary.root is not None:

@@ -65,7 +65,7 @@ class Fragmentation(Workload):
         return 1
 
     def check_family(self, suite, family) -> None:
-        if not family.sql:
+        if not family.mysql_compatible:
             raise FieldError(
                 ("suite", "kind"),
                 "the fragmentation scenarios run on MySQL-family servers (a dump client, SQL "

@@ -35,9 +35,7 @@ class Backend(Protocol):
 
 def where(target: ClientTarget) -> str:
     """The address in words, for error messages."""
-    if target.kind == "mysql" and target.socket:
-        return f"socket {target.socket}"
-    return f"{target.host}:{target.port}"
+    return target.driver.where(target)
 
 
 def in_spec_order(keys: dict[str, tuple[str, ...]]) -> list[tuple[str, tuple[str, ...]]]:

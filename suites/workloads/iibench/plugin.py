@@ -74,7 +74,7 @@ class IIBench(Workload):
 
     def check_limits(self, suite, family) -> None:
         # A MySQL insert batch is one statement: past max_allowed_packet every batch would fail.
-        if not family.sql:
+        if not family.mysql_compatible:
             return
         i = suite.iibench
         need = insert_statement_bytes(i.batch_rows, i.data_length)

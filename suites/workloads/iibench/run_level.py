@@ -215,7 +215,7 @@ def run_level(
     log.write(
         "start",
         mode=mode,
-        target={"kind": target.kind, "database": target.database},
+        target={"kind": target.protocol, "database": target.database},
         spec={k: getattr(spec, k) for k in spec.__dataclass_fields__},
     )
     level = _Level(target, spec, mode, log, Path(log_path))

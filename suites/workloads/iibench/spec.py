@@ -41,7 +41,7 @@ INSERT_PREFIX_BYTES = 128
 def insert_statement_bytes(batch_rows: int, data_length: int) -> int:
     """An upper bound of one MySQL insert batch's size (the data column is ASCII): the one bound
     both the suite's load-time check and the MySQL backend's check against the server use (the
-    tests hold it against backend_mysql.insert_sql's real statements)."""
+    tests hold it against suites.families.mysql.iibench_backend.insert_sql's real statements)."""
     return INSERT_PREFIX_BYTES + batch_rows * (data_length + ROW_SQL_BYTES)
 
 
@@ -76,7 +76,7 @@ class IIBenchSpec:
     stall_timeout_s: float = 300.0
     # Time allowed for every client process to start and connect before the clock starts.
     startup_timeout_s: float = 120.0
-    # The storage engine of the table (MySQL family; servers.engines): a cell's own dimension.
+    # The storage engine of the table (MySQL family; suites.families.mysql.engines): a cell's own dimension.
     engine: str = "innodb"
 
     def __post_init__(self) -> None:

@@ -38,13 +38,8 @@ def work(target: ClientTarget, spec: RwwSpec) -> dict:
 
 
 def connect(target: ClientTarget):
-    args = {"user": target.user, "password": target.password, "autocommit": True}
-    if target.socket:
-        args["unix_socket"] = target.socket
-    else:
-        args.update(host=target.host, port=target.port)
-    args["database"] = target.database
-    return MySQLdb.connect(**args)
+    """A connection in target.database, by the target's driver."""
+    return target.driver.connect(target)
 
 
 class _Values:

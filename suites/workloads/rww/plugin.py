@@ -76,7 +76,7 @@ class ReadWhileWriting(Workload):
         return suite.rww.readers + 1
 
     def check_family(self, suite, family) -> None:
-        if not family.sql:
+        if not family.mysql_compatible:
             raise FieldError(
                 ("suite", "kind"), "read-while-writing runs on MySQL-family servers (SQL tables)"
             )

@@ -4,16 +4,16 @@ key (up to the engine's row limit, suites.workloads.rww.spec.MAX_VALUE_BYTES).""
 
 from __future__ import annotations
 
-from servers.engines import SQL_NAME
 from suites.errors import SuiteError
 from suites.workloads.level_result import ClientTarget
 from suites.workloads.rww.spec import TABLE, RwwSpec
 
 
-def create_table_sql(spec: RwwSpec) -> str:
+def create_table_sql(spec: RwwSpec, engine: str) -> str:
+    """The table's DDL on `engine`, as the dialect names it (Driver.engine_sql)."""
     return (
         f"CREATE TABLE {TABLE} (id BIGINT NOT NULL PRIMARY KEY, "
-        f"v VARBINARY({spec.value_bytes}) NOT NULL) ENGINE={SQL_NAME[spec.engine]}"
+        f"v VARBINARY({spec.value_bytes}) NOT NULL) ENGINE={engine}"
     )
 
 
@@ -21,11 +21,8 @@ def prepare(target: ClientTarget, spec: RwwSpec) -> None:
     """An empty table on the spec's engine; SuiteError (one line) if the server refuses it."""
     import MySQLdb
 
-    from suites.workloads.rww.client import connect
-
-    base = ClientTarget(**{**target.__dict__, "database": "mysql"})
     try:
-        conn = connect(base)
+        conn = target.driver.connect(target, database=False)
     except MySQLdb.Error as e:
         raise SuiteError(f"rww: cannot connect to the server: {e}") from None
     try:
@@ -33,7 +30,7 @@ def prepare(target: ClientTarget, spec: RwwSpec) -> None:
         cur.execute(f"CREATE DATABASE IF NOT EXISTS `{target.database}`")
         cur.execute(f"USE `{target.database}`")
         cur.execute(f"DROP TABLE IF EXISTS {TABLE}")
-        cur.execute(create_table_sql(spec))
+        cur.execute(create_table_sql(spec, target.driver.engine_sql(spec.engine)))
         cur.execute(
             "SELECT engine FROM information_schema.tables WHERE table_schema = %s "
             "AND table_name = %s",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from servers.engines import check_tables
 from suites.errors import SuiteError
 from suites.workloads.level_result import ClientTarget
 from suites.workloads.sysbench.options import Script, SysbenchOptions, stock_tables
@@ -64,7 +63,7 @@ def prepare_tables(
     try:
         # --mysql-storage-engine took (a user's script's own CREATE TABLE says its engine)
         every = sorted({t for names in tables.values() for t in names})
-        check_tables(conn.cursor(), target.database, engine, every)
+        target.driver.check_tables(conn.cursor(), target.database, engine, every)
     finally:
         conn.close()
     return took, tables

@@ -65,8 +65,9 @@ class SysbenchOptions:
     ps_mode: str = "auto"  # --db-ps-mode: "auto" (server-side prepared) or "disable"
     extra_args: tuple[str, ...] = ()
     sysbench: str = "/usr/bin/sysbench"
-    # The engine `prepare` creates the tables on (--mysql-storage-engine; servers.engines.SQL_NAME).
-    storage_engine: str = "InnoDB"
+    # The engine `prepare` creates the tables on (our name: the driver says it in its dialect,
+    # Driver.sysbench_prepare_args).
+    storage_engine: str = "innodb"
 
     def __post_init__(self):
         for name in ("tables", "table_size"):
@@ -125,7 +126,7 @@ def prepared_statements_needed(
 ) -> int:
     """Server-side prepared statements a level holds at once (0 with ps_mode "disable"). What a
     user's own script prepares is not known: 0, and the server keeps its per-connection default
-    (servers.mysql_config.PREPARED_PER_THREAD per connection)."""
+    (suites.families.mysql.my_cnf.PREPARED_PER_THREAD per connection)."""
     script = as_script(workload)
     if ps_mode == "disable" or not script.stock:
         return 0
@@ -133,20 +134,9 @@ def prepared_statements_needed(
 
 
 def connection_args(target: ClientTarget) -> list[str]:
-    """Client options: the unix socket when there is one (no TCP SYN backlog at 1536 threads)."""
-    if target.kind != "mysql":
-        raise SuiteError(f"sysbench drives MySQL-family servers only, not {target.kind!r}")
-    args = ["--db-driver=mysql"]
-    if target.socket:
-        args.append(f"--mysql-socket={target.socket}")
-    else:
-        args += [f"--mysql-host={target.host}", f"--mysql-port={target.port}"]
-    args += [
-        f"--mysql-user={target.user}",
-        f"--mysql-password={target.password}",
-        f"--mysql-db={target.database}",
-    ]
-    return args
+    """sysbench's --db-driver and connection options: the target's driver says them
+    (suites.families.driver.Driver.sysbench_args); SuiteError for a driver sysbench cannot use."""
+    return target.driver.sysbench_args(target)
 
 
 def dataset_args(opts: SysbenchOptions, workload: Script | None) -> list[str]:
@@ -210,6 +200,6 @@ def prepare_argv(
         f"--tables={opts.tables}",
         f"--table-size={opts.table_size}",
         f"--threads={threads}",
-        f"--mysql-storage-engine={opts.storage_engine}",
+        *target.driver.sysbench_prepare_args(opts.storage_engine),
         command,
     ]

@@ -11,7 +11,6 @@ from typing import Annotated, Literal
 from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_validator
 
 from rundir.records import ChurnLevel
-from servers.engines import SQL_NAME
 from suites.config.errors import FieldError, did_you_mean
 from suites.config.settings import MAX_THREADS, NonNegFloat, Section, existing
 from suites.workloads.base import PreparedData, Workload
@@ -224,7 +223,7 @@ class SysbenchSection(Section):
 def sysbench_options(suite, engine: str = "innodb") -> SysbenchOptions:
     s = suite.sysbench
     return SysbenchOptions(
-        storage_engine=SQL_NAME[engine],
+        storage_engine=engine,
         tables=suite.dataset.tables,
         table_size=suite.dataset.table_size,
         report_interval_s=s.report_interval_s,
@@ -270,11 +269,19 @@ class Sysbench(Workload):
         return min(suite.sysbench.threads)
 
     def check_family(self, suite, family) -> None:
-        if not family.sql:
+        # sysbench runs on whatever its driver speaks (Driver.sysbench_driver: --db-driver)
+        driver = family.driver
+        if driver is None or not driver.sysbench_driver:
+            other = ': set suite.kind = "iibench"' if driver and driver.iibench_backend else ""
             raise FieldError(
                 ("server", "flavor"),
-                'MongoDB runs the iibench insert load only: set suite.kind = "iibench" '
-                "(the sysbench workloads are SQL)",
+                f"sysbench cannot drive {family.summary} servers (no sysbench driver speaks "
+                f"{driver.name if driver else 'to them'}){other}",
+            )
+        if suite.memory.churn_cycles and not family.mysql_compatible:
+            raise FieldError(
+                ("memory", "churn_cycles"),
+                "thread churn sets the server's thread_cache_size: MySQL-family servers only",
             )
 
     def phases(self, ctx):

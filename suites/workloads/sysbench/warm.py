@@ -14,22 +14,10 @@ from suites.workloads.sysbench.runner import run_level
 from suites.workloads.warmup import CHECK_S, FILL, MISSES, cache_counters, warm_up
 
 
-def _primary_keyed(cur, database: str) -> set[str]:
-    """The tables of `database` that have a PRIMARY KEY."""
-    cur.execute(
-        "SELECT DISTINCT table_name FROM information_schema.statistics "
-        "WHERE table_schema = %s AND index_name = 'PRIMARY'",
-        (database,),
-    )
-    return {str(r[0]) for r in cur.fetchall()}
-
-
-def scan_tables(connect, database: str, tables: list[str], stock: bool) -> float:
-    """The warmup's full PRIMARY-key scans; returns seconds. The stock tables get the classic
-    `SELECT AVG(id) ... FORCE KEY (PRIMARY)`; a user's script's tables (no `id` column known)
-    `SELECT COUNT(*) ... FORCE KEY (PRIMARY)`, which reads the same clustered index, or a plain
-    `SELECT COUNT(*)` for a table without a primary key (TPC-C's history has none). SuiteError
-    naming the table on failure."""
+def scan_tables(connect, driver, database: str, tables: list[str], stock: bool) -> float:
+    """The warmup's full primary-key scans, in the target's dialect (its `driver`:
+    Driver.scan_sql, e.g. the classic `SELECT AVG(id) ... FORCE KEY (PRIMARY)` on the stock
+    tables); returns seconds. SuiteError naming the table on failure."""
     started = time.monotonic()
     try:
         conn = connect()
@@ -37,16 +25,13 @@ def scan_tables(connect, database: str, tables: list[str], stock: bool) -> float
         raise SuiteError(f"warmup could not connect to the server: {e}") from None
     try:
         cur = conn.cursor()
-        keyed = set(tables) if stock else _primary_keyed(cur, database)
+        keyed = set(tables) if stock else driver.primary_keyed(cur, database)
         for name in tables:
-            table = f"`{database}`.`{name}`"
-            what = "AVG(id)" if stock else "COUNT(*)"
-            force = " FORCE KEY (PRIMARY)" if name in keyed else ""
             try:
-                cur.execute(f"SELECT {what} FROM {table}{force}")
+                cur.execute(driver.scan_sql(database, name, stock, name in keyed))
                 cur.fetchall()
             except Exception as e:  # noqa: BLE001 - any driver error becomes a one-line SuiteError
-                raise SuiteError(f"warmup scan of {table} failed: {e}") from None
+                raise SuiteError(f"warmup scan of {database}.{name} failed: {e}") from None
         cur.close()
     finally:
         conn.close()
@@ -78,8 +63,9 @@ def sysbench_warm_up(
     `names` are the server's names for them."""
 
     def scan_all() -> float:
-        took = scan_tables(connect, target.database, stock, stock=True) if stock else 0.0
-        return took + (scan_tables(connect, target.database, own, stock=False) if own else 0.0)
+        d, db = target.driver, target.database
+        took = scan_tables(connect, d, db, stock, stock=True) if stock else 0.0
+        return took + (scan_tables(connect, d, db, own, stock=False) if own else 0.0)
 
     def run(seconds, interval, stop_when):
         return run_level(

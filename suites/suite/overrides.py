@@ -14,8 +14,8 @@ from pydantic import ValidationError
 
 from suites.config.errors import first_error, format_loc, reason
 from suites.config.server_entries import SOURCE_KEYS, ServerEntryError, parse_option
-from suites.config.suite import Suite
 from suites.errors import SuiteError
+from suites.suite.model import Suite
 from suites.workloads import registry as workloads
 
 

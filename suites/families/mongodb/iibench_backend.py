@@ -1,4 +1,4 @@
-"""iibench on MongoDB through pymongo.
+"""iibench on MongoDB through pymongo (the MongoDB driver's iibench backend).
 
 The primary key is `_id`, an ordered integer: clients claim consecutive id blocks from one shared
 counter, so inserts arrive in (nearly) ascending `_id` order across all clients, the way
@@ -21,7 +21,13 @@ _FIELDS = ("_id",) + COLUMNS[1:]
 
 
 class MongoBackend:
-    def __init__(self, target: ClientTarget, *, connect_timeout_s: float = 10.0):
+    def __init__(
+        self,
+        target: ClientTarget,
+        *,
+        create_database: bool = False,  # MongoDB makes a database at its first write
+        connect_timeout_s: float = 10.0,
+    ):
         self.target = target
         ms = int(connect_timeout_s * 1000)
         self.client = pymongo.MongoClient(

@@ -12,11 +12,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from string import Template
 
-from servers.engines import engine_lines
 from servers.errors import ServerError
-from servers.mysql_flavor import ServerBinary
-from servers.option_file import option_value
 from servers.shipped import shipped
+from suites.families.mysql.engines import engine_lines
+from suites.families.mysql.flavor import ServerBinary
+from suites.families.mysql.option_file import option_value
 
 TEMPLATE = shipped("configs", "mysql", "my.cnf.template")
 
@@ -56,7 +56,7 @@ class MySQLSettings:
     # 2 + 5 x tables per thread: 33,792 at 1536 threads x 4 tables). 0 = per-thread default.
     prepared_statements: int = 0
     extra: dict[str, str] = field(default_factory=dict)  # raw [mysqld] lines from the suite
-    # The storage engine of the workload's tables (servers.engines) and MyRocks' own memory.
+    # The storage engine of the workload's tables (suites.families.mysql.engines) and MyRocks' own memory.
     engine: str = "innodb"
     rocksdb_block_cache_mb: int = 256
     rocksdb_write_buffer_mb: int = 64

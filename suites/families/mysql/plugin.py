@@ -1,8 +1,9 @@
-"""The MySQL family: MariaDB, MySQL and Percona Server (servers/mysql*.py), as a plugin.
+"""The MySQL family's plugin: MariaDB, MySQL and Percona Server (this folder's server.py,
+my_cnf.py, flavor.py, engines.py; its clients' driver.py).
 
 What is particular to it, and only here: its [server] settings (buffer pool, storage engines and
 MyRocks' memory, my.cnf lines, where the binary comes from: a basedir, a fetched server), the
-my.cnf it runs with (servers.mysql_config, sized for the workload's largest level), a prepared
+my.cnf it runs with (suites.families.mysql.my_cnf, sized for the workload's largest level), a prepared
 dataset restored per cell (mariadb-install-db / --initialize-insecure, a `mysql/` schema in every
 datadir it caches, only `.frm` files hard-linked on restore), the client host's account (CREATE
 USER), and SHOW GLOBAL STATUS counters by meaning.
@@ -19,16 +20,18 @@ from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_
 
 from servers.acquire.archive import parse_spec
 from servers.acquire.fetch import lookup
-from servers.engines import check_engine
+from servers.checks import Check
 from servers.errors import ServerError
-from servers.mysql import PFS_MEMORY, MySQLServer, MySQLSettings, find_mysql
-from servers.mysql_config import extra_lines
 from servers.verify import refuse_self_allocating
 from suites.config.errors import FieldError
 from suites.config.sections import ServerSection
 from suites.config.settings import existing, mycnf_int, packet_limit
 from suites.errors import SuiteError
 from suites.families.base import Family, ServerLaunch, ServerNeeds
+from suites.families.mysql.driver import DRIVER
+from suites.families.mysql.engines import check_engine
+from suites.families.mysql.my_cnf import extra_lines
+from suites.families.mysql.server import PFS_MEMORY, MySQLServer, MySQLSettings, find_mysql
 from suites.target import ClientTarget
 
 FLAVORS = ("mariadb", "mysql", "percona")
@@ -61,7 +64,7 @@ CACHE_COUNTERS = {
 }
 
 
-# my.cnf settings our [server] fields write (servers/mysql_config.py): never also in settings
+# my.cnf settings our [server] fields write (suites/families/mysql/my_cnf.py): never also in settings
 FIELD_SETTINGS = {
     "innodb_buffer_pool_size": "buffer_pool_mb",
     "rocksdb_block_cache_size": "rocksdb_block_cache_mb",
@@ -211,7 +214,7 @@ class MySQLFamily(Family):
         "cache_gb": "cache_gb is MongoDB's WiredTiger cache; a MySQL-family server's is "
         "buffer_pool_mb (rocksdb_block_cache_mb for MyRocks)",
     }
-    sql = True
+    driver = DRIVER
     restores_dataset = True
     links_allocators = True
     preloads = True
@@ -263,7 +266,7 @@ class MySQLFamily(Family):
         engine: str = "innodb",
         launch: ServerLaunch | None = None,
     ) -> MySQLSettings:
-        """What its my.cnf is rendered from (servers.mysql_config)."""
+        """What its my.cnf is rendered from (suites.families.mysql.my_cnf)."""
         return MySQLSettings(
             engine=engine,
             rocksdb_block_cache_mb=server.rocksdb_block_cache_mb,
@@ -286,6 +289,29 @@ class MySQLFamily(Family):
             # the redo log is preallocated to its full size
             base_datadir_kb=s.innodb_log_file_mb * 1024 + SYSTEM_FILES_KB,
         )
+
+    def doctor_checks(self) -> list[Check]:
+        """The MySQL-family server on this machine and the tool that initialises its datadir."""
+        try:
+            b = find_mysql(None, None)
+        except ServerError as e:
+            return [
+                Check(
+                    "mysql-family server",
+                    False,
+                    str(e),
+                    "apt-get install mariadb-server (or give --server PATH to a mysqld)",
+                )
+            ]
+        return [
+            Check("mysql-family server", True, f"{b.path}: {b.flavor} {b.version_string}"),
+            Check(
+                "datadir initialisation",
+                b.install_tool is not None,
+                b.install_tool or f"no mariadb-install-db next to {b.path}",
+                None if b.install_tool else "apt-get install mariadb-server",
+            ),
+        ]
 
     # -- resolution -----------------------------------------------------------------------------
     def resolve(self, server) -> tuple[Any, str]:
@@ -347,19 +373,19 @@ class MySQLFamily(Family):
         out = COUNTERS | {"cache_misses": missed, "cache_fill": held}
         if binary is not None and binary.flavor != "mariadb":
             # MySQL/Percona have no Memory_used: performance_schema's memory total, where the
-            # server has it on (servers.mysql.PFS_MEMORY)
+            # server has it on (suites.families.mysql.server.PFS_MEMORY)
             out["memory_used_bytes"] = PFS_MEMORY
         return out
 
     def target(self, life: MySQLServer, database: str) -> ClientTarget:
-        return ClientTarget.mysql(life.client_target(), database)
+        return self.driver.target(life.client_target(), database)
 
     def remote_target(self, life: MySQLServer, database: str) -> ClientTarget:
         """TCP to the bound address, as an account of this server life only (root is local)."""
         user, password = client_account(life.connect, database)
         info = life.client_target()
         return ClientTarget(
-            kind="mysql",
+            driver_ref=self.driver.ref,
             host=info["host"],
             port=info["port"],
             socket=None,

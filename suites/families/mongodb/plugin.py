@@ -1,4 +1,4 @@
-"""The MongoDB family: a user-supplied mongod (servers/mongodb.py), as a plugin.
+"""The MongoDB family: a user-supplied mongod (suites/families/mongodb/server.py), as a plugin.
 
 Particular to it: one setting of its own (the WiredTiger cache), no prepared dataset (each life
 starts from an empty dbpath; iibench fills it), a binary that may bring its own allocator (the
@@ -14,11 +14,15 @@ from typing import Any, Literal
 from pydantic import Field, PositiveFloat, model_validator
 from pymongo import MongoClient
 
-from servers.mongodb import MongoServer, check_allocators, find_mongod
-from servers.mysql_flavor import which_server
+from servers.checks import Check
+from servers.elfcheck import interposes_malloc, malloc_definitions
+from servers.errors import ServerError
+from servers.which import which_server
 from suites.config.errors import FieldError
 from suites.config.sections import ServerSection
 from suites.families.base import DEFAULT_ENGINE, Family, ServerLaunch, ServerNeeds
+from suites.families.mongodb.driver import DRIVER
+from suites.families.mongodb.server import STANDIN_NOTE, MongoServer, check_allocators, find_mongod
 from suites.target import ClientTarget
 
 # A fresh dbpath's disk before any data, for the preflight. No mongod is packaged for this
@@ -45,6 +49,7 @@ class MongoServerSection(ServerSection):
 class MongoFamily(Family):
     name = "mongodb"
     flavors = ("mongodb",)
+    driver = DRIVER
     section = MongoServerSection
     summary = "MongoDB (a user-supplied mongod)"
     refusals = {
@@ -59,6 +64,34 @@ class MongoFamily(Family):
 
     def needs(self, server, max_threads: int, prepared_statements: int = 0) -> ServerNeeds:
         return ServerNeeds(base_datadir_kb=BASE_DBPATH_KB)
+
+    def doctor_checks(self) -> list[Check]:
+        """MongoDB is optional: only the iibench MongoDB suites need a mongod you supply."""
+        try:
+            b = find_mongod()
+        except ServerError as e:
+            return [
+                Check(
+                    "mongod (optional)",
+                    False,
+                    str(e).splitlines()[0],
+                    "only for MongoDB suites: put mongod on PATH or set [server] binary",
+                )
+            ]
+        if b.standin:
+            return [Check("mongod (optional)", True, f"{b.path} {b.version}: {STANDIN_NOTE}")]
+        # Only a binary that carries its own malloc is limited to 'builtin'; a "system" build is
+        # not.
+        try:
+            own = interposes_malloc(malloc_definitions(Path(b.path)))
+        except ServerError:
+            own = []  # e.g. a wrapper script: nothing to read, nothing claimed
+        detail = f"{b.path} {b.version}; allocator {b.allocator_builtin or 'unknown'}"
+        if own:
+            detail += f"; defines {', '.join(own)} itself: only 'builtin' can run it"
+        elif (b.allocator_builtin or "").startswith("tcmalloc"):
+            detail += " linked in: only 'builtin' can run it"
+        return [Check("mongod (optional)", True, detail)]
 
     def resolve(self, server) -> tuple[Any, str]:
         # NAME or PATH, as for MySQL-family servers (`--server mongod`).
@@ -83,7 +116,7 @@ class MongoFamily(Family):
         return life.server_status
 
     def counters(self, engine: str = DEFAULT_ENGINE, binary=None) -> dict[str, str]:
-        # serverStatus flattened (servers.mongodb.flatten_numeric). The server's own account of
+        # serverStatus flattened (suites.families.mongodb.server.flatten_numeric). The server's own account of
         # its heap: the tcmalloc section of a mongod built with tcmalloc (gperftools' and
         # Google's both say generic.current_allocated_bytes); a mongod on the system allocator,
         # and the tests' stand-in, have none.
@@ -91,7 +124,7 @@ class MongoFamily(Family):
 
     def target(self, life: MongoServer, database: str) -> ClientTarget:
         info = life.client_target()
-        return ClientTarget(kind="mongodb", host=info["host"], port=info["port"], database=database)
+        return self.driver.target(info, database)
 
     def connect(self, life: MongoServer):
         info = life.client_target()

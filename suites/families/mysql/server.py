@@ -24,10 +24,15 @@ from servers.allocators import Allocator
 from servers.errors import ServerError
 from servers.launch import Child, spawn
 from servers.life import BASE_ENV, Launch, Probe, ServerLife, tail
-from servers.mysql_config import MySQLSettings, ServerPaths, performance_schema, render_my_cnf
-from servers.mysql_flavor import ServerBinary, find_mysql
 from servers.root import RootLaunch, mount_points, remove_mount_points, rooted
 from servers.verify import refuse_self_allocating, verify_allocator
+from suites.families.mysql.flavor import ServerBinary, find_mysql
+from suites.families.mysql.my_cnf import (
+    MySQLSettings,
+    ServerPaths,
+    performance_schema,
+    render_my_cnf,
+)
 
 __all__ = ["MySQLServer", "MySQLSettings", "ServerBinary", "find_mysql"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
@@ -41,9 +41,9 @@ from suites.config.sections import (
     CustomAllocator,
     MemorySection,
     RunSection,
-    SuiteInfo,
     ThpSection,
 )
+from suites.config.sections import SuiteInfo as _SuiteInfo
 from suites.config.settings import OWN_CONNECTIONS, Section, mycnf_int
 from suites.errors import SuiteError
 from suites.families.registry import (
@@ -54,11 +54,21 @@ from suites.families.registry import (
 )
 from suites.workloads import registry as workloads
 
+
+class SuiteInfo(_SuiteInfo):
+    # The kinds and their help come from the workload plugins, in the order they are registered.
+    kind: Literal[tuple(workloads.REGISTRY)] = Field(  # type: ignore[valid-type]
+        next(iter(workloads.REGISTRY)),
+        description="; ".join(f"{k}: {w.summary}" for k, w in workloads.REGISTRY.items()) + ".",
+    )
+
+
 __all__ = [
     "MAX_REPEAT",
     "CustomAllocator",
     "LoadedSuite",
     "Suite",
+    "SuiteInfo",
     "load_suite",
     "mycnf_int",
     "parse_suite",
@@ -173,8 +183,8 @@ class _SuiteRules(Section):
 
     @model_validator(mode="after")
     def _client_hosts(self):
-        sql = all(family_for(server).sql for _, server in server_entries(self))
-        if self.clients.hosts and not (workloads.of(self).remote_clients and sql):
+        mysql = all(family_for(server).mysql_compatible for _, server in server_entries(self))
+        if self.clients.hosts and not (workloads.of(self).remote_clients and mysql):
             raise FieldError(
                 ("clients", "hosts"),
                 "client hosts run sysbench and iibench levels on MySQL-family servers only in "

@@ -13,14 +13,14 @@ which settings exist. It comes from the binary's own `--version` line, e.g.
 from __future__ import annotations
 
 import os
-import re
-import shutil
 import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from servers.acquire.version_line import parse_version_output
 from servers.errors import ServerError
 from servers.root import ServerRoot, open_root
+from servers.which import which_server
 
 DEFAULT_BINARIES = ("/usr/sbin/mariadbd", "/usr/sbin/mysqld")
 # Where a server binary lives inside an install directory (tarball, RPM, Debian).
@@ -30,12 +30,6 @@ _BASEDIR_CANDIDATES = (
     "bin/mysqld",
     "sbin/mysqld",
     "libexec/mysqld",
-)
-# Server binaries live in sbin directories, which a user's PATH often lacks.
-SBIN_DIRS = ("/usr/sbin", "/usr/local/sbin")
-# MariaDB 11.8 says "Ver 11.8.9-MariaDB-0+deb13u1 from Debian for debian-linux-gnu ...".
-_VER = re.compile(
-    r"\bVer\s+(?P<vs>(?P<v>\d+\.\d+\.\d+)\S*)\s+(?:from\s+\S+\s+)?for\s+(?P<rest>.*)$"
 )
 
 
@@ -64,23 +58,6 @@ class ServerBinary:
         return d
 
 
-def parse_version_output(text: str) -> tuple[str, str, str]:
-    """(flavor, version, version_string) from `mysqld --version` output; ValueError if not one."""
-    for line in text.splitlines():
-        m = _VER.search(line)
-        if not m:
-            continue
-        vs, rest = m.group("vs"), m.group("rest")
-        if "mariadb" in vs.lower() or "mariadb" in rest.lower():
-            flavor = "mariadb"
-        elif "percona" in rest.lower():
-            flavor = "percona"
-        else:
-            flavor = "mysql"
-        return flavor, m.group("v"), vs
-    raise ValueError("no 'Ver X.Y.Z ... for ...' line")
-
-
 def _install_tool(path: Path, flavor: str, basedir: Path) -> str | None:
     if flavor != "mariadb":
         return str(path)  # MySQL 5.7+/8 and Percona initialise with `mysqld --initialize-insecure`
@@ -92,21 +69,6 @@ def _install_tool(path: Path, flavor: str, basedir: Path) -> str | None:
             if p.is_file() and os.access(p, os.X_OK):
                 return str(p)
     return None
-
-
-def which_server(name: str) -> Path:
-    """A server given as NAME or PATH (`--server mariadbd` or `--server /opt/mysql/bin/mysqld`).
-
-    A bare name (no '/') is looked up on PATH and in the sbin directories, as a shell would if
-    they were on PATH; ServerError naming the places looked when it is not found.
-    """
-    if "/" in name:
-        return Path(name).expanduser()
-    search = os.pathsep.join([os.environ.get("PATH", ""), *SBIN_DIRS])
-    found = shutil.which(name, path=search)
-    if found is None:
-        raise ServerError(f"server {name!r} not found on PATH or in {', '.join(SBIN_DIRS)}")
-    return Path(found)
 
 
 def _pick(binary: str | None, basedir: str | None) -> Path:

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import MySQLdb
 
-from servers.engines import SQL_NAME, check_tables
-from servers.errors import ServerError
 from suites.errors import SuiteError
 from suites.workloads.iibench.backend import in_spec_order, where
 from suites.workloads.iibench.rows import Batch
@@ -33,7 +31,8 @@ from suites.workloads.iibench.spec import TABLE, IIBenchSpec, insert_statement_b
 from suites.workloads.level_result import ClientTarget
 
 
-def create_table_sql(spec: IIBenchSpec) -> str:
+def create_table_sql(spec: IIBenchSpec, engine: str) -> str:
+    """The table's DDL on `engine`, as the dialect names it (Driver.engine_sql)."""
     data_len = max(1, spec.data_length)
     keys = "".join(f",\n  KEY {name} ({', '.join(cols)})" for name, cols in spec.indexes)
     return (
@@ -46,7 +45,7 @@ def create_table_sql(spec: IIBenchSpec) -> str:
         "  price FLOAT NOT NULL,\n"
         f"  data VARCHAR({data_len}) CHARACTER SET ascii NOT NULL,\n"
         f"  PRIMARY KEY (transactionid){keys}\n"
-        f") ENGINE={SQL_NAME[spec.engine]}"
+        f") ENGINE={engine}"
     )
 
 
@@ -84,16 +83,9 @@ def batch_sql(batch: Batch) -> str:
 
 class MySQLBackend:
     def __init__(self, target: ClientTarget, *, create_database: bool = False):
-        self.target = target
-        args = {"user": target.user, "password": target.password, "autocommit": True}
-        if target.socket:
-            args["unix_socket"] = target.socket
-        else:
-            args.update(host=target.host, port=target.port)
-        if not create_database:
-            args["database"] = target.database
+        self.target, self.driver = target, target.driver
         try:
-            self.conn = MySQLdb.connect(**args)
+            self.conn = self.driver.connect(target, database=not create_database)
         except MySQLdb.Error as e:
             raise SuiteError(f"iibench: cannot connect to MySQL at {where(target)}: {e}") from None
         self.cur = self.conn.cursor()
@@ -104,10 +96,10 @@ class MySQLBackend:
     def prepare(self, spec: IIBenchSpec) -> None:
         self.check_packet(spec)
         self.cur.execute(f"DROP TABLE IF EXISTS {TABLE}")
-        self.cur.execute(create_table_sql(spec))
+        self.cur.execute(create_table_sql(spec, self.driver.engine_sql(spec.engine)))
         try:
-            check_tables(self.cur, self.target.database, spec.engine)
-        except ServerError as e:
+            self.driver.check_tables(self.cur, self.target.database, spec.engine)
+        except SuiteError as e:
             raise SuiteError(f"iibench: {e}") from None
 
     def check_packet(self, spec: IIBenchSpec) -> None:
