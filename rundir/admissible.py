@@ -183,7 +183,9 @@ def _check_design_consistent(design, manifest: dict, where: str) -> None:
     arms = run_arms(manifest)
     if not arms:
         return
-    for key in ("baseline", "aa_arm"):
+    # A run of one arm judges nothing (its recorded baseline may be the suite's default, never
+    # measured): the baseline must be one of the arms only where there is something to judge.
+    for key in ("baseline", "aa_arm") if len(arms) > 1 else ("aa_arm",):
         value = design.get(key)
         if value is not None and value not in arms:
             raise RunDirError(
