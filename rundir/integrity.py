@@ -38,6 +38,7 @@ import io
 import json
 import math
 import os
+import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -624,8 +625,16 @@ def _raw_notes(out: Integrity, path: Path, manifest: dict, records: list[dict]) 
         cell = rec["cell"]
         if cell.get("status") not in ("ok", "failed") or not (rec["rows"] or cell.get("levels")):
             continue
+        raw = path / RAW_DIR / f"{cell['id']}.json"
         try:
-            if (path / RAW_DIR / f"{cell['id']}.json").stat().st_size > 0:
+            st = raw.stat()
+            if not stat.S_ISREG(st.st_mode):  # a FIFO or a device is not "missing": say what
+                out.notes.append(
+                    f"{RAW_DIR}/{raw.name} is {kind_of(st.st_mode)}, not a regular file: refused; "
+                    f"cell {cell['id']}'s figures are as recorded in {CELLS_DIR}/"
+                )
+                continue
+            if st.st_size > 0:
                 continue
         except OSError:
             pass
