@@ -528,6 +528,7 @@ class MySQLServer(ServerLife):
             "version": self.binary.version,
             "version_string": self.binary.version_string,
             "binary": self.binary.path,
+            "sha256": getattr(self.binary, "sha256", None),
             "root": self.binary.root.to_manifest() if self.binary.root else None,
             "settings": self.settings.to_manifest(),
             "port": self.port,
