@@ -94,6 +94,7 @@ def run(args) -> int:
 def _run(args) -> int:
     from analysis.compare import compare_runs
     from analysis.compare_output import render_text, write_outputs
+    from suites.runner.leftovers import settle_killed_runner
 
     cmp = compare_runs(
         args.base,
@@ -101,6 +102,7 @@ def _run(args) -> int:
         threshold_pct=args.threshold,
         allow_weak=args.allow_weak,
         allow_incomplete=args.allow_incomplete,
+        settle=settle_killed_runner,
     )
     # Both files or neither, before a verdict is said: a comparison that could not be written is
     # an error (exit 2), never a verdict whose evidence is half on disk.
