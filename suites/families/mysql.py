@@ -22,7 +22,7 @@ from servers.acquire.fetch import lookup
 from servers.engines import check_engine
 from servers.errors import ServerError
 from servers.mysql import PFS_MEMORY, MySQLServer, MySQLSettings, find_mysql
-from servers.mysql_config import extra_lines
+from servers.mysql_config import adopt, extra_lines
 from servers.verify import refuse_self_allocating
 from suites.config.errors import FieldError
 from suites.config.sections import ServerSection
@@ -143,7 +143,8 @@ class MySQLServerSection(ServerSection):
                     f"the value of {key!r} must be a string, a number or true/false (a my.cnf value)"
                 )
         try:
-            extra_lines({str(k): str(x) for k, x in v.items()})
+            rest, _ = adopt(v)
+            extra_lines({str(k): str(x) for k, x in rest.items()})
         except ServerError as e:
             raise ValueError(str(e).removeprefix("server.settings: ")) from None
         for key in ("max_connections", "max_allowed_packet"):
@@ -264,7 +265,9 @@ class MySQLFamily(Family):
         launch: ServerLaunch | None = None,
     ) -> MySQLSettings:
         """What its my.cnf is rendered from (servers.mysql_config)."""
+        extra, adopted = adopt(server.settings)
         return MySQLSettings(
+            **adopted,
             engine=engine,
             rocksdb_block_cache_mb=server.rocksdb_block_cache_mb,
             rocksdb_write_buffer_mb=server.rocksdb_write_buffer_mb,
@@ -273,7 +276,7 @@ class MySQLFamily(Family):
             # What the largest level's clients hold at once, so max_prepared_stmt_count never
             # caps it.
             prepared_statements=prepared_statements,
-            extra={k: str(v) for k, v in server.settings.items()},
+            extra={k: str(v) for k, v in extra.items()},
             mark_buffer_pool=bool(launch and launch.memory_parts),
             memory_account=bool(launch and launch.memory_account),
         )
