@@ -159,9 +159,7 @@ def check_design(manifest: dict, where: str) -> None:
 
 def run_arms(manifest: dict) -> set[str]:
     """The allocator arms the run measured: its allocator entries and its cells' allocators."""
-    names = {
-        a.get("name") for a in manifest.get("allocators") or [] if isinstance(a, dict)
-    }
+    names = {a.get("name") for a in manifest.get("allocators") or [] if isinstance(a, dict)}
     for c in manifest.get("cells") or []:
         alloc = c.get("allocator") if isinstance(c, dict) else None
         names.add(alloc.get("name") if isinstance(alloc, dict) else alloc)

@@ -51,9 +51,7 @@ def phases_problem(raw: dict, cell: dict) -> str | None:
     """Why `raw` cannot re-derive the levels the cell recorded as ok, or None: each needs its
     level entry and its phase, closed (the boundaries the figures are taken between)."""
     phases = raw.get("phases") if isinstance(raw.get("phases"), dict) else {}
-    levels = {
-        lv.get("phase"): lv for lv in raw.get("levels") or [] if isinstance(lv, dict)
-    }
+    levels = {lv.get("phase"): lv for lv in raw.get("levels") or [] if isinstance(lv, dict)}
     lacking = []
     for lv in cell.get("levels") or []:
         if not isinstance(lv, dict) or lv.get("status") != "ok":

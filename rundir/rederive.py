@@ -17,8 +17,8 @@ from pathlib import Path
 from rundir.derive.levels import derive_cell
 from rundir.errors import RunDirError
 from rundir.format import MANIFEST, RAW_DIR
-from rundir.raw_identity import identity_problem, phases_problem
 from rundir.migrations import check_version
+from rundir.raw_identity import identity_problem, phases_problem
 from rundir.records import Tool, check_raw
 from rundir.regular import kind_of, read_regular
 from rundir.write import RunDir, now_iso

@@ -19,6 +19,7 @@ from analysis.errors import AnalysisError
 from collectors.errors import CollectorError
 from rundir.errors import RunDirError
 from servers.errors import ServerError
+from suites.cli.numbers import ascii_float
 from suites.errors import SuiteError
 
 USER_ERRORS = (AnalysisError, RunDirError, SuiteError, ServerError, CollectorError)
@@ -45,7 +46,7 @@ def add_parser(sub) -> None:
     p.add_argument("new", metavar="NEW_RUN", type=Path)
     p.add_argument(
         "--threshold",
-        type=float,
+        type=ascii_float,
         default=5.0,
         metavar="PCT",
         help="smallest change called a regression, in percent (default 5)",
