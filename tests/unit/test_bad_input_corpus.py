@@ -55,6 +55,7 @@ RUNS = {
     "THP": "real-thp-small",
     "F2": "real-smoke-format2",
     "F3": "real-smoke-format3",
+    "AA": "real-servers-aa-format5",  # two servers x two allocators x three rounds (format 5)
 }
 F3_CELLS = sorted(p.stem for p in (FIXTURES / RUNS["F3"] / "cells").glob("*.json"))
 
