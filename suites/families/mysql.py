@@ -100,7 +100,9 @@ class MySQLServerSection(ServerSection):
     settings: dict[str, str | int | float | bool] = Field(
         default_factory=dict,
         description="Extra my.cnf [mysqld] settings, as written in my.cnf (MySQL family only); "
-        "the port, socket, directories and bind address are ours.",
+        "the port, socket, directories and bind address are ours, and so are the settings the "
+        "tool writes from what it records (buffer pool and redo sizes, malloc-lib, "
+        "performance_schema, buffer pool dump/load); innodb_flush_log_at_trx_commit is recorded.",
     )
 
     @field_validator("engines")
