@@ -21,10 +21,23 @@ from pathlib import Path
 import pytest
 
 from tests.unit import test_bad_input_corpus as corpus
-from tests.unit.test_bad_input_corpus import F3_CELLS, REPORT_FILES, C, edit_json, manifest, record
-from tests.unit.test_bad_input_corpus import set_val, shards
-from tests.unit.test_bad_input_corpus_issue35 import alloc_field, design, row0, server_field
-from tests.unit.test_bad_input_corpus_issue35 import fifo, shard_manifest
+from tests.unit.test_bad_input_corpus import (
+    F3_CELLS,
+    REPORT_FILES,
+    C,
+    edit_json,
+    manifest,
+    set_val,
+    shards,
+)
+from tests.unit.test_bad_input_corpus_issue35 import (
+    alloc_field,
+    design,
+    fifo,
+    row0,
+    server_field,
+    shard_manifest,
+)
 
 F3C0, F3C1 = F3_CELLS
 SHARDS = "merge {s}/S1 {s}/S2 --out {s}/m"
@@ -220,7 +233,9 @@ def test_shards_whose_sha256_differs_only_in_case_merge(tmp_path):
     shard_manifest(1, server_field("sha256", "ab" * 32))(s)
     shard_manifest(2, server_field("sha256", "AB" * 32))(s)
     code, out, err = corpus.run_forked(
-        ["merge", str(s / "S1"), str(s / "S2"), "--out", str(s / "m")], s, corpus._env(s, C("x", "", 0, ""))
+        ["merge", str(s / "S1"), str(s / "S2"), "--out", str(s / "m")],
+        s,
+        corpus._env(s, C("x", "", 0, "")),
     )
     assert code == 0, err
     assert "merged 2 shards" in out

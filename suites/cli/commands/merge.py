@@ -10,8 +10,8 @@ run directory that `report` and `compare` read like any run. Refused, before any
 shards of different suites, designs (error rate, minimum effect, looks, baseline), tool versions,
 server builds (version, the binary's sha256), allocator builds (sha256) or host kinds (CPU, cores,
 memory, kernel, glibc, THP), a shard given twice or missing, a run merged with itself, an
-unfinished shard, the same server life in two shards. Host differences that do not change what an allocator does (names, governor)
-are listed. The shards are copied, never changed.
+unfinished shard, the same server life in two shards. Host differences that do not change what
+an allocator does (names, governor) are listed. The shards are copied, never changed.
 """
 
 
