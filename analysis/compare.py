@@ -467,14 +467,20 @@ def compare_runs(
     threshold_pct: float = 5.0,
     allow_weak: bool = False,
     allow_incomplete: bool = False,
+    settle=None,
 ) -> Comparison:
     """BASE against NEW. AnalysisError/RunDirError (one line) for runs that cannot be compared:
     unreadable, incomplete (unless allow_incomplete: then the gaps come first in the output and
-    in its JSON), or one run twice (the same directory, a copy, a run holding the other's cells)."""
+    in its JSON), or one run twice (the same directory, a copy, a run holding the other's cells).
+    `settle(manifest)`: the caller's reading of what the files cannot say (a "running" run whose
+    runner is gone is interrupted: only the runner's side can tell, analysis never imports it)."""
     if not 0 <= threshold_pct < 100:
         raise AnalysisError(f"threshold {threshold_pct}: expected a percentage from 0 to 100")
     brun = load_run(Path(base), allow_incomplete=allow_incomplete)
     nrun = load_run(Path(new), allow_incomplete=allow_incomplete)
+    if settle is not None:
+        settle(brun.manifest)
+        settle(nrun.manifest)
     same = same_run(brun, nrun)
     if same:
         raise AnalysisError(f"{same}: a run compared with itself has nothing to tell; no verdict")

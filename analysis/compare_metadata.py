@@ -88,8 +88,17 @@ def differences(base: Run, new: Run, mode: str, pairs: list[tuple[str, str]]) ->
             out.append(f"allocator {name} version differs: {bv[name]} vs {nv[name]}")
     for run, side in ((base, "base"), (new, "new")):
         if run.status != "finished":
+            m = run.manifest
+            by = f" by {m['interrupted_by']}" if m.get("interrupted_by") else ""
+            finish = (
+                f" (finish it with `mallocsweep run {m.get('suite_file') or 'SUITE.toml'} "
+                f"--resume {run.path}`)"
+                if run.status == "interrupted"
+                else ""
+            )
             out.append(
-                f"{side} run {run.run_id} is {run.status}: only its finished cells are compared"
+                f"{side} run {run.run_id} is {run.status}{by}: only its finished cells are "
+                f"compared{finish}"
             )
         if run.has_standin:
             out.append(f"{side} run uses a MongoDB protocol stand-in: {point_tables.STANDIN_LABEL}")

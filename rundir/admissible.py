@@ -38,8 +38,15 @@ from rundir.errors import RunDirError
 ROUND_SUFFIX = re.compile(r"__r(\d+)$")
 # Statuses of a cell that lived (its server started and its record was written)
 LIVED = ("ok", "failed", "interrupted")
-# Throughput: an ok level served work, so its rate is above zero.
-POSITIVE_COLUMNS = ("qps", "tps")
+# Run statuses a runner (or merge) writes: anything else is not a state the tool knows
+RUN_STATUSES = ("running", "finished", "failed", "interrupted")
+# Throughput and a level's length: an ok level ran for some time and served work, so both are
+# above zero (a zero duration would make every per-second figure of the level infinite).
+POSITIVE_COLUMNS = ("qps", "tps", "duration_s")
+# Memory and counts read from the kernel or the server: sizes and totals are never below zero. A
+# column named like a size (`*_kb`) is a size unless it is a difference between two readings
+# (listed in SIGNED_COLUMNS): the rule covers the columns added later without listing each.
+SIGNED_COLUMNS = frozenset({"alloc_held_resident_kb"})
 # Durations, latencies and counts of one level: never below zero. (Memory deltas, growth and
 # alloc_held_resident_kb can be negative and are not listed.)
 NON_NEGATIVE_COLUMNS = (
@@ -59,6 +66,34 @@ NON_NEGATIVE_COLUMNS = (
     "cpu_sys_s",
     "ctxsw_voluntary",
     "ctxsw_involuntary",
+    "cpu_us_per_op",
+    "ctxsw_per_op",
+    "cpu_s_per_1m_ops",
+    "ctxsw_per_1m_ops",
+    "threads_created",
+    "threads_connected",
+    "bp_reads",
+    "bp_read_requests",
+    "thp_fault_alloc",
+    "thp_fault_fallback",
+    "thp_collapse_alloc",
+    "thp_split",
+    "hugepages_total",
+    "hugepages_free",
+    "hugepages_rsvd",
+    "compact_stall",
+    "compact_fail",
+    "khugepaged_cpu_s",
+    "client_wall_s",
+    "client_cpu_user_s",
+    "client_cpu_sys_s",
+    "client_cpu_busy_pct",
+    "client_ctxsw",
+    "write_ops_s",
+    "read_ops_s",
+    "table_rows",
+    "ramp_s",
+    "steady_qps",
 )
 # refusals of one kind listed; the rest are counted in one line
 MAX_SHOWN_PER_KIND = 20
@@ -105,6 +140,13 @@ def check_design(manifest: dict, where: str) -> None:
         problem = _design_problem(key, value)
         if problem:
             raise RunDirError(f"{where}: {name} {value!r}: {problem}; the file is damaged")
+    _check_design_consistent(design, manifest, where)
+    status = manifest.get("status")
+    if status is not None and status not in RUN_STATUSES:
+        raise RunDirError(
+            f"{where}: status {status!r} is not a run's state (one of {', '.join(RUN_STATUSES)}); "
+            "the file is damaged"
+        )
     run_id = manifest.get("run_id")
     if run_id is not None and (not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id)):
         # compare and report name files and titles after it: a newline or a '/' there would
@@ -112,6 +154,48 @@ def check_design(manifest: dict, where: str) -> None:
         raise RunDirError(
             f"{where}: run_id {run_id!r} is not a run's name (one line of printable characters, "
             "no '/'); the file is damaged"
+        )
+
+
+def run_arms(manifest: dict) -> set[str]:
+    """The allocator arms the run measured: its allocator entries and its cells' allocators."""
+    names = {a.get("name") for a in manifest.get("allocators") or [] if isinstance(a, dict)}
+    for c in manifest.get("cells") or []:
+        alloc = c.get("allocator") if isinstance(c, dict) else None
+        names.add(alloc.get("name") if isinstance(alloc, dict) else alloc)
+    return {n for n in names if isinstance(n, str) and n}
+
+
+def _check_design_consistent(design, manifest: dict, where: str) -> None:
+    """The design's fields against each other and against the run: the first look is one of the
+    planned rounds, and the baseline and the A/A arm are arms the run measured (a verdict against
+    an arm that never ran would compare nothing with something, or be silently left out)."""
+    if not isinstance(design, dict):
+        return
+    first, most = design.get("first_look"), design.get("max_rounds")
+    if _finite(first) and _finite(most) and first > most:
+        raise RunDirError(
+            f"{where}: design.first_look {first!r} is above design.max_rounds {most!r}: the "
+            "first look must come at or before the last planned round; the file is damaged"
+        )
+    arms = run_arms(manifest)
+    if not arms:
+        return
+    # A run of one arm judges nothing (its recorded baseline may be the suite's default, never
+    # measured): the baseline must be one of the arms only where there is something to judge.
+    for key in ("baseline", "aa_arm") if len(arms) > 1 else ("aa_arm",):
+        value = design.get(key)
+        if value is not None and value not in arms:
+            raise RunDirError(
+                f"{where}: design.{key} {value!r} is not an arm of this run "
+                f"({', '.join(sorted(arms))}); the file is damaged"
+            )
+    servers = [s.get("name") for s in manifest.get("servers") or [] if isinstance(s, dict)]
+    bs = design.get("baseline_server")
+    if bs is not None and servers and bs not in servers:
+        raise RunDirError(
+            f"{where}: design.baseline_server {bs!r} is not a server of this run "
+            f"({', '.join(map(str, servers))}); the file is damaged"
         )
 
 
@@ -205,6 +289,7 @@ def admit(manifest: dict, rows: list[dict]) -> Admission:
                 )
                 out.cells.add(cid)
                 break
+    _check_rounds_whole(cells, out)
     relabelled: dict[str, tuple] = {}
     figures: list[str] = []
     for row in rows:
@@ -235,13 +320,41 @@ def admit(manifest: dict, rows: list[dict]) -> Admission:
     return out
 
 
+def _check_rounds_whole(cells: list[dict], out: Admission) -> None:
+    """Every round runs every arm once (suites/runner/plan.py lists every planned cell in the
+    manifest from the start, pending until it runs): a round without a cell of an arm the other
+    rounds have lost that cell's entry, and its other lives have nothing to pair with."""
+    by_round: dict[int, set[str]] = defaultdict(set)
+    ids: dict[int, list[str]] = defaultdict(list)
+    for c in cells:
+        cid = str(c.get("id"))
+        r = id_round(cid)
+        if r is None:
+            continue
+        by_round[r].add(ROUND_SUFFIX.sub("", cid))
+        ids[r].append(cid)
+    if len(by_round) < 2:
+        return
+    every = set().union(*by_round.values())
+    for r in sorted(by_round):
+        lacking = sorted(every - by_round[r])
+        if lacking:
+            out.refused.append(
+                f"manifest.json: round {r} has no cell of {', '.join(lacking)} (the other rounds "
+                "have one): its lives cannot be paired, so round "
+                f"{r}'s cells are not used"
+            )
+            out.cells.update(ids[r])
+
+
 def _figure_problem(row: dict) -> str | None:
     for col in POSITIVE_COLUMNS:
         v = row.get(col)
         if _finite(v) and v <= 0:
-            return f"{col} {v!r} is not a throughput (it must be above 0)"
-    for col in NON_NEGATIVE_COLUMNS:
-        v = row.get(col)
-        if _finite(v) and v < 0:
-            return f"{col} {v!r} is below 0"
+            what = "a level's length" if col == "duration_s" else "a throughput"
+            return f"{col} {v!r} is not {what} (it must be above 0)"
+    for col, v in row.items():
+        if col in NON_NEGATIVE_COLUMNS or (col.endswith("_kb") and col not in SIGNED_COLUMNS):
+            if _finite(v) and v < 0:
+                return f"{col} {v!r} is below 0"
     return None

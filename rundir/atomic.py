@@ -14,6 +14,22 @@ import tempfile
 from pathlib import Path
 
 
+def utf8(text: str) -> bytes:
+    """`text` as UTF-8, whatever it holds. A path with bytes that are not UTF-8 (a directory named
+    under another locale) reaches Python's strings as lone surrogates (PEP 383), which UTF-8
+    cannot encode: a report naming such a run directory once died with an internal error. Those
+    bytes are written as `\\xNN` (readable, and the file stays valid UTF-8)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        pass
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that no undecodable byte made
+        return text.encode("utf-8", "backslashreplace")
+    return raw.decode("utf-8", "backslashreplace").encode("utf-8")
+
+
 def _fsync_dir(directory: Path) -> None:
     # The rename is an entry of the directory: without this fsync a crash can lose the new name
     # even though the file's data was synced.
@@ -54,7 +70,7 @@ def atomic_write(path: Path, data: str | bytes, *, exclusive: bool = False) -> N
     # Our files are UTF-8 whatever the locale (under LC_ALL=C a summary naming "é" or "×" once
     # died half-written with UnicodeEncodeError): text is encoded here, never by the locale.
     if isinstance(data, str):
-        data = data.encode("utf-8")
+        data = utf8(data)
     mode = "wb"
     if exclusive and path.exists():  # fail before writing anything; the link below decides races
         raise FileExistsError(errno.EEXIST, "File exists", str(path))
@@ -98,7 +114,7 @@ def _staged(path: Path, data: str | bytes) -> str:
     try:
         os.fchmod(fd, 0o644)
         with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.write(utf8(data) if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())
     except BaseException:

@@ -38,6 +38,7 @@ import io
 import json
 import math
 import os
+import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,6 +88,7 @@ class Integrity:
     repaired: list[str] = field(default_factory=list)  # rebuilt from the truth, one line each
     gaps: list[str] = field(default_factory=list)  # the truth itself lacks these, one line each
     notes: list[str] = field(default_factory=list)  # figures unaffected (raw records missing)
+    refused_cells: set[str] = field(default_factory=set)  # cells whose rows are not read (gaps)
 
     @property
     def complete(self) -> bool:
@@ -353,8 +355,10 @@ def check_run(path: Path) -> Integrity:
     out = _check_files(Path(path))
     check_design(out.manifest, str(Path(path) / MANIFEST))
     admission = admit(out.manifest, out.rows)
+    admission.cells |= out.refused_cells
     if admission.refused:
         out.gaps.extend(admission.refused)
+    if admission.refused or out.refused_cells:
         out.rows = [r for r in out.rows if admission.keeps(r)]
     return out
 
@@ -562,10 +566,19 @@ def _from_cells(path: Path, manifest: dict, version: int, files: list[Path]) -> 
     # running beside a record was cut off by a crash, and takes the record's; an entry whose
     # status disagrees with its record's takes the record's status, said in one line.
     cells = []
+    finished_run = manifest.get("status") == "finished"
     for c in entries:
         rec = records.get(c["id"])
         was = c.get("status")
         now = rec["cell"].get("status") if rec is not None else was
+        if finished_run and was in ("pending", "running"):
+            # A finished runner ran every cell to its end and wrote its entry: one still
+            # pending or running there was edited (or the manifest is another run's)
+            out.gaps.append(
+                f"manifest.json: the run is finished but cell {c['id']} is {was}: the manifest is "
+                "damaged, so the cell is not used"
+            )
+            out.refused_cells.add(c["id"])
         if rec is not None and was not in (*FINISHED, "skipped"):
             c = {**c, **rec["cell"]}
         elif was != now:
@@ -612,8 +625,16 @@ def _raw_notes(out: Integrity, path: Path, manifest: dict, records: list[dict]) 
         cell = rec["cell"]
         if cell.get("status") not in ("ok", "failed") or not (rec["rows"] or cell.get("levels")):
             continue
+        raw = path / RAW_DIR / f"{cell['id']}.json"
         try:
-            if (path / RAW_DIR / f"{cell['id']}.json").stat().st_size > 0:
+            st = raw.stat()
+            if not stat.S_ISREG(st.st_mode):  # a FIFO or a device is not "missing": say what
+                out.notes.append(
+                    f"{RAW_DIR}/{raw.name} is {kind_of(st.st_mode)}, not a regular file: refused; "
+                    f"cell {cell['id']}'s figures are as recorded in {CELLS_DIR}/"
+                )
+                continue
+            if st.st_size > 0:
                 continue
         except OSError:
             pass

@@ -3,7 +3,8 @@
 For each finished cell with raw/<cell>.json, the rows and window records are derived with today's
 rundir.derive and written to derived/<cell>.json; results.csv is rebuilt from them. Nothing under
 cells/ or raw/ is touched, so running it again (after another fix) starts from the same records.
-A cell without a raw record (a format-1/2 run, or a damaged record) keeps its recorded figures;
+A cell without a usable raw record (a format-1/2 run, a damaged record, a special file, the record
+of another life, one that lost the phases its levels need) keeps its recorded figures, named;
 a cell whose derivation fails gets no rows and the error, and the others go on.
 """
 
@@ -15,10 +16,11 @@ from pathlib import Path
 
 from rundir.derive.levels import derive_cell
 from rundir.errors import RunDirError
-from rundir.format import MANIFEST
+from rundir.format import MANIFEST, RAW_DIR
 from rundir.migrations import check_version
+from rundir.raw_identity import identity_problem, phases_problem
 from rundir.records import Tool, check_raw
-from rundir.regular import read_regular
+from rundir.regular import kind_of, read_regular
 from rundir.write import RunDir, now_iso
 
 DERIVED = "derived"  # rows derived again from the raw record
@@ -63,6 +65,17 @@ def _rederive(path: Path) -> list[Rederived]:
     for rec in sorted(rd.finished_cells().values(), key=lambda r: r["cell"]["index"]):
         cid = rec["cell"]["id"]
         raw_path = rd.raw_file(cid)
+        if raw_path.exists() and not raw_path.is_file():
+            kind = kind_of(raw_path.stat().st_mode)
+            out.append(
+                Rederived(
+                    cid,
+                    KEPT,
+                    f"raw record unusable ({RAW_DIR}/{raw_path.name} is {kind}, not a regular "
+                    "file: refused); keeps its recorded figures",
+                )
+            )
+            continue
         if not raw_path.is_file():
             why = (
                 f"a format-{version} run records no raw data"
@@ -76,9 +89,22 @@ def _rederive(path: Path) -> list[Rederived]:
             if not isinstance(raw, dict):
                 raise RunDirError(f"{raw_path}: not a JSON object; the file is damaged")
             raw = check_raw(raw, str(raw_path))
-        except (OSError, json.JSONDecodeError, RunDirError) as e:
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RunDirError) as e:
             first = str(e).splitlines()[0]
             out.append(Rederived(cid, KEPT, f"raw record unusable ({first}); keeps its figures"))
+            continue
+        # Never derive one life's figures under another's name, nor rows from a record that
+        # lost what they are derived from (rundir/raw_identity.py)
+        problem = identity_problem(raw, rec["cell"]) or phases_problem(raw, rec["cell"])
+        if problem:
+            out.append(
+                Rederived(
+                    cid,
+                    KEPT,
+                    f"raw record unusable ({RAW_DIR}/{raw_path.name}: {problem}); keeps its "
+                    "recorded figures",
+                )
+            )
             continue
         try:
             before = rd.rows_of(rec)

@@ -131,12 +131,17 @@ def _unencodable_is_replaced() -> None:
     """Under a locale that cannot encode what we print (LC_ALL=C without Python's UTF-8 mode: an
     "é" in a suite's description, "×" in a table), a character is replaced on the terminal rather
     than ending the command with UnicodeEncodeError. Our files are UTF-8 whatever the locale
-    (rundir.atomic encodes them)."""
-    for stream in (sys.stdout, sys.stderr):
+    (rundir.atomic encodes them).
+
+    Under a UTF-8 locale, a path of bytes that are not UTF-8 (a run directory named under another
+    locale) reaches our strings as lone surrogates (PEP 383), which a strict UTF-8 stream refuses:
+    `report` once ended in an internal error printing such a path. stdout gives those bytes back as
+    they were (surrogateescape: the name the shell shows), stderr shows them escaped."""
+    for stream, on_utf8 in ((sys.stdout, "surrogateescape"), (sys.stderr, "backslashreplace")):
         enc = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
-        if enc and enc != "utf8" and hasattr(stream, "reconfigure"):
+        if enc and hasattr(stream, "reconfigure"):
             try:
-                stream.reconfigure(errors="replace")
+                stream.reconfigure(errors=on_utf8 if enc == "utf8" else "replace")
             except (ValueError, OSError):
                 pass
 

@@ -98,7 +98,8 @@ def mycnf_int(value: Any) -> int | None:
         return value
     if isinstance(value, float):
         return int(value) if value.is_integer() else None
-    m = re.fullmatch(r"\s*(\d{1,18})\s*([kKmMgG]?)\s*", str(value))
+    # [0-9], not \d: \d matches any script's digits ("２０００"), which int() reads and my.cnf doesn't
+    m = re.fullmatch(r"\s*([0-9]{1,18})\s*([kKmMgG]?)\s*", str(value))
     if not m:
         return None
     return int(m.group(1)) * 1024 ** " kmg".index((m.group(2) or " ").lower())

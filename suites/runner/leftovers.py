@@ -116,7 +116,44 @@ def runner_running(manifest: dict) -> int | None:
         pid = int(pid)
     except (ValueError, TypeError):
         return None
-    return pid if ProcFS().alive(pid, start_ticks=manifest.get("runner_start_ticks")) else None
+    ticks = manifest.get("runner_start_ticks")
+    if not ProcFS().alive(pid, start_ticks=ticks):
+        return None
+    # A run that recorded no start time (before runner_start_ticks): the pid alone may name any
+    # later process by now, so it counts only if that process is a mallocsweep runner.
+    if ticks is None and not is_runner(pid):
+        return None
+    return pid
+
+
+def is_runner(pid: int, proc_root: str = "/proc") -> bool:
+    """True when process `pid`'s command line is mallocsweep's (the entry point, or
+    `python -m suites.cli.main`) running `run` (a run's runner; report and compare are not)."""
+    try:
+        args = (Path(proc_root) / str(pid) / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    names = [os.path.basename(a.decode(errors="replace")) for a in args]
+    tool = next(
+        (i for i, a in enumerate(names) if a == "mallocsweep" or a == "suites.cli.main"), None
+    )
+    return tool is not None and "run" in names[tool + 1 :]
+
+
+def settle_killed_runner(manifest: dict) -> None:
+    """A manifest that says "running" while the runner it names is gone (SIGKILLed, the machine
+    rebooted, its pid now someone else's) is read as what it is: interrupted, with why (the
+    notices then give the resume command). Only the dict in memory changes, never the file."""
+    if manifest.get("status") != "running" or runner_running(manifest) is not None:
+        return
+    pid = manifest.get("runner_pid")
+    manifest["status"] = "interrupted"
+    manifest["interrupted_by"] = (
+        f"the loss of its runner (pid {pid} is gone or is another process now: killed, or the "
+        "machine restarted)"
+        if pid
+        else "the loss of its runner (none recorded still runs)"
+    )
 
 
 def runner_pid(run_dir: Path) -> int | None:

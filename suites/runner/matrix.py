@@ -56,6 +56,7 @@ from suites.runner.plan import (
 from suites.runner.resume import (
     check_allocators,
     check_resumable,
+    check_server_build,
     clear_stale_work,
     plan_from_manifest,
 )
@@ -165,6 +166,7 @@ class Matrix:
         }
         custom = [c.model_dump() for c in self.suite.allocators.custom]
         for srv in self.servers:
+            check_server_build(manifest, srv.label, getattr(srv.binary, "sha256", None))
             names = list(
                 dict.fromkeys(
                     c.allocator

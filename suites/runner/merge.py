@@ -133,11 +133,12 @@ def check_shards(shards: list[Shard]) -> list[str]:
             # sha256: the library's own bytes, so a rebuilt allocator of the same package
             # version (a local patch, another distribution's build) is another allocator
             for key in ("version", "sha256", "library", "env"):
-                if a.get(key) != b.get(key):
+                if _norm(key, a.get(key)) != _norm(key, b.get(key)):
                     raise SuiteError(
                         f"allocator {name} differs between shards: {key} {b.get(key)!r} on "
                         f"{s.path} vs {a.get(key)!r} on {first.path}"
                     )
+        _check_design(first, s)
         fl, sl = _labels(first), _labels(s)
         if fl != sl:
             raise SuiteError(
@@ -158,10 +159,38 @@ def check_shards(shards: list[Shard]) -> list[str]:
     return noted
 
 
+def _norm(key: str, value):
+    """A digest is hex: its case says nothing (a tool that prints it upper case names the same
+    bytes)."""
+    if key == "sha256" and isinstance(value, str):
+        return value.strip().lower()
+    return value
+
+
+def _check_design(first: Shard, s: Shard) -> None:
+    """The verdicts' design (error rate, minimum effect, looks, baseline, A/A arm) is one for the
+    whole run: the merged run is judged with one, so shards planned with others are not parts of
+    it."""
+    fd, sd = first.manifest.get("design") or {}, s.manifest.get("design") or {}
+    if not isinstance(fd, dict) or not isinstance(sd, dict):
+        return
+    diff = sorted(k for k in set(fd) | set(sd) if fd.get(k) != sd.get(k))
+    if diff:
+        k = diff[0]
+        raise SuiteError(
+            f"{s.path} was planned with another design than {first.path}: design.{k} = "
+            f"{sd.get(k)!r} vs {fd.get(k)!r}"
+            + (f" (and {len(diff) - 1} more field(s))" if len(diff) > 1 else "")
+            + "; shards of one run share one design"
+        )
+
+
 # What tells one server build from another, as a cell records its server: the same label
 # (flavor and version) can be another build (another package revision: the version string
-# carries it, e.g. 10.11.19-MariaDB-0+deb12u1). Paths are not compared: hosts of a fleet may keep
-# a server root or basedir in different places.
+# carries it, e.g. 10.11.19-MariaDB-0+deb12u1; a local patch or another packager's build of the
+# same version does not: the binary's sha256 does). Paths are compared only where a run recorded
+# no sha256 (before binaries were hashed): hosts of a fleet may keep a server root or basedir in
+# different places, but without a digest a different path is a binary nothing proves the same.
 SERVER_BUILD_KEYS = ("flavor", "version", "version_string")
 
 
@@ -171,7 +200,10 @@ def _server_builds(s: Shard) -> dict[str, dict]:
     for c in s.manifest.get("cells") or []:
         srv = c.get("server") or {}
         if srv.get("label"):
-            out.setdefault(srv["label"], {k: srv.get(k) for k in SERVER_BUILD_KEYS})
+            out.setdefault(
+                srv["label"],
+                {k: srv.get(k) for k in (*SERVER_BUILD_KEYS, "sha256", "binary")},
+            )
     return out
 
 
@@ -185,6 +217,22 @@ def _check_server_builds(first: Shard, s: Shard) -> None:
                     f"server {label} differs between shards: {key} {b!r} on {s.path} vs {a!r} "
                     f"on {first.path}; shards of one run measure one server build"
                 )
+        da, db = _norm("sha256", fb[label].get("sha256")), _norm("sha256", sb[label].get("sha256"))
+        if da and db:
+            if da != db:
+                raise SuiteError(
+                    f"server {label} differs between shards: binary sha256 {db} "
+                    f"({sb[label].get('binary')}) on {s.path} vs {da} ({fb[label].get('binary')}) "
+                    f"on {first.path}; shards of one run measure one server build"
+                )
+            continue
+        pa, pb = fb[label].get("binary"), sb[label].get("binary")
+        if pa != pb:
+            raise SuiteError(
+                f"server {label} differs between shards: binary {pb!r} on {s.path} vs {pa!r} on "
+                f"{first.path}, and no sha256 of them was recorded to prove them one build; "
+                "shards of one run measure one server build"
+            )
 
 
 def _check_lives(shards: list[Shard]) -> None:

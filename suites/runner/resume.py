@@ -139,6 +139,26 @@ def recorded_allocator(manifest: dict, name: str, server: str = "") -> dict | No
     return None
 
 
+def _same(key: str, value):
+    """A digest's case says nothing (the same bytes, printed upper case by another tool)."""
+    return value.lower() if key == "sha256" and isinstance(value, str) else value
+
+
+def check_server_build(manifest: dict, label: str, sha256: str | None) -> None:
+    """The server binary still to run is the build the run's finished cells ran (its sha256, where
+    the run recorded one): a resumed run of another build would pair two builds' lives."""
+    if not sha256:
+        return
+    for c in manifest.get("cells") or []:
+        srv = c.get("server") if isinstance(c.get("server"), dict) else {}
+        was = srv.get("sha256")
+        if srv.get("label") == label and isinstance(was, str) and was.lower() != sha256.lower():
+            raise SuiteError(
+                f"--resume: server {label} binary changed (sha256 {was} -> {sha256}, "
+                f"{srv.get('binary')}); start a new run"
+            )
+
+
 def check_allocators(manifest: dict, allocators: list, server: str = "") -> None:
     """Each allocator still to run must be usable and the very build the run started with."""
     for a in allocators:
@@ -148,7 +168,7 @@ def check_allocators(manifest: dict, allocators: list, server: str = "") -> None
         if was is None:
             continue  # nothing recorded to compare with (no cell of it ever started)
         for key in ("version", "sha256"):
-            if was.get(key) != getattr(a, key):
+            if _same(key, was.get(key)) != _same(key, getattr(a, key)):
                 raise SuiteError(
                     f"--resume: allocator {a.name!r} {key} changed "
                     f"({was.get(key)!r} -> {getattr(a, key)!r}); start a new run"

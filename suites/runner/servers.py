@@ -63,6 +63,7 @@ class RunServer:
             "version": getattr(b, "version", None),
             "version_string": getattr(b, "version_string", None),
             "binary": getattr(b, "path", None),
+            "sha256": getattr(b, "sha256", None),
             "spec": self.spec or None,
             "fetched": getattr(self.section, "fetched", "") or None,
             "root": root.to_manifest() if root is not None else None,

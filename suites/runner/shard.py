@@ -26,7 +26,8 @@ from suites.errors import SuiteError
 from suites.runner.plan import CellPlan
 
 SPLIT = "whole-rounds-snake"
-_SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+# [0-9], not \d: \d takes any script's digits ("１/２"), which the shell history would not show as 1/2
+_SPEC = re.compile(r"^\s*([0-9]+)\s*/\s*([0-9]+)\s*$")
 
 
 @dataclass(frozen=True)

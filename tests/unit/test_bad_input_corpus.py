@@ -55,6 +55,7 @@ RUNS = {
     "THP": "real-thp-small",
     "F2": "real-smoke-format2",
     "F3": "real-smoke-format3",
+    "AA": "real-servers-aa-format5",  # two servers x two allocators x three rounds (format 5)
 }
 F3_CELLS = sorted(p.stem for p in (FIXTURES / RUNS["F3"] / "cells").glob("*.json"))
 
@@ -428,7 +429,7 @@ CASES = [
     C("compare-f1-qps-fast", "compare {F1} {F1B}", 2, r"F1B: incomplete run: results\.csv line \d+ .*qps 'fast'", set_val("F1B", "qps", "fast", row=3)),
     C("compare-threshold-negative", "compare {F1} {F1B} --threshold -1", 2, r"--threshold -1\.0: expected a percentage from 0 to 100"),
     C("compare-threshold-nan", "compare {F1} {F1B} --threshold nan", 2, r"--threshold nan: expected a percentage"),
-    C("compare-threshold-text", "compare {F1} {F1B} --threshold five", 2, r"argument --threshold: invalid float value: 'five'"),
+    C("compare-threshold-text", "compare {F1} {F1B} --threshold five", 2, r"argument --threshold: expected a number in ASCII digits \(0-9\), got 'five'"),
     C("compare-out-dev-full", "compare {F1} {F1B} --out /dev/full", 2, r"/dev/full: (cannot create the output directory|not a directory)"),
     C("compare-out-under-a-file", "compare {F1} {F1B} --out {s}/f/sub", 2, r"f/sub: cannot create the output directory: Not a directory; nothing was written", put("f", "")),
     C("compare-out-read-only", "compare {F1} {F1B} --out {s}/ro", 2, r"ro: cannot write compare-\S+\.md and \.html: (Operation not permitted|Permission denied); nothing was written", read_only("ro")),
@@ -501,13 +502,13 @@ CASES = [
     C("run-file-server-binary-newline", "run {s}/s.toml", 2, r"s\.toml.*server\.binary.*holds a control character \(newline\)", smoke_with("s.toml", "[server]", '[server]\nbinary = "/usr/sbin/maria\\ndbd"')),
     C("run-repeat-zero", "run {SMOKE} --repeat 0", 2, r"--repeat 0: expected a positive number of rounds"),
     C("run-repeat-negative", "run {SMOKE} --repeat -2", 2, r"--repeat -2: expected a positive number of rounds"),
-    C("run-repeat-text", "run {SMOKE} --repeat two", 2, r"argument --repeat: invalid int value: 'two'"),
+    C("run-repeat-text", "run {SMOKE} --repeat two", 2, r"argument --repeat: expected a whole number in ASCII digits \(0-9\), got 'two'"),
     C("run-allocators-empty-item", "run {SMOKE} --allocators glibc,,jemalloc", 2, r"--allocators.*'glibc,,jemalloc' has an empty item"),
     C("run-allocators-only-commas", "run {SMOKE} --allocators ,", 2, r"--allocators.*expected a comma-separated list"),
     C("run-allocators-unknown", "run {SMOKE} --allocators glibc,jemaloc", 2, r"unknown allocator 'jemaloc' \(did you mean 'jemalloc'\?\)"),
     C("run-allocators-twice", "run {SMOKE} --allocators glibc,glibc", 2, r"duplicate allocator names"),
     C("run-threads-empty-item", "run {SMOKE} --threads 8,,64", 2, r"--threads.*'8,,64' has an empty item"),
-    C("run-threads-text", "run {SMOKE} --threads 8,many", 2, r"--threads.*expected integers, got '8,many'"),
+    C("run-threads-text", "run {SMOKE} --threads 8,many", 2, r"--threads.*expected whole numbers in ASCII digits \(0-9\), got '8,many'"),
     C("run-threads-zero", "run {SMOKE} --threads 0", 2, r"--threads 0: sysbench\.threads"),
     C("run-thp-trailing-comma", "run {SMOKE} --thp never,", 2, r"--thp.*'never,' has an empty item"),
     C("run-thp-unknown", "run {SMOKE} --thp sometimes", 2, r"--thp sometimes: thp\.modes"),

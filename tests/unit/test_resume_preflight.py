@@ -106,7 +106,9 @@ def test_a_runner_pid_taken_by_another_process_does_not_block_resume():
     """A runner killed with SIGKILL leaves "running" and its pid in the manifest. Pids are reused
     (32,768 here; under test load they wrapped within minutes), so by the time --resume looks the
     pid may be another process's: the runner's start time, recorded beside its pid, tells them
-    apart. A run that recorded no start time is judged by the pid alone, as before."""
+    apart. A run that recorded no start time is judged by the pid and the process's command line:
+    only a live `mallocsweep run` counts as its runner (issue 35: a live `sleep` that took the pid
+    once kept a killed run "running")."""
     host = host_metadata()
     suite = load_suite(SMOKE).suite.as_dict()
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -115,8 +117,17 @@ def test_a_runner_pid_taken_by_another_process_does_not_block_resume():
         m = _manifest(suite, host) | {"status": "running", "runner_pid": other.pid}
         with pytest.raises(SuiteError, match=rf"still in progress \(runner pid {other.pid}\)"):
             check_resumable(m | {"runner_start_ticks": ticks}, suite, "mariadb-10.11.19", host)
-        with pytest.raises(SuiteError, match="still in progress"):
-            check_resumable(m, suite, "mariadb-10.11.19", host)  # an older run: the pid decides
+        # An older run (no start time): this live process is not a mallocsweep runner
+        check_resumable(m, suite, "mariadb-10.11.19", host)
+        runner = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(60)", "mallocsweep", "run"]
+        )
+        try:
+            with pytest.raises(SuiteError, match="still in progress"):
+                check_resumable(m | {"runner_pid": runner.pid}, suite, "mariadb-10.11.19", host)
+        finally:
+            runner.kill()
+            runner.wait()
         # The runner started at another time: this live pid is someone else's.
         check_resumable(m | {"runner_start_ticks": ticks - 1}, suite, "mariadb-10.11.19", host)
     finally:

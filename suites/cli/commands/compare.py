@@ -19,6 +19,7 @@ from analysis.errors import AnalysisError
 from collectors.errors import CollectorError
 from rundir.errors import RunDirError
 from servers.errors import ServerError
+from suites.cli.numbers import ascii_float
 from suites.errors import SuiteError
 
 USER_ERRORS = (AnalysisError, RunDirError, SuiteError, ServerError, CollectorError)
@@ -45,7 +46,7 @@ def add_parser(sub) -> None:
     p.add_argument("new", metavar="NEW_RUN", type=Path)
     p.add_argument(
         "--threshold",
-        type=float,
+        type=ascii_float,
         default=5.0,
         metavar="PCT",
         help="smallest change called a regression, in percent (default 5)",
@@ -94,6 +95,7 @@ def run(args) -> int:
 def _run(args) -> int:
     from analysis.compare import compare_runs
     from analysis.compare_output import render_text, write_outputs
+    from suites.runner.leftovers import settle_killed_runner
 
     cmp = compare_runs(
         args.base,
@@ -101,6 +103,7 @@ def _run(args) -> int:
         threshold_pct=args.threshold,
         allow_weak=args.allow_weak,
         allow_incomplete=args.allow_incomplete,
+        settle=settle_killed_runner,
     )
     # Both files or neither, before a verdict is said: a comparison that could not be written is
     # an error (exit 2), never a verdict whose evidence is half on disk.

@@ -7,10 +7,11 @@ from pathlib import Path
 HELP = """\
 Join the run directories of `mallocsweep run SUITE --shard K/N` (one per host of a fleet) into one
 run directory that `report` and `compare` read like any run. Refused, before anything is written:
-shards of different suites, tool versions, servers, allocator builds or host kinds (CPU, cores,
+shards of different suites, designs (error rate, minimum effect, looks, baseline), tool versions,
+server builds (version, the binary's sha256), allocator builds (sha256) or host kinds (CPU, cores,
 memory, kernel, glibc, THP), a shard given twice or missing, a run merged with itself, an
-unfinished shard. Host differences that do not change what an allocator does (names, governor)
-are listed. The shards are copied, never changed.
+unfinished shard, the same server life in two shards. Host differences that do not change what
+an allocator does (names, governor) are listed. The shards are copied, never changed.
 """
 
 

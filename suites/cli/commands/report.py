@@ -86,18 +86,8 @@ def run(args) -> int:
 
 
 def _killed_runner(run) -> None:
-    """A run whose manifest says "running" while the runner it names is gone (SIGKILLed, the
-    machine rebooted) is reported as what it is: interrupted, with the command that finishes it
+    """A run whose runner is gone is reported as interrupted, with the command that finishes it
     (analysis.notices.run_problems says it). The manifest on disk is not touched."""
-    from suites.runner.leftovers import runner_running
+    from suites.runner.leftovers import settle_killed_runner
 
-    m = run.manifest
-    if m.get("status") != "running" or runner_running(m) is not None:
-        return
-    pid = m.get("runner_pid")
-    m["status"] = "interrupted"
-    m["interrupted_by"] = (
-        f"the loss of its runner (pid {pid} is gone: killed, or the machine restarted)"
-        if pid
-        else "the loss of its runner (none recorded still runs)"
-    )
+    settle_killed_runner(run.manifest)

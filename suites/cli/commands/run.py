@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
+from suites.cli.numbers import ascii_float, ascii_int, parse_float, parse_int
 from suites.errors import SuiteError
 
 HELP = """\
@@ -41,9 +42,11 @@ def _csv_list(kind):
             raise argparse.ArgumentTypeError(f"{text!r} has an empty item; remove the extra comma")
         if kind is int:
             try:
-                return [int(x) for x in items]
+                return [parse_int(x) for x in items]
             except ValueError:
-                raise argparse.ArgumentTypeError(f"expected integers, got {text!r}") from None
+                raise argparse.ArgumentTypeError(
+                    f"expected whole numbers in ASCII digits (0-9), got {text!r}"
+                ) from None
         return items
 
     return parse
@@ -68,11 +71,13 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--threads", type=_csv_list(int), metavar="8,64,...", help="client thread levels"
     )
-    p.add_argument("--duration", type=float, metavar="S", help="seconds per level")
+    p.add_argument("--duration", type=ascii_float, metavar="S", help="seconds per level")
     p.add_argument(
-        "--warmup", type=float, metavar="S", help="warmup cap in seconds (0 = scans only)"
+        "--warmup", type=ascii_float, metavar="S", help="warmup cap in seconds (0 = scans only)"
     )
-    p.add_argument("--repeat", type=int, metavar="N", help="rounds; allocator order alternates")
+    p.add_argument(
+        "--repeat", type=ascii_int, metavar="N", help="rounds; allocator order alternates"
+    )
     p.add_argument(
         "--budget",
         metavar="TIME",
@@ -93,7 +98,7 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--min-effect",
-        type=float,
+        type=ascii_float,
         metavar="PCT",
         help="smallest difference called faster/slower, in %% (default 5)",
     )
@@ -169,7 +174,7 @@ def duration_arg(text: str | None, flag: str = "--budget") -> float | None:
     unit = _UNITS.get(t[-1:], None)
     number = t[:-1] if unit else t
     try:
-        value = float(number) * (unit or 1)
+        value = parse_float(number) * (unit or 1)
     except ValueError:
         raise SuiteError(f"{flag} {text}: expected a duration like 20m, 90s or 1h") from None
     if not math.isfinite(value) or value <= 0:

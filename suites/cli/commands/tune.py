@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from suites.cli.numbers import ascii_int
+
 HELP = """\
 Search an allocator's settings for the least memory at no resolved throughput cost, and end with
 the files a DBA installs.
@@ -66,14 +68,16 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--out", required=True, type=Path, metavar="DIR", help="the tune's directory")
     p.add_argument("--space", type=Path, metavar="FILE", help="a TOML file narrowing the space")
-    p.add_argument("--seed", type=int, default=0, metavar="N", help="the sampler's seed (0)")
+    p.add_argument("--seed", type=ascii_int, default=0, metavar="N", help="the sampler's seed (0)")
     p.add_argument(
         "--rounds",
-        type=int,
+        type=ascii_int,
         metavar="N",
         help="paired rounds per trial (default: the suite's repeat, at least 3; at least 2)",
     )
-    p.add_argument("--trials", type=int, metavar="N", help="at most N trials (within the budget)")
+    p.add_argument(
+        "--trials", type=ascii_int, metavar="N", help="at most N trials (within the budget)"
+    )
     p.add_argument(
         "--resume", action="store_true", help="continue the tune in --out (a killed one too)"
     )

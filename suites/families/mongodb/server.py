@@ -495,7 +495,7 @@ class MongoServer(ServerLife):
 
     # -- talking to it -----------------------------------------------------------------------
     def client_target(self) -> dict:
-        """Where clients connect (the runner turns this into a suites.workloads.level.ClientTarget)."""
+        """Where clients connect (the runner turns this into a suites.target.ClientTarget)."""
         return {"host": "127.0.0.1", "port": self.port}
 
     def build_info(self) -> dict:

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from servers.acquire.version_line import parse_version_output
+from servers.allocators import sha256_of
 from servers.errors import ServerError
 from servers.root import ServerRoot, open_root
 from servers.which import which_server
@@ -49,12 +50,23 @@ class ServerBinary:
         """The binary as the host reaches it (to read its ELF, stat it, hash it)."""
         return self.root.host(self.path) if self.root else self.path
 
+    @property
+    def sha256(self) -> str | None:
+        """The binary's own bytes (None when it cannot be read): what tells two builds of one
+        version apart (a local patch, another packager's build), so that shards measured with
+        different binaries are never merged as one measurement."""
+        try:
+            return sha256_of(self.host_path)
+        except OSError:
+            return None
+
     def version_tuple(self) -> tuple[int, ...]:
         return tuple(int(x) for x in self.version.split("."))
 
     def to_manifest(self) -> dict:
         d = asdict(self)
         d["root"] = self.root.to_manifest() if self.root else None
+        d["sha256"] = self.sha256
         return d
 
 

@@ -42,6 +42,71 @@ RESERVED = {
 }
 
 
+# Settings the tool writes itself from what it records (the template's lines): the server would
+# take the suite's value (it comes later in my.cnf) while the manifest and the report say ours.
+# Each: what mallocsweep sets, and why the suite may not.
+OWN_SETTINGS = {
+    "malloc_lib": (
+        "the allocator under test, preloaded from [allocators] or --allocators",
+        "mysqld_safe's malloc-lib would load another allocator (and mysqld refuses the option)",
+    ),
+    "performance_schema": (
+        "performance_schema = OFF (ON, its history tables sized 0, where [memory] reads MySQL's "
+        "own memory account)",
+        "the recorded memory and the server's account assume that setting",
+    ),
+    "innodb_buffer_pool_dump_at_shutdown": (
+        "innodb_buffer_pool_dump_at_shutdown = OFF",
+        "with it every allocator after the first would start with a warm buffer pool",
+    ),
+    "innodb_buffer_pool_load_at_startup": (
+        "innodb_buffer_pool_load_at_startup = OFF",
+        "with it every allocator after the first would start with a warm buffer pool",
+    ),
+    "innodb_log_file_size": (
+        "the redo log size (256 MiB), which the disk preflight counts",
+        "the preflight and the manifest would count another size",
+    ),
+    "innodb_redo_log_capacity": (
+        "the redo log size (256 MiB), which the disk preflight counts",
+        "the preflight and the manifest would count another size",
+    ),
+}
+
+
+# Settings the template writes that a suite may choose: the suite's value is taken into
+# MySQLSettings (one my.cnf line, and the manifest records what the server ran), never written
+# a second time after ours. my.cnf name -> MySQLSettings field.
+ADOPTED_SETTINGS = {"innodb_flush_log_at_trx_commit": "flush_log_at_trx_commit"}
+
+
+def adopt(extra: dict) -> tuple[dict, dict]:
+    """(the settings left for extra_lines, MySQLSettings fields taken from the others). ServerError
+    naming the key for a value the field cannot hold."""
+    rest, fields = {}, {}
+    for key, value in extra.items():
+        name = _norm(str(key)).removeprefix("loose_")
+        field_name = ADOPTED_SETTINGS.get(name)
+        if field_name is None:
+            rest[key] = value
+            continue
+        text = str(value).strip()
+        if isinstance(value, bool) or not (text.isascii() and text in ("0", "1", "2")):
+            raise ServerError(f"server.settings: {key} = {value!r}: expected 0, 1 or 2")
+        fields[field_name] = int(text)
+    return rest, fields
+
+
+def own_setting(key: str) -> str | None:
+    """The OWN_SETTINGS name a my.cnf key sets (loose-, skip-, enable-, disable- prefixes and - or
+    _ spellings included), or None."""
+    name = _norm(key).removeprefix("loose_")
+    for prefix in ("", "skip_", "enable_", "disable_"):
+        if name.startswith(prefix) and name[len(prefix) :] in OWN_SETTINGS:
+            return name[len(prefix) :]
+    return None
+
+
 @dataclass
 class MySQLSettings:
     """What a suite controls about the server. Defaults fit the 8 → 1536 thread sweep."""
@@ -148,6 +213,13 @@ def extra_lines(extra: dict[str, str]) -> list[str]:
         if _norm(k) in RESERVED or _norm(k).removeprefix("loose_") in RESERVED:
             raise ServerError(
                 f"server.settings: {k} is set by mallocsweep (private port, socket, dirs); remove it"
+            )
+        own = own_setting(k)
+        if own:
+            what, why = OWN_SETTINGS[own]
+            raise ServerError(
+                f"server.settings: {k} = {value!r} conflicts with what mallocsweep sets itself "
+                f"({what}): {why}; remove it"
             )
         v = str(value)
         v = {"true": "ON", "false": "OFF"}.get(v.lower(), v)

@@ -30,7 +30,7 @@ from suites.errors import SuiteError
 from suites.families.base import Family, ServerLaunch, ServerNeeds
 from suites.families.mysql.driver import DRIVER
 from suites.families.mysql.engines import check_engine
-from suites.families.mysql.my_cnf import extra_lines
+from suites.families.mysql.my_cnf import adopt, extra_lines
 from suites.families.mysql.server import PFS_MEMORY, MySQLServer, MySQLSettings, find_mysql
 from suites.target import ClientTarget
 
@@ -103,7 +103,9 @@ class MySQLServerSection(ServerSection):
     settings: dict[str, str | int | float | bool] = Field(
         default_factory=dict,
         description="Extra my.cnf [mysqld] settings, as written in my.cnf (MySQL family only); "
-        "the port, socket, directories and bind address are ours.",
+        "the port, socket, directories and bind address are ours, and so are the settings the "
+        "tool writes from what it records (buffer pool and redo sizes, malloc-lib, "
+        "performance_schema, buffer pool dump/load); innodb_flush_log_at_trx_commit is recorded.",
     )
 
     @field_validator("engines")
@@ -146,7 +148,8 @@ class MySQLServerSection(ServerSection):
                     f"the value of {key!r} must be a string, a number or true/false (a my.cnf value)"
                 )
         try:
-            extra_lines({str(k): str(x) for k, x in v.items()})
+            rest, _ = adopt(v)
+            extra_lines({str(k): str(x) for k, x in rest.items()})
         except ServerError as e:
             raise ValueError(str(e).removeprefix("server.settings: ")) from None
         for key in ("max_connections", "max_allowed_packet"):
@@ -267,7 +270,9 @@ class MySQLFamily(Family):
         launch: ServerLaunch | None = None,
     ) -> MySQLSettings:
         """What its my.cnf is rendered from (suites.families.mysql.my_cnf)."""
+        extra, adopted = adopt(server.settings)
         return MySQLSettings(
+            **adopted,
             engine=engine,
             rocksdb_block_cache_mb=server.rocksdb_block_cache_mb,
             rocksdb_write_buffer_mb=server.rocksdb_write_buffer_mb,
@@ -276,7 +281,7 @@ class MySQLFamily(Family):
             # What the largest level's clients hold at once, so max_prepared_stmt_count never
             # caps it.
             prepared_statements=prepared_statements,
-            extra={k: str(v) for k, v in server.settings.items()},
+            extra={k: str(v) for k, v in extra.items()},
             mark_buffer_pool=bool(launch and launch.memory_parts),
             memory_account=bool(launch and launch.memory_account),
         )

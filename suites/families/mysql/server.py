@@ -407,7 +407,7 @@ class MySQLServer(ServerLife):
         return mysql.connector.connect(**kwargs)
 
     def client_target(self, database: str | None = None) -> dict:
-        """Where clients connect (the runner turns this into a suites.workloads.level.ClientTarget)."""
+        """Where clients connect (the runner turns this into a suites.target.ClientTarget)."""
         d = {
             "socket": str(self.socket),
             "port": self.port,
@@ -533,6 +533,7 @@ class MySQLServer(ServerLife):
             "version": self.binary.version,
             "version_string": self.binary.version_string,
             "binary": self.binary.path,
+            "sha256": getattr(self.binary, "sha256", None),
             "root": self.binary.root.to_manifest() if self.binary.root else None,
             "settings": self.settings.to_manifest(),
             "port": self.port,
