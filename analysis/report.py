@@ -15,6 +15,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 from analysis import (
+    run_design,
     alloc_memory,
     cells,
     churn,
@@ -260,7 +261,7 @@ def verdicts_text(run: Run, baseline: str | None = None) -> str:
     """RUN_DIR/verdicts.csv's text, for scripts and CI (derived: rewritten on every report)."""
     base = verdicts.baseline_of(run, baseline)
     judged = verdicts.run_verdicts(run, base) + upgrade.upgrade_verdicts(run, base)
-    return verdicts.verdicts_csv(judged)
+    return verdicts.verdicts_csv(judged, run_design.name(run.manifest))
 
 
 def write_verdicts(run: Run, baseline: str | None = None) -> Path:
