@@ -368,6 +368,9 @@ class RawBlock(_Strict):
     position: int  # this arm's place in its cycle of the rotation (0: it went first)
     start_s: float  # on the cell's collectors' clock (seconds since its server was spawned)
     end_s: float
+    # the same moments on the wall clock (Unix seconds): blocks of the round's cells in one order
+    started_at: float | None = None
+    ended_at: float | None = None
     status: str  # "ok" or "failed"
     error: str | None = None
     qps: float = 0.0  # the workload's own figure over the whole block

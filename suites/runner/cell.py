@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -281,7 +282,7 @@ class CellRunner:
         measured window (the server idles between its blocks)."""
         coll = self.collectors
         self._block = []
-        start = coll.elapsed()
+        start, started_at = coll.elapsed(), time.time()
         try:
             res = run_block(index)
         finally:
@@ -292,6 +293,8 @@ class CellRunner:
                 "position": position,
                 "start_s": round(start, 3),
                 "end_s": round(coll.elapsed(), 3),
+                "started_at": round(started_at, 3),
+                "ended_at": round(time.time(), 3),
                 "status": res.status,
                 "error": res.error,
                 "qps": res.qps,
