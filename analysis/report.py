@@ -15,7 +15,6 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 from analysis import (
-    run_design,
     alloc_memory,
     cells,
     churn,
@@ -28,6 +27,7 @@ from analysis import (
     memory_plots,
     notices,
     plots,
+    run_design,
     rww_tables,
     server_log,
     study_tables,

@@ -12,7 +12,7 @@ SOLO, ALTERNATE = "solo", "alternate"
 
 
 def name(manifest: dict) -> str:
-    """"solo" or "alternate" (older runs: solo)."""
+    """ "solo" or "alternate" (older runs: solo)."""
     return (manifest.get("run_design") or {}).get("name") or SOLO
 
 

@@ -96,10 +96,15 @@ def half_width_pct(v: dict) -> float | None:
 def measure(
     out: Path, rounds: int, spins: int, block_s: int, blocks: int, designs=("solo", "alternate")
 ) -> dict:
+    """Each design's run, in the order given (the machine's load changes over the minutes a run
+    takes: swap the order between repetitions, `--first`, so it does not always favour one)."""
     library = build()
     out = out / f"bench-run-designs-{time.strftime('%Y%m%dT%H%M%S')}"
     out.mkdir(parents=True)
-    figures: dict = {"spins": spins, "rounds": rounds, "block_s": block_s, "blocks": blocks}
+    figures: dict = {
+        "spins": spins, "rounds": rounds, "block_s": block_s, "blocks": blocks,
+        "order": list(designs),
+    }  # fmt: skip
     for design in designs:
         suite = out / f"{design}.toml"
         suite.write_text(suite_text(design, library, spins, block_s, blocks))
@@ -127,12 +132,32 @@ def _report(run_dir: Path) -> None:
     )  # fmt: skip
 
 
+def rows(t, figures: dict) -> None:
+    """make bench's table: one row per design and arm."""
+    for design in figures.get("order") or ():
+        d = figures[design]
+        for name in ("glibc-aa", "slow"):
+            v = d["arms"].get(name) or {}
+            what = "A/A (glibc-aa)" if name == "glibc-aa" else f"control ({figures['spins']} spins)"
+            iv = "n/a" if v.get("lo") is None else f"{v['ratio']:.3f} [{v['lo']:.3f}-{v['hi']:.3f}]"
+            t.add_row(
+                f"runner design {design}, {what}, {WORKLOAD.upper()}@{THREADS}, "
+                f"{figures['rounds']} rounds",
+                f"{iv} {v.get('verdict', 'n/a')}, +-{_f(v.get('half_width_pct'))}% in "
+                f"{d['machine_min']:.1f} machine min; load average {d['load'][0]}-{d['load'][1]}",
+                f"+-{_f(v.get('half_width_x_sqrt_min'))}% x sqrt(min)",
+                "narrowest per machine minute; A/A never called",
+                "",
+            )
+
+
 def table(figures: dict) -> str:
     """The designs side by side, one line per design and arm."""
     lines = [
         f"{WORKLOAD.upper()}@{THREADS}, {figures['rounds']} rounds, control at "
         f"{figures['spins']} spins per call, load per arm and level "
-        f"{figures['blocks']} x {figures['block_s']} s",
+        f"{figures['blocks']} x {figures['block_s']} s; run in the order "
+        f"{', '.join(figures.get('order') or ())}",
         f"{'design':<10} {'arm':<9} {'ratio [interval]':<26} {'verdict':<10} {'+-%':>6} "
         f"{'min':>5} {'hw x sqrt(min)':>14}  load average",
     ]
@@ -167,8 +192,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--block-s", type=int, default=5, help="seconds per block (default 5)")
     p.add_argument("--blocks", type=int, default=2, help="blocks per arm and level (default 2)")
     p.add_argument("--out", type=Path, default=Path("runs"))
+    p.add_argument("--first", choices=("solo", "alternate"), default="solo",
+                   help="which design runs first (swap it between repetitions)")  # fmt: skip
     args = p.parse_args(argv)
-    figures = measure(args.out, args.rounds, args.spins, args.block_s, args.blocks)
+    order = ("solo", "alternate") if args.first == "solo" else ("alternate", "solo")
+    figures = measure(args.out, args.rounds, args.spins, args.block_s, args.blocks, order)
     print(table(figures))
     import json
 

@@ -106,7 +106,10 @@ def test_groups_are_one_round_of_one_thp_setting():
     assert [len(g) for g in groups] == [3, 3]
     assert [{c.round for c in g} for g in groups] == [{1}, {2}]
     two_thp = plan_cells("srv", ["glibc", "jemalloc"], ["always", "never"], 1)
-    assert [[c.thp for c in g] for g in alternate.groups(two_thp)] == [["always"] * 2, ["never"] * 2]
+    assert [[c.thp for c in g] for g in alternate.groups(two_thp)] == [
+        ["always"] * 2,
+        ["never"] * 2,
+    ]
 
 
 # -- resume ---------------------------------------------------------------------------------------
@@ -191,7 +194,9 @@ def test_composed_level_sums_its_blocks_and_merges_their_histograms():
     assert res.status == "ok" and res.duration_s == 6.0 and res.events == 900
     assert res.qps == pytest.approx(1500.0)
     assert res.sysbench.latency_histogram.buckets == [(600, 300), (700, 600)]
-    assert res.lat_p50_ms == pytest.approx(min(math.exp(700 / (1023 / math.log(1e8)) + math.log(1e-3)), 9.0), rel=1e-6)
+    assert res.lat_p50_ms == pytest.approx(
+        min(math.exp(700 / (1023 / math.log(1e8)) + math.log(1e-3)), 9.0), rel=1e-6
+    )
     bad = compose([a, _res(10.0, 3.0, 3, 1.0, [[1, 3]], status="failed")])
     assert bad.status == "failed" and "block 2: died" in bad.error
 
@@ -236,7 +241,10 @@ def test_verdicts_csv_names_the_design_and_older_runs_are_solo():
     assert CSV_COLUMNS[-1] == "design" and rows[0]["design"] == "alternate"
     assert list(csv.DictReader(io.StringIO(verdicts_csv([v]))))[0]["design"] == "solo"
     assert run_design.name({}) == "solo"
-    assert run_design.name({"run_design": {"name": "alternate", "block_s": 5, "blocks": 4}}) == "alternate"
+    assert (
+        run_design.name({"run_design": {"name": "alternate", "block_s": 5, "blocks": 4}})
+        == "alternate"
+    )
     assert "blocks of 5 s, 4 per arm" in run_design.words(
         {"run_design": {"name": "alternate", "block_s": 5, "blocks": 4}}
     )
