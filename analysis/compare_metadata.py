@@ -37,7 +37,11 @@ def flatten(d: dict, prefix: str = "") -> dict[str, object]:
 
 def _suite_differences(base: Run, new: Run, mode: str) -> list[str]:
     """Every suite setting that differs (the whole manifest["suite"], not a chosen few)."""
-    ignored = SUITE_KEYS_IGNORED | SUITE_KEYS_DESIGN | (SUITE_KEYS_UPGRADE if mode == "upgrade" else frozenset())
+    ignored = (
+        SUITE_KEYS_IGNORED
+        | SUITE_KEYS_DESIGN
+        | (SUITE_KEYS_UPGRADE if mode == "upgrade" else frozenset())
+    )
     b, n = flatten(base.suite), flatten(new.suite)
     out = []
     for k in sorted(set(b) | set(n)):
