@@ -47,9 +47,12 @@ def schedule(arms: list, rnd: int, blocks: int) -> list[list]:
 
 def run_group(matrix, plans: list[CellPlan], thp, dataset) -> None:
     """Open every cell of the group, run the levels in blocks, close them; each outcome recorded
-    as a solo cell's is (matrix.record_outcome)."""
+    as a solo cell's is (matrix.record_outcome). Whatever stops the group (a signal, a bug of
+    ours) stops every server of it that is still alive, and records the cells not yet recorded
+    as interrupted."""
     run = matrix.suite.run
     made = []
+    recorded: set[str] = set()
     try:
         for plan in plans:
             interrupts.check()  # safe point: between starts
@@ -61,17 +64,19 @@ def run_group(matrix, plans: list[CellPlan], thp, dataset) -> None:
             f"{run.block_s} s, {run.blocks} per arm"
         )
         run_levels(cells, plans[0].round, run.block_s, run.blocks)
+        for cell, _ in made:  # in the round's order: each stopped, reaped and recorded
+            matrix.record_outcome(cell.plan, cell.close())
+            recorded.add(cell.plan.id)
     except Interrupted:
         for cell, entry in made:
-            cell.abort()
-            matrix.record_interrupted(cell, entry)
+            if cell.plan.id not in recorded:
+                cell.abort()
+                matrix.record_interrupted(cell, entry)
         raise
     except BaseException:
         for cell, _ in made:
             cell.abort()
         raise
-    for (cell, _), plan in zip(made, plans, strict=True):
-        matrix.record_outcome(plan, cell.close())
 
 
 def run_levels(cells: list, rnd: int, block_s: int, blocks: int) -> None:

@@ -13,6 +13,7 @@ import csv
 import json
 import math
 import shutil
+import signal
 from datetime import datetime
 from pathlib import Path
 
@@ -23,12 +24,17 @@ from rundir.read import load_run
 from suites.cli.main import main
 from suites.runner.alternate import schedule
 from tests.integration.runs_helpers import (
+    kill_quietly,
     manifest,
     processes_mentioning,
+    run_dir_of,
     run_in_process,
     scratch_dir,
     small_suite,
+    start_run,
+    wait_for,
 )
+from tests.integration.test_reliability import alive, descendants
 
 pytestmark = pytest.mark.integration
 
@@ -195,3 +201,44 @@ def test_resume_refuses_a_half_done_round(alt_run, capsys):
         assert len(err) == 1 and "round 2 of this alternate run is half done" in err[0], err
         assert "glibc-aa" in err[0]
         assert sorted(p.name for p in run_dir.rglob("*")) == before  # nothing written
+
+
+def test_sigint_in_a_block_stops_every_server_then_resume_finishes(out, dataset_cache):
+    """Ctrl-C while the round's servers are all alive and one is loaded: every server and load
+    generator is stopped, the round's cells are recorded interrupted, and --resume runs the
+    round again as a whole."""
+    suite = out / "alternate.toml"
+    suite.write_text(SUITE)
+    proc = start_run([str(suite), "--out", str(out)], dataset_cache)
+    try:
+        run_dir = run_dir_of(out)
+
+        def second_arm_in_a_block():
+            cells = manifest(run_dir)["cells"]
+            logs = run_dir / "logs" / cells[1]["id"]
+            return any(logs.glob("*.block1.log"))
+
+        wait_for(second_arm_in_a_block, 240, "the second arm's first block")
+        procs = descendants(proc.pid)
+        servers = [p for p in procs if "mariadbd" in Path(f"/proc/{p}/cmdline").read_text()]
+        assert len(servers) == 2, "both arms' servers alive together"
+        proc.send_signal(signal.SIGINT)
+        proc.wait(120)
+        assert proc.returncode == 130, proc.stderr.read()
+        assert wait_for(lambda: not [p for p in procs if alive(p)], 30, "children to be gone")
+        m = manifest(run_dir)
+        assert m["status"] == "interrupted"
+        assert [c["status"] for c in m["cells"] if c["round"] == 1] == ["interrupted"] * 2
+    finally:
+        kill_quietly(proc)
+    resumed = start_run([str(suite), "--resume", str(run_dir)], dataset_cache)
+    try:
+        resumed.wait(300)
+        assert resumed.returncode == 0, resumed.stderr.read()
+    finally:
+        kill_quietly(resumed)
+    m = manifest(run_dir)
+    assert m["status"] == "finished" and all(c["status"] == "ok" for c in m["cells"])
+    raw = _raw(run_dir)
+    assert all(len(raw[c["id"]]["levels"][0]["blocks"]) == BLOCKS for c in m["cells"])
+    assert processes_mentioning(str(run_dir)) == []
