@@ -3,6 +3,7 @@ reconciliation, and the run's metadata (host, servers, allocators)."""
 
 from __future__ import annotations
 
+from analysis import run_design
 from analysis.point_tables import STANDIN_LABEL
 from analysis.table_model import Cell, Table, fmt, num, text
 from analysis.workload_words import words
@@ -285,6 +286,8 @@ def metadata(run: Run) -> list[tuple[str, str]]:
         *_root_rows(run),
         ("CPU governor", str(h.get("governor") or "unknown")),
         ("repeats", str(run.repeats)),
+        # how arms were compared: every verdict of the run comes from this design
+        ("design", run_design.words(run.manifest)),
         (
             "tool",
             f"{(run.manifest.get('tool') or {}).get('name', 'mallocsweep')} "

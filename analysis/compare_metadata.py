@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from analysis import point_tables
+from analysis import point_tables, run_design
 from rundir.read import Run
 
 HOST_KEYS = ("hostname", "kernel", "cpu_model", "cores", "memory_kb", "glibc")
 # Suite settings that do not change what was measured: where the run went, how often it repeated
 # (the evidence rules handle that), and its name.
 SUITE_KEYS_IGNORED = frozenset({"run.out", "run.repeat", "suite.name", "suite.description"})
+# How arms were compared: said in one line of its own (analysis/run_design.py), not key by key.
+SUITE_KEYS_DESIGN = frozenset({"run.design", "run.block_s", "run.blocks"})
 # In an upgrade check the server binary is what is being compared.
 # Where the server came from is what an upgrade check changes: not a difference worth a warning.
 SUITE_KEYS_UPGRADE = frozenset({"server.binary", "server.basedir", "server.root", "server.fetched"})
@@ -35,7 +37,11 @@ def flatten(d: dict, prefix: str = "") -> dict[str, object]:
 
 def _suite_differences(base: Run, new: Run, mode: str) -> list[str]:
     """Every suite setting that differs (the whole manifest["suite"], not a chosen few)."""
-    ignored = SUITE_KEYS_IGNORED | (SUITE_KEYS_UPGRADE if mode == "upgrade" else frozenset())
+    ignored = (
+        SUITE_KEYS_IGNORED
+        | SUITE_KEYS_DESIGN
+        | (SUITE_KEYS_UPGRADE if mode == "upgrade" else frozenset())
+    )
     b, n = flatten(base.suite), flatten(new.suite)
     out = []
     for k in sorted(set(b) | set(n)):
@@ -64,6 +70,12 @@ def differences(base: Run, new: Run, mode: str, pairs: list[tuple[str, str]]) ->
     if base.kind != new.kind:
         out.append(f"suite kind differs: {base.kind} vs {new.kind}")
     out += _suite_differences(base, new, mode)
+    bd, nd = run_design.words(base.manifest), run_design.words(new.manifest)
+    if bd != nd:
+        out.append(
+            f"design differs: {bd} (base) vs {nd} (new) — the two runs' throughput figures were "
+            "measured differently (docs/designs.md)"
+        )
     bf, nf = _thp_in_force(base), _thp_in_force(new)
     for mode_name in sorted(set(bf) & set(nf)):
         if bf[mode_name] != nf[mode_name]:

@@ -28,6 +28,7 @@ from analysis import (
     notices,
     plots,
     point_tables,
+    run_design,
     rww_tables,
     server_log,
     upgrade,
@@ -260,7 +261,7 @@ def verdicts_text(run: Run, baseline: str | None = None) -> str:
     """RUN_DIR/verdicts.csv's text, for scripts and CI (derived: rewritten on every report)."""
     base = verdicts.baseline_of(run, baseline)
     judged = verdicts.run_verdicts(run, base) + upgrade.upgrade_verdicts(run, base)
-    return verdicts.verdicts_csv(judged)
+    return verdicts.verdicts_csv(judged, run_design.name(run.manifest))
 
 
 def write_verdicts(run: Run, baseline: str | None = None) -> Path:

@@ -27,7 +27,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis import exposure, growth_rate, memory, point_tables, soak_looks, steady_rate
+from analysis import (
+    exposure,
+    growth_rate,
+    memory,
+    point_tables,
+    run_design,
+    soak_looks,
+    steady_rate,
+)
 from analysis import growth as cycle_growth
 from analysis.judge import Judged, judge, level_at
 from analysis.lives import by_life
@@ -74,6 +82,8 @@ CSV_COLUMNS = [
     "diff_hi",
     "unit",
     "margin",
+    # How the run compared its arms (analysis/run_design.py): "solo" or "alternate"
+    "design",
 ]
 NO_DIFFERENCE = "no difference beyond the minimum effect"
 NOT_YET = "not decided: the interval still allows a difference beyond the minimum effect"
@@ -381,7 +391,8 @@ def _num(x: float | None) -> str:
     return "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.6g}"
 
 
-def verdicts_csv(verdicts: list[Verdict]) -> str:
+def verdicts_csv(verdicts: list[Verdict], design: str = run_design.SOLO) -> str:
+    """verdicts.csv's text; `design`: the run's (analysis/run_design.py), on every row."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
@@ -409,6 +420,7 @@ def verdicts_csv(verdicts: list[Verdict]) -> str:
                 _num(v.hi) if v.unit else "",
                 v.unit,
                 _num(v.margin) if v.unit else "",
+                design,
             ]
         )
     return buf.getvalue()

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 
 import bench as package
-from bench import designs, exposure, paired, positive_control, reference, upgrade
+from bench import designs, exposure, paired, positive_control, reference, run_designs, upgrade
 from bench import smaps as smaps_cost
 from bench.bench import HIGH, LOW, Bench, console, verdicts_figure
 from bench.table import control_rows, design_rows, table, upgrade_rows, verdicts_row
@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="",
         help="comma-separated figures to measure (restore, warm, onoff, iibench, sweep_vs_raw, "
-        "iibench_vs_reference, smaps, upgrade, exposure, control, designs); default all",
+        "iibench_vs_reference, smaps, upgrade, exposure, control, designs, run_designs); default "
+        "all",
     )
     p.add_argument(
         "--upgrade-from",
@@ -202,6 +203,18 @@ def main(argv: list[str] | None = None) -> int:
                     which=which,
                 ),
             ),
+            (
+                "run_designs",
+                "the runner's designs (mallocsweep run --design solo vs alternate) with the A/A "
+                "arm and the positive control: interval width per machine minute",
+                lambda: run_designs.measure(
+                    args.out,
+                    rounds=3 if args.quick else 4,
+                    spins=args.control_spins or _calibrated(figures) or 4000,
+                    block_s=5,
+                    blocks=2,
+                ),
+            ),
         ]
         only = {k.strip() for k in args.only.split(",") if k.strip()}
         unknown = only - {key for key, _, _ in steps}
@@ -237,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         control_rows(shown, figures["control"])
     if "designs" in figures:
         design_rows(shown, figures["designs"])
+    if "run_designs" in figures:
+        run_designs.rows(shown, figures["run_designs"])
     for key, why in failed.items():
         shown.add_row(f"{key}: FAILED", why, "n/a", "", "[red]failed[/red]")
     if failed:

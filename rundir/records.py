@@ -334,6 +334,27 @@ RawReport = schema.RAW_REPORT.model(
 )
 
 
+class RawBlock(_Strict):
+    """One block of a level run in the alternate design ([run] design = "alternate"): a slice
+    of `seconds` of the level's load on this cell's server while the round's other arms idled
+    (rundir/derive/blocks.py derives its rate; suites/runner/alternate.py runs it)."""
+
+    index: int  # 0-based: the index-th block of this arm at this level (pair `index`)
+    position: int  # this arm's place in its cycle of the rotation (0: it went first)
+    start_s: float  # on the cell's collectors' clock (seconds since its server was spawned)
+    end_s: float
+    # the same moments on the wall clock (Unix seconds): blocks of the round's cells in one order
+    started_at: float | None = None
+    ended_at: float | None = None
+    status: str  # "ok" or "failed"
+    error: str | None = None
+    qps: float = 0.0  # the workload's own figure over the whole block
+    events: int = 0
+    duration_s: float = 0.0
+    # [t_s in the block's own clock, operations/s over the interval]
+    intervals: list[tuple[float, float]] = Field(default_factory=list)
+
+
 class RawLevel(_Strict):
     """One level as the workload reported it. `report` holds the figures every workload has;
     what is particular to one workload is in its own typed record (at most one of sysbench,
@@ -355,6 +376,8 @@ class RawLevel(_Strict):
     client_load: ClientLoad | None = None
     agent: AgentLevel | None = None
     scenario: ScenarioLevel | None = None  # a fragmentation scenario's cycle (format 5)
+    # The alternate design: the level ran as these blocks (None: one whole level, solo)
+    blocks: list[RawBlock] | None = None
     # Only in records upgraded from raw_version 1: keys of its untyped `extra` that no typed
     # record holds (kept, never read by a derivation).
     legacy_extra: dict[str, Any] | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rundir.derive.alloc import level_columns as alloc_level_columns
+from rundir.derive.blocks import blocks_columns
 from rundir.derive.exposure import level_columns as exposure_columns
 from rundir.derive.phases import FIGURE_KEYS, mark_times, phase_figures, window_figures
 from rundir.derive.scenario import cycle_end_s, scenario_columns
@@ -196,7 +197,20 @@ def derive_level(raw: dict, level: dict, previous: str | None = None) -> tuple[d
     row["steady_qps"] = round(window.ops_per_s, 1) if judged else None
     row.update(exposure_columns(raw.get("alloc_readings"), level["phase"], previous, row))
     row["scenario_end_s"] = cycle_end_s(raw, level)
-    return row, window_record(intervals, len(times), fig, win, window, row)
+    record = window_record(intervals, len(times), fig, win, window, row)
+    blocks = level.get("blocks")
+    if blocks is not None:
+        # The alternate design: the level is its blocks (rundir.derive.blocks). Its phase spans
+        # the other arms' blocks too, when this server idled: no per-op window (a solo run
+        # measures those), and its steady rate is the blocks'.
+        row.update(blocks_columns(blocks))
+        record = {
+            "measured": False,
+            "reason": f"alternate design: {len(blocks)} block(s) with idle time between them; "
+            "per-op figures are a solo run's",
+            "blocks": len(blocks),
+        }
+    return row, record
 
 
 def derive_cell(raw: dict) -> DerivedCell:

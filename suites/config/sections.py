@@ -418,6 +418,26 @@ class RunSection(Section):
         "library and settings): an A/A pair that measures the noise floor of the run. It must "
         "never be called different; if it is, the run says the machine is too noisy.",
     )
+    design: Literal["solo", "alternate"] = Field(
+        "solo",
+        description='How arms are compared (--design; docs/designs.md). "solo": each arm\'s '
+        "server lives alone, one after the other, every level run whole (scaling curves, memory "
+        'at stop, per-op CPU need the machine to themselves). "alternate": within a round every '
+        "arm's server is started, proven and warmed and all stay alive; each level is run on "
+        "them in turn in short blocks (block_s), the order rotated from cycle to cycle and from "
+        "round to round, one arm loaded at a time, so the machine's drift falls on every arm "
+        "alike; throughput verdicts come from the blocks (sysbench suites, THP mode system).",
+    )
+    block_s: Annotated[int, Field(ge=3, le=600)] = Field(
+        5,
+        description='"alternate": seconds of one block (whole seconds, sysbench --time; at '
+        "least 3 report intervals: the first report is the block's ramp and is left out).",
+    )
+    blocks: Annotated[int, Field(ge=1, le=100)] = Field(
+        4,
+        description='"alternate": blocks per arm per level (cycles of the rotation); a level '
+        "then takes arms x blocks x block_s seconds.",
+    )
 
     @field_validator("out")
     @classmethod

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,6 +90,13 @@ class CellRunner:
         # what checkpoint() has written so far (a soak's journal, checkpoints/<cell>/)
         self._cp_parts, self._cp_levels, self._cp_readings = 0, 0, 0
         self._cp_phases: set[str] = set()
+        self.broken = False  # a stage failed (guard): the rest of the life is skipped
+        self._closed = False  # abort ran: the server is stopped, the work removed
+        # The alternate design: each blocked level's blocks (raw record) and results, and the
+        # block running now's interval reports ([t_s, qps]; None: no block running)
+        self.blocks: dict[str, list[dict]] = {}
+        self._block_results: dict[str, list[LevelResult]] = {}
+        self._block: list[list[float]] | None = None
 
     # -- hooks for the server family -----------------------------------------------------------
     def make_server(self, thp_disable: bool):
@@ -115,6 +124,10 @@ class CellRunner:
         """The status counter the server has for each meaning (rundir.format.COUNTER_MEANINGS)."""
         return {}
 
+    def compose_blocks(self, results: list[LevelResult]) -> LevelResult:
+        """A level run as blocks (the alternate design), as one LevelResult."""
+        raise NotImplementedError
+
     def workload_phases(self):
         """Yield (phase name, callable returning LevelResult) for each level."""
         raise NotImplementedError
@@ -132,14 +145,23 @@ class CellRunner:
         return {"label": self.plan.server_label, "flavor": b.flavor, "version": b.version}
 
     # -- the life of a cell ------------------------------------------------------------------
+    # A life in stages, so that the alternate design (suites/runner/alternate.py) can keep
+    # several cells alive at once: open (start, proof, warmup), the levels (whole, or in blocks),
+    # close (idle, stop, records). `run` is a solo life: the three in a row. A failure inside a
+    # stage fails this cell only (`guard`); Interrupted passes through, and `abort` then stops
+    # everything as `close` would.
     def run(self) -> CellOutcome:
-        """The whole life at once (a soak drives `life()` itself, suites/runner/soak.py)."""
-        life = self.life()
-        while True:
-            try:
-                next(life)
-            except StopIteration as done:
-                return done.value
+        try:
+            self.open()
+            with self.guard():
+                if not self.broken:
+                    for phase, run_level in self.workload_phases():
+                        interrupts.check()  # safe point: between levels
+                        self.run_level(phase, run_level)
+        except BaseException:
+            self.abort()
+            raise
+        return self.close()
 
     def end_after_level(self) -> None:
         """A soak's time is up: the life ends after the level it is in (or at its next step)."""
@@ -190,9 +212,47 @@ class CellRunner:
         return part["raw"]
 
     def life(self):
-        """The cell's life as a generator: it yields after the warmup and after every level, and
-        returns the CellOutcome. `end_after_level` ends a workload whose levels have no end (a
-        soak's); closing the generator stops the server and collectors (its `finally`)."""
+        """The cell's life as a generator, for a soak (suites/runner/soak.py) that runs several
+        arms' lives in turns: it yields after the warmup and after every level, and returns the
+        CellOutcome. `end_after_level` ends a workload whose levels have no end (a soak's);
+        closing the generator stops the server and collectors (abort)."""
+        try:
+            self.open()
+            if not self.broken:
+                yield "warmup"
+                for phase, run_level in self.workload_phases():
+                    if self.ending or self.broken:
+                        break
+                    interrupts.check()  # safe point: between levels
+                    with self.guard():
+                        self.run_level(phase, run_level)
+                    if self.broken:
+                        break
+                    yield phase
+        except BaseException:
+            self.abort()
+            raise
+        return self.close()
+
+    @contextmanager
+    def guard(self):
+        """Record a failure of what runs inside as this cell's error (the first one kept) and mark
+        the cell broken: its later stages are skipped, its close still stops everything."""
+        try:
+            yield
+        except (ServerError, SuiteError, CollectorError, OSError) as e:
+            self.broken = True
+            msg = self._kept_log_named(disk_full.describe(e, self.run_dir.path))
+            self.record["error"] = self.record.get("error") or msg
+        except Exception as e:  # noqa: BLE001 - a driver error or a bug fails this cell only
+            # The matrix goes on (a cell fails alone); the type says where to look. Interrupted is
+            # a BaseException and passes through to the runner.
+            self.broken = True
+            first = str(e).splitlines()[0] if str(e) else ""
+            self.record["error"] = self.record.get("error") or f"{type(e).__name__}: {first}"
+
+    def open(self) -> None:
+        """The record, the datadir, THP, the collectors, the server started and proven, warm."""
         ctx, plan = self.ctx, self.plan
         self.record = {
             "id": plan.id,
@@ -216,113 +276,148 @@ class CellRunner:
             "samples_file": f"samples/{plan.id}.csv",
             "logs_dir": f"logs/{plan.id}",
         }
-        rows: list[dict] = []
+        with self.guard():
+            self._start_and_warm()
+
+    def _start_and_warm(self) -> None:
+        ctx, plan = self.ctx, self.plan
+        self.work.mkdir(parents=True, exist_ok=False)
+        self.record["datadir"] = self.prepare_datadir()
+        applied = ctx.thp.apply(plan.thp)
+        self.record["thp"] = applied.to_manifest()
+        # a suites.config.hugepage_settings.HugepageSetting
+        setting = getattr(applied, "setting", None)
+        self.large_pages = bool(setting and setting.large_pages)
+        self.collectors = CollectorSession(
+            ctx.run_dir.samples_path(plan.id),
+            list(SAMPLE_COLUMNS),
+            sample_interval_s=ctx.suite.collect.sample_interval_s,
+            smaps_interval_s=ctx.suite.collect.smaps_interval_s,
+            use_perf=ctx.suite.collect.perf,  # allows the fallback when taskstats is not
+            pool_kb=self.pool_kb(),
+            parts=ctx.suite.memory.parts,
+        )
+        self.server = self.make_server(applied.thp_disable)
+        coll = self.collectors
+
+        def attach(pid: int) -> None:
+            coll.on_spawn(pid)
+            coll.start(pid, "startup")
+
+        self._progress("starting server", 10)
+        # before_reap: the whole-life context-switch reading, on every path that reaps.
+        self.server.start(
+            on_spawn=attach,
+            timeout_s=ctx.suite.server.startup_timeout_s,
+            before_reap=coll.before_reap,
+        )
+        # The label names the engine too (suites.runner.plan.engine_label): --resume reads it back.
+        self.record["server"] = (
+            self.server.to_manifest()
+            | {"label": plan.server_label}
+            | ({"name": plan.server} if plan.server else {})
+        )
+        self._note_server_warnings()
+        self.record["verification"] = self.server.evidence
+        coll.set_status_source(self.status_source(), self.live_status_source(), self.counters())
+        interrupts.check()  # safe point: the server is up, nothing half-done
+        if self.alloc_stats is not None:
+            self.alloc_memory = AllocMemory(self.alloc_stats, self.server.pid, coll.elapsed)
+            self.alloc_memory.read("startup", "server start")
+
+        # The server answers: its memory now is "at server start" (Percona's table).
+        coll.begin_phase("warmup", mark="server_start")
+        if self.large_pages:
+            self._prove_large_pages(coll.boundary_hugepages())
+        self.record["warmup"] = self.warmup()
+        self._check_alive("warmup")
+        self._alloc_read("warmup", "warmup end")
+        coll.check_sampling()
+
+    def run_level(self, phase: str, run_level: Callable[[], LevelResult]) -> None:
+        """One whole level (a solo life's): its phase, its load, its record."""
+        self.collectors.begin_phase(phase)
+        self._current = self.intervals.setdefault(phase, [])
+        try:
+            res = run_level()
+        finally:
+            self._current = None
+        self._end_level(phase, res)
+
+    # -- a level in blocks (the alternate design) ------------------------------------------------
+    def begin_blocks(self, phase: str) -> None:
+        """The level's phase opens (on every arm at once, before the first block of any)."""
+        self.collectors.begin_phase(phase)
+        self.blocks[phase] = []
+
+    def run_block(
+        self, phase: str, run_block: Callable[[int], LevelResult], index: int, position: int
+    ) -> LevelResult:
+        """One block of the level on this server; its reports go to the timeline, not to a
+        measured window (the server idles between its blocks)."""
+        coll = self.collectors
+        self._block = []
+        start, started_at = coll.elapsed(), time.time()
+        try:
+            res = run_block(index)
+        finally:
+            got, self._block = self._block, None
+        self.blocks[phase].append(
+            {
+                "index": index,
+                "position": position,
+                "start_s": round(start, 3),
+                "end_s": round(coll.elapsed(), 3),
+                "started_at": round(started_at, 3),
+                "ended_at": round(time.time(), 3),
+                "status": res.status,
+                "error": res.error,
+                "qps": res.qps,
+                "events": res.events,
+                "duration_s": res.duration_s,
+                "intervals": got,
+            }
+        )
+        self._block_results.setdefault(phase, []).append(res)
+        return res
+
+    def end_blocks(self, phase: str) -> None:
+        """The level's phase closes (after the last block of every arm): its result is its
+        blocks' put together by its workload (compose_blocks)."""
+        self._end_level(phase, self.compose_blocks(self._block_results.get(phase) or []))
+
+    def _end_level(self, phase: str, res: LevelResult) -> None:
+        self.levels.append((phase, res))
+        level = {
+            "workload": res.workload,
+            "threads": res.threads,
+            "status": res.status,
+            "error": disk_full.note_if_full(res.error, self.run_dir.path),
+            "phase": phase,
+        }
+        if res.sysbench is not None and res.sysbench.priority:
+            # which threads ran boosted, and a boost withdrawn because its thread ran
+            level["priority"] = res.sysbench.priority
+        self.record["levels"].append(level)
+        self._check_alive(phase)
+        self._alloc_read(phase, "level end")
+        self.collectors.check_sampling()  # collectors are mandatory: a dead sampler fails the cell
+
+    def close(self) -> CellOutcome:
+        """Idle, stop, reap, give back; the raw record written and the rows derived."""
         exit_info = None
         try:
-            self.work.mkdir(parents=True, exist_ok=False)
-            self.record["datadir"] = self.prepare_datadir()
-            applied = ctx.thp.apply(plan.thp)
-            self.record["thp"] = applied.to_manifest()
-            # a suites.config.hugepage_settings.HugepageSetting
-            setting = getattr(applied, "setting", None)
-            self.large_pages = bool(setting and setting.large_pages)
-            self.collectors = CollectorSession(
-                ctx.run_dir.samples_path(plan.id),
-                list(SAMPLE_COLUMNS),
-                sample_interval_s=ctx.suite.collect.sample_interval_s,
-                smaps_interval_s=ctx.suite.collect.smaps_interval_s,
-                use_perf=ctx.suite.collect.perf,  # allows the fallback when taskstats is not
-                pool_kb=self.pool_kb(),
-                parts=ctx.suite.memory.parts,
-            )
-            self.server = self.make_server(applied.thp_disable)
-            coll = self.collectors
-
-            def attach(pid: int) -> None:
-                coll.on_spawn(pid)
-                coll.start(pid, "startup")
-
-            self._progress("starting server", 10)
-            # before_reap: the whole-life context-switch reading, on every path that reaps.
-            self.server.start(
-                on_spawn=attach,
-                timeout_s=ctx.suite.server.startup_timeout_s,
-                before_reap=coll.before_reap,
-            )
-            # The label names the engine too (suites.runner.plan.engine_label): --resume reads it back.
-            self.record["server"] = (
-                self.server.to_manifest()
-                | {"label": plan.server_label}
-                | ({"name": plan.server} if plan.server else {})
-            )
-            self._note_server_warnings()
-            self.record["verification"] = self.server.evidence
-            coll.set_status_source(self.status_source(), self.live_status_source(), self.counters())
-            interrupts.check()  # safe point: the server is up, nothing half-done
-            if self.alloc_stats is not None:
-                self.alloc_memory = AllocMemory(self.alloc_stats, self.server.pid, coll.elapsed)
-                self.alloc_memory.read("startup", "server start")
-
-            # The server answers: its memory now is "at server start" (Percona's table).
-            coll.begin_phase("warmup", mark="server_start")
-            if self.large_pages:
-                self._prove_large_pages(coll.boundary_hugepages())
-            self.record["warmup"] = self.warmup()
-            self._check_alive("warmup")
-            self._alloc_read("warmup", "warmup end")
-            coll.check_sampling()
-            yield "warmup"
-
-            for phase, run_level in self.workload_phases():
-                if self.ending:
-                    break
-                interrupts.check()  # safe point: between levels
-                coll.begin_phase(phase)
-                self._current = self.intervals.setdefault(phase, [])
-                try:
-                    res = run_level()
-                finally:
-                    self._current = None
-                self.levels.append((phase, res))
-                level = {
-                    "workload": res.workload,
-                    "threads": res.threads,
-                    "status": res.status,
-                    "error": disk_full.note_if_full(res.error, self.run_dir.path),
-                    "phase": phase,
-                }
-                if res.sysbench is not None and res.sysbench.priority:
-                    # which threads ran boosted, and a boost withdrawn because its thread ran
-                    level["priority"] = res.sysbench.priority
-                self.record["levels"].append(level)
-                self._check_alive(phase)
-                self._alloc_read(phase, "level end")
-                coll.check_sampling()  # collectors are mandatory: a dead sampler fails the cell
-                yield phase
-            self._idle_phase()
-            self._alloc_read("shutdown", "server stop")
-            coll.begin_phase("shutdown", mark="server_stop")
-            self._progress("stopping server", 5)
-            exit_info = self.server.stop()
-            self.record["status"] = "ok"
-        except (ServerError, SuiteError, CollectorError, OSError) as e:
-            self.record["error"] = self._kept_log_named(disk_full.describe(e, self.run_dir.path))
-        except Exception as e:  # noqa: BLE001 - a driver error or a bug fails this cell only
-            # The matrix goes on (a cell fails alone); the type says where to look. Interrupted is
-            # a BaseException and passes through to the runner.
-            first = str(e).splitlines()[0] if str(e) else ""
-            self.record["error"] = f"{type(e).__name__}: {first}"
+            with self.guard():
+                if not self.broken:
+                    self._idle_phase()
+                    self._alloc_read("shutdown", "server stop")
+                    self.collectors.begin_phase("shutdown", mark="server_stop")
+                    self._progress("stopping server", 5)
+                    exit_info = self.server.stop()
+                    self.record["status"] = "ok"
         finally:
-            # Signals are held: the clean-up completes in order whatever arrives meanwhile.
-            with interrupts.held():
-                exit_info = self._stop_everything(exit_info)
-                self._give_back()
-                self.record["finished_at"] = now_iso()
-            if self.alloc_memory is not None:
-                self.record["alloc_memory"] = self.alloc_memory.to_manifest()
-                warnings = self.alloc_memory.warnings()
-                if warnings:
-                    self.record["warnings"] = self.record.get("warnings", []) + warnings
+            self.abort(exit_info)
+        rows: list[dict] = []
         if self.collectors is not None:
             rows = self._derive(self._record_raw())
             if self.record["status"] == "ok":
@@ -331,6 +426,22 @@ class CellRunner:
             failed = [f"{p}: {r.error}" for p, r in self.levels if r.status != "ok"]
             self.record["level_failures"] = failed
         return CellOutcome(self.record, rows)
+
+    def abort(self, exit_info=None) -> None:
+        """Every exit path, once: server stopped and reaped, collectors stopped, settings given
+        back, work removed. Signals are held: the clean-up completes in order whatever arrives."""
+        if self._closed:
+            return
+        self._closed = True
+        with interrupts.held():
+            self._stop_everything(exit_info)
+            self._give_back()
+            self.record["finished_at"] = now_iso()
+        if self.alloc_memory is not None:
+            self.record["alloc_memory"] = self.alloc_memory.to_manifest()
+            warnings = self.alloc_memory.warnings()
+            if warnings:
+                self.record["warnings"] = self.record.get("warnings", []) + warnings
 
     def _prove_large_pages(self, reading: dict | None) -> None:
         """The buffer pool is on explicit huge pages, from /proc/PID/smaps at server start
@@ -447,6 +558,8 @@ class CellRunner:
                     ],
                     # what is particular to the workload, and what its level adds beside
                     **res.records(),
+                    # the alternate design: the blocks the level was (rundir.derive.blocks)
+                    **({"blocks": self.blocks[phase]} if phase in self.blocks else {}),
                 }
                 for phase, res in levels
             ],
@@ -490,6 +603,8 @@ class CellRunner:
                     self.collectors.errors.append(f"window mark at t={t:.1f}s: {e}")
         if self._current is not None:
             self._current.append(Interval(float(t), float(qps), mark_t))
+        if self._block is not None:
+            self._block.append([round(float(t), 3), round(float(qps), 1)])
         if self.ctx.on_interval:
             self.ctx.on_interval(t, tps, qps)
 

@@ -41,7 +41,7 @@ from suites.families.registry import family_of
 from suites.kit.manifest import run_record as kit_run_record
 from suites.remote.clients import RemoteClients
 from suites.remote.hosts import ClientHosts
-from suites.runner import leftovers, preflight
+from suites.runner import alternate, leftovers, preflight
 from suites.runner import thp as thp_mod
 from suites.runner.budget import Budget, plan_design
 from suites.runner.cell import CellContext
@@ -96,6 +96,8 @@ class Matrix:
         self.started = time.monotonic()
         self.design = plan_design(suite, 0.0, MAX_REPEAT)
         self.restored_leftover: dict | None = None  # what a killed run had left changed
+        self.live_servers = 1  # servers alive at once (the alternate design: a round's arms)
+        self._done: set[str] = set()  # cells of a resumed run already ok
 
     # -- resolution ------------------------------------------------------------------------------
     def _engines(self) -> tuple[str, ...]:
@@ -164,6 +166,9 @@ class Matrix:
         done = {
             cid for cid, rec in rd.finished_cells().items() if rec["cell"].get("status") == "ok"
         }
+        self._done = done
+        if self.suite.run.design == "alternate":
+            alternate.check_resume(cells, done, self.resume)
         custom = [c.model_dump() for c in self.suite.allocators.custom]
         for srv in self.servers:
             check_server_build(manifest, srv.label, getattr(srv.binary, "sha256", None))
@@ -251,14 +256,13 @@ class Matrix:
             else sum(k for srv, k in zip(self.servers, kb, strict=True) if srv in uncached)
         )
         most = max(needs, key=lambda n: (n.open_files, n.per_connection_kb))
-        # a soak keeps every arm's server (and its datadir copy) alive at once
-        alive = (
+        # a soak keeps every arm's server (and its datadir copy) alive at once, and so does the
+        # alternate design a round's arms (self.live_servers)
+        soak_alive = (
             max(1, len(self._arm_names(self.servers[0])) * len(self._engines()))
             if soak_seconds(s)
             else 1
         )
-        if alive > 1 and not uncached:
-            dataset_kb *= alive
         return preflight.preflight(
             s,
             out_root,
@@ -267,7 +271,7 @@ class Matrix:
             cached=not uncached,
             needs=most,
             server=max(self.servers, key=lambda srv: srv.family.cache_kb(srv.section)).section,
-            alive=alive,
+            live_servers=max(self.live_servers, soak_alive),
         )
 
     def _call_cost(self) -> dict | None:
@@ -332,6 +336,8 @@ class Matrix:
             # its kernel does not offer, no root, too few huge pages), and shortfalls.
             self._thp_controller(None).check(self.suite.thp.labels())
             exec_helper.helper()  # every child starts through it: built here if it must be
+            # The alternate design keeps a round's arms alive together: preflight counts them.
+            self.live_servers = alternate.live_servers(self.suite, cells, self._done_ids())
             checks = self._preflight(self.resume or Path(self.suite.run.out))
             gate.check()  # safe point: nothing written yet
             if self.suite.clients.hosts:
@@ -356,8 +362,7 @@ class Matrix:
                 # one life per arm, the arms taking turns (suites/runner/soak.py)
                 Soak(self, thp, dataset).run(cells)
             else:
-                for cell in todo:
-                    self._run_cell(cell, thp, dataset)
+                self._run_cells(todo, thp, dataset)
             if resumed is None and self.suite.run.budget_s:
                 self._more_rounds(cells, thp, dataset)
             elif resumed is not None and self.suite.run.budget_s:
@@ -401,6 +406,9 @@ class Matrix:
                 shlex.quote(str(self.run_dir.path))
             )
         return e
+
+    def _done_ids(self) -> set[str]:
+        return self._done
 
     def _arm_names(self, srv: RunServer) -> list[str]:
         return baseline_first([a.name for a in srv.allocators], self.suite.run.baseline)
@@ -503,12 +511,31 @@ class Matrix:
             self._save_manifest()
             t0 = time.monotonic()
             self.display.add_cells(len(new))
-            for cell in new:
-                self._run_cell(cell, thp, dataset)
+            self._run_cells(new, thp, dataset)
             last_round_s = time.monotonic() - t0
+
+    def _run_cells(self, cells: list[CellPlan], thp, dataset) -> None:
+        """The cells in plan order: one solo life each, or (the alternate design) each round's
+        cells of one engine and THP setting together (suites/runner/alternate.py)."""
+        if self.suite.run.design != "alternate":
+            for cell in cells:
+                self._run_cell(cell, thp, dataset)
+            return
+        for group in alternate.groups(cells):
+            alternate.run_group(self, group, thp, dataset)
 
     def _run_cell(self, plan: CellPlan, thp, dataset) -> None:
         interrupts.check()  # safe point: between cells (and rounds)
+        cell, entry = self.make_cell(plan, thp, dataset)
+        try:
+            outcome = cell.run()
+        except Interrupted:
+            self.record_interrupted(cell, entry)
+            raise
+        self.record_outcome(plan, outcome)
+
+    def make_cell(self, plan: CellPlan, thp, dataset) -> tuple[WorkloadCell, dict]:
+        """The cell's runner, its manifest entry marked running (an earlier attempt archived)."""
         srv = self._server(plan.server)
         allocator = next(a for a in srv.allocators if a.name == plan.allocator)
         entry = self.manifest_cell(plan.id)
@@ -532,21 +559,21 @@ class Matrix:
             clients=self.clients,
             server=srv.section,
         )
-        cell = WorkloadCell(ctx)
-        try:
-            outcome = cell.run()
-        except Interrupted:
-            record = cell.record or dict(entry)
-            record.update(
-                {
-                    "status": "interrupted",
-                    "error": "interrupted by signal",
-                    "finished_at": now_iso(),
-                }
-            )
-            self.run_dir.write_cell(record, [])
-            self._set_manifest_cell(record)
-            raise
+        return WorkloadCell(ctx), entry
+
+    def record_interrupted(self, cell: WorkloadCell, entry: dict) -> None:
+        record = cell.record or dict(entry)
+        record.update(
+            {
+                "status": "interrupted",
+                "error": "interrupted by signal",
+                "finished_at": now_iso(),
+            }
+        )
+        self.run_dir.write_cell(record, [])
+        self._set_manifest_cell(record)
+
+    def record_outcome(self, plan: CellPlan, outcome) -> None:
         self.run_dir.write_cell(outcome.record, outcome.rows)
         self._set_manifest_cell(outcome.record)
         self.run_dir.rebuild_results()
@@ -616,6 +643,8 @@ class Matrix:
                 "baseline_server": self.servers[0].name if several else None,
                 "budget_s": self.suite.run.budget_s,
             },
+            # How arms are compared (suites/runner/alternate.py; absent in older runs: solo)
+            "run_design": alternate.manifest_record(self.suite),
             "cells": [_pending(c) for c in cells],
         }
         soak = soak_design(self.suite)

@@ -89,7 +89,7 @@ def existing_ancestor(path: Path) -> Path:
 
 
 def disk_needs(
-    out_root: Path, cache_root: Path | None, dataset_kb: int, cached: bool
+    out_root: Path, cache_root: Path | None, dataset_kb: int, cached: bool, live: int = 1
 ) -> list[Need]:
     """Disk for the cells' datadir copies and, when the dataset is not cached yet, its preparation.
 
@@ -99,10 +99,13 @@ def disk_needs(
     it, on the cache's filesystem; the loading copy is removed before the first cell. On a
     reflink-capable filesystem the copies cost far less; these are upper bounds.
     """
-    copy_kb = dataset_kb * GROWTH
+    live = max(1, live)
+    copy_kb = dataset_kb * GROWTH * live
     out = existing_ancestor(out_root)
     one_cell = (
         f"one cell's datadir copy at a time ~{copy_kb:,.0f} kB (each is removed when it ends)"
+        if live == 1
+        else f"{live} cells' datadir copies at a time (a soak, or run.design alternate) ~{copy_kb:,.0f} kB"
     )
     if cache_root is None or cached:
         return [_disk(out, copy_kb, one_cell)]
@@ -129,15 +132,17 @@ def checks(
     cached: bool = True,
     needs: ServerNeeds | None = None,
     server=None,
-    alive: int = 1,
+    live_servers: int = 1,
 ) -> list[Need]:
     """`server`: the [server] section whose cache sizes the memory need (of several servers, the
-    largest); the suite's by default. `alive`: servers alive at once (a soak's arms)."""
+    largest); the suite's by default. `live_servers`: servers alive at once (the alternate
+    design keeps a round's arms alive together): memory, the datadir copies and the threads are
+    needed that many times."""
     max_threads = suite.max_threads
     section = server if server is not None else suite.server
     family = family_for(section)
     server = needs or family.needs(section, max_threads)
-    found = disk_needs(out_root, cache_root, dataset_kb, cached)
+    found = disk_needs(out_root, cache_root, dataset_kb, cached, live_servers)
     kind = getattr(getattr(suite, "suite", None), "kind", "sysbench")
     clients = f"{kind}.threads: up to {max_threads} clients"
     for n in found:
@@ -149,14 +154,17 @@ def checks(
          if hasattr(section, k)),
         "the server's cache",
     )  # fmt: skip
+    # Alternate: every live server holds its cache, and each has had the largest level's
+    # clients (their thread caches stay after its block).
+    live = max(1, live_servers)
+    several = f" x {live} servers alive at once (a soak, or run.design alternate)" if live > 1 else ""
     found.append(
         Need(
-            "available memory for the server",
-            alive * (family.cache_kb(section) + max_threads * server.per_connection_kb),
+            "available memory for the server" + ("s" if live > 1 else ""),
+            live * (family.cache_kb(section) + max_threads * server.per_connection_kb),
             mem_available_kb(),
             "kB",
-            f"{cache_field}, {clients}"
-            + (f"; {alive} servers alive at once (a soak's arms)" if alive > 1 else ""),
+            f"{cache_field}, {clients}{several}",
         )
     )
     # Descriptors: the server and the clients inherit our limit; the larger need decides.
@@ -169,10 +177,10 @@ def checks(
     found.append(
         Need(
             "process/thread limit (ulimit -u)",
-            threads_needed(max_threads),
+            live * threads_needed(max_threads),
             float("inf") if unlimited else soft_proc,
             "threads",
-            clients,
+            clients + several,
         )
     )
     return found
@@ -198,12 +206,14 @@ def preflight(
     cached: bool = True,
     needs: ServerNeeds | None = None,
     server=None,
-    alive: int = 1,
+    live_servers: int = 1,
 ) -> list[dict]:
     """Run the checks; SuiteError naming the first shortfall. Returns the checks for the manifest."""
     if cache_root is not None:
         usable_cache(Path(cache_root))
-    results = checks(suite, Path(out_root), dataset_kb, cache_root, cached, needs, server, alive)
+    results = checks(
+        suite, Path(out_root), dataset_kb, cache_root, cached, needs, server, live_servers
+    )
     for n in results:
         if not n.ok:
             raise SuiteError(f"preflight: {n.line()}")

@@ -64,6 +64,8 @@ def check_soak(suite, servers: int, shard) -> None:
         why = "several servers: soak one server at a time"
     elif shard is not None:
         why = "--shard splits rounds between hosts; a soak has one round"
+    elif getattr(suite.run, "design", "solo") == "alternate":
+        why = "run.design alternate: a soak already keeps its arms alive and runs them in turns"
     else:
         for s in suite.thp.settings():
             if (

@@ -103,6 +103,13 @@ class WorkloadCell(CellRunner):
     def workload_phases(self):
         return self.workload.phases(LevelContext(self))
 
+    def block_levels(self, block_s: int):
+        """The workload's levels as blocks (the alternate design, suites/runner/alternate.py)."""
+        return self.workload.block_levels(LevelContext(self), block_s)
+
+    def compose_blocks(self, results):
+        return self.workload.compose_blocks(results)
+
     def level_clock(self) -> tuple[float | None, float | None, bool]:
         return self.workload.clock(self.ctx.suite)
 

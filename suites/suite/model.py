@@ -225,6 +225,37 @@ class _SuiteRules(Section):
         return self
 
     @model_validator(mode="after")
+    def _design(self):
+        # "alternate" keeps every arm of a round alive and runs each level in blocks on them in
+        # turn (suites/runner/alternate.py): what that needs of the rest of the suite.
+        if self.run.design != "alternate":
+            return self
+        why = None
+        if not workloads.of(self).alternates:
+            why = f"its levels run in blocks for sysbench suites only; this suite's kind is {self.suite.kind!r}"
+        elif self.memory.churn_cycles:
+            why = "thread churn's cycles are one life's own sequence; use design solo with churn_cycles"
+        elif self.clients.hosts:
+            why = "levels on client hosts run whole; use design solo with [clients] hosts"
+        elif self.thp.labels() != ["system"]:
+            why = (
+                "a hugepage setting changes the whole machine for one cell, and alternate keeps "
+                'several cells alive at once; use thp.modes = ["system"] or design solo'
+            )
+        if why:
+            raise FieldError(("run", "design"), f"alternate: {why}", "alternate")
+        interval = self.sysbench.report_interval_s
+        if self.run.block_s < 3 * interval:
+            raise FieldError(
+                ("run", "block_s"),
+                f"block_s ({self.run.block_s}) is shorter than 3 x sysbench.report_interval_s "
+                f"({3 * interval:g} s): a block's first report is its ramp, and its rate needs "
+                "the reports after it",
+                self.run.block_s,
+            )
+        return self
+
+    @model_validator(mode="after")
     def _limits(self):
         # Every server's family (one run may hold MariaDB and MySQL: each its own limits).
         for family in dict.fromkeys(family_for(s) for _, s in server_entries(self)):
@@ -242,6 +273,11 @@ class _SuiteRules(Section):
             # One server, as before [server] servers existed: recorded as runs always were.
             for key in ("servers", "baseline_server"):
                 d["server"].pop(key, None)
+        # Solo lives with the default blocks, as every run before designs existed: recorded as
+        # runs always were (--resume and compare of older runs see no difference).
+        for key in ("design", "block_s", "blocks"):
+            if d["run"].get(key) == RunSection.model_fields[key].default:
+                d["run"].pop(key, None)
         if self.clients == ClientsSection():
             # Clients on this machine, as before [clients] existed: recorded as runs always were,
             # so --resume and compare see no difference with runs written before it.

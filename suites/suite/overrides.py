@@ -108,6 +108,7 @@ def apply_overrides(suite: Suite, **opts) -> Suite:
         ("budget", "budget_s"),
         ("baseline", "baseline"),
         ("min_effect", "min_effect_pct"),
+        ("design", "design"),
     ):
         if opts.get(opt) is not None:
             data["run"][key] = opts[opt]

@@ -48,6 +48,9 @@ class Workload:
     # option does not apply to it. Options it does not name set what they set for every kind.
     options: dict[str, tuple[str, str] | str] = {}
     churns = False  # [memory] churn_cycles can cycle its levels (clients come and go)
+    # Its levels can run in short blocks on several live servers in turn ([run] design =
+    # "alternate", suites/runner/alternate.py): it implements block_levels
+    alternates = False
     remote_clients = False  # its levels can run on a client host ([clients] hosts)
     # What runs on a client host: "sysbench", or "python" (our own clients, suites.workloads.pylevel)
     remote_program = "sysbench"
@@ -79,6 +82,16 @@ class Workload:
     def phases(self, ctx) -> Iterator[Phase]:
         """(phase name, callable returning the level's LevelResult) per level, in order. `ctx`
         is the cell's suites.workloads.context.LevelContext."""
+        raise NotImplementedError
+
+    def block_levels(self, ctx, block_s: int) -> Iterator[tuple[str, Callable]]:
+        """For the alternate design: (phase name, run_block) per level, in the order of
+        `phases`; run_block(index) runs one block of `block_s` seconds of that level on `ctx`'s
+        server and returns its LevelResult (its interval reports through `on_interval`)."""
+        raise NotImplementedError
+
+    def compose_blocks(self, results: list[LevelResult]) -> LevelResult:
+        """A level's blocks (block_levels' results, in order) as one LevelResult."""
         raise NotImplementedError
 
     def clock(self, suite) -> tuple[float | None, float | None, bool]:

@@ -3,6 +3,7 @@ recorded bound; older runs (fixtures) have no exposure and report without it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,7 +18,14 @@ from rundir.read import load_run
 from servers.callcost import bound
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
-OLDER = sorted(p for p in RUNS.glob("real-*") if (p / "manifest.json").is_file())
+# Recorded before the exposure counter existed: every format before 6 (real-alternate-aa, the
+# first format-6 fixture, counted its calls)
+OLDER = sorted(
+    p
+    for p in RUNS.glob("real-*")
+    if (p / "manifest.json").is_file()
+    and json.loads((p / "manifest.json").read_text())["format_version"] < 6
+)
 BOUND = {
     "small": {"ns": 6.0, "threads": 2, "cheapest": "tcmalloc", "dearest": "tbbmalloc"},
     "large": {"ns": 70.0, "threads": 1, "cheapest": "tcmalloc", "dearest": "jemalloc"},

@@ -13,9 +13,9 @@ from analysis import growth_rate as g
 from analysis import soak_looks as sl
 from analysis.growth_rate import Difference
 from analysis.metrics import NONE, UNDECIDED, WORSE
-from suites.suite.model import suite_from_dict
 from suites.errors import SuiteError
 from suites.runner.soak import check_soak
+from suites.suite.model import suite_from_dict
 from suites.workloads.fragmentation.settings import parse_duration
 
 

@@ -103,6 +103,14 @@ def add_parser(sub) -> None:
         help="smallest difference called faster/slower, in %% (default 5)",
     )
     p.add_argument(
+        "--design",
+        choices=("solo", "alternate"),
+        help="how arms are compared (run.design): solo = each server life alone, levels whole "
+        "(scaling curves, memory at stop, per-op CPU); alternate = a round's servers alive "
+        "together, each level run on them in turn in short blocks, so the machine's drift hits "
+        "every arm alike (throughput verdicts on a shared machine; docs/designs.md)",
+    )
+    p.add_argument(
         "--thp",
         type=_csv_list(str),
         metavar="MODES",
@@ -262,6 +270,7 @@ def run(args) -> int:
         server_root=args.server_root,
         client_host=args.client_host,
         engines=args.engines,
+        design=args.design,
     )
     given = any(v is not None for v in overrides.values())
     suite = apply_overrides(loaded.suite, **overrides, out=args.out)

@@ -16,6 +16,7 @@ from suites.config.settings import MAX_THREADS, NonNegFloat, Section, existing
 from suites.workloads.base import PreparedData, Workload
 from suites.workloads.sysbench import SysbenchOptions, churn, prepared_statements_needed, run_level
 from suites.workloads.sysbench import scripts as user_scripts
+from suites.workloads.sysbench.blocks import compose as compose_blocks
 from suites.workloads.sysbench.dataset import prepare_tables
 from suites.workloads.sysbench.options import WORKLOADS as STOCK
 from suites.workloads.sysbench.options import Script, as_script, stock_tables
@@ -259,6 +260,7 @@ class Sysbench(Workload):
     clients_field = (("sysbench", "threads"), "thread level")
     options = {"threads": ("sysbench", "threads"), "duration": ("sysbench", "duration_s")}
     churns = True
+    alternates = True
     remote_clients = True
     remote_split = True
 
@@ -305,6 +307,29 @@ class Sysbench(Workload):
                     )  # fmt: skip
 
                 yield phase, run
+
+    def block_levels(self, ctx, block_s: int):
+        """The levels of `phases`, each as blocks of `block_s` seconds (the alternate design):
+        same script, threads and options, a log per block; no settling (a block is a fixed
+        slice of time shared out between the arms; its first report is left out as its ramp,
+        rundir/derive/blocks.py)."""
+        opts = sysbench_options(ctx.suite, ctx.engine)
+        target = ctx.target()
+        for script in sysbench_scripts(ctx.suite):
+            for threads in ctx.suite.sysbench.threads:
+                phase = f"{script.name}@{threads}"
+
+                def run(index: int, script=script, threads=threads, phase=phase):
+                    ctx.progress(f"{phase} block {index + 1}", block_s)
+                    return run_level(
+                        target, script, threads, block_s, opts,
+                        ctx.logs / f"{phase}.block{index + 1}.log", on_interval=ctx.on_interval,
+                    )  # fmt: skip
+
+                yield phase, run
+
+    def compose_blocks(self, results):
+        return compose_blocks(results)
 
     def churn_phases(self, ctx):
         """The sysbench levels in cycles (suites.workloads.sysbench.churn): clients come and go, threads exit."""
