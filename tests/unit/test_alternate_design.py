@@ -21,7 +21,7 @@ from suites.config.suite import Suite, parse_suite
 from suites.errors import SuiteError
 from suites.runner import alternate, preflight
 from suites.runner.plan import CellPlan, allocator_order, plan_cells
-from suites.workloads.level import LevelResult
+from suites.workloads.level_result import LevelResult
 from suites.workloads.sysbench.blocks import compose
 
 

@@ -12,7 +12,7 @@ themselves (recorded with the level), not from this sum.
 from __future__ import annotations
 
 from rundir.records import SysbenchLevel
-from suites.workloads.level import LevelResult
+from suites.workloads.level_result import LevelResult
 from suites.workloads.sysbench.histogram import LatencyHistogram
 from suites.workloads.sysbench.records import PERCENTILES, histogram_record
 from suites.workloads.sysbench.split import merge_histograms
