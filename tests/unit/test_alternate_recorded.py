@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import cells, run_design
+from analysis import cell_tables, run_design
 from analysis.compare import compare_runs
 from analysis.report import verdicts_text, write_report
 from rundir.derive.blocks import pair_log_ratios
@@ -39,7 +39,7 @@ def test_the_recorded_alternate_run_says_its_design():
     assert run_design.name(run.manifest) == "alternate"
     rows = _verdicts(run)
     assert rows and {r["design"] for r in rows} == {"alternate"}
-    assert dict(cells.metadata(run))["design"].startswith("alternate: ")
+    assert dict(cell_tables.metadata(run))["design"].startswith("alternate: ")
 
 
 def test_its_verdict_is_the_rounds_mean_log_pair_ratio():
@@ -80,7 +80,7 @@ def test_older_runs_read_as_solo():
     for d in (FORMAT5, FRAGMENTATION5, SOLO):
         run = load_run(d)
         assert run_design.name(run.manifest) == "solo"
-        assert dict(cells.metadata(run))["design"].startswith("solo")
+        assert dict(cell_tables.metadata(run))["design"].startswith("solo")
         rows = _verdicts(run)
         assert {r["design"] for r in rows} == ({"solo"} if rows else set())
         if d != SOLO:  # (glibc alone: no allocator to judge)

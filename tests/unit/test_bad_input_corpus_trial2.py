@@ -244,9 +244,9 @@ def test_shards_whose_sha256_differs_only_in_case_merge(tmp_path):
 def test_flush_log_at_trx_commit_is_recorded_not_overridden():
     """innodb_flush_log_at_trx_commit in server.settings is taken into the settings the run
     records (one my.cnf line, ours), never written after ours while the manifest says 1."""
-    from suites.families.mysql import MySQLFamily
     from suites.families.mysql.flavor import ServerBinary
     from suites.families.mysql.my_cnf import ServerPaths, render_my_cnf
+    from suites.families.mysql.plugin import MySQLFamily
     from suites.suite.model import load_suite
 
     suite = load_suite(corpus.REPO / "configs/suites/symas-2015.toml").suite

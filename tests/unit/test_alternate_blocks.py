@@ -17,10 +17,10 @@ from analysis.verdicts import CSV_COLUMNS, Verdict, verdicts_csv
 from rundir.derive.blocks import block_rate, blocks_columns, level_rate, pair_log_ratios
 from rundir.derive.levels import derive_level
 from rundir.records import RawLevel, SysbenchLevel
-from suites.config.suite import Suite, parse_suite
 from suites.errors import SuiteError
 from suites.runner import alternate, preflight
 from suites.runner.plan import CellPlan, allocator_order, plan_cells
+from suites.suite.model import Suite, parse_suite
 from suites.workloads.level_result import LevelResult
 from suites.workloads.sysbench.blocks import compose
 
