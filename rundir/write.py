@@ -102,11 +102,30 @@ class RunDir:
         return cls(path)
 
     # -- paths --------------------------------------------------------------------------------
+    def inside(self, path: Path) -> Path:
+        """`path` (a file or directory the tool writes in this run) when every directory between
+        the run directory and it is a real directory of the run: a subdirectory that is a symlink
+        (to a directory of the user's) would have the tool write, and overwrite, the user's files
+        outside the run. RunDirError naming it otherwise."""
+        top = self.path
+        rel = Path(path).relative_to(top)
+        d = top
+        for part in rel.parts[:-1]:
+            d = d / part
+            if d.is_symlink():
+                raise RunDirError(
+                    f"{d} is a symlink (to {os.readlink(d)}): the tool writes a run's files only "
+                    f"inside its run directory; replace it with a directory of its own"
+                )
+            if d.exists() and not d.is_dir():
+                raise RunDirError(f"{d} is not a directory: the run's files cannot be written there")
+        return Path(path)
+
     def samples_path(self, cell_id: str) -> Path:
-        return self.path / SAMPLES_DIR / f"{cell_id}.csv"
+        return self.inside(self.path / SAMPLES_DIR / f"{cell_id}.csv")
 
     def logs_dir(self, cell_id: str) -> Path:
-        d = self.path / LOGS_DIR / cell_id
+        d = self.inside(self.path / LOGS_DIR / cell_id / "x").parent
         d.mkdir(parents=True, exist_ok=True)
         return d
 
@@ -183,7 +202,7 @@ class RunDir:
 
     def write_cell(self, cell: dict, rows: list[dict]) -> None:
         """Record one cell (its manifest entry and its results rows). An `ok` cell is final."""
-        path = self.cell_file(cell["id"])
+        path = self.inside(self.cell_file(cell["id"]))
         text = json.dumps({"cell": cell, "rows": rows}, indent=1, default=str) + "\n"
         try:
             atomic_write(path, text, exclusive=True)
@@ -193,7 +212,7 @@ class RunDir:
     def write_raw(self, raw: dict) -> str:
         """Record what one cell observed (raw/<cell>.json), once; returns the text written, which
         is what its rows are derived from (so the run's rows and a later --rederive agree)."""
-        path = self.raw_file(raw["cell"])
+        path = self.inside(self.raw_file(raw["cell"]))
         path.parent.mkdir(exist_ok=True)  # a run directory resumed from an older format
         text = json.dumps(raw, indent=None, separators=(",", ":")) + "\n"
         try:
@@ -212,7 +231,7 @@ class RunDir:
         before the head that counts it: a runner killed at any moment leaves a whole journal of
         the parts the head names. Appending pieces keeps a soak of thousands of cycles from
         rewriting all of them at every block."""
-        d = self.checkpoint_dir(cell_id)
+        d = self.inside(self.checkpoint_dir(cell_id) / "head.json").parent
         d.mkdir(parents=True, exist_ok=True)
         text = json.dumps(part, separators=(",", ":"), default=str) + "\n"
         atomic_write(d / f"part-{int(head['parts']):06d}.json", text)
@@ -260,13 +279,13 @@ class RunDir:
     def write_derived(self, cell_id: str, derived: dict) -> None:
         """The rows and window records `report --rederive` derived again (derived/<cell>.json);
         rewritten by every --rederive, never touching cells/ or raw/."""
-        path = self.derived_file(cell_id)
+        path = self.inside(self.derived_file(cell_id))
         path.parent.mkdir(exist_ok=True)
         atomic_write(path, json.dumps(derived, indent=1, default=str) + "\n")
 
     def rows_of(self, rec: dict) -> list[dict]:
         """A cell's rows: re-derived ones when `report --rederive` wrote them, else as recorded."""
-        path = self.derived_file(rec["cell"]["id"])
+        path = self.inside(self.derived_file(rec["cell"]["id"]))
         if path.is_file():
             try:
                 return json.loads(read_regular(path))["rows"]

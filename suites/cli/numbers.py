@@ -44,6 +44,19 @@ def ascii_int(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def ascii_int_in(low: int, high: int):
+    """argparse type: a whole number in [low, high] (a seed a library takes as 32 bits: a larger
+    one must be refused here, in one line, before anything is written)."""
+
+    def parse(text: str) -> int:
+        n = ascii_int(text)
+        if not low <= n <= high:
+            raise argparse.ArgumentTypeError(f"expected {low}..{high}, got {text!r}")
+        return n
+
+    return parse
+
+
 def ascii_float(text: str) -> float:
     """argparse type: a number (argparse names the option in its one-line error)."""
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from suites.cli.numbers import ascii_int
+from suites.cli.numbers import ascii_int, ascii_int_in
 
 HELP = """\
 Search an allocator's settings for the least memory at no resolved throughput cost, and end with
@@ -68,7 +68,10 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--out", required=True, type=Path, metavar="DIR", help="the tune's directory")
     p.add_argument("--space", type=Path, metavar="FILE", help="a TOML file narrowing the space")
-    p.add_argument("--seed", type=ascii_int, default=0, metavar="N", help="the sampler's seed (0)")
+    p.add_argument(
+        "--seed", type=ascii_int_in(0, 2**32 - 1), default=0, metavar="N",
+        help="the sampler's seed, 0..4294967295 (0)",
+    )  # fmt: skip
     p.add_argument(
         "--rounds",
         type=ascii_int,

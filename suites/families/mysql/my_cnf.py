@@ -97,6 +97,22 @@ def adopt(extra: dict) -> tuple[dict, dict]:
     return rest, fields
 
 
+def abbreviates(key: str) -> str | None:
+    """The setting of ours a my.cnf key would abbreviate, or None. The server takes any
+    unambiguous prefix of an option's name for the option (`bind = 0.0.0.0` sets bind_address),
+    so a key that is a proper prefix of a name we set (or take from the suite) would override it
+    unseen while the manifest says ours."""
+    name = _norm(key).removeprefix("loose_")
+    ours = sorted(RESERVED | set(OWN_SETTINGS) | set(ADOPTED_SETTINGS))
+    for prefix in ("", "skip_", "enable_", "disable_"):
+        base = name[len(prefix) :] if name.startswith(prefix) else None
+        if base:
+            for full in ours:
+                if full != base and full.startswith(base):
+                    return full
+    return None
+
+
 def own_setting(key: str) -> str | None:
     """The OWN_SETTINGS name a my.cnf key sets (loose-, skip-, enable-, disable- prefixes and - or
     _ spellings included), or None."""
@@ -213,6 +229,12 @@ def extra_lines(extra: dict[str, str]) -> list[str]:
         if _norm(k) in RESERVED or _norm(k).removeprefix("loose_") in RESERVED:
             raise ServerError(
                 f"server.settings: {k} is set by mallocsweep (private port, socket, dirs); remove it"
+            )
+        full = abbreviates(k)
+        if full:
+            raise ServerError(
+                f"server.settings: {k} is an abbreviation the server reads as {full}, which "
+                f"mallocsweep sets itself; write each option in full"
             )
         own = own_setting(k)
         if own:
