@@ -117,8 +117,6 @@ class RunDir:
                     f"{d} is a symlink (to {os.readlink(d)}): the tool writes a run's files only "
                     f"inside its run directory; replace it with a directory of its own"
                 )
-            if d.exists() and not d.is_dir():
-                raise RunDirError(f"{d} is not a directory: the run's files cannot be written there")
         return Path(path)
 
     def samples_path(self, cell_id: str) -> Path:
