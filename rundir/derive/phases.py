@@ -151,9 +151,11 @@ def hugepage_figures(start: dict | None, end: dict | None, sv: dict, ev: dict) -
     fig = {k: end.get(k) for k in HUGEPAGE_GAUGES}
     for counter in COMPACT_COUNTERS:
         fig[counter] = _delta(sv.get(counter), ev.get(counter))
-    fig["khugepaged_cpu_s"] = _delta(
-        (start or {}).get("khugepaged_cpu_s"), end.get("khugepaged_cpu_s"), 3
-    )
+    cpu = _delta((start or {}).get("khugepaged_cpu_s"), end.get("khugepaged_cpu_s"), 3)
+    # Below zero: khugepaged was restarted during the phase (writing THP's `enabled` stops and
+    # starts the kernel thread, and its CPU count starts again), so its CPU over the phase is
+    # unknown, not negative. Seen when another run changed THP mid-phase (-0.02 s).
+    fig["khugepaged_cpu_s"] = cpu if cpu is None or cpu >= 0 else None
     return fig
 
 

@@ -365,6 +365,9 @@ def test_a_levels_hugepage_figures_are_its_end_reading_and_its_deltas():
     assert (fig["compact_stall"], fig["compact_fail"], fig["khugepaged_cpu_s"]) == (2, 0, 0.25)
     assert (fig["hugetlb_kb"], fig["heap_anon_huge_kb"], fig["hugepages_free"]) == (2048, 4096, 7)
     assert all(v is None for v in hugepage_figures(None, None, {}, {}).values())
+    # khugepaged restarted in the phase (a THP mode written): its CPU count began again
+    restarted = hugepage_figures({"khugepaged_cpu_s": 9.5}, {"khugepaged_cpu_s": 0.25}, {}, {})
+    assert restarted["khugepaged_cpu_s"] is None
 
 
 def test_update_to_5_gives_older_rows_the_hugepage_columns_empty():
