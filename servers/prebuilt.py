@@ -15,14 +15,16 @@ from pathlib import Path
 
 from servers import alloccount, allocstats, callcost, thpshim
 
-# Each takes the cache directory to build into (None: the user's cache) and returns the file.
-RUNTIME_BUILDS: tuple[Callable[[Path | None], Path], ...] = (
-    thpshim.keep_thp_library,
-    allocstats.alloc_stats_library,
-    alloccount.alloc_count_library,
-    callcost.program,
+# (its source, its build): each build takes the cache directory to build into (None: the user's
+# cache) and returns the file.
+RUNTIME: tuple[tuple[Path, Callable[[Path | None], Path]], ...] = (
+    (thpshim.SOURCE, thpshim.keep_thp_library),
+    (allocstats.SOURCE, allocstats.alloc_stats_library),
+    (alloccount.SOURCE, alloccount.alloc_count_library),
+    (callcost.SOURCE, callcost.program),
 )
-SOURCES = (thpshim.SOURCE, allocstats.SOURCE, alloccount.SOURCE, callcost.SOURCE)
+SOURCES = tuple(source for source, _ in RUNTIME)
+RUNTIME_BUILDS = tuple(build for _, build in RUNTIME)
 
 
 def build_all(cache: Path) -> list[Path]:
