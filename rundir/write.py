@@ -102,15 +102,16 @@ class RunDir:
         return cls(path)
 
     # -- paths --------------------------------------------------------------------------------
-    def inside(self, path: Path) -> Path:
-        """`path` (a file or directory the tool writes in this run) when every directory between
-        the run directory and it is a real directory of the run: a subdirectory that is a symlink
-        (to a directory of the user's) would have the tool write, and overwrite, the user's files
-        outside the run. RunDirError naming it otherwise."""
+    def inside(self, path: Path, *, directory: bool = False) -> Path:
+        """`path` (a file, or with `directory` a directory, the tool writes in this run) when every
+        directory between the run directory and it (and it, when it is a directory) is a real
+        directory of the run: a subdirectory that is a symlink (to a directory of the user's)
+        would have the tool write, and overwrite, the user's files outside the run. RunDirError
+        naming it otherwise."""
         top = self.path
         rel = Path(path).relative_to(top)
         d = top
-        for part in rel.parts[:-1]:
+        for part in rel.parts if directory else rel.parts[:-1]:
             d = d / part
             if d.is_symlink():
                 raise RunDirError(
@@ -123,7 +124,7 @@ class RunDir:
         return self.inside(self.path / SAMPLES_DIR / f"{cell_id}.csv")
 
     def logs_dir(self, cell_id: str) -> Path:
-        d = self.inside(self.path / LOGS_DIR / cell_id / "x").parent
+        d = self.inside(self.path / LOGS_DIR / cell_id, directory=True)
         d.mkdir(parents=True, exist_ok=True)
         return d
 

@@ -42,3 +42,23 @@ def test_report_does_not_read_a_linked_derived_dir_as_the_runs(tmp_path, capsys)
     assert f"derived/{F3_CELLS[0]}.json is unreadable" in err
     assert "rows as recorded in cells/" in err
     assert precious.read_text() == "the user's own file\n"
+
+
+def test_a_cells_logs_dir_that_is_a_symlink_is_refused(tmp_path):
+    """logs/<cell>/ is the directory itself the tool writes into (server error logs, sysbench
+    output): it is checked as a directory, not only the directories above it."""
+    import pytest
+
+    from rundir.errors import RunDirError
+    from rundir.write import RunDir
+
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURES / RUNS["F3"], run, symlinks=True)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (run / "logs").mkdir(exist_ok=True)
+    (run / "logs" / F3_CELLS[0]).symlink_to(mine)
+    with pytest.raises(RunDirError, match=f"logs/{F3_CELLS[0]} is a symlink"):
+        RunDir(run).logs_dir(F3_CELLS[0])
+    assert RunDir(run).logs_dir(F3_CELLS[1]).is_dir()
+    assert list(mine.iterdir()) == []
