@@ -231,7 +231,9 @@ class Bench:
                 coll.set_status_source(server.global_status, server.connection_status, COUNTERS)
                 coll.begin_phase("warmup", mark="server_start")
             # The same cold start in every life: the scans load the pool before any level.
-            scan_tables(server.connect, MYSQL_DRIVER, "sbtest", stock_tables(self.opts.tables), stock=True)
+            scan_tables(
+                server.connect, MYSQL_DRIVER, "sbtest", stock_tables(self.opts.tables), stock=True
+            )
             for threads, rec in levels.items():
                 phase = f"point_select@{threads}"
                 cpu0 = w0 = 0.0

@@ -68,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
         "strength the control figure calibrated in this bench, else 1000)",
     )
     p.add_argument(
+        "--control-reps",
+        type=int,
+        default=0,
+        help="repetitions of the quick suite's design in the control figure (default 5, --quick 1)",
+    )
+    p.add_argument(
         "--design-lives",
         type=int,
         default=0,
@@ -185,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                     bench,
                     args.out,
                     quick=args.quick,
+                    repetitions=args.control_reps,
                     progress=lambda s: console.print(f"[dim]  {s}[/dim]"),
                 ),
             ),

@@ -462,7 +462,9 @@ def run(bench, pairs: int, block_s: int, high: int, source_cycles: int = 0, prog
             server.global_status, server.connection_status, MYSQL.counters("innodb")
         )
         coll.begin_phase("warmup", mark="server_start")
-        scan_tables(server.connect, MYSQL_DRIVER, "sbtest", stock_tables(bench.opts.tables), stock=True)
+        scan_tables(
+            server.connect, MYSQL_DRIVER, "sbtest", stock_tables(bench.opts.tables), stock=True
+        )
         every = points + ([sources] if sources is not None else [])
         one_life(server, coll, bench.opts, every, block_s, server.workdir, progress)
         coll.resume()

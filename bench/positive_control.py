@@ -76,13 +76,10 @@ def calibrate(
 
 def judge_suite(quick_suite: Path, library: Path, spins: dict[str, int], work: Path) -> Path:
     """The quick suite as it is, with both controls added as custom allocators and only glibc,
-    its A/A arm and the controls in use."""
+    its A/A arm and the controls in use, and its time budget off: every repetition runs the same
+    rounds (`--repeat`), so repetitions are alike and the bench's length is known."""
     text = quick_suite.read_text()
-    lines = [
-        ln if not ln.startswith("use = ") or "allocators" not in _section_of(text, ln) else
-        'use = ["glibc", ' + ", ".join(f'"{n}"' for n in spins) + "]"
-        for ln in text.splitlines()
-    ]  # fmt: skip
+    lines = [_judge_line(text, ln, spins) for ln in text.splitlines()]
     for name, n in spins.items():
         lines += [
             "",
@@ -95,6 +92,15 @@ def judge_suite(quick_suite: Path, library: Path, spins: dict[str, int], work: P
     suite = work / "bench-control-quick.toml"
     suite.write_text("\n".join(lines) + "\n")
     return suite
+
+
+def _judge_line(text: str, line: str, spins: dict[str, int]) -> str:
+    section = _section_of(text, line)
+    if line.startswith("use = ") and "allocators" in section:
+        return 'use = ["glibc", ' + ", ".join(f'"{n}"' for n in spins) + "]"
+    if line.startswith("budget_s = ") and section == "[run]":
+        return "budget_s = 0"
+    return line
 
 
 def _section_of(text: str, line: str) -> str:
@@ -113,10 +119,10 @@ def judge(
     repetitions: int, rounds: int, progress: Callable[[str], None] = lambda _s: None,
 ) -> dict:  # fmt: skip
     suite = judge_suite(quick_suite, library, spins, work)
-    reps = []
+    reps: list[dict] = []
     for i in range(repetitions):
         progress(f"the quick suite's design with the controls: repetition {i + 1}/{repetitions}")
-        run_dir, took, load = _run(suite, out, rounds, "--budget", "0s")
+        run_dir, took, load = _run(suite, out, rounds)
         verdicts = [v for v in run_verdicts(load_run(run_dir)) if v.metric == THROUGHPUT]
         reps.append(
             {
@@ -137,7 +143,14 @@ def judge(
                 ],
             }
         )
+        _keep(out / "judge.json", {"repetitions": reps, "summary": summarize(reps)})
     return {"repetitions": reps, "summary": summarize(reps)}
+
+
+def _keep(path: Path, figures: dict) -> None:
+    import json
+
+    path.write_text(json.dumps(figures, indent=2, default=str) + "\n")
 
 
 def summarize(reps: list[dict], workload: str = "oltp_ro", threads: int = 8) -> dict:
@@ -162,9 +175,12 @@ def summarize(reps: list[dict], workload: str = "oltp_ro", threads: int = 8) -> 
 
 
 def run(
-    bench, out: Path, trial_spins: int = 2000, quick: bool = False,
+    bench, out: Path, trial_spins: int = 2000, quick: bool = False, repetitions: int = 0,
     progress: Callable[[str], None] = lambda _s: None,
 ) -> dict:  # fmt: skip
+    """Calibrate, then judge. Each step's figures are written to the bench's directory as soon
+    as they exist (calibration.json, then judge.json after every repetition), so a judge that
+    fails or is stopped keeps what was measured before it."""
     library = build()
     out = out / f"bench-control-{time.strftime('%Y%m%dT%H%M%S')}"
     out.mkdir(parents=True)
@@ -173,12 +189,15 @@ def run(
         block_s=3, progress=progress,
     )  # fmt: skip
     result = {"library": str(library), "calibration": cal, "load_at_start": os.getloadavg()[0]}
+    _keep(out / "calibration.json", result)
     spins = {k: v for k, v in cal["spins"].items() if v}
+    progress(f"calibrated: {spins or 'no cost seen'} (trial ratio {cal['measured']['interval']})")
     if len(spins) == len(TARGETS):
         quick_suite = Path(__file__).resolve().parents[1] / "configs" / "suites" / "quick.toml"
         result["judge"] = judge(
             bench.work, out, quick_suite, library, spins,
-            repetitions=1 if quick else 5, rounds=3 if quick else 4, progress=progress,
+            repetitions=repetitions or (1 if quick else 5), rounds=3 if quick else 4,
+            progress=progress,
         )  # fmt: skip
     else:
         result["judge"] = {"skipped": "the calibration saw no cost: no strength to aim at"}

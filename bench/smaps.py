@@ -84,7 +84,9 @@ def run(bench, pairs: int, block_s: int, threads: int, every_s: float, progress=
     out: dict = {"threads": threads, "block_s": block_s, "every_s": every_s}
     try:
         server.start()
-        scan_tables(server.connect, MYSQL_DRIVER, "sbtest", stock_tables(bench.opts.tables), stock=True)
+        scan_tables(
+            server.connect, MYSQL_DRIVER, "sbtest", stock_tables(bench.opts.tables), stock=True
+        )
         out["at_rest"] = read_costs(server.pid, 20)
         # while `threads` clients run: reads back to back in a thread of their own
         reads = _Reads(server.pid, 0.2)
