@@ -157,7 +157,9 @@ def checks(
     # Alternate: every live server holds its cache, and each has had the largest level's
     # clients (their thread caches stay after its block).
     live = max(1, live_servers)
-    several = f" x {live} servers alive at once (a soak, or run.design alternate)" if live > 1 else ""
+    several = (
+        f" x {live} servers alive at once (a soak, or run.design alternate)" if live > 1 else ""
+    )
     found.append(
         Need(
             "available memory for the server" + ("s" if live > 1 else ""),

@@ -61,6 +61,7 @@ def test_basedir_of_an_older_patch_initialises_and_starts(short_tmp, older_maria
     # a second fetch is a cache hit: the same metadata, nothing rebuilt (it says so, and the
     # fetched tree is the same directory, untouched)
     said = []
+
     def stamp():
         return [(p.stat().st_ino, p.stat().st_mtime_ns) for p in (Path(s.path), s.host_binary)]
 

@@ -27,7 +27,8 @@ def test_an_abbreviation_of_ours_is_refused_naming_both(key, full):
 
 
 @pytest.mark.parametrize(
-    "key", ["innodb_buffer_pool_dump_now", "max_connections", "skip_name_resolve", "thread_handling"]
+    "key",
+    ["innodb_buffer_pool_dump_now", "max_connections", "skip_name_resolve", "thread_handling"],
 )
 def test_options_written_in_full_pass(key):
     assert abbreviates(key) is None
