@@ -74,6 +74,18 @@ def main(argv: list[str] | None = None) -> int:
         help="repetitions of the quick suite's design in the control figure (default 5, --quick 1)",
     )
     p.add_argument(
+        "--control-designs",
+        default="",
+        help="run designs the control figure judges side by side, e.g. solo,alternate (default: "
+        "the quick suite's own)",
+    )
+    p.add_argument(
+        "--control-strengths",
+        default="",
+        help="the controls' spins, e.g. slow5=600,slow10=1300 (from an earlier bench's "
+        "calibration.json): judge without calibrating again",
+    )
+    p.add_argument(
         "--design-lives",
         type=int,
         default=0,
@@ -192,6 +204,10 @@ def main(argv: list[str] | None = None) -> int:
                     args.out,
                     quick=args.quick,
                     repetitions=args.control_reps,
+                    designs=tuple(args.control_designs.split(","))
+                    if args.control_designs
+                    else ("",),
+                    spins=_strengths(args.control_strengths),
                     progress=lambda s: console.print(f"[dim]  {s}[/dim]"),
                 ),
             ),
@@ -271,6 +287,16 @@ def main(argv: list[str] | None = None) -> int:
     # The bench reports figures; the "met" column says which goals this machine met. A figure
     # that could not be measured is an error.
     return 1 if failed else 0
+
+
+def _strengths(text: str) -> dict[str, int] | None:
+    """--control-strengths slow5=N,slow10=M: the spins of each control, or None (calibrate)."""
+    if not text:
+        return None
+    pairs = dict(part.split("=", 1) for part in text.split(","))
+    if set(pairs) != set(positive_control.TARGETS) or not all(v.isdigit() for v in pairs.values()):
+        raise SystemExit(f"--control-strengths {text!r}: expected slow5=N,slow10=M (whole spins)")
+    return {k: int(v) for k, v in pairs.items()}
 
 
 def _calibrated(figures: dict) -> int | None:

@@ -74,12 +74,19 @@ def calibrate(
     }
 
 
-def judge_suite(quick_suite: Path, library: Path, spins: dict[str, int], work: Path) -> Path:
+def judge_suite(
+    quick_suite: Path, library: Path, spins: dict[str, int], work: Path, design: str = ""
+) -> Path:
     """The quick suite as it is, with both controls added as custom allocators and only glibc,
     its A/A arm and the controls in use, and its time budget off: every repetition runs the same
-    rounds (`--repeat`), so repetitions are alike and the bench's length is known."""
+    rounds (`--repeat`), so repetitions are alike and the bench's length is known. `design`
+    (solo, alternate) replaces the quick suite's own: a candidate default judged before it is
+    made one."""
     text = quick_suite.read_text()
     lines = [_judge_line(text, ln, spins) for ln in text.splitlines()]
+    if design:
+        lines = [ln for ln in lines if not ln.startswith("design = ")]
+        lines.insert(lines.index("[run]") + 1, f'design = "{design}"')
     for name, n in spins.items():
         lines += [
             "",
@@ -117,34 +124,57 @@ def _section_of(text: str, line: str) -> str:
 def judge(
     work: Path, out: Path, quick_suite: Path, library: Path, spins: dict[str, int],
     repetitions: int, rounds: int, progress: Callable[[str], None] = lambda _s: None,
+    designs: tuple[str, ...] = ("",),
 ) -> dict:  # fmt: skip
-    suite = judge_suite(quick_suite, library, spins, work)
-    reps: list[dict] = []
+    """`repetitions` runs of the quick suite's design per design in `designs` ("" = the quick
+    suite's own). Designs take turns within a repetition, the first one swapped each time, so
+    the machine's slow drift does not favour one."""
+    suites = {
+        d: judge_suite(quick_suite, library, spins, work / (d or "quick"), d) for d in designs
+    }
+    reps: dict[str, list[dict]] = {d: [] for d in designs}
     for i in range(repetitions):
-        progress(f"the quick suite's design with the controls: repetition {i + 1}/{repetitions}")
-        run_dir, took, load = _run(suite, out, rounds)
-        verdicts = [v for v in run_verdicts(load_run(run_dir)) if v.metric == THROUGHPUT]
-        reps.append(
+        for d in designs if i % 2 == 0 else designs[::-1]:
+            progress(
+                f"the quick suite's design{f' ({d})' if d else ''} with the controls: "
+                f"repetition {i + 1}/{repetitions}"
+            )
+            reps[d].append(_judged_run(suites[d], out, rounds))
+            _keep(out / "judge.json", _judged(reps))
+    return _judged(reps)
+
+
+def _judged(reps: dict[str, list[dict]]) -> dict:
+    """One design's repetitions and summary as before designs were compared (the quick suite's
+    own alone), else per design."""
+    per = {d: {"repetitions": r, "summary": summarize(r)} for d, r in reps.items()}
+    return per[""] if list(per) == [""] else {"designs": per}
+
+
+def _judged_run(suite: Path, out: Path, rounds: int) -> dict:
+    run_dir, took, load = _run(suite, out, rounds)
+    verdicts = [v for v in run_verdicts(load_run(run_dir)) if v.metric == THROUGHPUT]
+
+    def num(x: float) -> float | None:
+        return None if math.isnan(x) else round(x, 4)
+
+    return {
+        "run": str(run_dir),
+        "wall_s": round(took, 1),
+        "load": load,
+        "verdicts": [
             {
-                "run": str(run_dir),
-                "wall_s": round(took, 1),
-                "load": load,
-                "verdicts": [
-                    {
-                        "allocator": v.allocator,
-                        "workload": v.workload,
-                        "threads": v.threads,
-                        "ratio": None if math.isnan(v.ratio) else round(v.ratio, 4),
-                        "lo": None if math.isnan(v.lo) else round(v.lo, 4),
-                        "hi": None if math.isnan(v.hi) else round(v.hi, 4),
-                        "verdict": v.verdict,
-                    }
-                    for v in verdicts
-                ],
-            }
-        )
-        _keep(out / "judge.json", {"repetitions": reps, "summary": summarize(reps)})
-    return {"repetitions": reps, "summary": summarize(reps)}
+                "allocator": v.allocator,
+                "workload": v.workload,
+                "threads": v.threads,
+                "ratio": num(v.ratio),
+                "lo": num(v.lo),
+                "hi": num(v.hi),
+                "verdict": v.verdict,
+            }  # fmt: skip
+            for v in verdicts
+        ],
+    }
 
 
 def _keep(path: Path, figures: dict) -> None:
@@ -176,7 +206,8 @@ def summarize(reps: list[dict], workload: str = "oltp_ro", threads: int = 8) -> 
 
 def run(
     bench, out: Path, trial_spins: int = 2000, quick: bool = False, repetitions: int = 0,
-    progress: Callable[[str], None] = lambda _s: None,
+    progress: Callable[[str], None] = lambda _s: None, designs: tuple[str, ...] = ("",),
+    spins: dict[str, int] | None = None,
 ) -> dict:  # fmt: skip
     """Calibrate, then judge. Each step's figures are written to the bench's directory as soon
     as they exist (calibration.json, then judge.json after every repetition), so a judge that
@@ -184,20 +215,23 @@ def run(
     library = build()
     out = out / f"bench-control-{time.strftime('%Y%m%dT%H%M%S')}"
     out.mkdir(parents=True)
-    cal = calibrate(
-        bench, library, trial_spins, lives=2 if quick else 4, blocks=4 if quick else 8,
-        block_s=3, progress=progress,
-    )  # fmt: skip
+    if spins:  # strengths calibrated by an earlier bench (its calibration.json): judge only
+        cal = {"given": spins, "spins": spins}
+    else:
+        cal = calibrate(
+            bench, library, trial_spins, lives=2 if quick else 4, blocks=4 if quick else 8,
+            block_s=3, progress=progress,
+        )  # fmt: skip
     result = {"library": str(library), "calibration": cal, "load_at_start": os.getloadavg()[0]}
     _keep(out / "calibration.json", result)
     spins = {k: v for k, v in cal["spins"].items() if v}
-    progress(f"calibrated: {spins or 'no cost seen'} (trial ratio {cal['measured']['interval']})")
+    progress(f"strengths: {spins or 'no cost seen'} ({cal.get('measured', {}).get('interval')})")
     if len(spins) == len(TARGETS):
         quick_suite = Path(__file__).resolve().parents[1] / "configs" / "suites" / "quick.toml"
         result["judge"] = judge(
             bench.work, out, quick_suite, library, spins,
             repetitions=repetitions or (1 if quick else 5), rounds=3 if quick else 4,
-            progress=progress,
+            progress=progress, designs=designs,
         )  # fmt: skip
     else:
         result["judge"] = {"skipped": "the calibration saw no cost: no strength to aim at"}

@@ -39,6 +39,19 @@ def test_the_judge_suite_is_the_quick_suite_with_both_controls(tmp_path):
     assert suite.run.model_copy(update={"budget_s": quick.run.budget_s}) == quick.run
 
 
+def test_the_judge_suite_can_try_another_design(tmp_path):
+    """A candidate default is judged by the same suite with only its design changed."""
+    lib = build()
+    path = judge_suite(Path(REPO_QUICK), lib, {"slow5": 300, "slow10": 700}, tmp_path, "alternate")
+    suite = load_suite(path).suite
+    quick = load_suite(Path(REPO_QUICK)).suite
+    assert quick.run.design == "solo" and suite.run.design == "alternate"
+    assert suite.sysbench == quick.sysbench
+    assert (
+        suite.run.model_copy(update={"design": "solo", "budget_s": quick.run.budget_s}) == quick.run
+    )
+
+
 def test_summary_counts_verdicts_at_the_calibrated_level():
     def v(alloc, verdict, threads=8):
         return {"allocator": alloc, "workload": "oltp_ro", "threads": threads,
@@ -91,3 +104,37 @@ def test_the_library_defines_the_whole_family_and_forwards_every_call(counting_p
     assert family <= defined
     for spins in (None, 0, 50):
         assert _ns_per_pair(counting_program, spins) > 0
+
+
+def test_the_bench_table_shows_each_judged_design():
+    """make bench's rows: a calibration measured or given, and the judge of one design (the quick
+    suite's own) or of several side by side."""
+    from rich.table import Table
+
+    from bench.table import control_rows
+
+    def judged(verdict):
+        v = {"workload": "oltp_ro", "threads": 8, "lo": 0.8, "hi": 0.9}
+        reps = [{"load": [1.0, 2.0], "verdicts": [v | {"allocator": "slow10", "verdict": verdict}]}]
+        return {"repetitions": reps, "summary": summarize(reps)}
+
+    def cells(t):
+        return [list(c.cells) for c in t.columns]
+
+    t = Table(*"abcde")
+    control_rows(
+        t, {"calibration": {"spins": {"slow5": 3, "slow10": 7}}, "judge": judged("slower")}
+    )
+    rows = list(zip(*cells(t), strict=True))
+    assert "given" in rows[0][1]
+    assert rows[1][0].startswith("quick design, OLTP_RO@8: slow10") and rows[1][2] == "1 of 1"
+
+    t = Table(*"abcde")
+    both = {"designs": {"solo": judged("undecided"), "alternate": judged("slower")}}
+    control_rows(t, {"calibration": {"spins": {"slow5": 3, "slow10": 7}}, "judge": both})
+    rows = list(zip(*cells(t), strict=True))
+    assert [r[0].split(",")[0] for r in rows[1:]] == [
+        "quick design as solo",
+        "quick design as alternate",
+    ]
+    assert [r[2] for r in rows[1:]] == ["0 of 1", "1 of 1"]
