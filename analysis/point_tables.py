@@ -282,6 +282,13 @@ CHURN_NOTE = (
 )
 
 
+SCENARIO_NOTE = (
+    "Scenario cycles: each server life ran this level up to {n} times (once per cycle of the"
+    " scenario); those levels share one life, so they count as one repeat: the life's value is"
+    " their median. The per-cycle plot shows them cycle by cycle."
+)
+
+
 def pivot_table(
     run: Run,
     workload: str,
@@ -333,9 +340,12 @@ def pivot_table(
     table.notes += gap_notes(shown_gaps)
     if run.repeats > 1:
         table.notes.append(CI_NOTE.format(n=run.repeats))
-    cycles = cycles_per_life(r for r in run.ok_rows if r["workload"] == workload)
+    rows = [r for r in run.ok_rows if r["workload"] == workload]
+    cycles = cycles_per_life(rows)
     if cycles > 1:
-        table.notes.append(CHURN_NOTE.format(n=cycles))
+        # a fragmentation scenario's cycles (a soak's: hundreds) repeat a level in one life too
+        scenario = any(r.get("scenario_cycle") not in (None, "") for r in rows)
+        table.notes.append((SCENARIO_NOTE if scenario else CHURN_NOTE).format(n=cycles))
     return table
 
 

@@ -124,7 +124,8 @@ def glance_table(run: Run, verdicts: list[Verdict], baseline: str) -> Table:
             text("; ".join(same) or "–"),
         ]
         t.rows.append([text(server), *row] if len(servers) > 1 else row)
-    t.notes.append(_level_text(verdicts) + f"; minimum effect {m:g}%.")
+    levels = _level_text(verdicts)  # none when no verdict has an interval (a soak's first looks)
+    t.notes.append(f"{levels}; minimum effect {m:g}%." if levels else f"Minimum effect {m:g}%.")
     t.notes += getattr(verdicts, "notices", [])  # points the judge refused (analysis/judge.py)
     alarm = aa_alarm(verdicts)
     if alarm:

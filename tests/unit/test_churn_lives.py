@@ -96,3 +96,12 @@ def test_compare_counts_lives_per_side(tmp_path):
     assert c.evidence == p.evidence == "repeats 5+5"
     assert (c.ratio, c.lo, c.hi) == pytest.approx((p.ratio, p.lo, p.hi))
     assert c.verdict == p.verdict
+
+
+def test_a_scenarios_cycles_are_named_as_such_not_as_thread_churn():
+    """A fragmentation scenario repeats its level once per cycle in one life, like churn; its
+    table says so in the scenario's words (a soak's dump table once said "thread cache size")."""
+    run = load_run(RUNS / "real-fragmentation-format5")
+    notes = " ".join(point_tables.throughput_table(run, "dump").notes)
+    assert "Scenario cycles: each server life ran this level up to" in notes
+    assert "Thread churn" not in notes
