@@ -89,6 +89,9 @@ class Integrity:
     gaps: list[str] = field(default_factory=list)  # the truth itself lacks these, one line each
     notes: list[str] = field(default_factory=list)  # figures unaffected (raw records missing)
     refused_cells: set[str] = field(default_factory=set)  # cells whose rows are not read (gaps)
+    # the file each cell's rows were read from (cells/<id>.json, derived/<id>.json, results.csv):
+    # a refusal of one of its figures names it
+    sources: dict[str, str] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -354,7 +357,7 @@ def check_run(path: Path) -> Integrity:
     twice, a relabelled round, a figure out of range) are gaps, and their rows are left out."""
     out = _check_files(Path(path))
     check_design(out.manifest, str(Path(path) / MANIFEST))
-    admission = admit(out.manifest, out.rows)
+    admission = admit(out.manifest, out.rows, out.sources)
     admission.cells |= out.refused_cells
     if admission.refused:
         out.gaps.extend(admission.refused)
@@ -450,6 +453,7 @@ def _checked_rows(
             out.gaps.append(f"{who}: thp {r['thp']!r}, but manifest.json's cell ran {mode!r}")
             continue
         rows.append(typed_row(r))
+        out.sources[cid] = RESULTS
     by_cell: dict[str, list[dict]] = {}
     for r in rows:
         by_cell.setdefault(r["cell"], []).append(r)
@@ -495,8 +499,9 @@ def _read_record(f: Path, path: Path) -> tuple[dict | None, str | None, str | No
     if stray is not None:
         return None, f"{name} holds a row of cell {stray!r}, not of {cid}", None
     # Rows that `report --rederive` derived again replace the recorded ones (the record itself is
-    # never rewritten); results.csv is checked against those.
-    rec = dict(rec, derive_error=rec["cell"].get("derive_error"))
+    # never rewritten); results.csv is checked against those. `rows_from` names the file they
+    # came from, for a refusal of one of them.
+    rec = dict(rec, derive_error=rec["cell"].get("derive_error"), rows_from=name)
     derived = path / DERIVED_DIR / f.name
     notice = None
     if derived.exists() and not derived.is_file():  # a FIFO, a device: named, never waited on
@@ -512,7 +517,9 @@ def _read_record(f: Path, path: Path) -> tuple[dict | None, str | None, str | No
                 isinstance(r, dict) and r.get("cell") == cid for r in rows
             ):
                 raise TypeError
-            rec.update(rows=rows, derive_error=d.get("derive_error"))
+            rec.update(
+                rows=rows, derive_error=d.get("derive_error"), rows_from=f"{DERIVED_DIR}/{f.name}"
+            )
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
             notice = (
                 f"{DERIVED_DIR}/{f.name} is unreadable: cell {cid}'s rows as recorded in "
@@ -594,7 +601,7 @@ def _from_cells(path: Path, manifest: dict, version: int, files: list[Path]) -> 
     for cid, rec in records.items():
         if cid not in plan:
             continue
-        name = f"{CELLS_DIR}/{cid}.json"
+        name = rec["rows_from"]
         bad = _first_bad(rec["rows"], RESULTS_COLUMNS)
         if bad is not None:
             _, row, col = bad
@@ -609,6 +616,7 @@ def _from_cells(path: Path, manifest: dict, version: int, files: list[Path]) -> 
             if problem:
                 out.gaps.append(f"{name}: cell {cid} is ok but its record has {problem}")
                 continue
+        out.sources[cid] = name
         trusted.append(rec)
     _raw_notes(out, path, manifest, trusted)
     _results_against(out, path, version, trusted, by_id)
@@ -680,6 +688,7 @@ def _results_against(
             side = Integrity(path, version, out.manifest, RESULTS_TRUTH)
             _, fallback = _checked_rows(side, version, entries, columns, raw, unrecorded)
             fallback = [r for r in fallback if r["cell"] in unrecorded]
+            out.sources.update({r["cell"]: RESULTS for r in fallback})
             if fallback:
                 out.notes.append(
                     f"{RESULTS}: the rows of {len({r['cell'] for r in fallback})} cell(s) without "
