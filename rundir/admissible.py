@@ -206,6 +206,42 @@ def same_life_line(group: list[dict]) -> str:
     )
 
 
+# -- identity -------------------------------------------------------------------------------------
+def cell_identity(entry: dict) -> dict:
+    """What a cell entry (a manifest's, or its record's "cell") says each of its rows is: the
+    results columns of the cell's identity, as rows hold them (rundir.derive.levels takes them
+    from the same plan and resolved server)."""
+    srv = entry.get("server") if isinstance(entry.get("server"), dict) else {}
+    alloc = entry.get("allocator")
+    thp = entry.get("thp")
+    # Runs before cells recorded their label (formats 1-2, one server each): the label the cell
+    # id begins with (suites/runner/plan.py CellPlan.id: LABEL__ALLOCATOR__thp-MODE__rN)
+    cid = str(entry.get("id") or "")
+    return {
+        "server": srv.get("label") or (cid.split("__")[0] if "__" in cid else None),
+        "server_flavor": srv.get("flavor"),
+        "server_version": srv.get("version"),
+        "allocator": alloc.get("name") if isinstance(alloc, dict) else alloc,
+        "allocator_version": alloc.get("version") if isinstance(alloc, dict) else None,
+        "thp": thp.get("requested") if isinstance(thp, dict) else thp,
+        "engine": entry.get("engine"),
+    }
+
+
+def identity_mismatch(identity: dict, entry: dict) -> tuple[str, object, object] | None:
+    """(column, its value in `identity`, the cell's) for the first identity column a row (or a
+    raw record's identity) holds that is not the cell entry's, or None. A relabelled row would be
+    counted under another server or allocator: a row of server b relabelled 'a' once added a
+    phantom server to a summary and moved its verdicts. What one side did not record (an older
+    run's empty engine) cannot disagree."""
+    for col, want in cell_identity(entry).items():
+        have = identity.get(col)
+        if want in (None, "") or have in (None, "") or str(have) == str(want):
+            continue
+        return col, have, want
+    return None
+
+
 # -- rounds -----------------------------------------------------------------------------------------
 def id_round(cell_id: str) -> int | None:
     m = ROUND_SUFFIX.search(str(cell_id))

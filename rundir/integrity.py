@@ -43,7 +43,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rundir.admissible import admit, check_design
+from rundir.admissible import admit, check_design, identity_mismatch
 from rundir.errors import RunDirError
 from rundir.format import (
     CELL_STATUSES,
@@ -341,6 +341,16 @@ def _levels_problem(entry: dict, rows: list[dict]) -> str | None:
     return "; ".join(parts) or None
 
 
+def identity_problem(row: dict, entry: dict, whose: str) -> str | None:
+    """A row whose identity is not its cell's (rundir.admissible.identity_mismatch), as one
+    clause naming the column and both values, or None."""
+    found = identity_mismatch(row, entry)
+    if found is None:
+        return None
+    col, have, want = found
+    return f"{col} {have!r}, but {whose} ran {want!r}"
+
+
 def _first_bad(rows: list[dict], columns) -> tuple[int, dict, str] | None:
     for i, row in enumerate(rows):
         for c in columns:
@@ -441,16 +451,9 @@ def _checked_rows(
             if bad_figure(col, r[col]):
                 out.gaps.append(f"{who}: {col} {r[col]!r} is not {figure_wanted(col, r[col])}")
                 r = dict(r, **{col: ""})
-        alloc, thp = entry.get("allocator"), entry.get("thp")
-        name = alloc.get("name") if isinstance(alloc, dict) else None
-        if name and r.get("allocator") and r["allocator"] != name:
-            out.gaps.append(
-                f"{who}: allocator {r['allocator']!r}, but manifest.json's cell ran {name!r}"
-            )
-            continue
-        mode = thp.get("requested") if isinstance(thp, dict) else None
-        if mode and r.get("thp") and r["thp"] != mode:
-            out.gaps.append(f"{who}: thp {r['thp']!r}, but manifest.json's cell ran {mode!r}")
+        problem = identity_problem(r, entry, "manifest.json's cell")
+        if problem:
+            out.gaps.append(f"{who}: {problem}")
             continue
         rows.append(typed_row(r))
         out.sources[cid] = RESULTS
@@ -616,6 +619,23 @@ def _from_cells(path: Path, manifest: dict, version: int, files: list[Path]) -> 
             if problem:
                 out.gaps.append(f"{name}: cell {cid} is ok but its record has {problem}")
                 continue
+        # Each row is the cell's: the record's own entry says which server, allocator and THP
+        # mode it ran (a row relabelled to another server once added a phantom server)
+        mislabelled = next(
+            (
+                (row, problem)
+                for row in rec["rows"]
+                if (problem := identity_problem(row, rec["cell"], "the cell record says the cell"))
+            ),
+            None,
+        )
+        if mislabelled is not None:
+            row, problem = mislabelled
+            out.gaps.append(
+                f"{name}: level {_level(row)}: {problem}: a relabelled row would count under "
+                "another arm, so the cell is not used"
+            )
+            continue
         out.sources[cid] = name
         trusted.append(rec)
     _raw_notes(out, path, manifest, trusted)

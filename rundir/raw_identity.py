@@ -8,13 +8,14 @@ whose phases were emptied derived rows with no CPU, latency or memory figures, r
 "changed". Both keep the cell's recorded figures instead, with a line naming the cell and why.
 
 What identifies the life: the cell id the record names (twice: `cell` and `identity.cell`), the
-allocator, THP mode and round it says it ran, and the exit's resource usage (wait4's reading of
-that very server process, the same reading the cell record keeps: no two lives share it).
+server, allocator, THP mode, engine and round it says it ran, and the exit's resource usage
+(wait4's reading of that very server process, the same reading the cell record keeps: no two
+lives share it).
 """
 
 from __future__ import annotations
 
-from rundir.admissible import id_round
+from rundir.admissible import id_round, identity_mismatch
 
 
 def identity_problem(raw: dict, cell: dict) -> str | None:
@@ -25,14 +26,11 @@ def identity_problem(raw: dict, cell: dict) -> str | None:
     for where, value in (("cell", raw.get("cell")), ("identity.cell", ident.get("cell"))):
         if value is not None and value != cid:
             return f"it is the raw record of cell {value!r} ({where}), not of {cid!r}"
-    alloc = cell.get("allocator")
-    name = alloc.get("name") if isinstance(alloc, dict) else alloc
-    if name and ident.get("allocator") not in (None, name):
-        return f"its identity.allocator is {ident.get('allocator')!r}, the cell ran {name!r}"
-    thp = cell.get("thp")
-    mode = thp.get("requested") if isinstance(thp, dict) else thp
-    if mode and ident.get("thp") not in (None, mode):
-        return f"its identity.thp is {ident.get('thp')!r}, the cell ran {mode!r}"
+    # its server, allocator, THP mode and engine: every row derived from it carries them
+    found = identity_mismatch(ident, cell)
+    if found is not None:
+        col, have, want = found
+        return f"its identity.{col} is {have!r}, the cell ran {want!r}"
     r = id_round(str(cid))
     rep = ident.get("repeat")
     if r is not None and rep is not None and rep != r:
