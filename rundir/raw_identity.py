@@ -15,7 +15,10 @@ lives share it).
 
 from __future__ import annotations
 
+import math
+
 from rundir.admissible import id_round, identity_mismatch
+from rundir.schema import RATE
 
 
 def identity_problem(raw: dict, cell: dict) -> str | None:
@@ -62,3 +65,45 @@ def phases_problem(raw: dict, cell: dict) -> str | None:
         return None
     shown = ", ".join(lacking[:4]) + (f" (and {len(lacking) - 4} more)" if len(lacking) > 4 else "")
     return f"it lacks the level(s) or closed phase(s) {shown} that the cell recorded as ok"
+
+
+def rates_problem(raw: dict) -> str | None:
+    """The first rate `raw` records that no level could have had, or None: an interval report's
+    rate or a block's (the alternate design) that is not a finite number, is below 0 or above
+    any server's (rundir.schema.RATE). The steady rates and the verdicts are taken from these:
+    a NaN emptied a level's steady rate in silence, a 1e300 made one of 1e152. One clause,
+    naming the level, the block and the interval: "level point_select@4, block 2, interval 3
+    (t 3.0 s): rate nan is not a finite number"."""
+    for lv in raw.get("levels") or []:
+        if not isinstance(lv, dict):
+            continue
+        name = "level " + str(lv.get("phase") or f"{lv.get('workload')}@{lv.get('threads')}")
+        problem = _intervals_problem(lv.get("intervals"), name)
+        if problem:
+            return problem
+        for b in lv.get("blocks") or []:
+            block = f"{name}, block {int(b.get('index', 0)) + 1}"
+            why = _rate_problem(b.get("qps"))
+            if why:
+                return f"{block}: qps {why}"
+            problem = _intervals_problem(b.get("intervals"), block)
+            if problem:
+                return problem
+    return None
+
+
+def _intervals_problem(intervals, where: str) -> str | None:
+    for i, item in enumerate(intervals or []):
+        why = _rate_problem(item[1])
+        if why:
+            return f"{where}, interval {i + 1} (t {item[0]} s): rate {why}"
+    return None
+
+
+def _rate_problem(value) -> str | None:
+    if value is None:
+        return None
+    if not math.isfinite(value):
+        return f"{value!r} is not a finite number"
+    why = RATE.problem(value)
+    return f"{value!r} {why}" if why else None

@@ -25,9 +25,12 @@ from tests.unit.test_bad_input_corpus import (
 )
 
 F3C0, F3C1 = F3_CELLS
+NAN, INF = float("nan"), float("inf")
 # real-alternate-aa's cells: glibc and glibc-aa, rounds 1-3
 AA_ARM = "mariadb-10.11.19__glibc-aa__thp-system__r{}"
 GLIBC = "mariadb-10.11.19__glibc__thp-system__r{}"
+# What `report --rederive --allow-incomplete` writes besides the report
+REDERIVED = [*REPORT_FILES, "ALT/derived", "ALT/derived/*", "ALT/results.csv"]
 SERVER_B = "b_mariadb-10.11.19__jemalloc__thp-system__r2"
 
 
@@ -45,7 +48,25 @@ def raw_identity(i: int, **values):
     return edit_json(f"F3/raw/{F3_CELLS[i]}.json", lambda d: d["identity"].update(values))
 
 
+def block(r: int, fn, arm: str = AA_ARM):
+    """fn(level) on ALT's raw record of the glibc-aa cell of round r (its one level)."""
+    return edit_json(f"ALT/raw/{arm.format(r)}.json", lambda d: fn(d["levels"][0]))
+
+
+def interval_rate(r: int, b: int, i: int, value: float):
+    """Interval i of block b of that level carries rate `value`."""
+    return block(r, lambda lv: lv["blocks"][b]["intervals"][i].__setitem__(1, value))
+
+
+def f3_raw_interval(i: int, value: float):
+    """F3's (solo) raw record of cell 0: its first level's interval i carries rate `value`."""
+    return edit_json(
+        f"F3/raw/{F3C0}.json", lambda d: d["levels"][0]["intervals"][i].__setitem__(1, value)
+    )
+
+
 A = AA_ARM.format
+RAW_NAN = rf"ALT/raw/{A(2)}\.json: level point_select@4, block 2, interval 3 \(t 3\.0 s\): rate nan is not a finite number: the raw record is damaged, so nothing was derived again and nothing was rewritten"
 
 # fmt: off
 CLASSES: dict[str, list[C]] = {
@@ -69,6 +90,18 @@ CLASSES: dict[str, list[C]] = {
         C("t3-report-f1-row-server-relabelled", "report {F1}", 2, r"results\.csv line 2 \(cell \S+, oltp_ro@4\): server 'other', but manifest\.json's cell ran 'mariadb-10\.11\.19'", set_val("F1", "server", "other")),
         C("t3-compare-row-server-relabelled", "compare {AA} {s}/AA2", 2, rf"AA: incomplete run: cells/{SERVER_B}\.json: level point_select@4: server 'a'", rows_of("AA", SERVER_B, server="a"), corpus.copy("AA", "AA2")),
         C("t3-rederive-raw-server-relabelled", "report {F3} --rederive", 0, rf"could not derive 1 cell\(s\) again \(raw record unusable\): {F3C1}", raw_identity(1, server="other"), out=[*REPORT_FILES, "F3/derived", "F3/derived/*", "F3/results.csv"], lines=None, says=r"its identity\.server is 'other', the cell ran 'mariadb-10\.11\.19'"),
+    ],
+    # a raw record's rates: refused naming raw/ (never cells/), before anything is rewritten
+    "rederive-raw-rates": [
+        C("t3-rederive-alt-interval-nan", "report {ALT} --rederive", 2, RAW_NAN, interval_rate(2, 1, 2, NAN)),
+        C("t3-rederive-alt-interval-inf", "report {ALT} --rederive", 2, rf"ALT/raw/{A(1)}\.json: level point_select@4, block 1, interval 2 \(t 2\.0 s\): rate inf is not a finite number", interval_rate(1, 0, 1, INF)),
+        C("t3-rederive-alt-interval-negative", "report {ALT} --rederive", 2, rf"ALT/raw/{A(1)}\.json: level point_select@4, block 2, interval 2 \(t 2\.0 s\): rate -90000(\.0)? is below 0", interval_rate(1, 1, 1, -90000)),
+        C("t3-rederive-alt-interval-absurd", "report {ALT} --rederive", 2, rf"ALT/raw/{A(3)}\.json: level point_select@4, block 1, interval 3 \(t 3\.0 s\): rate 1e\+300 is not a rate \(it must be at most 1e\+09\)", interval_rate(3, 0, 2, 1e300)),
+        C("t3-rederive-alt-block-qps-nan", "report {ALT} --rederive", 2, rf"ALT/raw/{A(2)}\.json: level point_select@4, block 2: qps nan is not a finite number", block(2, lambda lv: lv["blocks"][1].update(qps=NAN))),
+        C("t3-rederive-alt-baseline-arm", "report {ALT} --rederive", 2, rf"ALT/raw/{GLIBC.format(3)}\.json: level point_select@4, block 2, interval 1 .*rate -1(\.0)? is below 0", block(3, lambda lv: lv["blocks"][1]["intervals"][0].__setitem__(1, -1.0), arm=GLIBC)),
+        C("t3-rederive-solo-interval-nan", "report {F3} --rederive", 2, rf"F3/raw/{F3C0}\.json: level oltp_ro@4, interval 2 \(t \S+ s\): rate nan is not a finite number", f3_raw_interval(1, NAN)),
+        C("t3-rederive-two-damaged", "report {ALT} --rederive", 2, r"rate nan is not a finite number \(and 1 more damaged raw record\(s\)\)", interval_rate(2, 1, 2, NAN), interval_rate(3, 0, 2, 1e300)),
+        C("t3-rederive-allow-keeps-recorded", "report {ALT} --rederive --allow-incomplete", 0, rf"could not derive 1 cell\(s\) again \(raw record unusable\): {A(2)}", interval_rate(2, 1, 2, NAN), out=REDERIVED, lines=None, says=rf"{A(2)}: kept: raw record unusable \(raw/{A(2)}\.json: level point_select@4, block 2, interval 3 \(t 3\.0 s\): rate nan"),
     ],
 }
 # fmt: on

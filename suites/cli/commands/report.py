@@ -55,7 +55,9 @@ def run(args) -> int:
             raise RunDirError(found.refusal())
         from rundir.rederive import KEPT
 
-        outcomes = rederive_run(args.run_dir)
+        # A raw record holding a rate no level had is refused before anything is rewritten;
+        # with --allow-incomplete its cell keeps its recorded figures (said below)
+        outcomes = rederive_run(args.run_dir, allow_damaged=args.allow_incomplete)
         for outcome in outcomes:
             print(f"rederive: {outcome.line()}")
         # Said where warnings go too, by name: a cell whose raw record is damaged (truncated)
