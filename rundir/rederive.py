@@ -13,13 +13,15 @@ below 0, above any server's: rundir.raw_identity.rates_problem), or from which a
 its declared range derives, is refused naming the raw file and the level (block, interval), and
 nothing is rewritten: results.csv once took an infinite steady rate before the reader refused
 it, naming cells/. With `allow_damaged` (report's --allow-incomplete) such a cell keeps its
-recorded figures instead, named like any unusable raw record.
+recorded figures instead, named like any unusable raw record. A level whose steady rate the
+raw record can no longer give (a block failed) is named in `Rederived.lost`.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rundir.admissible import figure_problem
@@ -36,6 +38,9 @@ from rundir.write import RunDir, now_iso
 DERIVED = "derived"  # rows derived again from the raw record
 KEPT = "kept"  # no usable raw record: the recorded figures stay
 FAILED = "failed"  # the derivation raised: no rows, derive_error says why
+# The figure the throughput verdicts judge (analysis/steady_rate.py): a level that had one and
+# derives none any more is named, never left out of its verdict in silence
+STEADY = "steady_qps"
 
 
 @dataclass
@@ -45,6 +50,7 @@ class Rederived:
     note: str  # one line for the user
     rows: int = 0
     changed: int = 0  # rows that differ from what the cell had before
+    lost: list[str] = field(default_factory=list)  # levels no longer measured, one line each
 
     def line(self) -> str:
         return f"{self.cell}: {self.outcome}: {self.note}"
@@ -177,7 +183,9 @@ def _derive(rd: RunDir, rec: dict, raw: dict) -> _Derived:
         1 for i, row in enumerate(derived.rows) if i >= len(before) or _differs(row, before[i])
     ) + max(0, len(before) - len(derived.rows))
     note = f"{len(derived.rows)} row(s), {changed} changed"
-    outcome = Rederived(cid, DERIVED, note, len(derived.rows), changed)
+    outcome = Rederived(
+        cid, DERIVED, note, len(derived.rows), changed, _lost(cid, before, derived.rows, raw)
+    )
     return _Derived(cid, _payload(cid, derived.rows, derived.windows, None), outcome)
 
 
@@ -199,6 +207,39 @@ def _damage(raw: dict, rows: list[dict]) -> str | None:
             if problem:
                 return f"{level}: derives {problem}"
     return None
+
+
+def _lost(cid: str, before: list[dict], rows: list[dict], raw: dict) -> list[str]:
+    """The ok levels that had a steady rate and derive none any more, one line each naming why
+    (a block that failed or served nothing): the verdicts then judge their point without that
+    life, and say so (analysis/steady_rate.py)."""
+    had = {
+        (r.get("workload"), r.get("threads")): r.get(STEADY)
+        for r in before
+        if isinstance(r.get(STEADY), int | float) and math.isfinite(r[STEADY])
+    }
+    levels = {(lv.get("workload"), lv.get("threads")): lv for lv in raw.get("levels") or []}
+    out = []
+    for row in rows:
+        key = (row.get("workload"), row.get("threads"))
+        if (row.get("status") or "ok") != "ok" or row.get(STEADY) is not None or key not in had:
+            continue
+        out.append(
+            f"cell {cid}, {key[0]}@{key[1]}: no steady rate any more "
+            f"({_why_unmeasured(levels.get(key))} in {RAW_DIR}/{cid}.json; recorded: "
+            f"{had[key]:g}/s), so this life is left out of the level's throughput verdict"
+        )
+    return out
+
+
+def _why_unmeasured(level: dict | None) -> str:
+    blocks = (level or {}).get("blocks")
+    if not blocks:
+        return "the rule found no steady window"
+    bad = [b for b in blocks if b.get("status") != "ok"]
+    if bad:
+        return ", ".join(f"block {int(b.get('index', 0)) + 1} {b.get('status')}" for b in bad)
+    return "a block served nothing"
 
 
 def _payload(cell: str, rows: list, windows: list, error: str | None) -> dict:

@@ -12,6 +12,12 @@ alternate run) is a test below the cases.
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+import shutil
+from pathlib import Path
+
 import pytest
 
 from tests.unit import test_bad_input_corpus as corpus
@@ -125,3 +131,57 @@ def test_every_class_has_cases():
     assert all(len(cases) >= 3 for cases in CLASSES.values()), {
         k: len(v) for k, v in CLASSES.items()
     }
+
+
+# -- a level the rederive can no longer measure ------------------------------------------------
+def _alt_copy(tmp_path: Path) -> Path:
+    run = tmp_path / "ALT"
+    shutil.copytree(corpus.FIXTURES / corpus.RUNS["ALT"], run)
+    return run
+
+
+def _throughput(run_dir: Path) -> dict:
+    from analysis.verdicts import run_verdicts
+    from rundir.read import load_run
+
+    verdicts = run_verdicts(load_run(run_dir))
+    (tp,) = [v for v in verdicts if v.metric == "throughput"]
+    return {"verdict": tp, "notices": verdicts.notices}
+
+
+def test_a_failed_block_is_named_and_its_round_left_out(tmp_path):
+    """A block flipped to failed in raw/ (the level's row still ok): the rederive names the
+    level on stderr, and the verdict stands on the two rounds left, saying so in verdicts.csv,
+    the summary's verdict table and its notices (it once fell back to the whole-level qps,
+    three rounds, in silence)."""
+    run = _alt_copy(tmp_path)
+    cid = A(3)
+    p = run / "raw" / f"{cid}.json"
+    raw = json.loads(p.read_text())
+    raw["levels"][0]["blocks"][1]["status"] = "failed"
+    p.write_text(json.dumps(raw))
+    code, out, err = corpus.run_forked(
+        ["report", str(run), "--rederive"], tmp_path, corpus._env(tmp_path, C("x", "", 0, ""))
+    )
+    assert code == 0, err
+    assert (
+        f"WARNING: --rederive: cell {cid}, point_select@4: no steady rate any more (block 2 "
+        f"failed in raw/{cid}.json; recorded: 65568.6/s)"
+    ) in err, err
+    found = _throughput(run)
+    assert found["verdict"].rounds == 2
+    assert any(f"cell {cid}, point_select@4: no steady rate" in n for n in found["notices"])
+    (row,) = [
+        r
+        for r in csv.DictReader(io.StringIO((run / "verdicts.csv").read_text()))
+        if r["metric"] == "throughput"
+    ]
+    assert row["rounds"] == "2"
+    summary = (run / "summary.md").read_text()
+    assert "(on 2 of 3 rounds)" in summary and f"cell {cid}, point_select@4" in summary
+
+
+def test_the_recorded_alternate_run_judges_its_steady_rate_on_three_rounds():
+    """The undamaged fixture: every round judged, on the blocks' steady rate, no notice."""
+    found = _throughput(corpus.FIXTURES / corpus.RUNS["ALT"])
+    assert found["verdict"].rounds == 3 and not found["notices"]
