@@ -28,9 +28,12 @@ from tests.unit.test_bad_input_corpus import (
     edit_json,
     record,
     set_val,
+    shards,
 )
+from tests.unit.test_bad_input_corpus_issue35 import shard_manifest
 
 F3C0, F3C1 = F3_CELLS
+SHARDS = "merge {s}/S1 {s}/S2 --out {s}/m"
 NAN, INF = float("nan"), float("inf")
 # real-alternate-aa's cells: glibc and glibc-aa, rounds 1-3
 AA_ARM = "mariadb-10.11.19__glibc-aa__thp-system__r{}"
@@ -71,6 +74,11 @@ def f3_raw_interval(i: int, value: float):
     )
 
 
+def cells_settings(k: int, **values):
+    """What shard k's servers recorded running with (cells[].server.settings), changed."""
+    return shard_manifest(k, lambda m: [c["server"]["settings"].update(values) for c in m["cells"]])
+
+
 A = AA_ARM.format
 RAW_NAN = rf"ALT/raw/{A(2)}\.json: level point_select@4, block 2, interval 3 \(t 3\.0 s\): rate nan is not a finite number: the raw record is damaged, so nothing was derived again and nothing was rewritten"
 
@@ -108,6 +116,13 @@ CLASSES: dict[str, list[C]] = {
         C("t3-rederive-solo-interval-nan", "report {F3} --rederive", 2, rf"F3/raw/{F3C0}\.json: level oltp_ro@4, interval 2 \(t \S+ s\): rate nan is not a finite number", f3_raw_interval(1, NAN)),
         C("t3-rederive-two-damaged", "report {ALT} --rederive", 2, r"rate nan is not a finite number \(and 1 more damaged raw record\(s\)\)", interval_rate(2, 1, 2, NAN), interval_rate(3, 0, 2, 1e300)),
         C("t3-rederive-allow-keeps-recorded", "report {ALT} --rederive --allow-incomplete", 0, rf"could not derive 1 cell\(s\) again \(raw record unusable\): {A(2)}", interval_rate(2, 1, 2, NAN), out=REDERIVED, lines=None, says=rf"{A(2)}: kept: raw record unusable \(raw/{A(2)}\.json: level point_select@4, block 2, interval 3 \(t 3\.0 s\): rate nan"),
+    ],
+    # merge: what each cell's server ran with is one configuration across the shards
+    "merge-server-settings": [
+        C("t3-merge-cell-buffer-pool", SHARDS, 2, r"S2 ran its servers with other settings than \S+S1: server\.settings\.buffer_pool_mb = 4096 \(cell \S+\) vs 64 \(cell \S+\); shards of one run measure one server configuration", shards(), cells_settings(2, buffer_pool_mb=4096)),
+        C("t3-merge-cell-max-connections", SHARDS, 2, r"server\.settings\.max_connections = 500 \(cell \S+\) vs \d+", shards(), cells_settings(2, max_connections=500)),
+        C("t3-merge-cell-extra-setting", SHARDS, 2, r"server\.settings\.extra\.innodb_adaptive_hash_index = None \(cell \S+\) vs 'ON'", shards(), cells_settings(1, extra={"innodb_adaptive_hash_index": "ON"})),
+        C("t3-merge-cell-two-settings", SHARDS, 2, r"server\.settings\.buffer_pool_mb = 128 .* \(and 1 more setting\(s\)\)", shards(), cells_settings(2, buffer_pool_mb=128, flush_log_at_trx_commit=2)),
     ],
 }
 # fmt: on
@@ -185,3 +200,37 @@ def test_the_recorded_alternate_run_judges_its_steady_rate_on_three_rounds():
     """The undamaged fixture: every round judged, on the blocks' steady rate, no notice."""
     found = _throughput(corpus.FIXTURES / corpus.RUNS["ALT"])
     assert found["verdict"].rounds == 3 and not found["notices"]
+
+
+# -- merge: whole-round shards, arm by arm -------------------------------------------------------
+def _shard(cells: list[dict], name: str):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(path=Path(name), manifest={"cells": cells})
+
+
+def _as_round(cells: list[dict], r: int) -> list[dict]:
+    out = json.loads(json.dumps(cells))
+    for c in out:
+        c["id"] = c["id"].replace("__r1", f"__r{r}")
+    return out
+
+
+def test_a_hugepage_study_s_shards_merge_though_their_arms_differ_in_settings():
+    """Shards of whole rounds hold every arm: a large-pages arm's server runs with
+    large_pages=ON beside the small-pages arms in each of them, by design, and that is no
+    difference between shards; a buffer pool changed in one shard's arm is."""
+    from suites.errors import SuiteError
+    from suites.runner.merge import _check_server_settings
+
+    m = json.loads((corpus.FIXTURES / "real-hugepages-smoke" / "manifest.json").read_text())
+    one, two = _as_round(m["cells"], 1), _as_round(m["cells"], 2)
+    _check_server_settings(_shard(one, "S1"), _shard(two, "S2"))
+    two[2]["server"]["settings"]["buffer_pool_mb"] = 4096
+    with pytest.raises(SuiteError) as e:
+        _check_server_settings(_shard(one, "S1"), _shard(two, "S2"))
+    assert (
+        "S2 ran its servers with other settings than S1: server.settings.buffer_pool_mb = 4096 "
+        "(cell mysql-9.7.4__glibc-preloaded__thp-always+large-pages__r2) vs 128 (cell "
+        "mysql-9.7.4__glibc-preloaded__thp-always+large-pages__r1)"
+    ) in str(e.value)
