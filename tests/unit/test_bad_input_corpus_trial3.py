@@ -234,3 +234,55 @@ def test_a_hugepage_study_s_shards_merge_though_their_arms_differ_in_settings():
         "(cell mysql-9.7.4__glibc-preloaded__thp-always+large-pages__r2) vs 128 (cell "
         "mysql-9.7.4__glibc-preloaded__thp-always+large-pages__r1)"
     ) in str(e.value)
+
+
+# -- resuming a run recorded before a setting existed -----------------------------------------
+ALT_SUITE = corpus.REPO / "tests/fixtures/runs/record/alternate-aa.toml"
+
+
+def _alt_manifest() -> dict:
+    return json.loads((corpus.FIXTURES / corpus.RUNS["ALT"] / "manifest.json").read_text())
+
+
+def test_the_recorded_alternate_run_resumes_with_todays_defaults():
+    """real-alternate-aa recorded no fragmentation.soak, soak_block or soak_look_s (settings
+    added later): resumed with its suite file, or with the suite it recorded, they read as their
+    defaults and nothing differs (it said "the suite settings differ")."""
+    from suites.runner.resume import check_resumable
+    from suites.suite.model import load_suite, suite_from_dict
+
+    m = _alt_manifest()
+    assert "soak" not in m["suite"]["fragmentation"]
+    labels = sorted({c["server"]["label"] for c in m["cells"]})
+    check_resumable(m, load_suite(ALT_SUITE).suite.as_dict(), labels, m["host"])
+    check_resumable(m, suite_from_dict(m["suite"], "recorded").as_dict(), labels, m["host"])
+
+
+def test_resume_names_every_differing_setting_and_a_default_the_run_lacked():
+    from suites.errors import SuiteError
+    from suites.runner.resume import check_resumable
+    from suites.suite.model import load_suite
+
+    m = _alt_manifest()
+    labels = sorted({c["server"]["label"] for c in m["cells"]})
+    now = load_suite(ALT_SUITE).suite.as_dict()
+    now["fragmentation"]["soak"] = 600.0
+    now["sysbench"]["duration_s"] = 9.0
+    with pytest.raises(SuiteError) as e:
+        check_resumable(m, now, labels, m["host"])
+    msg = str(e.value)
+    assert (
+        "fragmentation.soak is 600.0, the run recorded none (read as today's default 0.0); "
+        "sysbench.duration_s is 9.0, the run has 3.0"
+    ) in msg, msg
+
+
+def test_a_recorded_value_is_never_replaced_by_a_default():
+    """Only what the run lacks reads as today's default: a value it recorded stays its own."""
+    from suites.runner.resume import with_defaults
+
+    m = _alt_manifest()
+    suite = json.loads(json.dumps(m["suite"]))
+    suite["sysbench"]["duration_s"] = 7.0
+    got = with_defaults(suite)
+    assert got["sysbench.duration_s"] == 7.0 and got["fragmentation.soak"] == 0.0
