@@ -236,6 +236,12 @@ def workload_verdict_table(run: Run, verdicts: list[Verdict], workload: str) -> 
         row = [text(alloc), text(thp)]
         for th in threads:
             v = next((x for x in vs if (x.allocator, x.thp, x.threads) == (alloc, thp, th)), None)
-            row.append(Cell(v.ratio, f"{ratio_ci(v)} {v.word}") if v else text("–"))
+            row.append(Cell(v.ratio, f"{ratio_ci(v)} {v.word}{_fewer(v, run)}") if v else text("–"))
         t.rows.append(row)
     return t
+
+
+def _fewer(v: Verdict, run: Run) -> str:
+    """A verdict that stands on fewer rounds than the run ran (a life left out: the notices say
+    which) says so beside it, so the table and "N rounds ran" never disagree in silence."""
+    return f" (on {v.rounds} of {run.repeats} rounds)" if 0 < v.rounds < run.repeats else ""

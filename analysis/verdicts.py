@@ -297,6 +297,9 @@ def run_verdicts(
 
     if growth_rate.is_soak(run) and rounds_of(run) < 2:
         out.notices.append(SOAK_ONE_LIFE)
+    # An alternate run's level without a steady rate leaves its life out: said, by cell
+    for wl in run.workloads:
+        out.notices += steady_rate.unmeasured(run, wl, point_tables.metric_of(run, wl))
     for (server, wl, thp, th), values in throughput_points(run):
         # undecided where no installed allocator can move this point: decided from its exposure
         point = (server, wl, thp, th)

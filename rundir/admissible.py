@@ -15,14 +15,17 @@ table or verdict is computed from them:
 - Its pairing: the verdicts pair lives by round (every round runs every arm once, in a balanced
   order). A cell's id names its round (`...__r<N>`, suites/runner/plan.py); a cell entry or a row
   that says another round was relabelled and would pair with the wrong life: refused.
-- Its figures: throughput is positive, times and counts are not negative (NaN and infinity are
-  refused by the integrity check already). A point that fails is refused with a line naming the
-  cell and level, never left out in silence.
+- Its figures: each results column's value lies in the range its figure declares in
+  rundir/schema.py (a throughput above 0 and below any server's rate, times, counts and sizes not
+  negative, a percentage 0 to 100: `Range`), and a distribution's figures keep their order (p50
+  <= p95 <= p99 <= max: `Record.ordered`); NaN and infinity are refused by the integrity check
+  already. A point that fails is refused with a line naming the cell, level, column and value and
+  the file the row came from, never left out in silence.
 
 A refusal here is a gap like a missing record: readers refuse the run with one line, and with
 `--allow-incomplete` they go on without the refused cells or points, every refusal listed first.
-Imports nothing of ours but rundir's errors (rundir/ imports only the standard library and
-pydantic).
+Imports nothing of ours but rundir's errors and schema (rundir/ imports only the standard library
+and pydantic).
 """
 
 from __future__ import annotations
@@ -31,8 +34,10 @@ import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from rundir.errors import RunDirError
+from rundir.schema import figure_range, ordered_columns, result_figures
 
 # A cell id ends with its round (suites/runner/plan.py CellPlan.id)
 ROUND_SUFFIX = re.compile(r"__r(\d+)$")
@@ -40,62 +45,10 @@ ROUND_SUFFIX = re.compile(r"__r(\d+)$")
 LIVED = ("ok", "failed", "interrupted")
 # Run statuses a runner (or merge) writes: anything else is not a state the tool knows
 RUN_STATUSES = ("running", "finished", "failed", "interrupted")
-# Throughput and a level's length: an ok level ran for some time and served work, so both are
-# above zero (a zero duration would make every per-second figure of the level infinite).
-POSITIVE_COLUMNS = ("qps", "tps", "duration_s")
-# Memory and counts read from the kernel or the server: sizes and totals are never below zero. A
-# column named like a size (`*_kb`) is a size unless it is a difference between two readings
-# (listed in SIGNED_COLUMNS): the rule covers the columns added later without listing each.
-SIGNED_COLUMNS = frozenset({"alloc_held_resident_kb"})
-# (khugepaged_cpu_s is not listed: runs derived before the fix in rundir/derive/phases.py
-# recorded a khugepaged restarted mid-phase as a negative CPU time; it is no point's figure.)
-# Durations, latencies and counts of one level: never below zero. (Memory deltas, growth and
-# alloc_held_resident_kb can be negative and are not listed.)
-NON_NEGATIVE_COLUMNS = (
-    "duration_s",
-    "events",
-    "lat_avg_ms",
-    "lat_p50_ms",
-    "lat_p95_ms",
-    "lat_p99_ms",
-    "lat_p999_ms",
-    "lat_max_ms",
-    "errors",
-    "reconnects",
-    "window_s",
-    "window_ops",
-    "cpu_user_s",
-    "cpu_sys_s",
-    "ctxsw_voluntary",
-    "ctxsw_involuntary",
-    "cpu_us_per_op",
-    "ctxsw_per_op",
-    "cpu_s_per_1m_ops",
-    "ctxsw_per_1m_ops",
-    "threads_created",
-    "threads_connected",
-    "bp_reads",
-    "bp_read_requests",
-    "thp_fault_alloc",
-    "thp_fault_fallback",
-    "thp_collapse_alloc",
-    "thp_split",
-    "hugepages_total",
-    "hugepages_free",
-    "hugepages_rsvd",
-    "compact_stall",
-    "compact_fail",
-    "client_wall_s",
-    "client_cpu_user_s",
-    "client_cpu_sys_s",
-    "client_cpu_busy_pct",
-    "client_ctxsw",
-    "write_ops_s",
-    "read_ops_s",
-    "table_rows",
-    "ramp_s",
-    "steady_qps",
-)
+# Each results column's admissible values, declared with its figure (rundir/schema.py), and the
+# groups of columns whose values keep their order
+RANGES = {name: figure_range(name) for name in result_figures()}
+ORDERED = ordered_columns()
 # refusals of one kind listed; the rest are counted in one line
 MAX_SHOWN_PER_KIND = 20
 # A run's name as the runner makes it (the run directory's name, or merge's --out name): printable,
@@ -253,6 +206,42 @@ def same_life_line(group: list[dict]) -> str:
     )
 
 
+# -- identity -------------------------------------------------------------------------------------
+def cell_identity(entry: dict) -> dict:
+    """What a cell entry (a manifest's, or its record's "cell") says each of its rows is: the
+    results columns of the cell's identity, as rows hold them (rundir.derive.levels takes them
+    from the same plan and resolved server)."""
+    srv = entry.get("server") if isinstance(entry.get("server"), dict) else {}
+    alloc = entry.get("allocator")
+    thp = entry.get("thp")
+    # Runs before cells recorded their label (formats 1-2, one server each): the label the cell
+    # id begins with (suites/runner/plan.py CellPlan.id: LABEL__ALLOCATOR__thp-MODE__rN)
+    cid = str(entry.get("id") or "")
+    return {
+        "server": srv.get("label") or (cid.split("__")[0] if "__" in cid else None),
+        "server_flavor": srv.get("flavor"),
+        "server_version": srv.get("version"),
+        "allocator": alloc.get("name") if isinstance(alloc, dict) else alloc,
+        "allocator_version": alloc.get("version") if isinstance(alloc, dict) else None,
+        "thp": thp.get("requested") if isinstance(thp, dict) else thp,
+        "engine": entry.get("engine"),
+    }
+
+
+def identity_mismatch(identity: dict, entry: dict) -> tuple[str, object, object] | None:
+    """(column, its value in `identity`, the cell's) for the first identity column a row (or a
+    raw record's identity) holds that is not the cell entry's, or None. A relabelled row would be
+    counted under another server or allocator: a row of server b relabelled 'a' once added a
+    phantom server to a summary and moved its verdicts. What one side did not record (an older
+    run's empty engine) cannot disagree."""
+    for col, want in cell_identity(entry).items():
+        have = identity.get(col)
+        if want in (None, "") or have in (None, "") or str(have) == str(want):
+            continue
+        return col, have, want
+    return None
+
+
 # -- rounds -----------------------------------------------------------------------------------------
 def id_round(cell_id: str) -> int | None:
     m = ROUND_SUFFIX.search(str(cell_id))
@@ -266,9 +255,10 @@ def _as_int(v) -> int | None:
 
 
 # -- the whole check ------------------------------------------------------------------------------
-def admit(manifest: dict, rows: list[dict]) -> Admission:
+def admit(manifest: dict, rows: list[dict], sources: dict[str, str] | None = None) -> Admission:
     """The cells and points of a run (its manifest's cell entries, its typed rows) analysis may
-    not read, each with one line (see the module doc)."""
+    not read, each with one line (see the module doc). `sources`: the file each cell's rows were
+    read from (cells/<id>.json, derived/<id>.json, results.csv), named in a figure's refusal."""
     out = Admission()
     cells = [c for c in manifest.get("cells") or [] if isinstance(c, dict)]
     for group in same_lives(cells):
@@ -301,11 +291,12 @@ def admit(manifest: dict, rows: list[dict]) -> Admission:
             relabelled[cid] = (row, rep, r)
         if (row.get("status") or "ok") != "ok":
             continue
-        problem = _figure_problem(row)
+        problem = figure_problem(row)
         if problem:
+            where = f" in {sources[cid]}" if sources and cid in sources else ""
             figures.append(
-                f"cell {cid}, {row.get('workload')}@{row.get('threads')}: {problem}, so this "
-                "point is not used"
+                f"cell {cid}, {row.get('workload')}@{row.get('threads')}: {problem}{where}, so "
+                "this point is not used"
             )
             out.points.add((cid, row.get("workload"), row.get("threads")))
     for cid, (row, rep, r) in relabelled.items():
@@ -348,14 +339,25 @@ def _check_rounds_whole(cells: list[dict], out: Admission) -> None:
             out.cells.update(ids[r])
 
 
-def _figure_problem(row: dict) -> str | None:
-    for col in POSITIVE_COLUMNS:
-        v = row.get(col)
-        if _finite(v) and v <= 0:
-            what = "a level's length" if col == "duration_s" else "a throughput"
-            return f"{col} {v!r} is not {what} (it must be above 0)"
+def figure_problem(row: dict) -> str | None:
+    """The first figure of `row` outside its declared range, or out of its distribution's order,
+    as "COLUMN VALUE is ..."; None when every figure can be what it says."""
     for col, v in row.items():
-        if col in NON_NEGATIVE_COLUMNS or (col.endswith("_kb") and col not in SIGNED_COLUMNS):
-            if _finite(v) and v < 0:
-                return f"{col} {v!r} is below 0"
+        rng = RANGES.get(col)
+        if rng is not None and _finite(v):
+            why = rng.problem(v)
+            if why:
+                return f"{col} {v!r} {why}"
+    return _order_problem(row)
+
+
+def _order_problem(row: dict) -> str | None:
+    for group in ORDERED:
+        present = [(c, row.get(c)) for c in group if _finite(row.get(c))]
+        for (a, x), (b, y) in pairwise(present):
+            if x > y:
+                return (
+                    f"{a} {x!r} is above {b} {y!r} (out of order: a distribution's figures rise "
+                    "from p50 to max)"
+                )
     return None

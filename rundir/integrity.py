@@ -43,7 +43,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rundir.admissible import admit, check_design
+from rundir.admissible import admit, check_design, identity_mismatch
 from rundir.errors import RunDirError
 from rundir.format import (
     CELL_STATUSES,
@@ -89,6 +89,9 @@ class Integrity:
     gaps: list[str] = field(default_factory=list)  # the truth itself lacks these, one line each
     notes: list[str] = field(default_factory=list)  # figures unaffected (raw records missing)
     refused_cells: set[str] = field(default_factory=set)  # cells whose rows are not read (gaps)
+    # the file each cell's rows were read from (cells/<id>.json, derived/<id>.json, results.csv):
+    # a refusal of one of its figures names it
+    sources: dict[str, str] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -338,6 +341,16 @@ def _levels_problem(entry: dict, rows: list[dict]) -> str | None:
     return "; ".join(parts) or None
 
 
+def identity_problem(row: dict, entry: dict, whose: str) -> str | None:
+    """A row whose identity is not its cell's (rundir.admissible.identity_mismatch), as one
+    clause naming the column and both values, or None."""
+    found = identity_mismatch(row, entry)
+    if found is None:
+        return None
+    col, have, want = found
+    return f"{col} {have!r}, but {whose} ran {want!r}"
+
+
 def _first_bad(rows: list[dict], columns) -> tuple[int, dict, str] | None:
     for i, row in enumerate(rows):
         for c in columns:
@@ -354,7 +367,7 @@ def check_run(path: Path) -> Integrity:
     twice, a relabelled round, a figure out of range) are gaps, and their rows are left out."""
     out = _check_files(Path(path))
     check_design(out.manifest, str(Path(path) / MANIFEST))
-    admission = admit(out.manifest, out.rows)
+    admission = admit(out.manifest, out.rows, out.sources)
     admission.cells |= out.refused_cells
     if admission.refused:
         out.gaps.extend(admission.refused)
@@ -438,18 +451,12 @@ def _checked_rows(
             if bad_figure(col, r[col]):
                 out.gaps.append(f"{who}: {col} {r[col]!r} is not {figure_wanted(col, r[col])}")
                 r = dict(r, **{col: ""})
-        alloc, thp = entry.get("allocator"), entry.get("thp")
-        name = alloc.get("name") if isinstance(alloc, dict) else None
-        if name and r.get("allocator") and r["allocator"] != name:
-            out.gaps.append(
-                f"{who}: allocator {r['allocator']!r}, but manifest.json's cell ran {name!r}"
-            )
-            continue
-        mode = thp.get("requested") if isinstance(thp, dict) else None
-        if mode and r.get("thp") and r["thp"] != mode:
-            out.gaps.append(f"{who}: thp {r['thp']!r}, but manifest.json's cell ran {mode!r}")
+        problem = identity_problem(r, entry, "manifest.json's cell")
+        if problem:
+            out.gaps.append(f"{who}: {problem}")
             continue
         rows.append(typed_row(r))
+        out.sources[cid] = RESULTS
     by_cell: dict[str, list[dict]] = {}
     for r in rows:
         by_cell.setdefault(r["cell"], []).append(r)
@@ -495,8 +502,9 @@ def _read_record(f: Path, path: Path) -> tuple[dict | None, str | None, str | No
     if stray is not None:
         return None, f"{name} holds a row of cell {stray!r}, not of {cid}", None
     # Rows that `report --rederive` derived again replace the recorded ones (the record itself is
-    # never rewritten); results.csv is checked against those.
-    rec = dict(rec, derive_error=rec["cell"].get("derive_error"))
+    # never rewritten); results.csv is checked against those. `rows_from` names the file they
+    # came from, for a refusal of one of them.
+    rec = dict(rec, derive_error=rec["cell"].get("derive_error"), rows_from=name)
     derived = path / DERIVED_DIR / f.name
     notice = None
     if derived.exists() and not derived.is_file():  # a FIFO, a device: named, never waited on
@@ -512,7 +520,9 @@ def _read_record(f: Path, path: Path) -> tuple[dict | None, str | None, str | No
                 isinstance(r, dict) and r.get("cell") == cid for r in rows
             ):
                 raise TypeError
-            rec.update(rows=rows, derive_error=d.get("derive_error"))
+            rec.update(
+                rows=rows, derive_error=d.get("derive_error"), rows_from=f"{DERIVED_DIR}/{f.name}"
+            )
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
             notice = (
                 f"{DERIVED_DIR}/{f.name} is unreadable: cell {cid}'s rows as recorded in "
@@ -594,7 +604,7 @@ def _from_cells(path: Path, manifest: dict, version: int, files: list[Path]) -> 
     for cid, rec in records.items():
         if cid not in plan:
             continue
-        name = f"{CELLS_DIR}/{cid}.json"
+        name = rec["rows_from"]
         bad = _first_bad(rec["rows"], RESULTS_COLUMNS)
         if bad is not None:
             _, row, col = bad
@@ -609,6 +619,24 @@ def _from_cells(path: Path, manifest: dict, version: int, files: list[Path]) -> 
             if problem:
                 out.gaps.append(f"{name}: cell {cid} is ok but its record has {problem}")
                 continue
+        # Each row is the cell's: the record's own entry says which server, allocator and THP
+        # mode it ran (a row relabelled to another server once added a phantom server)
+        mislabelled = next(
+            (
+                (row, problem)
+                for row in rec["rows"]
+                if (problem := identity_problem(row, rec["cell"], "the cell record says the cell"))
+            ),
+            None,
+        )
+        if mislabelled is not None:
+            row, problem = mislabelled
+            out.gaps.append(
+                f"{name}: level {_level(row)}: {problem}: a relabelled row would count under "
+                "another arm, so the cell is not used"
+            )
+            continue
+        out.sources[cid] = name
         trusted.append(rec)
     _raw_notes(out, path, manifest, trusted)
     _results_against(out, path, version, trusted, by_id)
@@ -680,6 +708,7 @@ def _results_against(
             side = Integrity(path, version, out.manifest, RESULTS_TRUTH)
             _, fallback = _checked_rows(side, version, entries, columns, raw, unrecorded)
             fallback = [r for r in fallback if r["cell"] in unrecorded]
+            out.sources.update({r["cell"]: RESULTS for r in fallback})
             if fallback:
                 out.notes.append(
                     f"{RESULTS}: the rows of {len({r['cell'] for r in fallback})} cell(s) without "

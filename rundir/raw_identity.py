@@ -8,13 +8,17 @@ whose phases were emptied derived rows with no CPU, latency or memory figures, r
 "changed". Both keep the cell's recorded figures instead, with a line naming the cell and why.
 
 What identifies the life: the cell id the record names (twice: `cell` and `identity.cell`), the
-allocator, THP mode and round it says it ran, and the exit's resource usage (wait4's reading of
-that very server process, the same reading the cell record keeps: no two lives share it).
+server, allocator, THP mode, engine and round it says it ran, and the exit's resource usage
+(wait4's reading of that very server process, the same reading the cell record keeps: no two
+lives share it).
 """
 
 from __future__ import annotations
 
-from rundir.admissible import id_round
+import math
+
+from rundir.admissible import id_round, identity_mismatch
+from rundir.schema import RATE
 
 
 def identity_problem(raw: dict, cell: dict) -> str | None:
@@ -25,14 +29,11 @@ def identity_problem(raw: dict, cell: dict) -> str | None:
     for where, value in (("cell", raw.get("cell")), ("identity.cell", ident.get("cell"))):
         if value is not None and value != cid:
             return f"it is the raw record of cell {value!r} ({where}), not of {cid!r}"
-    alloc = cell.get("allocator")
-    name = alloc.get("name") if isinstance(alloc, dict) else alloc
-    if name and ident.get("allocator") not in (None, name):
-        return f"its identity.allocator is {ident.get('allocator')!r}, the cell ran {name!r}"
-    thp = cell.get("thp")
-    mode = thp.get("requested") if isinstance(thp, dict) else thp
-    if mode and ident.get("thp") not in (None, mode):
-        return f"its identity.thp is {ident.get('thp')!r}, the cell ran {mode!r}"
+    # its server, allocator, THP mode and engine: every row derived from it carries them
+    found = identity_mismatch(ident, cell)
+    if found is not None:
+        col, have, want = found
+        return f"its identity.{col} is {have!r}, the cell ran {want!r}"
     r = id_round(str(cid))
     rep = ident.get("repeat")
     if r is not None and rep is not None and rep != r:
@@ -64,3 +65,45 @@ def phases_problem(raw: dict, cell: dict) -> str | None:
         return None
     shown = ", ".join(lacking[:4]) + (f" (and {len(lacking) - 4} more)" if len(lacking) > 4 else "")
     return f"it lacks the level(s) or closed phase(s) {shown} that the cell recorded as ok"
+
+
+def rates_problem(raw: dict) -> str | None:
+    """The first rate `raw` records that no level could have had, or None: an interval report's
+    rate or a block's (the alternate design) that is not a finite number, is below 0 or above
+    any server's (rundir.schema.RATE). The steady rates and the verdicts are taken from these:
+    a NaN emptied a level's steady rate in silence, a 1e300 made one of 1e152. One clause,
+    naming the level, the block and the interval: "level point_select@4, block 2, interval 3
+    (t 3.0 s): rate nan is not a finite number"."""
+    for lv in raw.get("levels") or []:
+        if not isinstance(lv, dict):
+            continue
+        name = "level " + str(lv.get("phase") or f"{lv.get('workload')}@{lv.get('threads')}")
+        problem = _intervals_problem(lv.get("intervals"), name)
+        if problem:
+            return problem
+        for b in lv.get("blocks") or []:
+            block = f"{name}, block {int(b.get('index', 0)) + 1}"
+            why = _rate_problem(b.get("qps"))
+            if why:
+                return f"{block}: qps {why}"
+            problem = _intervals_problem(b.get("intervals"), block)
+            if problem:
+                return problem
+    return None
+
+
+def _intervals_problem(intervals, where: str) -> str | None:
+    for i, item in enumerate(intervals or []):
+        why = _rate_problem(item[1])
+        if why:
+            return f"{where}, interval {i + 1} (t {item[0]} s): rate {why}"
+    return None
+
+
+def _rate_problem(value) -> str | None:
+    if value is None:
+        return None
+    if not math.isfinite(value):
+        return f"{value!r} is not a finite number"
+    why = RATE.problem(value)
+    return f"{value!r} {why}" if why else None

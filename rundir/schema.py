@@ -53,6 +53,55 @@ SAMPLE = "one timeline sample (the 1 Hz sampler, and every phase boundary)"
 
 
 @dataclass(frozen=True)
+class Range:
+    """The values a figure can take (issue 35): a recorded value outside is damaged or was
+    edited, and rundir/admissible.py refuses the point it belongs to, naming the column and the
+    value. `low`/`high`: None is unbounded; `above`: `low` itself is outside too (a throughput of
+    0 is not one). `what` is what an outside value is not, in the refusal's words ("qps 0 is not
+    a throughput (it must be above 0)"); a value below a bound `low` may take is "below" it."""
+
+    low: float | None = None
+    high: float | None = None
+    above: bool = False
+    what: str = "in range"
+
+    def problem(self, value: float) -> str | None:
+        """Why `value` (finite) is outside, as the end of a sentence that starts with the
+        column and the value ("is below 0"), or None."""
+        low, high = self.low, self.high
+        if low is not None and self.above and value <= low:
+            return f"is not {self.what} (it must be above {low:g})"
+        if low is not None and value < low:
+            return f"is below {low:g}"
+        if high is not None and value > high:
+            return f"is not {self.what} (it must be at most {high:g})"
+        return None
+
+    def text(self) -> str:
+        """The range as the glossary says it: "> 0", ">= 0", "0 to 100"; "" when unbounded."""
+        if self.low is not None and self.high is not None:
+            if self.above:
+                return f"above {self.low:g}, at most {self.high:g}"
+            return f"{self.low:g} to {self.high:g}"
+        if self.low is not None:
+            return f"{'>' if self.above else '>='} {self.low:g}"
+        return f"<= {self.high:g}" if self.high is not None else ""
+
+
+# No server answers a billion operations a second (the fastest level recorded here: about 1.3e5
+# queries/s on 2 cores): a rate above it is a damaged record (a 1e300 interval once made a
+# steady rate of 1e152 and a verdict of 9e48x), not a measurement.
+MAX_RATE = 1e9
+ANY = Range()  # differences between two readings (alloc_held_resident_kb), shares that may pass 1
+NON_NEGATIVE = Range(0)  # sizes, counts, times, latencies
+LENGTH = Range(0, above=True, what="a level's length")  # an ok level ran for some time
+THROUGHPUT = Range(0, MAX_RATE, above=True, what="a throughput")  # an ok level served work
+RATE = Range(0, MAX_RATE, what="a rate")  # a rate that may be 0 (an interval, a reader's)
+PERCENT = Range(0, 100, what="a percentage")
+FLAG = Range(0, 1, what="0 or 1")
+
+
+@dataclass(frozen=True)
 class Figure:
     """One figure. `unit` is what a value counts ("" for text and plain counts); `type` is its
     Python type in the raw record (int, float or str; a results.csv cell is text or a number);
@@ -69,6 +118,7 @@ class Figure:
     default: Any = None
     source: str | None = None  # None: the record's
     added_in: int | None = None  # the format that added it as a results column; None: the record's
+    range: Range | None = None  # the values it can take; None: the record's
 
 
 @dataclass(frozen=True)
@@ -83,6 +133,11 @@ class Record:
     # declares them in records (or figures) with its number, and rundir/format.py's
     # COLUMNS_ADDED_IN, FORMATn_ADDED_COLUMNS and the migrations' empty columns follow.
     added_in: int = 1
+    # The values its figures can take, unless a figure says otherwise (rundir/admissible.py)
+    range: Range = ANY
+    # Figures of one distribution, in the order their values keep (p50 <= p95 <= ... <= max): a
+    # p95 above the p99 is no distribution but an edited or damaged record
+    ordered: tuple[tuple[str, ...], ...] = ()
 
     def columns(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.figures)
@@ -169,10 +224,10 @@ WORKLOAD_REPORT = Record(
     "every workload (suites/workloads/*: LevelResult)",
     REPORT,
     (
-        _fig("duration_s", "s", float, "measured length (s)", "how long the level's load ran, as its clients measured it (the MEASURED length; the raw record's clock.planned_s is the planned one)", default=0.0),
+        _fig("duration_s", "s", float, "measured length (s)", "how long the level's load ran, as its clients measured it (the MEASURED length; the raw record's clock.planned_s is the planned one)", default=0.0, range=LENGTH),
         _fig("events", "", int, "events", "operations the level completed: transactions (sysbench), rows inserted (iibench), reads + writes (rww)", default=0),
-        _fig("tps", "/s", float, "transactions/s", "events per second over duration_s", default=0.0),
-        _fig("qps", "/s", float, "queries/s", "queries per second over duration_s (rows/s for iibench)", default=0.0),
+        _fig("tps", "/s", float, "transactions/s", "events per second over duration_s", default=0.0, range=THROUGHPUT),
+        _fig("qps", "/s", float, "queries/s", "queries per second over duration_s (rows/s for iibench)", default=0.0, range=THROUGHPUT),
         _fig("lat_avg_ms", "ms", float, "average latency (ms)"),
         _fig("lat_p50_ms", "ms", float, "p50 latency (ms)"),
         _fig("lat_p95_ms", "ms", float, "p95 latency (ms)"),
@@ -182,6 +237,8 @@ WORKLOAD_REPORT = Record(
         _fig("errors", "", int, "errors", "operations that failed (the workload's count)", default=0),
         _fig("reconnects", "", int, "reconnects", "client reconnections", default=0),
     ),
+    range=NON_NEGATIVE,
+    ordered=(("lat_p50_ms", "lat_p95_ms", "lat_p99_ms", "lat_p999_ms", "lat_max_ms"),),
 )
 # A level's report as the raw record keeps it (RawLevel.report): which level, and its figures.
 RAW_REPORT = Record(
@@ -203,6 +260,7 @@ LEVEL_MEMORY = Record(
         _fig("vsz_end_kb", "kB", int, "VSZ at end (kB)"),
         _fig("anon_huge_kb", "kB", int, "AnonHugePages (kB)", "the server's anonymous transparent huge pages (smaps), last read of the phase"),
     ),
+    range=NON_NEGATIVE,
 )
 MEASURED_WINDOW = Record(
     "the measured window",
@@ -212,6 +270,7 @@ MEASURED_WINDOW = Record(
         _fig("window_s", "s", float, "window (s)", "the measured window's wall time"),
         _fig("window_ops", "", float, "window operations", "operations served in the window (a query for sysbench, a row or document for iibench)"),
     ),
+    range=NON_NEGATIVE,
     added_in=2,
 )
 CPU_CTXSW = Record(
@@ -224,6 +283,7 @@ CPU_CTXSW = Record(
         _fig("ctxsw_voluntary", "", int, "voluntary context switches", "every thread's, exited ones too (empty with the procfs fallback)"),
         _fig("ctxsw_involuntary", "", int, "involuntary context switches"),
     ),
+    range=NON_NEGATIVE,
 )
 CTXSW_SOURCE = Record(
     "context-switch source",
@@ -245,6 +305,7 @@ WINDOW_RATES = Record(
         _fig("cpu_s_per_1m_ops", "s", float, "CPU seconds per 1M operations", "iibench's customary unit", added_in=2),
         _fig("ctxsw_per_1m_ops", "", float, "context switches per 1M operations", added_in=2),
     ),
+    range=NON_NEGATIVE,
 )
 SERVER_STATUS = Record(
     "the server's status counters",
@@ -257,6 +318,7 @@ SERVER_STATUS = Record(
         _fig("bp_read_requests", "", int, "page read requests"),
         _fig("server_memory_used_kb", "kB", float, "server's own memory account (kB)", "the memory the server accounts for itself (MariaDB Memory_used, MySQL's performance_schema)", source=END),
     ),
+    range=NON_NEGATIVE,
 )
 THP_COUNTERS = Record(
     "system THP counters",
@@ -268,13 +330,14 @@ THP_COUNTERS = Record(
         _fig("thp_collapse_alloc", "", int, "THP collapses", "khugepaged collapses (system-wide)"),
         _fig("thp_split", "", int, "THP splits"),
     ),
+    range=NON_NEGATIVE,
 )
 PROCESS_THP = Record(
     "the server's THP state",
     "collectors (/proc/PID/status THP_enabled)",
     PHASE,
     (
-        _fig("process_thp_enabled", "", int, "THP on for the server", "1: the process may get huge pages; 0: it turned THP off for itself (MariaDB does)"),
+        _fig("process_thp_enabled", "", int, "THP on for the server", "1: the process may get huge pages; 0: it turned THP off for itself (MariaDB does)", range=FLAG),
     ),
 )
 HUGEPAGE_GAUGES = Record(
@@ -292,6 +355,7 @@ HUGEPAGE_GAUGES = Record(
         _fig("hugepages_free", "", int, "HugePages_Free"),
         _fig("hugepages_rsvd", "", int, "HugePages_Rsvd"),
     ),
+    range=NON_NEGATIVE,
     added_in=5,
 )
 HUGEPAGE_DELTAS = Record(
@@ -301,8 +365,11 @@ HUGEPAGE_DELTAS = Record(
     (
         _fig("compact_stall", "", int, "compaction stalls", "system-wide /proc/vmstat delta"),
         _fig("compact_fail", "", int, "compaction failures"),
-        _fig("khugepaged_cpu_s", "s", float, "khugepaged CPU (s)"),
+        # runs derived before the fix in rundir/derive/phases.py recorded a khugepaged restarted
+        # mid-phase as a negative CPU time: no point's figure, so older runs still read
+        _fig("khugepaged_cpu_s", "s", float, "khugepaged CPU (s)", range=ANY),
     ),
+    range=NON_NEGATIVE,
     added_in=5,
 )
 CLIENT_LOAD = Record(
@@ -314,13 +381,14 @@ CLIENT_LOAD = Record(
         _fig("client_wall_s", "s", float, "client wall time (s)", "the level's wall time on the client host's clock"),
         _fig("client_cpu_user_s", "s", float, "client user CPU (s)", "the whole client host's user+nice CPU"),
         _fig("client_cpu_sys_s", "s", float, "client system CPU (s)", "system+irq+softirq"),
-        _fig("client_cpu_busy_pct", "%", float, "client CPU busy (%)", "of all the host's CPUs"),
+        _fig("client_cpu_busy_pct", "%", float, "client CPU busy (%)", "of all the host's CPUs", range=PERCENT),
         _fig("client_ctxsw", "", int, "client context switches"),
         _fig("client_net_rx_kb", "kB", float, "client received (kB)", "on its non-loopback interfaces"),
         _fig("client_net_tx_kb", "kB", float, "client sent (kB)"),
         _fig("client_sysbench_user_s", "s", float, "sysbench user CPU (s)", "sysbench's own CPU there (the remote shell's `times`)"),
         _fig("client_sysbench_sys_s", "s", float, "sysbench system CPU (s)"),
     ),
+    range=NON_NEGATIVE,
     added_in=3,
 )
 ALLOC_ACCOUNT = Record(
@@ -334,6 +402,7 @@ ALLOC_ACCOUNT = Record(
         _fig("alloc_committed_kb", "kB", float, "allocator committed (kB)", "what it has not given back (can exceed RSS)"),
         _fig("alloc_overhead", "", float, "RSS / in use", "RSS divided by the allocator's in use, both read at that moment"),
     ),
+    range=NON_NEGATIVE,
     added_in=3,
 )
 CHURN = Record(
@@ -344,6 +413,7 @@ CHURN = Record(
         _fig("churn_cycle", "", int, "churn cycle", "the cycle the level belongs to ([memory] churn_cycles; the closing level is churn_cycles + 1)", required=True),
         _fig("thread_cache_size", "", int, "thread_cache_size", "the server's thread cache it ran under"),
     ),
+    range=NON_NEGATIVE,
     added_in=3,
 )
 MEMORY_PARTS = Record(
@@ -359,6 +429,7 @@ MEMORY_PARTS = Record(
         _fig("hugetlb_kb", "kB", int, "hugetlb pages (kB)", "not in RSS"),
         _fig("heap_anon_huge_kb", "kB", int, "heap THP (kB)"),
     ),
+    range=NON_NEGATIVE,
     added_in=5,
 )
 HELD_RESIDENT = Record(
@@ -366,7 +437,7 @@ HELD_RESIDENT = Record(
     "rundir/derive/levels.py",
     DERIVED,
     (
-        _fig("alloc_held_resident_kb", "kB", int, "held by the allocator (kB)", "heap_resident_kb - alloc_in_use_resident_kb: what the allocator holds resident and the server does not"),
+        _fig("alloc_held_resident_kb", "kB", int, "held by the allocator (kB)", "heap_resident_kb - alloc_in_use_resident_kb: what the allocator holds resident and the server does not", range=ANY),
     ),
     added_in=5,
 )
@@ -376,9 +447,10 @@ SCENARIO = Record(
     RECORD,
     (
         _fig("scenario_cycle", "", int, "scenario cycle"),
-        _fig("burst_returned", "", float, "burst returned", "share of a spike's RSS given back after the idle time"),
+        _fig("burst_returned", "", float, "burst returned", "share of a spike's RSS given back after the idle time (below 0: RSS grew on)", range=ANY),
         _fig("burst_return_s", "s", float, "return time (s)", "seconds until RSS was within 10% of the pre-burst level"),
     ),
+    range=NON_NEGATIVE,
     added_in=5,
 )
 RWW = Record(
@@ -386,8 +458,8 @@ RWW = Record(
     "suites/workloads/rww (raw RawLevel.rww.figures)",
     RECORD,
     (
-        _fig("write_ops_s", "/s", float, "writes/s", "the writer's rate over the level's duration_s"),
-        _fig("read_ops_s", "/s", float, "reads/s", "the readers' rate"),
+        _fig("write_ops_s", "/s", float, "writes/s", "the writer's rate over the level's duration_s", range=RATE),
+        _fig("read_ops_s", "/s", float, "reads/s", "the readers' rate", range=RATE),
         _fig("write_lat_p50_ms", "ms", float, "write p50 latency (ms)"),
         _fig("write_lat_p95_ms", "ms", float, "write p95 latency (ms)"),
         _fig("write_lat_p99_ms", "ms", float, "write p99 latency (ms)"),
@@ -398,6 +470,10 @@ RWW = Record(
         _fig("read_lat_max_ms", "ms", float, "read max latency (ms)"),
         _fig("table_rows", "", int, "table rows"),
         _fig("reads_min", "", int, "fewest rows one reader read", "the stop rule is reads_min >= table_rows"),
+    ),
+    range=NON_NEGATIVE,
+    ordered=tuple(
+        tuple(f"{who}_lat_{p}_ms" for p in ("p50", "p95", "p99", "max")) for who in ("write", "read")
     ),
     added_in=3,
 )
@@ -411,6 +487,7 @@ EXPOSURE = Record(
         _fig("free_calls_per_query", "", float, "free calls per query"),
         _fig("malloc_calls_per_txn", "", float, "allocation calls per transaction"),
     ),
+    range=NON_NEGATIVE,
     added_in=6,
 )
 STEADY = Record(
@@ -419,9 +496,10 @@ STEADY = Record(
     REPORT,
     (
         _fig("ramp_s", "s", float, "ramp (s)", "seconds from the first interval report to the measured window's start"),
-        _fig("settled", "", int, "settled", "1, or 0 when the rule found the level still moving"),
-        _fig("steady_qps", "/s", float, "steady queries/s", "the rate over the window after the ramp, in qps's unit"),
+        _fig("settled", "", int, "settled", "1, or 0 when the rule found the level still moving", range=FLAG),
+        _fig("steady_qps", "/s", float, "steady queries/s", "the rate over the window after the ramp, in qps's unit", range=RATE),
     ),
+    range=NON_NEGATIVE,
     added_in=6,
 )
 GROWTH_PARTS = Record(
@@ -433,6 +511,7 @@ GROWTH_PARTS = Record(
         _fig("alloc_in_use_resident_kb", "kB", int, "in use, resident (kB)", "the allocator's in use that is resident (at most the heap's resident part)"),
         _fig("alloc_untouched_kb", "kB", int, "in use, never touched (kB)", "malloc'ed, never written: the kernel backs none of it"),
     ),
+    range=NON_NEGATIVE,
     added_in=6,
 )
 
@@ -548,6 +627,18 @@ def record_of(name: str) -> Record:
     return next(r for r in RESULT_RECORDS if name in r.columns())
 
 
+def figure_range(name: str) -> Range:
+    """The values a results column can take: its figure's range, else its record's."""
+    rec = record_of(name)
+    fig = rec.figure(name)
+    return ANY if fig.type is str else fig.range or rec.range
+
+
+def ordered_columns() -> tuple[tuple[str, ...], ...]:
+    """Every group of results columns whose values keep their order (Record.ordered)."""
+    return tuple(group for rec in RESULT_RECORDS for group in rec.ordered)
+
+
 def words(name: str) -> str:
     """The reader's words for a results or timeline column (its name where none is declared)."""
     fig = result_figures().get(name)
@@ -574,6 +665,12 @@ def glossary() -> str:
         "`since format`: the run format that first recorded the column; a run of an older format",
         "reads it as empty.",
         "",
+        "`range`: the values the column can take in an ok level's row; a value outside (or NaN,",
+        "or infinity) is damaged, and the point it belongs to is refused (rundir/admissible.py).",
+        "A distribution's figures keep their order too: "
+        + "; ".join(" <= ".join(f"`{c}`" for c in group) for group in ordered_columns())
+        + ".",
+        "",
     ]
     seen: set[str] = set()
     for rec in (*RESULT_RECORDS, TIMELINE):
@@ -585,8 +682,8 @@ def glossary() -> str:
             "",
         ]
         lines += [
-            "| column | unit | words | meaning | since format |",
-            "|---|---|---|---|---|",
+            "| column | unit | words | meaning | range | since format |",
+            "|---|---|---|---|---|---|",
         ]
         for f in rec.figures:
             again = rec is not TIMELINE and f.name in seen
@@ -597,7 +694,8 @@ def glossary() -> str:
                     "the same column as above (one column, whichever reading the boundary has)"
                 )
             since = "" if rec is TIMELINE else (f.added_in or rec.added_in)
-            lines.append(f"| `{f.name}` | {f.unit} | {f.words} | {meaning} | {since} |")
+            bounds = "" if rec is TIMELINE else figure_range(f.name).text()
+            lines.append(f"| `{f.name}` | {f.unit} | {f.words} | {meaning} | {bounds} | {since} |")
         lines.append("")
     return "\n".join(lines)
 

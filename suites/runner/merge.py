@@ -1,8 +1,10 @@
 """Join the shards of one matrix (`run --shard K/N` on N hosts) into one run directory.
 
 Shards are joined only when they are parts of the same measurement: the same suite settings, the
-same tool version, the same server and allocator builds, hosts of the same kind (CPU, core count,
-memory, kernel, glibc, system THP mode), and exactly the shards 1..N of one split, each once. Any
+same tool version, the same server and allocator builds, servers that ran with the same settings
+(what each cell's server recorded: cells[].server.settings), hosts of the same kind (CPU, core
+count, memory, kernel, glibc, system THP mode), and exactly the shards 1..N of one split, each
+once. Any
 other combination is refused with one line naming the runs and what differs, before anything is
 written. Differences that do not change what an allocator does (host names, boot ids, CPU
 governor) are listed, like `compare` lists them, and recorded in the merged manifest.
@@ -18,7 +20,7 @@ import copy
 import shutil
 from pathlib import Path
 
-from rundir.admissible import same_lives
+from rundir.admissible import ROUND_SUFFIX, same_lives
 from rundir.errors import RunDirError
 from rundir.format import CELLS_DIR, DERIVED_DIR, LOGS_DIR, RAW_DIR, SAMPLES_DIR
 from rundir.integrity import CELLS_TRUTH, check_run
@@ -146,6 +148,7 @@ def check_shards(shards: list[Shard]) -> list[str]:
                 f"{', '.join(sorted(fl))}: shards of one run measure one server"
             )
         _check_server_builds(first, s)
+        _check_server_settings(first, s)
     _check_lives(shards)
     noted = _check_hosts(shards)
     _check_split(shards)
@@ -232,6 +235,61 @@ def _check_server_builds(first: Shard, s: Shard) -> None:
                 f"server {label} differs between shards: binary {pb!r} on {s.path} vs {pa!r} on "
                 f"{first.path}, and no sha256 of them was recorded to prove them one build; "
                 "shards of one run measure one server build"
+            )
+
+
+def _server_settings(s: Shard) -> list[tuple[str, str, str, dict]]:
+    """(arm: a cell id without its round, server label, cell id, its server's settings as
+    "key" -> value) of every cell of the shard that recorded them."""
+    out = []
+    for c in s.manifest.get("cells") or []:
+        srv = c.get("server") if isinstance(c.get("server"), dict) else {}
+        if isinstance(srv.get("settings"), dict):
+            arm = ROUND_SUFFIX.sub("", str(c.get("id")))
+            out.append((arm, str(srv.get("label")), str(c.get("id")), _flatten(srv["settings"])))
+    return out
+
+
+def _uniform(cells: list[tuple[str, str, str, dict]]) -> dict[str, tuple[str, dict, set]]:
+    """server label -> (a cell of it, the settings every cell of that server ran with in the
+    shard, the keys on which its cells differ): a hugepage study's large-pages cells differ from
+    its small-pages cells by design, so such a key is compared arm by arm only."""
+    by_label: dict[str, list[tuple[str, dict]]] = {}
+    for _arm, label, cid, flat in cells:
+        by_label.setdefault(label, []).append((cid, flat))
+    out = {}
+    for label, group in by_label.items():
+        keys = set().union(*(flat for _cid, flat in group))
+        varies = {k for k in keys if len({repr(flat.get(k)) for _cid, flat in group}) > 1}
+        out[label] = (group[0][0], {k: group[0][1].get(k) for k in keys - varies}, varies)
+    return out
+
+
+def _check_server_settings(first: Shard, s: Shard) -> None:
+    """What each cell's server ran with (its buffer pool, connections, flush policy...): the
+    suite's settings can agree while a shard's servers ran with others (a shard resumed or edited
+    by hand), and its lives would be paired with lives of another configuration. Compared arm by
+    arm (every setting), and server by server (the settings each shard's cells of it share)."""
+    fa, sa = _server_settings(first), _server_settings(s)
+    firsts = {arm: (cid, flat) for arm, _label, cid, flat in reversed(fa)}
+    pairs = [
+        (firsts[arm], (cid, flat), set(flat) | set(firsts[arm][1]))
+        for arm, _label, cid, flat in sa
+        if arm in firsts
+    ]
+    fu, su = _uniform(fa), _uniform(sa)
+    for label in sorted(set(fu) & set(su)):
+        (fc, fv, fvar), (sc, sv, svar) = fu[label], su[label]
+        pairs.append(((fc, fv), (sc, sv), (set(fv) | set(sv)) - fvar - svar))
+    for (fc, fv), (sc, sv), keys in pairs:
+        diff = sorted(k for k in keys if fv.get(k) != sv.get(k))
+        if diff:
+            k = diff[0]
+            more = f" (and {len(diff) - 1} more setting(s))" if len(diff) > 1 else ""
+            raise SuiteError(
+                f"{s.path} ran its servers with other settings than {first.path}: "
+                f"server.settings.{k} = {sv.get(k)!r} (cell {sc}) vs {fv.get(k)!r} (cell {fc})"
+                f"{more}; shards of one run measure one server configuration"
             )
 
 

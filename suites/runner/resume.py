@@ -18,9 +18,12 @@ from rundir.write import WORK_DIR, RunDir, owned
 from suites.errors import SuiteError
 from suites.runner.leftovers import live_servers, runner_running
 from suites.runner.plan import CellPlan
+from suites.suite.model import suite_from_dict
 
 # Host facts that change allocator behaviour (collectors.host.host_metadata's keys).
 HOST_KEYS = ("kernel", "cpu_model", "cpu_count", "glibc_version")
+# Differing settings named in full in the refusal; the rest by name only
+SHOWN_SETTINGS = 3
 
 
 def check_run_dir(path: Path) -> Integrity:
@@ -58,6 +61,35 @@ def _flat(d: dict, prefix: str = "") -> dict:
     return out
 
 
+def with_defaults(settings: dict) -> dict:
+    """A suite's settings (a run's recorded suite, or today's) as "section.key" -> value, with
+    each setting a later mallocsweep added (absent, or None) read as its default today: a run
+    recorded before the setting existed was measured with what that default does
+    (fragmentation.soak absent is no soak, as 0.0 is today), so it still resumes. A value that is
+    there is never replaced. Settings today's model no longer reads stay as they are (the
+    comparison then names what differs)."""
+    was = _flat(_identity(settings))
+    try:
+        today = _flat(_identity(suite_from_dict(settings, "the run's suite").as_dict()))
+    except SuiteError:
+        return was
+    return {**was, **{k: v for k, v in today.items() if was.get(k) is None}}
+
+
+def _settings_text(differ: list[str], was: dict, now: dict, recorded: dict) -> str:
+    """The differing settings, each with both values (a default the run did not record said as
+    such), the ones past SHOWN_SETTINGS by name."""
+
+    def has(k: str) -> str:
+        if recorded.get(k) is None and was.get(k) is not None:
+            return f"recorded none (read as today's default {was[k]!r})"
+        return f"has {was.get(k)!r}"
+
+    shown = "; ".join(f"{k} is {now.get(k)!r}, the run {has(k)}" for k in differ[:SHOWN_SETTINGS])
+    rest = differ[SHOWN_SETTINGS:]
+    return shown + (f" (and {len(rest)} more: {', '.join(rest)})" if rest else "")
+
+
 def check_resumable(manifest: dict, suite: dict, label: str | list[str], host: dict) -> None:
     """Refuse (SuiteError, one line) a run that cannot continue as it was started."""
     m = manifest
@@ -66,16 +98,16 @@ def check_resumable(manifest: dict, suite: dict, label: str | list[str], host: d
             f"--resume: run format {m.get('format_version')} is not {FORMAT_VERSION}; resume it with"
             " the mallocsweep version that started it"
         )
-    was_suite, now_suite = _flat(_identity(m.get("suite") or {})), _flat(_identity(suite))
+    recorded = m.get("suite") or {}
+    was_suite, now_suite = with_defaults(recorded), with_defaults(suite)
     differ = sorted(
         k for k in set(was_suite) | set(now_suite) if was_suite.get(k) != now_suite.get(k)
     )
     if differ:
-        k = differ[0]
-        more = f" (and {len(differ) - 1} more setting(s))" if len(differ) > 1 else ""
         raise SuiteError(
-            f"--resume: the suite settings differ from the run's: {k} is {now_suite.get(k)!r}, "
-            f"the run has {was_suite.get(k)!r}{more} (same file and options needed)"
+            "--resume: the suite settings differ from the run's: "
+            f"{_settings_text(differ, was_suite, now_suite, _flat(_identity(recorded)))} (same "
+            "file and options needed)"
         )
     was = m.get("host") or {}
     for key in HOST_KEYS:

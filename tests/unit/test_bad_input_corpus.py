@@ -56,6 +56,7 @@ RUNS = {
     "F2": "real-smoke-format2",
     "F3": "real-smoke-format3",
     "AA": "real-servers-aa-format5",  # two servers x two allocators x three rounds (format 5)
+    "ALT": "real-alternate-aa",  # the alternate design: levels in blocks, raw/ kept (format 6)
 }
 F3_CELLS = sorted(p.stem for p in (FIXTURES / RUNS["F3"] / "cells").glob("*.json"))
 

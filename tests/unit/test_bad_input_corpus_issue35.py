@@ -218,7 +218,7 @@ CLASSES: dict[str, list[C]] = {
         C("i35-report-f2-qps-zero", "report {F2}", 2, r"qps 0(\.0)? is not a throughput", set_val("F2", "qps", "0", row=1)),
         C("i35-report-thp-tps-negative", "report {THP}", 2, r"tps -1\.0 is not a throughput", set_val("THP", "tps", "-1", row=3)),
         C("i35-report-allow-qps-nan", "report {F3} --allow-incomplete", 0, rf"WARNING: INCOMPLETE RUN \S+: cells/{F3C0}\.json: level oltp_ro@4: qps nan is not a finite number", row0(0, qps=NAN), out=REPORT_FILES, lines=None),
-        C("i35-report-allow-qps-negative", "report {F1} --allow-incomplete", 0, r"INCOMPLETE RUN \S+: " + NAMED + r": qps -1\.0 is not a throughput \(it must be above 0\), so this point is not used", set_val("F1", "qps", "-1"), out=REPORT_FILES, lines=None),
+        C("i35-report-allow-qps-negative", "report {F1} --allow-incomplete", 0, r"INCOMPLETE RUN \S+: " + NAMED + r": qps -1\.0 is not a throughput \(it must be above 0\) in results\.csv, so this point is not used", set_val("F1", "qps", "-1"), out=REPORT_FILES, lines=None),
         C("i35-compare-qps-nan", "compare {F3} {s}/cp", 2, r"cp: incomplete run: .*qps nan is not a finite number", corpus.copy("F3", "cp"), edit_json(f"cp/cells/{F3C0}.json", lambda r: r["rows"][2].update(qps=NAN))),
         C("i35-compare-qps-zero", "compare {F1} {F1B}", 2, r"F1B: incomplete run: .*qps 0(\.0)? is not a throughput", set_val("F1B", "qps", "0", row=4)),
         C("i35-resume-qps-nan", "run {SMOKE} --resume {F3}", 2, r"--resume \S+: incomplete run: .*qps nan is not a finite number", row0(1, qps=NAN)),

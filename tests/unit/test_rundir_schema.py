@@ -123,3 +123,37 @@ def test_a_finished_run_of_every_older_format_still_reads():
         assert run.rows, run_dir
         assert all(set(F.RESULTS_COLUMNS) <= set(r) for r in run.rows), run_dir
     assert {1, 2, 3, 5} <= versions
+
+
+# Numeric results columns that may take any value: a difference between two readings, a share
+# that passes 1 or 0 when RSS grew on, a CPU time older runs recorded negative (a khugepaged
+# restarted mid-phase).
+UNBOUNDED = {"alloc_held_resident_kb", "burst_returned", "khugepaged_cpu_s"}
+
+
+def test_every_numeric_results_column_declares_its_range():
+    """Admissibility reads each column's range from its declaration (issue 32): a new figure
+    gets one with its record, and only the listed ones are left unbounded. (A level's identity,
+    its threads and round, is checked against its cell's levels and id instead.)"""
+    identity = {*schema.CELL_IDENTITY.columns(), *schema.LEVEL_IDENTITY.columns()}
+    loose = {
+        name
+        for name, fig in schema.result_figures().items()
+        if fig.type is not str and name not in identity and schema.figure_range(name) == schema.ANY
+    }
+    assert loose == UNBOUNDED
+
+
+def test_ranges_say_what_a_value_outside_is():
+    assert schema.THROUGHPUT.problem(0.0) == "is not a throughput (it must be above 0)"
+    assert schema.NON_NEGATIVE.problem(-1.0) == "is below 0"
+    assert schema.PERCENT.problem(101.0) == "is not a percentage (it must be at most 100)"
+    assert schema.RATE.problem(1e300) == "is not a rate (it must be at most 1e+09)"
+    assert schema.RATE.problem(5e4) is None and schema.ANY.problem(-1e300) is None
+
+
+def test_every_ordered_group_is_of_declared_columns_in_column_order():
+    order = {name: i for i, name in enumerate(schema.result_figures())}
+    for group in schema.ordered_columns():
+        assert all(c in order for c in group), group
+        assert [order[c] for c in group] == sorted(order[c] for c in group), group

@@ -8,9 +8,10 @@ HELP = """\
 Join the run directories of `mallocsweep run SUITE --shard K/N` (one per host of a fleet) into one
 run directory that `report` and `compare` read like any run. Refused, before anything is written:
 shards of different suites, designs (error rate, minimum effect, looks, baseline), tool versions,
-server builds (version, the binary's sha256), allocator builds (sha256) or host kinds (CPU, cores,
-memory, kernel, glibc, THP), a shard given twice or missing, a run merged with itself, an
-unfinished shard, the same server life in two shards. Host differences that do not change what
+server builds (version, the binary's sha256), server settings (what each cell's server ran with),
+allocator builds (sha256) or host kinds (CPU, cores, memory, kernel, glibc, THP), a shard given
+twice or missing, a run merged with itself, an unfinished shard, the same server life in two
+shards. Host differences that do not change what
 an allocator does (names, governor) are listed. The shards are copied, never changed.
 """
 

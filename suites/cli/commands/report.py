@@ -55,9 +55,16 @@ def run(args) -> int:
             raise RunDirError(found.refusal())
         from rundir.rederive import KEPT
 
-        outcomes = rederive_run(args.run_dir)
+        # A raw record holding a rate no level had is refused before anything is rewritten;
+        # with --allow-incomplete its cell keeps its recorded figures (said below)
+        outcomes = rederive_run(args.run_dir, allow_damaged=args.allow_incomplete)
         for outcome in outcomes:
             print(f"rederive: {outcome.line()}")
+        # A level whose raw record can no longer give its steady rate (a block failed) leaves
+        # its life out of a verdict: said on the terminal, by cell and level
+        for outcome in outcomes:
+            for line in outcome.lost:
+                print(f"mallocsweep report: WARNING: --rederive: {line}", file=sys.stderr)
         # Said where warnings go too, by name: a cell whose raw record is damaged (truncated)
         # keeps its old figures, and a user reading only the report must know which.
         unusable = [o.cell for o in outcomes if o.outcome == KEPT and "unusable" in o.note]
