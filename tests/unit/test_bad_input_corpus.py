@@ -320,6 +320,9 @@ NOT_RUN = r"not a mallocsweep run"
 SAME = r"(same run|same server life|identical results)"
 F3C0, F3C1 = F3_CELLS[0], F3_CELLS[1]
 SHARDS = "merge {s}/S1 {s}/S2"
+# the later corpora's merges name their output, and damage figures with these
+MERGE_OUT = "merge {s}/S1 {s}/S2 --out {s}/m"
+NAN, INF = float("nan"), float("inf")
 
 # fmt: off
 CASES = [

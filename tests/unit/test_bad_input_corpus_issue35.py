@@ -32,8 +32,8 @@ from tests.unit.test_bad_input_corpus import (
 )
 
 F3C0, F3C1 = F3_CELLS
-SHARDS = "merge {s}/S1 {s}/S2 --out {s}/m"
-NAN, INF = float("nan"), float("inf")
+SHARDS = corpus.MERGE_OUT
+NAN, INF = corpus.NAN, corpus.INF
 
 
 # -- damage of issue 35's kinds ------------------------------------------------------------------

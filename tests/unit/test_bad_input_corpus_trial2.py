@@ -40,7 +40,7 @@ from tests.unit.test_bad_input_corpus_issue35 import (
 )
 
 F3C0, F3C1 = F3_CELLS
-SHARDS = "merge {s}/S1 {s}/S2 --out {s}/m"
+SHARDS = corpus.MERGE_OUT
 # What `report --rederive` writes besides the report: the derived rows and results.csv rebuilt
 REDERIVED = [*REPORT_FILES, "F3/derived", "F3/derived/*", "F3/results.csv"]
 AA_GONE = "b_mariadb-10.11.19__glibc__thp-system__r2"

@@ -33,8 +33,8 @@ from tests.unit.test_bad_input_corpus import (
 from tests.unit.test_bad_input_corpus_issue35 import shard_manifest
 
 F3C0, F3C1 = F3_CELLS
-SHARDS = "merge {s}/S1 {s}/S2 --out {s}/m"
-NAN, INF = float("nan"), float("inf")
+SHARDS = corpus.MERGE_OUT
+NAN, INF = corpus.NAN, corpus.INF
 # real-alternate-aa's cells: glibc and glibc-aa, rounds 1-3
 AA_ARM = "mariadb-10.11.19__glibc-aa__thp-system__r{}"
 GLIBC = "mariadb-10.11.19__glibc__thp-system__r{}"
