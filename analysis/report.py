@@ -87,7 +87,16 @@ def warnings(run: Run, baseline: str | None = None) -> list[str]:
     out = []
     if run.status not in ("finished", "failed", "interrupted"):  # those two: notices.run_problems
         out.append(f"The run is {run.status}: figures cover only the cells that finished.")
-    if not run.rows:
+    soak = run.manifest.get("soak") or {}
+    if run.status == "running" and soak:
+        # a soak's cells end only when its hours do: until then its cycles are in the journal
+        out.append(
+            f"A soak is running ({float(soak.get('done_s') or 0) / 3600:.2f} of "
+            f"{float(soak.get('seconds') or 0) / 3600:.2f} h at its last checkpoint): its cycles"
+            " are journalled under checkpoints/ and come into this report when the arms' lives"
+            " end; meanwhile the runner's live line shows each arm's growth per hour."
+        )
+    elif not run.rows:
         out.append("No level finished: there are no measurements to show yet.")
     bad = [c for c, v in run.cells.items() if v.get("status") not in ("ok", "pending", "running")]
     if bad:

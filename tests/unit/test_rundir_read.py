@@ -151,3 +151,22 @@ def test_host_aliases_are_normalised(tmp_path):
         "2.36",
         "performance",
     )
+
+
+def test_a_running_soak_says_where_its_cycles_are(tmp_path):
+    """A soak's cells end only when its hours do: its report meanwhile says how far it is and
+    where the cycles are, not 'no level finished'."""
+    from analysis.report import warnings
+
+    path = make_run(tmp_path, "synthetic-running-soak")
+    m = json.loads((path / "manifest.json").read_text())
+    m["status"] = "running"
+    m["soak"] = {"seconds": 7200.0, "done_s": 1800.0}
+    for c in m["cells"]:
+        c["status"] = "running"
+    (path / "manifest.json").write_text(json.dumps(m))
+    shutil.rmtree(path / "cells")
+    (path / "results.csv").unlink()
+    said = " ".join(warnings(load_run(path)))
+    assert "A soak is running (0.50 of 2.00 h at its last checkpoint)" in said
+    assert "No level finished" not in said
