@@ -40,7 +40,13 @@ Decisions, with a margin M in MB per hour (MARGIN_MB_PER_HOUR, or the manifest's
 `growth_margin_mb_per_hour`):
 - an arm against the baseline: grows more when the interval of the difference lies above 0 and
   the difference is at least M; grows less when it lies below 0 and the difference is at most
-  -M; no difference beyond M when the whole interval is within [-M, M]; else undecided;
+  -M; no difference beyond M when the whole interval is within [-M, M]; else undecided.
+  Outside a soak a decision needs at least MIN_PAIRS rounds where both arms have a rate: one
+  pair's interval is only its two fits' own;
+- a part of RSS clamped at 0 (held) that read 0 at every cycle of a life was never observed in
+  that life (the allocator's in-use covered the whole resident heap): that life has no rate for
+  it. Every fit's residual variance is at least the page quantisation's, so a life that lies on
+  a straight line is one life among the others when they are combined, not all of them;
 - a life's or an arm's state, from the tail's slope: still growing (interval above 0 and the
   slope at least M), levelled off (the whole interval within [-M, M]), else unclear.
 """
@@ -51,7 +57,7 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from analysis.growth import scenario_rows
 from analysis.metrics import (
@@ -79,6 +85,13 @@ MIN_TAIL = 3
 # The widening for autocorrelated residuals is capped: rho near 1 would make it unbounded on a
 # handful of cycles, where rho itself is barely estimated
 MAX_RHO = 0.8
+# Lives an arm and its baseline both need, outside a soak, before their difference is decided
+MIN_PAIRS = 2
+# What a memory reading can resolve: RSS and the parts are counted in whole 4 kB pages. A fit's
+# residual variance is never taken below this quantisation's (q^2 / 12): a series that happens to
+# lie on a straight line (RSS unchanged over 8 cycles) knows its slope only to the page, and an
+# error of 0 would take every weight when lives are combined.
+RESOLUTION_MB = 4 / 1024
 LEVELLED, GROWING, UNCLEAR = "levelled off", "still growing", "unclear"
 KB_PER_MB = 1024.0
 S_PER_H = 3600.0
@@ -113,7 +126,7 @@ def fit(xs: list[float], ys: list[float]) -> Rate | None:
     b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
     resid = [y - (my + b * (x - mx)) for x, y in zip(xs, ys, strict=True)]
     ss = sum(e * e for e in resid)
-    se = math.sqrt(ss / (n - 2) / sxx)
+    se = math.sqrt(max(ss / (n - 2), RESOLUTION_MB**2 / 12) / sxx)
     if ss > 0 and n >= 4:
         rho = sum(a * c for a, c in zip(resid, resid[1:], strict=False)) / ss
         rho = min(max(rho, 0.0), MAX_RHO)
@@ -171,7 +184,9 @@ def combine(values: list[tuple[float, float, float]]) -> Rate | None:
     mean_f = sum(wi * v for wi, (v, _, _) in zip(w, vals, strict=True)) / sw
     q = sum(wi * (v - mean_f) ** 2 for wi, (v, _, _) in zip(w, vals, strict=True))
     k = len(vals)
-    c = sw - sum(wi * wi for wi in w) / sw
+    # sw - sum(w^2)/sw written as the sum over pairs: the subtraction loses every digit when one
+    # weight dwarfs the others, and tau^2 then came out 0 (one life took all the weight)
+    c = 2 * sum(w[i] * w[j] for i in range(k) for j in range(i + 1, k)) / sw
     tau2 = max(0.0, (q - (k - 1)) / c) if c > 0 else 0.0
     wr = [1 / (x + tau2) for x in var]
     swr = sum(wr)
@@ -246,6 +261,18 @@ def _fit_col(rows, col, xs) -> Rate | None:
     return fit(*got) if got else None
 
 
+def _fit_part(rows, col, xs) -> Rate | None:
+    """A part of RSS that is a difference clamped at 0 (held = resident - in use, never below 0;
+    rundir/derive/levels.py): a life where it read 0 at every cycle had its allocator's in-use
+    cover all the resident heap at every cycle, so what it held was never seen (it hid behind
+    memory in use but untouched), not seen to be 0. Such a life has no rate for the part; a
+    slope of exactly 0 from it would be taken as the surest measurement of all."""
+    got = _pairs(rows, col, xs)
+    if not got or not any(got[1]):
+        return None
+    return fit(*got)
+
+
 def life_rate(
     cell: str,
     rows: list[dict],
@@ -275,8 +302,8 @@ def life_rate(
         hours=(hours[-1] - hours[0]) if hours else None,
         rss=_fit_col(rows, "rss_end_kb", hours),
         rss_per_100=_fit_col(rows, "rss_end_kb", cycles),
-        held=_fit_col(rows, "alloc_held_resident_kb", hours),
-        held_per_100=_fit_col(rows, "alloc_held_resident_kb", cycles),
+        held=_fit_part(rows, "alloc_held_resident_kb", hours),
+        held_per_100=_fit_part(rows, "alloc_held_resident_kb", cycles),
         account=_fit_col(rows, "server_memory_used_kb", hours),
         tail=tail,
         rss_end_mb=None if last.get("rss_end_kb") is None else last["rss_end_kb"] / KB_PER_MB,
@@ -475,6 +502,11 @@ def verdict_differences(
                 if not shared:
                     continue
                 d = paired_difference(a, b, level_of(shared), margin)
+                if d is not None and shared < MIN_PAIRS:
+                    # one pair's interval is its two fits' own: how sure each life's trend is,
+                    # not how much lives differ (which rounds measure); a soak's one life per
+                    # arm is judged as such above
+                    d = replace(d, verdict=UNDECIDED)
                 if d is not None:
                     out.append(((server, wl, thp, alloc), metric, d))
     return out

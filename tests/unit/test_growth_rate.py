@@ -145,3 +145,71 @@ def test_a_recorded_format5_run_gets_per_hour_verdicts_from_its_raw_records():
     }
     mdev = claims["MDEV-30889"]
     assert "undecided" in mdev[3].text and mdev[4].text != REPRODUCED
+
+
+def test_a_life_on_a_perfect_line_does_not_take_every_weight():
+    """A fit with no residual (RSS unchanged over the cycles, or a part clamped at 0) knows its
+    slope to the page, not exactly: combined with lives that scatter, it is one life among them.
+    (Recorded: glibc-trim vs glibc held in the dump scenario came out +0.0 [-0.0 - +0.0] MB/h,
+    'no difference', from one round whose two lives both read 0 at every cycle.)"""
+    from analysis.growth_rate import combine, fit
+
+    flat = fit([0.0, 0.001, 0.002, 0.003], [100.0, 100.0, 100.0, 100.0])
+    assert flat.value == 0 and flat.se > 0
+    both = combine([(595.1, 100.97, 6), (282.4, 92.0, 6), (flat.value, flat.se, flat.df)])
+    assert 100 < both.value < 500
+    lo, hi = both.interval()
+    assert lo < 0 < hi  # three rounds this different decide nothing
+
+
+def test_a_held_part_that_read_0_at_every_cycle_has_no_rate():
+    """held = resident - in use, clamped at 0: a life where it never rose above 0 never saw what
+    its allocator held (in use but untouched memory hid it), so it gives no rate at all."""
+    from analysis.growth_rate import life_rate
+
+    def rows(held):
+        return [
+            {
+                "server": "s",
+                "allocator": "glibc",
+                "thp": "system",
+                "workload": "dump",
+                "scenario_cycle": i + 1,
+                "rss_end_kb": 100_000 + 500 * i,
+                "tps": 10.0,
+                "alloc_held_resident_kb": h,
+            }  # fmt: skip
+            for i, h in enumerate(held)
+        ]
+
+    times = [10.0 * i for i in range(1, 6)]
+    hidden = life_rate("c", rows([0, 0, 0, 0, 0]), times)
+    assert hidden.held is None and hidden.held_per_100 is None and hidden.rss is not None
+    seen = life_rate("c", rows([0, 300, 0, 800, 900]), times)
+    assert seen.held is not None and seen.held.value > 0
+
+
+def test_outside_a_soak_one_shared_round_decides_nothing(monkeypatch):
+    """Two lives' fits alone say how sure each trend is, not how much lives differ: a difference
+    on one round that both arms have (the others without a rate) stays undecided; on two, the
+    same figures decide."""
+    from types import SimpleNamespace
+
+    from analysis import growth_rate as g
+
+    def life(alloc, repeat, slope):
+        r = g.Rate(slope, 1.0, 6, 8)
+        return g.LifeRate(
+            cell=f"{alloc}-{repeat}", server="s", allocator=alloc, thp="system", repeat=repeat,
+            workload="dump", cycles=8, hours=0.5, rss=r, rss_per_100=r, held=r, held_per_100=r,
+            account=None, tail=None, rss_end_mb=100.0, tps=1.0,
+        )  # fmt: skip
+
+    run = SimpleNamespace(manifest={})
+    lives = [life("glibc", 1, 0.0), life("jemalloc", 1, 500.0)]
+    monkeypatch.setattr(g, "life_rates", lambda _run: lives)
+    one_d = g.verdict_differences(run, "glibc", lambda _n: 0.95)[0][2]
+    assert one_d.rounds == 1 and one_d.verdict == g.UNDECIDED and one_d.diff == 500.0
+    lives += [life("glibc", 2, 1.0), life("jemalloc", 2, 520.0)]
+    two_d = g.verdict_differences(run, "glibc", lambda _n: 0.95)[0][2]
+    assert two_d.rounds == 2 and two_d.verdict == g.WORSE
