@@ -139,3 +139,35 @@ def test_older_runs_report_without_exposure(path):
     assert all(exposure.exposure_table(run, wl) is None for wl in run.workloads)
     html, md = render(run)
     assert "calls into the allocator" not in html and "calls into the allocator" not in md
+
+
+def test_a_call_cost_measured_on_a_busy_machine_is_measured_again_when_it_is_quiet(
+    tmp_path, monkeypatch
+):
+    """The bound is cached per build; an entry taken at a load average above the CPU count is
+    replaced by the first measurement on a machine that is not busy, and kept otherwise."""
+    import os
+
+    from servers import callcost
+    from servers.allocators import Allocator
+
+    monkeypatch.setenv("MALLOCSWEEP_CACHE", str(tmp_path))
+    measured = []
+
+    def fake_measure(alloc, threads, size_class="small"):
+        measured.append(os.getloadavg()[0])
+        return 10.0 if os.getloadavg()[0] > 2 else 5.0
+
+    monkeypatch.setattr(callcost, "measure", fake_measure)
+    monkeypatch.setattr(callcost.os, "cpu_count", lambda: 2)
+    glibc = Allocator(name="glibc", kind="system", family="glibc", library=None)
+    monkeypatch.setattr(callcost.os, "getloadavg", lambda: (40.0, 40.0, 40.0))
+    busy = callcost.cost_of(glibc, (1,))
+    assert busy["ns_per_call"]["small"]["1"] == 10.0 and busy["load_avg"][0] == 40.0
+    assert callcost.cost_of(glibc, (1,)) == busy  # still busy: the entry is kept
+    n = len(measured)
+    monkeypatch.setattr(callcost.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    quiet = callcost.cost_of(glibc, (1,))
+    assert len(measured) > n and quiet["ns_per_call"]["small"]["1"] == 5.0
+    n = len(measured)
+    assert callcost.cost_of(glibc, (1,)) == quiet and len(measured) == n  # quiet: kept
