@@ -91,7 +91,7 @@ def run_problems(run: Run) -> list[str]:
             "again) and an arm's segments are pooled; the per-cycle plots mark each new life."
         )
     if soak.get("stopped"):
-        out.append(f"The soak {soak['stopped']}.")
+        out.append(f"The soak ended: {soak['stopped']}.")  # "its time was up (2.00 h)", ...
     if stale:
         out.append(
             f"When this run was resumed, work directories an earlier attempt left behind were"

@@ -82,4 +82,4 @@ def test_a_soak_judges_growth_from_one_life_per_arm_at_its_look_level(tmp_path):
     assert SOAK_ONE_LIFE in vs.notices
     write_report(d)
     md = (d / "summary.md").read_text()
-    assert "one server life per arm" in md and "The soak stopped early" in md
+    assert "one server life per arm" in md and "The soak ended: stopped early" in md
