@@ -96,6 +96,7 @@ def judge_suite(
             f'env = {{ SLOWMALLOC_SPINS = "{n}" }}',
             f'description = "positive control: glibc + {n} spins per call ({name})"',
         ]
+    work.mkdir(parents=True, exist_ok=True)
     suite = work / "bench-control-quick.toml"
     suite.write_text("\n".join(lines) + "\n")
     return suite

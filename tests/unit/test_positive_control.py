@@ -42,7 +42,10 @@ def test_the_judge_suite_is_the_quick_suite_with_both_controls(tmp_path):
 def test_the_judge_suite_can_try_another_design(tmp_path):
     """A candidate default is judged by the same suite with only its design changed."""
     lib = build()
-    path = judge_suite(Path(REPO_QUICK), lib, {"slow5": 300, "slow10": 700}, tmp_path, "alternate")
+    # each design's suite goes to a directory of its own, made here (the bench's work dir has none)
+    where = tmp_path / "alternate"
+    path = judge_suite(Path(REPO_QUICK), lib, {"slow5": 300, "slow10": 700}, where, "alternate")
+    assert path.parent == where
     suite = load_suite(path).suite
     quick = load_suite(Path(REPO_QUICK)).suite
     assert quick.run.design == "solo" and suite.run.design == "alternate"
