@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from analysis.metrics import BETTER, WORSE
 from analysis.verdicts import THROUGHPUT, run_verdicts
 from bench import designs
 from bench.upgrade import _run
@@ -194,8 +195,10 @@ def summarize(reps: list[dict], workload: str = "oltp_ro", threads: int = 8) -> 
                 continue
             s = out.setdefault(v["allocator"], {"slower": 0, "called": 0, "n": 0, "half": []})
             s["n"] += 1
-            s["slower"] += v["verdict"] == "slower"
-            s["called"] += v["verdict"] in ("slower", "faster")
+            # the judge's own outcomes (analysis/metrics.py): "worse" is slower for throughput;
+            # older bench files said "slower"/"faster"
+            s["slower"] += v["verdict"] in (WORSE, "slower")
+            s["called"] += v["verdict"] in (WORSE, BETTER, "slower", "faster")
             if v["lo"] and v["hi"]:
                 s["half"].append(((v["hi"] / v["lo"]) ** 0.5 - 1) * 100)
     for s in out.values():

@@ -66,6 +66,12 @@ def test_summary_counts_verdicts_at_the_calibrated_level():
     ]
     s = summarize(reps)
     assert s["slow10"]["slower"] == 1 and s["slow10"]["n"] == 2
+    # the judge's own words since the metric core: worse / better (a bench run counted none)
+    judged = summarize(
+        [{"verdicts": [v("slow10", "worse"), v("glibc-aa", "better"), v("slow5", "cannot matter")]}]
+    )
+    assert judged["slow10"]["slower"] == 1 and judged["glibc-aa"]["called"] == 1
+    assert judged["slow5"]["called"] == 0
     assert s["glibc-aa"]["called"] == 1 and s["glibc-aa"]["slower"] == 0
 
 
