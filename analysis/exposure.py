@@ -9,8 +9,9 @@ to cost, on average,
     needed = 5% x cpu_us_per_op / (allocation + free calls per query)
 
 more (or less) under one allocator than under another. The run records the largest difference
-in per-call cost measured between the allocators installed on the machine (manifest call_cost,
-servers/callcost.py: malloc+free pairs, 1 thread and one per CPU), for small blocks (16 B-8 kB)
+in per-call cost measured between the allocators installed on the machine and the run's own
+arms (a custom library, a variant: manifest call_cost, servers/callcost.py: malloc+free pairs, 1
+thread and one per CPU), for small blocks (16 B-8 kB)
 and for large ones (32 kB-1 MB, where allocators differ by ten times more). What the installed
 allocators could change per query is bounded by
 
@@ -46,7 +47,7 @@ WORD = "cannot matter here"
 MEANING = (
     "the allocator cannot matter here: a 5% change of throughput would need each call into the "
     f"allocator to cost at least {MARGIN:g} times more than the largest difference measured "
-    "between the allocators installed here"
+    "between the allocators installed here and this run's arms"
 )
 
 
@@ -172,7 +173,7 @@ def sentence(exp: dict, bound: dict | None, op: str = "query") -> str:
         return s + " (no per-call cost of the installed allocators was measured in this run)"
     sm, lg = bound["small"], bound["large"]
     s += (
-        f"; the allocators installed here differ by at most {fmt(sm['ns'])} ns per call on small "
+        f"; the allocators measured here differ by at most {fmt(sm['ns'])} ns per call on small "
         f"blocks ({sm['dearest']} vs {sm['cheapest']}) and {fmt(lg['ns'])} ns on blocks of 32 kB "
         f"or more ({lg['dearest']} vs {lg['cheapest']}), {fmt(possible_ns(exp, bound))} ns per "
         f"{op} at most at this mix of sizes: 5% of the CPU is {fmt(ratio)}x that"

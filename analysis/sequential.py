@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats as scipy_stats
@@ -120,6 +120,11 @@ class Design:
 
     def alpha_at(self, rounds: int) -> float:
         return look_alpha(self.look_of(rounds), self.looks, self.alpha)
+
+    def shared_by(self, points: int) -> Design:
+        """The design of one of `points` points that share this design's alpha (Bonferroni): the
+        chance that any of them is called wrongly, at any look, stays at most `alpha`."""
+        return replace(self, alpha=self.alpha / max(points, 1))
 
     def to_dict(self) -> dict:
         return {

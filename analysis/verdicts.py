@@ -11,6 +11,14 @@ stop too; RSS growth (which can be zero or negative) on the additive scale, expr
 The interval's level is the look's share of the 5% (analysis/sequential.py): a run with a budget
 looked at its data after every round from the first planned look, and each look pays for itself.
 
+One run, one 5%: the throughput points of a run are one family for each arm. Judged each at 95%,
+a run's 4 (quick) to 28 (full suite) points would call an arm that differs nowhere different
+somewhere in 19-76% of runs (measured: the A/A arm of the quick suite was called different at one
+of its 4 points in 1 of 3 quiet repetitions, docs/measurements/2026-11-28-control.md). So the
+points share the 5% (Bonferroni: each at 5% / points, the look's share of it, `level` in
+verdicts.csv), and the chance that an arm equal to the baseline is called anything anywhere in
+the run stays at most 5%. Memory verdicts are one point per server and THP mode, each its own.
+
 With one round there is no between-life variation to measure: no verdict is given at all, and
 `why_no_verdicts` says so. The A/A arm (the baseline again under another name, `<baseline>-aa`)
 measures the noise floor; if it is ever called different, every verdict of the run is doubtful
@@ -278,7 +286,7 @@ def run_verdicts(
     aa = aa_name(base)
     out = Verdicts()
 
-    def add(server, wl, thp, th, metric, values, norm=None, settle=None):
+    def add(server, wl, thp, th, metric, values, norm=None, settle=None, design=design):
         where = " ".join(str(x) for x in (server, wl, thp, th) if x not in ("", None))
         judged: Judged = judge(METRICS[metric], values, base, design, norm, where)
         if settle is not None:
@@ -300,10 +308,13 @@ def run_verdicts(
     # An alternate run's level without a steady rate leaves its life out: said, by cell
     for wl in run.workloads:
         out.notices += steady_rate.unmeasured(run, wl, point_tables.metric_of(run, wl))
-    for (server, wl, thp, th), values in throughput_points(run):
+    points = throughput_points(run)
+    # One family: an arm's throughput points share the 5% (module docstring, "One run, one 5%")
+    shared = design.shared_by(len(points))
+    for (server, wl, thp, th), values in points:
         # undecided where no installed allocator can move this point: decided from its exposure
         point = (server, wl, thp, th)
-        add(server, wl, thp, th, THROUGHPUT, values,
+        add(server, wl, thp, th, THROUGHPUT, values, design=shared,
             settle=lambda judged, point=point: exposure.settle(run, point, judged))  # fmt: skip
 
     # Memory: one value per complete server life.

@@ -70,6 +70,20 @@ from suites.workloads.sysbench.runner import WRAPPER
 from suites.workloads.sysbench.scripts import modules as script_modules
 
 
+def cost_arms(installed: list, servers: list, baseline: str) -> list:
+    """The allocators whose per-call cost bounds the run's exposure words: the core ones installed
+    here and the run's own arms on this host, once each. A root's own build runs only under its
+    chroot and a builtin one has no library to preload; the A/A arm is the baseline again."""
+    aa = aa_name(baseline)
+    arms = [
+        a
+        for srv in servers
+        for a in (srv.allocators or [])
+        if a.root is None and a.kind != "builtin" and a.name != aa
+    ]
+    return list({a.name: a for a in [*(a for a in installed if a.core), *arms]}.values())
+
+
 class Matrix:
     def __init__(
         self,
@@ -275,15 +289,20 @@ class Matrix:
         )
 
     def _call_cost(self) -> dict | None:
-        """The per-call cost of the core allocators installed on this machine and the largest
-        difference between two (servers/callcost.py), when the run counts calls; an error is
-        recorded, never fatal: the report then decides nothing from exposure."""
+        """The per-call cost of the core allocators installed on this machine and of the run's
+        own arms that live on this host (a custom library, a variant), and the largest difference
+        between two (servers/callcost.py), when the run counts calls; an error is recorded, never
+        fatal: the report then decides nothing from exposure. The run's arms are in the bound
+        because "cannot matter here" is a claim about them: a custom arm whose calls cost a
+        microsecond more can move a point that no installed allocator can (measured: the
+        positive control's slowed glibc, docs/measurements/2026-11-28-control.md)."""
         mem = self.suite.memory
         if not (mem.count_calls and mem.alloc_stats):
             return None
-        self.display.note("per-call cost of the installed allocators (measured once per build)")
+        self.display.note("per-call cost of the allocators (measured once per build)")
         try:
-            return callcost.installed_table([a for a in detect_all() if a.core])
+            arms = cost_arms(detect_all(), self.servers, self.suite.run.baseline)
+            return callcost.installed_table(arms)
         except ServerError as e:
             return {"error": str(e)}
 

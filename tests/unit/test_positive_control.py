@@ -147,3 +147,32 @@ def test_the_bench_table_shows_each_judged_design():
         "quick design as alternate",
     ]
     assert [r[2] for r in rows[1:]] == ["0 of 1", "1 of 1"]
+
+
+def test_a_slowed_custom_arm_is_in_the_call_cost_bound(tmp_path, monkeypatch):
+    """"cannot matter here" is a claim about the run's arms: a custom arm is measured with the
+    installed allocators (suites/runner/matrix.py cost_arms), and a library whose calls cost more
+    sets the bound (the real microbenchmark on the slowed glibc against glibc)."""
+    from types import SimpleNamespace
+
+    from servers import callcost
+    from servers.allocators import Allocator
+    from suites.runner.matrix import cost_arms
+
+    monkeypatch.setenv("MALLOCSWEEP_CACHE", str(tmp_path))
+    glibc = Allocator(name="glibc", kind="system", family="glibc", library=None, core=True)
+    slow = Allocator(name="slow", kind="preload", family="glibc", library=str(build()),
+                     env={"SLOWMALLOC_SPINS": "300"}, custom=True)  # fmt: skip
+    aa = Allocator(name="glibc-aa", kind="system", family="glibc", library=None)
+    rooted = Allocator(name="jemalloc-root", kind="preload", family="jemalloc",
+                       library="/usr/lib/libjemalloc.so.2", root="/srv/root")  # fmt: skip
+    not_core = Allocator(name="mimalloc", kind="preload", family="mimalloc", library="/x.so")
+    server = SimpleNamespace(allocators=[glibc, aa, slow, rooted])
+    arms = cost_arms([glibc, not_core], [server], "glibc")
+    assert [a.name for a in arms] == ["glibc", "slow"]
+
+    table = callcost.installed_table(arms)
+    small = table["bound"]["small"]
+    assert (small["dearest"], small["cheapest"]) == ("slow", "glibc")
+    ns = {row["allocator"]: row["ns_per_call"]["small"]["1"] for row in table["table"]}
+    assert ns["slow"] > ns["glibc"] + 20  # 300 spins a call are far dearer than glibc's call

@@ -83,3 +83,35 @@ def test_a_soak_judges_growth_from_one_life_per_arm_at_its_look_level(tmp_path):
     write_report(d)
     md = (d / "summary.md").read_text()
     assert "one server life per arm" in md and "The soak ended: stopped early" in md
+
+
+def test_a_soak_of_several_scenarios_is_judged_once_per_arm(tmp_path):
+    """The scenarios of a soak take turns in one server life: one growth verdict per arm and
+    metric, from every cycle of the life in the order they ended (not the life's one trend
+    judged again for each scenario)."""
+    d = one_life_per_arm(tmp_path, SOAK)
+    run = load_run(d)
+    scenarios = {r["workload"] for r in run.ok_rows if r.get("scenario_cycle") is not None}
+    assert len(scenarios) > 1
+    growth = [v for v in run_verdicts(run) if v.unit == growth_rate.UNIT]
+    keys = [(v.allocator, v.metric) for v in growth]
+    assert growth and len(keys) == len(set(keys))
+    assert {v.workload for v in growth} == {growth_rate.SOAK_SERIES}
+
+
+def test_one_series_orders_every_scenario_cycle_by_when_it_ended():
+    """Two scenarios taking turns, RSS rising 60 MB an hour across both: one life, every cycle,
+    the slope of the whole life (each scenario alone would have it too, judged twice)."""
+    rows = []
+    for i in range(6):
+        for j, wl in enumerate(("churn", "dump")):
+            t = 600.0 * i + 300.0 * j
+            rows.append({"cell": "c", "server": "s", "allocator": "glibc", "thp": "system",
+                         "repeat": 1, "workload": wl, "scenario_cycle": i + 1,
+                         "scenario_end_s": t, "rss_end_kb": 1024.0 * (1000 + t / 60.0)})  # fmt: skip
+    (life,) = growth_rate.lives_of_rows("c", rows)
+    assert life.workload == growth_rate.SOAK_SERIES and life.cycles == 12
+    assert life.rss.value == pytest.approx(60.0)
+    # a part without its cycles' times cannot be ordered: no rate rather than a wrong one
+    rows[0] = {**rows[0], "scenario_end_s": None}
+    assert growth_rate.lives_of_rows("c", rows) == []
