@@ -68,7 +68,7 @@ typical use:
   mallocsweep report runs/<run> --rederive        derive the figures again from the raw records
   mallocsweep compare runs/<old> runs/<new>       exit 1 on a significant regression
   mallocsweep run SUITE --shard 1/2 ...; mallocsweep merge RUN1 RUN2 --out DIR   a fleet
-  mallocsweep tune configs/suites/quick.toml --allocator jemalloc --budget 2h --out tune-je
+  mallocsweep tune configs/suites/tune.toml --allocator jemalloc --budget 2h --out tune-je
                                                   the settings to deploy, and their drop-in
   mallocsweep kit build --out kit.tar.zst         one archive for a host with nothing installed
 """

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from analysis.sequential import Design, plan_max_rounds
@@ -52,6 +53,37 @@ def plan_design(suite, round_s: float, cap: int) -> Design:
         plan_max_rounds(first, suite.run.budget_s, optimistic, cap) if suite.run.budget_s else first
     )
     return Design(first, most, min_effect_pct=suite.run.min_effect_pct)
+
+
+def recorded_design(recorded: dict, fallback: Design) -> Design:
+    """The design a run's manifest recorded before its first round (its `design`): what a resumed
+    run's budget goes on with; `fallback` where the manifest has none."""
+    try:
+        first = int(recorded["first_look"])
+        most = max(int(recorded["max_rounds"]), first)
+    except (KeyError, TypeError, ValueError):
+        return fallback
+    return Design(
+        first,
+        most,
+        alpha=float(recorded.get("alpha") or fallback.alpha),
+        min_effect_pct=float(recorded.get("min_effect_pct") or fallback.min_effect_pct),
+    )
+
+
+def spent_s(cells: list[dict]) -> float:
+    """Seconds the run's cells have taken so far (each from its start to its end, as recorded):
+    what a resumed run's budget has already used. Time between a Ctrl-C and the --resume is not
+    the run's."""
+    total = 0.0
+    for c in cells:
+        try:
+            a = datetime.fromisoformat(c["started_at"])
+            b = datetime.fromisoformat(c["finished_at"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        total += max((b - a).total_seconds(), 0.0)
+    return total
 
 
 @dataclass

@@ -43,7 +43,7 @@ from suites.remote.clients import RemoteClients
 from suites.remote.hosts import ClientHosts
 from suites.runner import alternate, leftovers, preflight
 from suites.runner import thp as thp_mod
-from suites.runner.budget import Budget, plan_design
+from suites.runner.budget import Budget, plan_design, recorded_design, spent_s
 from suites.runner.cell import CellContext
 from suites.runner.display import Display
 from suites.runner.plan import (
@@ -382,10 +382,8 @@ class Matrix:
                 Soak(self, thp, dataset).run(cells)
             else:
                 self._run_cells(todo, thp, dataset)
-            if resumed is None and self.suite.run.budget_s:
-                self._more_rounds(cells, thp, dataset)
-            elif resumed is not None and self.suite.run.budget_s:
-                self.display.note("--resume: the budget adds no rounds to a resumed run")
+            if self.suite.run.budget_s:
+                self._more_rounds(cells, thp, dataset, resumed is not None)
             self.manifest["status"] = "finished"
             self.manifest.pop("error", None)
             if not any(c.get("status") == "ok" for c in self.manifest["cells"]):
@@ -500,12 +498,22 @@ class Matrix:
         except OSError:  # a terminal gone with SIGHUP: nothing left to show
             pass
 
-    def _more_rounds(self, cells, thp, dataset) -> None:
+    def _more_rounds(self, cells, thp, dataset, resumed: bool = False) -> None:
         """The budget's loop: after each round, stop if every point is decided, the planned
-        maximum is reached or the next round would not fit; else plan and run one more round."""
-        budget = Budget(self.suite.run.budget_s, self.design, self.suite.run.baseline, self.started)
+        maximum is reached or the next round would not fit; else plan and run one more round.
+
+        A resumed run goes on with the budget where it broke off: the design its manifest
+        recorded before its first round (the planned looks the 5% is spent over; never planned
+        again, which would change the spending after seeing data), the rounds it has planned,
+        and the budget less the time its cells have taken so far (budget.spent_s)."""
+        design, started = self.design, self.started
         rounds = self.suite.run.repeat
-        last_round_s = (time.monotonic() - self.started) / rounds
+        if resumed:
+            design = recorded_design(self.manifest.get("design") or {}, design)
+            rounds = max(c.round for c in cells)
+            started = time.monotonic() - spent_s(self.manifest["cells"])
+        budget = Budget(self.suite.run.budget_s, design, self.suite.run.baseline, started)
+        last_round_s = (time.monotonic() - started) / rounds
         while True:
             self.run_dir.rebuild_results()
             decision = budget.after_round(self.run_dir.path, rounds, last_round_s)

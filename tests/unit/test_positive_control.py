@@ -150,7 +150,7 @@ def test_the_bench_table_shows_each_judged_design():
 
 
 def test_a_slowed_custom_arm_is_in_the_call_cost_bound(tmp_path, monkeypatch):
-    """"cannot matter here" is a claim about the run's arms: a custom arm is measured with the
+    """ "cannot matter here" is a claim about the run's arms: a custom arm is measured with the
     installed allocators (suites/runner/matrix.py cost_arms), and a library whose calls cost more
     sets the bound (the real microbenchmark on the slowed glibc against glibc)."""
     from types import SimpleNamespace

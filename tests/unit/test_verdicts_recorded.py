@@ -180,6 +180,27 @@ def test_budget_adds_rounds_while_undecided_and_runs_out_gracefully(tmp_path):
     assert not last.more and "planned maximum" in last.message
 
 
+def test_a_resumed_budget_goes_on_with_the_recorded_design_and_the_time_left():
+    """--resume keeps the looks planned before the first round (the spending must not be planned
+    again after seeing data) and the time the cells already took (not the pause between)."""
+    from suites.runner.budget import recorded_design, spent_s
+
+    fresh = Design(3, 3)
+    got = recorded_design(
+        {"first_look": 3, "max_rounds": 9, "alpha": 0.05, "min_effect_pct": 2.5}, fresh
+    )
+    assert (got.first_look, got.max_rounds, got.min_effect_pct) == (3, 9, 2.5)
+    assert recorded_design({}, fresh) is fresh  # a run recorded before designs: as planned now
+    assert recorded_design({"first_look": "x", "max_rounds": 4}, fresh) is fresh
+    cells = [
+        {"started_at": "2026-11-28T10:00:00+00:00", "finished_at": "2026-11-28T10:01:30+00:00"},
+        {"started_at": "2026-11-28T12:00:00+00:00", "finished_at": "2026-11-28T12:00:30+00:00"},
+        {"started_at": "2026-11-28T12:01:00+00:00", "finished_at": None},  # interrupted
+        {},  # pending
+    ]
+    assert spent_s(cells) == 120.0
+
+
 def test_paired_noise_is_the_spread_of_the_differences_to_the_baseline(tmp_path, monkeypatch):
     """The recorded A/A pair: the noise `make bench` simulates with is sd(log b - log a) / sqrt 2
     over the five rounds, and the bench's verdict figure says it came from that run (the

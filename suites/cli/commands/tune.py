@@ -39,10 +39,10 @@ still fit. Few rounds resolve only large differences (~10% per life on a 2-core 
 budget with --rounds 5 or more is the real use; a few minutes shows how it works.
 
 examples:
-  mallocsweep tune configs/suites/quick.toml --allocator jemalloc --budget 2h --out tune-je
+  mallocsweep tune configs/suites/tune.toml --allocator jemalloc --budget 2h --out tune-je
   mallocsweep tune configs/suites/fragmentation.toml --allocator glibc --budget 2h \\
       --space my-space.toml --out tune-glibc --seed 7
-  mallocsweep tune configs/suites/quick.toml --allocator jemalloc --budget 2h --out tune-je --resume
+  mallocsweep tune configs/suites/tune.toml --allocator jemalloc --budget 2h --out tune-je --resume
 """
 
 
