@@ -266,3 +266,15 @@ def test_a_trial_killed_with_the_tune_is_failed_and_its_setting_queued_again(tmp
     assert again.params == running.params
     assert again.user_attrs["requeued_from"] == running.number
     assert _requeue_killed(study) == 1  # `again` is running now; a second kill is handled alike
+
+
+def test_the_generation_is_half_the_trials_the_budget_holds_so_the_search_evolves(tmp_path):
+    """NSGA-II draws its whole first generation at random: optuna's 50 would leave a two-hour
+    tune of ~8-minute trials a random search. Half the expected trials, 4..50; the sampler the
+    study is made with has it."""
+    from suites.tune.study import _study, population
+
+    assert population(7200, 503) == 7  # 14 trials expected
+    assert population(600, 300) == 4 and population(10 * 86400, 60) == 50
+    study = _study(tmp_path, seed=3, generation=population(7200, 503))
+    assert study.sampler._population_size == 7
