@@ -353,6 +353,9 @@ class RawBlock(_Strict):
     duration_s: float = 0.0
     # [t_s in the block's own clock, operations/s over the interval]
     intervals: list[tuple[float, float]] = Field(default_factory=list)
+    # the server's CPU over the block (utime + stime, whole process; None: not read, or a block
+    # recorded before it was)
+    cpu_s: float | None = None
 
 
 class RawLevel(_Strict):

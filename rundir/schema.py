@@ -299,7 +299,7 @@ WINDOW_RATES = Record(
     "rundir.derive.window",
     WINDOW,
     (
-        _fig("cpu_us_per_op", "us", float, "CPU microseconds per operation", "(cpu_user_s + cpu_sys_s) x 1e6 / window_ops"),
+        _fig("cpu_us_per_op", "us", float, "CPU microseconds per operation", "(cpu_user_s + cpu_sys_s) x 1e6 / window_ops; a level in blocks (design alternate): the server's CPU over its blocks / their queries"),
         _fig("ctxsw_per_op", "", float, "context switches per operation"),
         _fig("cpu_overhead", "", float, "CPU / wall", "(cpu_user_s + cpu_sys_s) / window_s: cores the server kept busy"),
         _fig("cpu_s_per_1m_ops", "s", float, "CPU seconds per 1M operations", "iibench's customary unit", added_in=2),

@@ -71,9 +71,31 @@ def pair_log_ratios(base: list[dict], arm: list[dict]) -> list[float]:
     return out
 
 
+def cpu_us_per_op(blocks: list[dict]) -> float | None:
+    """The server's CPU per query over the level's blocks: the CPU each block took (the server
+    read before its clients started and after they exited) over the queries it served (its qps x
+    its duration). None when a block failed or has no CPU reading (a run recorded before blocks
+    had one): then the level says nothing, rather than something over part of its blocks.
+
+    A block's CPU includes its clients' connecting and leaving, which a solo level's measured
+    window leaves out: per query it errs high by the connect work over a block's queries
+    (docs/designs.md measures it against solo lives)."""
+    if not blocks or any(b.get("status") != "ok" or b.get("cpu_s") is None for b in blocks):
+        return None
+    ops = sum(float(b.get("qps") or 0.0) * float(b.get("duration_s") or 0.0) for b in blocks)
+    cpu = sum(float(b["cpu_s"]) for b in blocks)
+    return round(cpu * 1e6 / ops, 3) if ops > 0 and cpu >= 0 else None
+
+
 def blocks_columns(blocks: list[dict] | None) -> dict:
-    """The level's steady_qps from its blocks (None: not a blocked level, nothing to say)."""
+    """The level's steady_qps and CPU per query from its blocks (nothing: not a blocked level)."""
     if blocks is None:
         return {}
     rate = level_rate(blocks)
-    return {"steady_qps": None if rate is None else round(rate, 1)}
+    cpu = cpu_us_per_op(blocks)
+    return {
+        "steady_qps": None if rate is None else round(rate, 1),
+        # one figure, two names (rundir.derive.window.window_rates)
+        "cpu_us_per_op": cpu,
+        "cpu_s_per_1m_ops": cpu,
+    }

@@ -201,13 +201,13 @@ def derive_level(raw: dict, level: dict, previous: str | None = None) -> tuple[d
     blocks = level.get("blocks")
     if blocks is not None:
         # The alternate design: the level is its blocks (rundir.derive.blocks). Its phase spans
-        # the other arms' blocks too, when this server idled: no per-op window (a solo run
-        # measures those), and its steady rate is the blocks'.
+        # the other arms' blocks too, when this server idled: no per-op window; its steady rate
+        # and its CPU per query are the blocks' (context switches per op are a solo run's).
         row.update(blocks_columns(blocks))
         record = {
             "measured": False,
             "reason": f"alternate design: {len(blocks)} block(s) with idle time between them; "
-            "per-op figures are a solo run's",
+            "CPU per query from the blocks, other per-op figures are a solo run's",
             "blocks": len(blocks),
         }
     return row, record

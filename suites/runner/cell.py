@@ -18,6 +18,7 @@ from pathlib import Path
 from collectors.collector_session import CollectorSession
 from collectors.errors import CollectorError
 from collectors.host import cell_host_state
+from collectors.procfs import ProcFS
 from rundir.derive.levels import derive_cell
 from rundir.derive.window import Interval
 from rundir.errors import RunDirError
@@ -358,10 +359,12 @@ class CellRunner:
         coll = self.collectors
         self._block = []
         start, started_at = coll.elapsed(), time.time()
+        cpu0 = self._server_cpu_s()
         try:
             res = run_block(index)
         finally:
             got, self._block = self._block, None
+        cpu1 = self._server_cpu_s()
         self.blocks[phase].append(
             {
                 "index": index,
@@ -376,10 +379,24 @@ class CellRunner:
                 "events": res.events,
                 "duration_s": res.duration_s,
                 "intervals": got,
+                # the server's CPU over the block (utime + stime of the whole process, from
+                # before its clients start to after they exit): the block's CPU per query
+                # (rundir/derive/blocks.py), which the level's phase cannot give since it spans
+                # the other arms' blocks
+                "cpu_s": None if cpu0 is None or cpu1 is None else round(cpu1 - cpu0, 3),
             }
         )
         self._block_results.setdefault(phase, []).append(res)
         return res
+
+    def _server_cpu_s(self) -> float | None:
+        """The server's CPU seconds so far (every thread, exited ones too), or None when it
+        cannot be read (the process gone: the block then fails on its own)."""
+        try:
+            st = ProcFS().stat(self.server.pid)
+        except CollectorError:
+            return None
+        return st.utime_s + st.stime_s
 
     def end_blocks(self, phase: str) -> None:
         """The level's phase closes (after the last block of every arm): its result is its

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from rundir.derive.blocks import level_rate, pair_log_ratios
+from rundir.derive.blocks import cpu_us_per_op, level_rate, pair_log_ratios
 from rundir.read import load_run
 from suites.cli.main import main
 from suites.runner.alternate import schedule
@@ -130,6 +130,12 @@ def test_the_verdict_comes_from_the_pairs(alt_run):
         aa = raw[ids["glibc-aa"]]["levels"][0]["blocks"]
         for name, blocks in (("glibc", base), ("glibc-aa", aa)):
             assert rows[(name, rnd)]["steady_qps"] == pytest.approx(level_rate(blocks), rel=1e-3)
+            # the server's CPU read around each block: the level's CPU per query is the blocks'
+            assert all(b["cpu_s"] > 0 for b in blocks), blocks
+            assert rows[(name, rnd)]["cpu_us_per_op"] == pytest.approx(
+                cpu_us_per_op(blocks), rel=1e-3
+            )
+            assert rows[(name, rnd)]["cpu_us_per_op"] > 0
         logs = pair_log_ratios(base, aa)
         assert len(logs) == BLOCKS
         per_round.append(sum(logs) / len(logs))

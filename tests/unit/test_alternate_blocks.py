@@ -14,7 +14,13 @@ import pytest
 
 from analysis import run_design
 from analysis.verdicts import CSV_COLUMNS, Verdict, verdicts_csv
-from rundir.derive.blocks import block_rate, blocks_columns, level_rate, pair_log_ratios
+from rundir.derive.blocks import (
+    block_rate,
+    blocks_columns,
+    cpu_us_per_op,
+    level_rate,
+    pair_log_ratios,
+)
 from rundir.derive.levels import derive_level
 from rundir.records import RawLevel, SysbenchLevel
 from suites.errors import SuiteError
@@ -61,7 +67,8 @@ def test_a_failed_or_empty_block_leaves_the_level_unjudged():
     assert level_rate([_block(0, [1, 100, 100]), _block(1, [], qps=0.0)]) is None
     assert level_rate([]) is None
     assert blocks_columns(None) == {}  # a whole level (solo): nothing said
-    assert blocks_columns([_block(0, [], qps=0.0)]) == {"steady_qps": None}
+    empty = blocks_columns([_block(0, [], qps=0.0)])
+    assert empty == {"steady_qps": None, "cpu_us_per_op": None, "cpu_s_per_1m_ops": None}
 
 
 def test_the_level_ratio_is_the_mean_log_ratio_of_the_pairs():
@@ -218,6 +225,24 @@ def test_derived_row_of_a_blocked_level():
     assert row["steady_qps"] == pytest.approx(200.0)
     assert row["cpu_us_per_op"] is None and row["window_s"] is None
     assert window["measured"] is False and window["reason"].startswith("alternate design")
+
+
+def test_a_blocked_levels_cpu_per_query_is_its_blocks_cpu_over_their_queries():
+    """The server's CPU read around each block, over the queries the blocks served: what the
+    exposure words need (cpu_us_per_op), which the level's phase cannot give. A block without
+    its reading (recorded before blocks had one) or a failed one: nothing, not a part."""
+    a = {**_block(0, [1, 100, 100], qps=100.0), "cpu_s": 0.03}  # 300 queries
+    b = {**_block(1, [1, 300, 300], position=1, qps=300.0), "cpu_s": 0.06}  # 900 queries
+    level = _raw_level([a, b])
+    RawLevel.model_validate(level)
+    raw = {"identity": {"allocator": "glibc", "repeat": 1}, "clock": {"planned_s": 3.0,
+           "interval_s": 1.0}, "phases": {}, "levels": [level]}  # fmt: skip
+    row, window = derive_level(raw, level)
+    assert row["cpu_us_per_op"] == pytest.approx(0.09 * 1e6 / 1200)  # 75 µs a query
+    assert row["cpu_s_per_1m_ops"] == row["cpu_us_per_op"] and row["window_s"] is None
+    assert "CPU per query from the blocks" in window["reason"]
+    assert cpu_us_per_op([a, {**b, "cpu_s": None}]) is None
+    assert cpu_us_per_op([a, {**b, "status": "failed"}]) is None
 
 
 # -- preflight and the verdicts' design -----------------------------------------------------------
