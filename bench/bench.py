@@ -34,6 +34,8 @@ console = Console(stderr=True)
 
 HIGH = 1536  # the sweep's top level: where the collectors' cost and intrusion would show
 LOW = 64
+# The quick suite's throughput points (2 workloads x 2 thread levels): what one point shares the 5% with
+QUICK_POINTS = 4
 
 
 def _target(server: MySQLServer, database: str) -> ClientTarget:
@@ -333,7 +335,12 @@ def verdicts_figure(runs_dir: Path | None = None) -> dict:
     measured = _newest_run_noise(runs_dir) if runs_dir is not None else None
     if measured is not None:
         path, noise = measured
-        fig = budget_vs_fixed(noise.sigma, others=max(noise.arms - 1, 0), order=allocator_order)
+        fig = budget_vs_fixed(
+            noise.sigma,
+            others=max(noise.arms - 1, 0),
+            order=allocator_order,
+            points=max(noise.points, 1),
+        )
         return fig | {
             "noise_source": f"measured by the run {path} ({noise.points} points, "
             f"{noise.rounds} rounds, {noise.arms + 1} allocators)"
@@ -344,10 +351,11 @@ def verdicts_figure(runs_dir: Path | None = None) -> dict:
         for d in ("real-regress-base-a", "real-regress-base-b")
         for r in csv.DictReader((runs / d / "results.csv").open())
     ]
-    fig = budget_vs_fixed(life_sd(qps), others=5, order=allocator_order)
+    fig = budget_vs_fixed(life_sd(qps), others=5, order=allocator_order, points=QUICK_POINTS)
     return fig | {
         "noise_source": "recorded in tests/fixtures/runs/real-regress-base-a/b (no run with "
-        f"two or more rounds under {runs_dir}); seven allocators as in the quick suite"
+        f"two or more rounds under {runs_dir}); seven allocators and {QUICK_POINTS} points as in "
+        "the quick suite"
     }
 
 

@@ -146,7 +146,8 @@ def table(figures: dict) -> Table:
 def verdicts_row(t: Table, v: dict) -> None:
     t.add_row(
         f"rounds to decide a true {v['effect'] - 1:.0%} difference (simulated at "
-        f"{v['sigma'] * 100:.1f}% noise per server life, "
+        f"{v['sigma'] * 100:.1f}% noise per server life, each point at 5% / "
+        f"{v.get('points', 1)} points, "
         f"{v.get('noise_source', 'recorded in the test fixtures')})",
         f"budget (<= {v['max_rounds']} rounds): found {v['budget_found']:.0%} of {v['runs']} runs, "
         f"median {v['budget_median_rounds']:.0f} rounds; fixed 3 rounds: found "

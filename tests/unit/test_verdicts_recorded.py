@@ -222,13 +222,18 @@ def test_paired_noise_is_the_spread_of_the_differences_to_the_baseline(tmp_path,
     assert (noise.points, noise.arms, noise.rounds) == (1, 1, 5)
     assert paired_noise(load_run(RUNS / "real-smoke-1")) is None  # one round: nothing to measure
     monkeypatch.setattr(
-        simulate, "budget_vs_fixed", lambda sigma, others, order: {"sigma": sigma, "others": others}
+        simulate,
+        "budget_vs_fixed",
+        lambda sigma, others, order, points: {"sigma": sigma, "others": others, "points": points},
     )
     fig = verdicts_figure(tmp_path)
     assert fig["sigma"] == pytest.approx(noise.sigma) and fig["others"] == 0
     assert str(run_dir) in fig["noise_source"]
+    # the simulated point shares the 5% with the run's other points, as its verdicts do
+    assert fig["points"] == noise.points == 1
     fallback = verdicts_figure(tmp_path / "nothing-here")
     assert "recorded in tests/fixtures" in fallback["noise_source"] and fallback["others"] == 5
+    assert fallback["points"] == 4  # the quick suite's
 
 
 def test_glance_has_a_server_column_only_when_a_run_holds_several_servers(tmp_path):
