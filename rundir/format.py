@@ -54,7 +54,8 @@ HISTORY = {
     "(EXPOSURE_COLUMNS: the allocator's calls and bytes per query and per transaction counted "
     "in the server; STEADY_COLUMNS: the ramp each level's measurement skipped; "
     "GROWTH_PART_COLUMNS: when a scenario's cycle ended, and the allocator's in-use memory split "
-    "into resident and never touched); "
+    "into resident and never touched); a raw level's blocks (design alternate) may carry cpu_s, "
+    "the server's CPU over each block, from which a blocked level's cpu_us_per_op is derived; "
     "update_to_6 gives older runs these columns, empty",
 }
 
