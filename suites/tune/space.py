@@ -12,6 +12,7 @@ MALLOC_CONF=key:value,... (jemalloc), GLIBC_TUNABLES items glibc.malloc.KEY=valu
 
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -77,6 +78,21 @@ class Space:
         if self.writes == "GLIBC_TUNABLES":
             return {}, tuple(f"glibc.malloc.{k.name}={k.text(v)}" for k, v in items)
         return {k.env: k.text(v) for k, v in items}, ()
+
+    def will_not_take(self, setting: dict, cpus: int | None = None) -> str | None:
+        """Why the library would run a setting otherwise than asked (the live read-back would
+        then fail the trial after a round of lives), or None. Known: jemalloc's percpu_arena
+        "percpu" keeps an arena per CPU and raises narenas to the CPU count (seen twice in a
+        tune on 2 cores: narenas:1 ran as opt.narenas 2; "phycpu" with narenas:1 took)."""
+        cpus = cpus or os.cpu_count() or 1
+        if self.writes == "MALLOC_CONF" and setting.get("percpu_arena") == "percpu":
+            n = setting.get("narenas")
+            if n is not None and int(n) < cpus:
+                return (
+                    f"narenas={n} with percpu_arena=percpu: jemalloc raises narenas to the "
+                    f"{cpus} CPUs, so the setting would not take"
+                )
+        return None
 
     def to_json(self) -> dict:
         return {

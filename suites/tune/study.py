@@ -33,6 +33,8 @@ JOURNAL = "study.journal"
 CONFIRM_JSON = "confirm.json"
 RECOMMENDATION = "recommendation.txt"
 STUDY_NAME = "tune"
+# Settings in a row that would not take (Space.will_not_take) before the tune stops drawing
+MAX_SKIPPED = 50
 
 
 @dataclass(frozen=True)
@@ -192,6 +194,7 @@ def tune(opts: TuneOptions) -> int:
         _say(f"resume: {again} trial(s) killed with the tune are queued again")
     display = Display(enabled=not opts.quiet)
     dists = _distributions(plan.space)
+    skipped = 0
     while True:
         spent, each = _spent(study)
         per_trial = max([plan.trial_s, *each])  # the slowest so far: a trial must fit whole
@@ -201,11 +204,20 @@ def tune(opts: TuneOptions) -> int:
         if spent + per_trial + max(plan.trial_s, per_trial) > opts.budget_s:
             _say(f"budget: {spent:.0f} s of {opts.budget_s:.0f} s spent; no further trial fits")
             break
-        _run_trial(study, dists, opts, plan, display)
+        if _run_trial(study, dists, opts, plan, display):
+            skipped = 0
+            continue
+        skipped += 1
+        if skipped >= MAX_SKIPPED:
+            _say(f"the sampler drew {skipped} settings in a row that would not take; stopping "
+                 "(is the space narrowed to such settings?)")  # fmt: skip
+            break
     return finish(study, opts, plan, display)
 
 
-def _run_trial(study, dists: dict, opts: TuneOptions, plan: Plan, display: Display) -> None:
+def _run_trial(study, dists: dict, opts: TuneOptions, plan: Plan, display: Display) -> bool:
+    """One trial: False when its setting would not take and it was not run (Space.will_not_take),
+    else True (measured or failed)."""
     from optuna.trial import TrialState
 
     trial = study.ask(dists)
@@ -215,6 +227,13 @@ def _run_trial(study, dists: dict, opts: TuneOptions, plan: Plan, display: Displ
     arm = f"{opts.allocator}-t{trial.number:04d}"
     _say(f"trial {trial.number}: {what}")
     trial.set_user_attr("setting", setting)
+    why = plan.space.will_not_take(setting)
+    if why is not None:
+        # failed at once, no life spent on it: the sampler learns the combination fails
+        trial.set_user_attr("error", why)
+        study.tell(trial, state=TrialState.FAIL)
+        _say(f"trial {trial.number}: not run: {why}")
+        return False
     suite = arm_suite(plan.loaded.suite, opts.allocator, plan.rounds,
                       opts.out / "trials" / f"{trial.number:04d}")  # fmt: skip
     t0 = time.monotonic()
@@ -235,13 +254,14 @@ def _run_trial(study, dists: dict, opts: TuneOptions, plan: Plan, display: Displ
         trial.set_user_attr("error", str(e).splitlines()[0])
         study.tell(trial, state=TrialState.FAIL)
         _say(f"trial {trial.number}: failed: {str(e).splitlines()[0]}")
-        return
+        return True
     trial.set_user_attr("seconds", time.monotonic() - t0)
     trial.set_user_attr("figures", figs.to_json())
     trial.set_constraint("slower_points", float(len(figs.slower_points)))
     growth = figs.growth.ratio if figs.growth else figs.memory.ratio
     study.tell(trial, [figs.memory.ratio, growth])
     _say(f"trial {trial.number}: {_summary(figs)}")
+    return True
 
 
 def _summary(f: objectives.TrialFigures) -> str:

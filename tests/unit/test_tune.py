@@ -278,3 +278,34 @@ def test_the_generation_is_half_the_trials_the_budget_holds_so_the_search_evolve
     assert population(600, 300) == 4 and population(10 * 86400, 60) == 50
     study = _study(tmp_path, seed=3, generation=population(7200, 503))
     assert study.sampler._population_size == 7
+
+
+def test_a_setting_jemalloc_would_not_take_is_failed_without_a_life(tmp_path, monkeypatch):
+    """percpu_arena=percpu raises narenas to the CPU count (2 trials of a tune here ran a round
+    of lives only to fail the read-back): such a trial is failed at once and runs nothing; a
+    tune whose sampler only draws such settings stops instead of drawing forever."""
+    from types import SimpleNamespace
+
+    from suites.tune import study as st
+
+    space = space_of("jemalloc")
+    assert "percpu" in space.will_not_take({"narenas": 1, "percpu_arena": "percpu"}, cpus=2)
+    assert space.will_not_take({"narenas": 2, "percpu_arena": "percpu"}, cpus=2) is None
+    assert space.will_not_take({"narenas": 1, "percpu_arena": "phycpu"}, cpus=2) is None
+    assert space.will_not_take({"narenas": 1}, cpus=2) is None
+    assert space_of("glibc").will_not_take({"arena_max": 1}) is None
+
+    ran = []
+    monkeypatch.setattr(st, "run_arm", lambda *a, **k: ran.append(a) or (0, None))
+    monkeypatch.setattr(space.__class__, "will_not_take", lambda self, s, cpus=None: "no")
+    plan = SimpleNamespace(space=space, loaded=SimpleNamespace(suite=None), rounds=3,
+                           trial_s=60.0)  # fmt: skip
+    monkeypatch.setattr(st, "arm_suite", lambda *a: None)
+    opts = SimpleNamespace(allocator="jemalloc", out=tmp_path, budget_s=3600.0, trials=None,
+                           seed=0, resume=False, quiet=True)  # fmt: skip
+    study = st._study(tmp_path, seed=1)
+    assert st._run_trial(study, st._distributions(space), opts, plan, None) is False
+    assert not ran and study.trials[0].state.name == "FAIL"
+    assert (
+        study.trials[0].user_attrs["error"] == "no" and "seconds" not in study.trials[0].user_attrs
+    )
