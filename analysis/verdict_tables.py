@@ -60,7 +60,10 @@ def _level_text(verdicts: list[Verdict]) -> str:
         return ""
     if levels == [95.0]:
         return "95% intervals"
-    return f"intervals at {', '.join(f'{x:g}%' for x in levels)} per look (95% over all looks)"
+    # an arm's throughput points share the 5% (analysis/verdicts.py "One run, one 5%")
+    points = {(v.server, v.workload, v.thp, v.threads) for v in verdicts if v.metric == THROUGHPUT}
+    shared = f" and over throughput's {len(points)} points" if len(points) > 1 else ""
+    return f"intervals at {', '.join(f'{x:g}%' for x in levels)} (95% over all looks{shared})"
 
 
 def glance_table(run: Run, verdicts: list[Verdict], baseline: str) -> Table:
