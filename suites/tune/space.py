@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from servers.allocators import DEFAULT_REGISTRY
@@ -69,6 +69,30 @@ class Space:
     writes: str
     knobs: dict[str, Knob]
     source: str  # where it was declared (and narrowed): for messages and tune.json
+    # Settings DBAs deploy, tried first (name -> {knob: value}; knobs not named are drawn):
+    # a search that starts from random draws may never come near them in a two-hour budget
+    presets: dict[str, dict] = field(default_factory=dict)
+
+    def preset_params(self) -> list[tuple[str, dict]]:
+        """(name, the sampler's params) of every preset whose values this space (narrowed or not)
+        holds; one that a space file narrowed away is not tried."""
+        out = []
+        for name, values in self.presets.items():
+            params = {}
+            for key, value in values.items():
+                knob = self.knobs.get(key)
+                if knob is None or knob.check(value) is not None:
+                    break
+                if knob.kind == "choice":
+                    params[key] = knob.text(value)
+                elif knob.kind == "int":
+                    params[key] = int(value)
+                else:  # on the searched grid (FLOAT_STEPS), as the sampler draws it
+                    k = round((float(value) - knob.low) / knob.step)
+                    params[key] = round(knob.low + k * knob.step, 12)
+            else:
+                out.append((name, params))
+        return out
 
     def env_of(self, setting: dict) -> tuple[dict[str, str], tuple[str, ...]]:
         """(environment, GLIBC_TUNABLES items) that give a server this setting."""
@@ -139,12 +163,30 @@ def _space(path: Path, name: str, table) -> Space:
         raise SuiteError(f"{where}.writes: expected one of {', '.join(WRITES)}, got {writes!r}")
     knobs = {}
     for key, spec in table.items():
-        if key == "writes":
+        if key in ("writes", "presets"):
             continue
         knobs[key] = _knob(f"{where}.{key}", key, spec, writes)
     if not knobs:
         raise SuiteError(f"{where}: declares no knob")
-    return Space(name, writes, knobs, str(path))
+    return Space(name, writes, knobs, str(path), _presets(where, table.get("presets", {}), knobs))
+
+
+def _presets(where: str, table, knobs: dict[str, Knob]) -> dict[str, dict]:
+    if not isinstance(table, dict):
+        raise SuiteError(f"{where}.presets: expected a table of name = {{ knob = value, ... }}")
+    out = {}
+    for name, values in table.items():
+        at = f"{where}.presets.{name}"
+        if not isinstance(values, dict) or not values:
+            raise SuiteError(f"{at}: expected {{ knob = value, ... }}, got {values!r}")
+        for key, value in values.items():
+            if key not in knobs:
+                raise SuiteError(f"{at}.{key}: not a knob of this space")
+            why = knobs[key].check(value)
+            if why:
+                raise SuiteError(f"{at}.{key} = {value!r}: {why}")
+        out[name] = dict(values)
+    return out
 
 
 def _knob(where: str, name: str, spec, writes: str) -> Knob:

@@ -101,6 +101,9 @@ def settings_record(opts: TuneOptions, plan: Plan) -> dict:
         "allocator": opts.allocator,
         "space": plan.space.to_json(),
         "space_source": plan.space.source,
+        # tried first on a new tune (not part of the space: a tune recorded before presets
+        # resumes as it was)
+        "presets": dict(plan.space.preset_params()),
         "rounds": plan.rounds,
         "seed": opts.seed,
         "server": plan.loaded.suite.as_dict().get("server"),
@@ -189,6 +192,10 @@ def tune(opts: TuneOptions) -> int:
     plan = check(opts)
     tunedir.prepare(opts.out, settings_record(opts, plan), opts.resume)
     study = _study(opts.out, opts.seed, population(opts.budget_s, plan.trial_s))
+    if not opts.resume:
+        # the presets first (a resumed study keeps its queue in the journal)
+        for name, params in plan.space.preset_params():
+            study.enqueue_trial(params, user_attrs={"preset": name})
     again = _requeue_killed(study) if opts.resume else 0
     if again:
         _say(f"resume: {again} trial(s) killed with the tune are queued again")
@@ -225,7 +232,8 @@ def _run_trial(study, dists: dict, opts: TuneOptions, plan: Plan, display: Displ
     env, tunables = plan.space.env_of(trial.params)
     what = ", ".join(f"{k}={v}" for k, v in setting.items())
     arm = f"{opts.allocator}-t{trial.number:04d}"
-    _say(f"trial {trial.number}: {what}")
+    preset = trial.user_attrs.get("preset")
+    _say(f"trial {trial.number}{f' (preset {preset})' if preset else ''}: {what}")
     trial.set_user_attr("setting", setting)
     why = plan.space.will_not_take(setting)
     if why is not None:

@@ -309,3 +309,48 @@ def test_a_setting_jemalloc_would_not_take_is_failed_without_a_life(tmp_path, mo
     assert (
         study.trials[0].user_attrs["error"] == "no" and "seconds" not in study.trials[0].user_attrs
     )
+
+
+def test_presets_are_tried_first_and_a_narrowed_space_keeps_those_it_holds(tmp_path):
+    """The registry's presets (settings DBAs deploy) are the first trials of a new tune, in
+    order, each named; a space file that narrows a preset's value away drops that preset; a
+    resumed tune does not queue them again (the journal keeps its queue)."""
+    from suites.tune.study import _distributions, _study
+
+    space = space_of("jemalloc")
+    names = [n for n, _ in space.preset_params()]
+    assert names[:2] == ["operator-1808", "short-decay"]
+    assert dict(space.preset_params())["operator-1808"] == {
+        "background_thread": "true", "dirty_decay_ms": 5000, "muzzy_decay_ms": 5000,
+    }  # fmt: skip
+    f = _space_file(tmp_path, "[space.jemalloc]\ndirty_decay_ms = [2000, 30000]\n")
+    kept = [n for n, _ in narrow(space, f).preset_params()]
+    assert "operator-1808" in kept and "short-decay" not in kept  # 1000 ms is narrowed away
+    fixed = _space_file(tmp_path, '[space.jemalloc]\nbackground_thread = "false"\n')
+    assert [n for n, _ in narrow(space, fixed).preset_params()] == ["one-arena"]
+
+    study = _study(tmp_path, seed=2)
+    for name, params in space.preset_params():
+        study.enqueue_trial(params, user_attrs={"preset": name})
+    first = study.ask(_distributions(space))
+    assert first.user_attrs["preset"] == "operator-1808"
+    assert first.params["dirty_decay_ms"] == 5000 and first.params["background_thread"] == "true"
+    assert set(first.params) == set(space.knobs)  # the knobs a preset does not name are drawn
+
+
+def test_a_bad_preset_in_the_registry_is_refused_in_one_line(tmp_path):
+    from suites.tune.space import declared_spaces
+
+    reg = tmp_path / "allocators.toml"
+    reg.write_text(
+        '[allocator.x.tune]\nwrites = "MALLOC_CONF"\nnarenas = { int = [1, 64] }\n'
+        "[allocator.x.tune.presets]\nbig = { narenas = 100 }\n"
+    )
+    with pytest.raises(SuiteError, match=r"presets\.big\.narenas = 100: outside the allowed"):
+        declared_spaces(reg)
+    reg.write_text(
+        '[allocator.x.tune]\nwrites = "MALLOC_CONF"\nnarenas = { int = [1, 64] }\n'
+        "[allocator.x.tune.presets]\nodd = { arenas = 2 }\n"
+    )
+    with pytest.raises(SuiteError, match=r"presets\.odd\.arenas: not a knob of this space"):
+        declared_spaces(reg)
