@@ -163,6 +163,22 @@ def _distributions(space: Space) -> dict:
     return out
 
 
+def _queue_next_preset(study, space: Space) -> None:
+    """The next preset not tried yet, queued when nothing else waits: presets are a tune's first
+    trials, one at a time, so that a trial a killed tune left is still the first of the resumed
+    one (_requeue_killed)."""
+    from optuna.trial import TrialState
+
+    trials = study.get_trials(deepcopy=False)
+    if any(t.state == TrialState.WAITING for t in trials):
+        return
+    tried = {t.user_attrs.get("preset") for t in trials}
+    for name, params in space.preset_params():
+        if name not in tried:
+            study.enqueue_trial(params, user_attrs={"preset": name})
+            return
+
+
 def _requeue_killed(study) -> int:
     """Trials a killed tune left running: failed now, their settings queued again."""
     from optuna.trial import TrialState
@@ -192,10 +208,6 @@ def tune(opts: TuneOptions) -> int:
     plan = check(opts)
     tunedir.prepare(opts.out, settings_record(opts, plan), opts.resume)
     study = _study(opts.out, opts.seed, population(opts.budget_s, plan.trial_s))
-    if not opts.resume:
-        # the presets first (a resumed study keeps its queue in the journal)
-        for name, params in plan.space.preset_params():
-            study.enqueue_trial(params, user_attrs={"preset": name})
     again = _requeue_killed(study) if opts.resume else 0
     if again:
         _say(f"resume: {again} trial(s) killed with the tune are queued again")
@@ -227,6 +239,7 @@ def _run_trial(study, dists: dict, opts: TuneOptions, plan: Plan, display: Displ
     else True (measured or failed)."""
     from optuna.trial import TrialState
 
+    _queue_next_preset(study, plan.space)
     trial = study.ask(dists)
     setting = {k: plan.space.knobs[k].text(v) for k, v in trial.params.items()}
     env, tunables = plan.space.env_of(trial.params)

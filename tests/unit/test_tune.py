@@ -312,10 +312,10 @@ def test_a_setting_jemalloc_would_not_take_is_failed_without_a_life(tmp_path, mo
 
 
 def test_presets_are_tried_first_and_a_narrowed_space_keeps_those_it_holds(tmp_path):
-    """The registry's presets (settings DBAs deploy) are the first trials of a new tune, in
-    order, each named; a space file that narrows a preset's value away drops that preset; a
-    resumed tune does not queue them again (the journal keeps its queue)."""
-    from suites.tune.study import _distributions, _study
+    """The registry's presets (settings DBAs deploy) are the first trials of a tune, one at a
+    time, in order, each named; a space file that narrows a preset's value away drops that
+    preset; a trial a killed tune left still runs first when it is resumed."""
+    from suites.tune.study import _distributions, _queue_next_preset, _requeue_killed, _study
 
     space = space_of("jemalloc")
     names = [n for n, _ in space.preset_params()]
@@ -329,13 +329,20 @@ def test_presets_are_tried_first_and_a_narrowed_space_keeps_those_it_holds(tmp_p
     fixed = _space_file(tmp_path, '[space.jemalloc]\nbackground_thread = "false"\n')
     assert [n for n, _ in narrow(space, fixed).preset_params()] == ["one-arena"]
 
-    study = _study(tmp_path, seed=2)
-    for name, params in space.preset_params():
-        study.enqueue_trial(params, user_attrs={"preset": name})
-    first = study.ask(_distributions(space))
+    study, dists = _study(tmp_path, seed=2), _distributions(space)
+    _queue_next_preset(study, space)
+    first = study.ask(dists)
     assert first.user_attrs["preset"] == "operator-1808"
     assert first.params["dirty_decay_ms"] == 5000 and first.params["background_thread"] == "true"
     assert set(first.params) == set(space.knobs)  # the knobs a preset does not name are drawn
+    # the tune is killed in it: resumed, its setting runs first, then the next preset
+    assert _requeue_killed(study) == 1
+    _queue_next_preset(study, space)  # something waits: nothing queued
+    again = study.ask(dists)
+    assert again.params == first.params and "preset" not in again.user_attrs
+    study.tell(again, [1.0, 1.0])
+    _queue_next_preset(study, space)
+    assert study.ask(dists).user_attrs["preset"] == "short-decay"
 
 
 def test_a_bad_preset_in_the_registry_is_refused_in_one_line(tmp_path):
