@@ -12,8 +12,8 @@ The interval's level is the look's share of the 5% (analysis/sequential.py): a r
 looked at its data after every round from the first planned look, and each look pays for itself.
 
 One run, one 5%: the throughput points of a run are one family for each arm. Judged each at 95%,
-a run's 4 (quick) to 28 (full suite) points would call an arm that differs nowhere different
-somewhere in 19-76% of runs (measured: the A/A arm of the quick suite was called different at one
+a run's 4 (quick) to 14 (the percona-2012 sweep) points would call an arm that differs nowhere
+different somewhere in 19-51% of runs (measured: the A/A arm of the quick suite was called different at one
 of its 4 points in 1 of 3 quiet repetitions, docs/measurements/2026-11-28-control.md). So the
 points share the 5% (Bonferroni: each at 5% / points, the look's share of it, `level` in
 verdicts.csv), and the chance that an arm equal to the baseline is called anything anywhere in
