@@ -324,13 +324,7 @@ def life_rates(run: Run) -> list[LifeRate]:
             series[cid].append((rows, _times(run, cid, rows, cache)))
     for cid, parts in series.items():
         seg = int((run.cell(cid).get("soak") or {}).get("segment") or 1)
-        if is_soak(run):
-            parts = one_series(parts)
-        out += [
-            life_rate(cid, rows, times, segment=seg)
-            for rows, times in parts
-            if len(rows) >= MIN_CYCLES
-        ]
+        out += _lives(cid, one_series(parts) if is_soak(run) else parts, seg)
     return out
 
 
@@ -346,10 +340,15 @@ def lives_of_rows(cell: str, rows: list[dict], segment: int = 1) -> list[LifeRat
         got.sort(key=lambda r: r["scenario_cycle"])
         ts = [r.get("scenario_end_s") for r in got]
         parts.append((got, None if any(t is None for t in ts) else [float(t) for t in ts]))
+    return _lives(cell, one_series(parts), segment)
+
+
+def _lives(cell: str, parts: list[tuple[list[dict], list[float] | None]], segment: int) -> list:
+    """A life's rates for every part (rows, their cycles' end times) with enough cycles."""
     return [
-        life_rate(cell, got, times, segment=segment)
-        for got, times in one_series(parts)
-        if len(got) >= MIN_CYCLES
+        life_rate(cell, rows, times, segment=segment)
+        for rows, times in parts
+        if len(rows) >= MIN_CYCLES
     ]
 
 
