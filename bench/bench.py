@@ -10,8 +10,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rich.console import Console
-
 from collectors.collector_session import CollectorSession
 from rundir.format import SAMPLE_COLUMNS
 from rundir.write import make_owned_dir
@@ -20,6 +18,7 @@ from suites.datasets.cache import DatasetCache, restore_vs_prepare
 from suites.families.mysql.driver import DRIVER as MYSQL_DRIVER
 from suites.families.mysql.plugin import MYSQL
 from suites.families.mysql.server import MySQLServer, MySQLSettings, find_mysql
+from suites.runner.display import stderr_console
 from suites.workloads import sysbench
 from suites.workloads.level_result import ClientTarget
 from suites.workloads.sysbench import SysbenchOptions
@@ -30,7 +29,7 @@ from suites.workloads.warmup import status_counters, warm_vs_fixed
 # The MySQL family's status counters by meaning (bench servers are MariaDB, on InnoDB).
 COUNTERS = MYSQL.counters("innodb")
 
-console = Console(stderr=True)
+console = stderr_console()
 
 HIGH = 1536  # the sweep's top level: where the collectors' cost and intrusion would show
 LOW = 64

@@ -28,9 +28,15 @@ def stdout_console() -> Console:
     return Console() if sys.stdout.isatty() else Console(width=PIPE_WIDTH)
 
 
+def stderr_console() -> Console:
+    """Where progress and notes go: stderr at the terminal's width, or PIPE_WIDTH columns into a
+    log (at rich's 80 a note's run directory path broke over three lines)."""
+    return Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=PIPE_WIDTH)
+
+
 class Display:
     def __init__(self, enabled: bool = True, console: Console | None = None):
-        self.console = console or Console(stderr=True)
+        self.console = console or stderr_console()
         self.enabled = enabled and self.console.is_terminal
         self.quiet = not enabled
         self._progress: Progress | None = None
