@@ -169,20 +169,7 @@ class Bench:
         try:
             t0 = time.monotonic()  # the clock starts at server start; the restore is item 1
             server.start()
-            names = (COUNTERS["cache_misses"], COUNTERS["cache_fill"])
-            w = sysbench_warm_up(
-                server.connect,
-                _target(server, "sbtest"),
-                self.opts,
-                status_counters(server.global_status, names),
-                names,
-                load=as_script("oltp_ro"),
-                stock=stock_tables(self.opts.tables),
-                own=[],
-                cap_s=120,
-                min_s=2,
-                log_dir=self.work,
-            )
+            w = self.warm(server, cap_s=120, min_s=2)
             elapsed = time.monotonic() - t0
         finally:
             server.stop()
@@ -191,6 +178,24 @@ class Bench:
             "stopped_by": w["stopped_by"],
             "bp_reads_during": w["bp_reads_during"],
         }
+
+    def warm(self, server: MySQLServer, cap_s: float, min_s: float) -> dict:
+        """The runner's warm-up on a started bench server (scans, then OLTP_RO until the buffer
+        pool's reads stop rising and its pages level off, at most `cap_s`)."""
+        names = (COUNTERS["cache_misses"], COUNTERS["cache_fill"])
+        return sysbench_warm_up(
+            server.connect,
+            _target(server, "sbtest"),
+            self.opts,
+            status_counters(server.global_status, names),
+            names,
+            load=as_script("oltp_ro"),
+            stock=stock_tables(self.opts.tables),
+            own=[],
+            cap_s=cap_s,
+            min_s=min_s,
+            log_dir=self.work,
+        )
 
     # -- 3 and 4 ---------------------------------------------------------------------------------
     def one_life(

@@ -41,6 +41,7 @@ from suites.families.mysql.driver import DRIVER as MYSQL_DRIVER
 from suites.families.mysql.server import MySQLServer
 
 DESIGNS = ("solo", "alternate", "duet")
+WARM_CAP_S = 30
 WORKLOAD, THREADS = "oltp_ro", 8
 
 
@@ -64,6 +65,12 @@ class _Servers:
         server = MySQLServer(self.bench.binary, wd, self.bench.settings, allocator)
         self.live.append((server, wd))
         server.start()  # proves the allocator (the malloc binding) or raises
+        # Warmed as the runner warms a cell: a cold server's rate climbs for its first ~20-30 s
+        # of load (56k to 75k q/s at OLTP_RO@8), and a fixed cost per malloc call is a smaller
+        # share while it does, so unwarmed lives saw the control cost 0.85 in solo lives (late
+        # in the climb) and 0.92 in alternate and duet ones (early in it):
+        # docs/measurements/2026-11-29-designs.md.
+        self.bench.warm(server, cap_s=WARM_CAP_S, min_s=3)
         return server
 
     def stop_all(self) -> None:
