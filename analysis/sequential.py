@@ -124,7 +124,15 @@ class Design:
     def shared_by(self, points: int) -> Design:
         """The design of one of `points` points that share this design's alpha (Bonferroni): the
         chance that any of them is called wrongly, at any look, stays at most `alpha`."""
-        return replace(self, alpha=self.alpha / max(points, 1))
+        return self.share(1.0, float(max(points, 1)))
+
+    def share(self, weight: float, total: float) -> Design:
+        """The design of a point of `weight` among points whose weights sum to `total` (weighted
+        Bonferroni: alpha x weight / total each, so the shares still sum to `alpha`). Valid when
+        the weights are fixed without looking at the differences the points test."""
+        if weight <= 0 or total < weight:
+            raise ValueError(f"share({weight}, {total}): expected 0 < weight <= total")
+        return replace(self, alpha=self.alpha * weight / total)
 
     def to_dict(self) -> dict:
         return {

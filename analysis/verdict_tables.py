@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from analysis.exposure import CANNOT_MATTER
 from analysis.metrics import BETTER, METRICS, NONE, THROUGHPUT, UNDECIDED, WORSE
 from analysis.table_model import Cell, Table, text
 from analysis.verdicts import (
@@ -61,8 +62,12 @@ def _level_text(verdicts: list[Verdict]) -> str:
     if levels == [95.0]:
         return "95% intervals"
     # an arm's throughput points share the 5% (analysis/verdicts.py "One run, one 5%")
-    points = {(v.server, v.workload, v.thp, v.threads) for v in verdicts if v.metric == THROUGHPUT}
+    tp = [v for v in verdicts if v.metric == THROUGHPUT]
+    points = {(v.server, v.workload, v.thp, v.threads) for v in tp}
+    settled = {(v.server, v.workload, v.thp, v.threads) for v in tp if v.verdict == CANNOT_MATTER}
     shared = f" and over throughput's {len(points)} points" if len(points) > 1 else ""
+    if shared and settled and settled != points:
+        shared += f", the {len(settled)} the allocator cannot matter at weighing a tenth"
     return f"intervals at {', '.join(f'{x:g}%' for x in levels)} (95% over all looks{shared})"
 
 
