@@ -161,14 +161,15 @@ def budget_vs_fixed(
     seed: int = 1,
     others: int = 0,
     order: Order = fixed_order,
-    points: int = 1,
+    points: float = 1,
 ) -> dict:
     """`make bench`'s figure: rounds the budgeted sequential design needs to decide a true
     `effect` at noise `sigma` per server life, among `others` allocators without a difference,
-    against the fixed 3-round design (simulated). `points`: the throughput points of the run the
-    point shares the 5% with (analysis/verdicts.py, "One run, one 5%")."""
+    against the fixed 3-round design (simulated). `points`: the family's total weight in units
+    of this point's (analysis/verdicts.py, "One run, one 5%": the number of points when all
+    weigh alike; 2.2 for two tested points and two the exposure settles)."""
     rng = np.random.default_rng(seed)
-    budget, fixed3 = Design(3, max_rounds).shared_by(points), Design(3, 3).shared_by(points)
+    budget, fixed3 = Design(3, max_rounds).share(1, points), Design(3, 3).share(1, points)
     found, rounds, wrong = rounds_to_decide(rng, effect, sigma, budget, runs, others, order)
     fixed, _, fixed_wrong = rounds_to_decide(rng, effect, sigma, fixed3, runs, others, order)
     return {

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from analysis.verdicts import SETTLED_WEIGHT
 from collectors.collector_session import CollectorSession
 from rundir.format import SAMPLE_COLUMNS
 from rundir.write import make_owned_dir
@@ -33,8 +34,9 @@ console = stderr_console()
 
 HIGH = 1536  # the sweep's top level: where the collectors' cost and intrusion would show
 LOW = 64
-# The quick suite's throughput points (2 workloads x 2 thread levels): what one point shares the 5% with
-QUICK_POINTS = 4
+# The quick suite's throughput family, in units of one OLTP_RO point's weight: 2 OLTP_RO points
+# and 2 POINT_SELECT points that the exposure settles (analysis/verdicts.py "One run, one 5%")
+QUICK_POINTS = 2 + 2 * SETTLED_WEIGHT
 
 
 def _target(server: MySQLServer, database: str) -> ClientTarget:
@@ -358,8 +360,8 @@ def verdicts_figure(runs_dir: Path | None = None) -> dict:
     fig = budget_vs_fixed(life_sd(qps), others=5, order=allocator_order, points=QUICK_POINTS)
     return fig | {
         "noise_source": "recorded in tests/fixtures/runs/real-regress-base-a/b (no run with "
-        f"two or more rounds under {runs_dir}); seven allocators and {QUICK_POINTS} points as in "
-        "the quick suite"
+        f"two or more rounds under {runs_dir}); seven allocators and the quick suite's 4 points "
+        f"(2 weighing a tenth: a family of {QUICK_POINTS:g})"
     }
 
 
