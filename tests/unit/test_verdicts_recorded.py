@@ -233,7 +233,9 @@ def test_paired_noise_is_the_spread_of_the_differences_to_the_baseline(tmp_path,
     assert fig["points"] == noise.points == 1
     fallback = verdicts_figure(tmp_path / "nothing-here")
     assert "recorded in tests/fixtures" in fallback["noise_source"] and fallback["others"] == 5
-    assert fallback["points"] == pytest.approx(2.2)  # the quick suite's: 2 OLTP_RO + 2 settled at a tenth
+    assert fallback["points"] == pytest.approx(
+        2.2
+    )  # the quick suite's: 2 OLTP_RO + 2 settled at a tenth
 
 
 def test_glance_has_a_server_column_only_when_a_run_holds_several_servers(tmp_path):
