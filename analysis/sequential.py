@@ -208,6 +208,37 @@ def paired_df(arms: int, rounds: int) -> float:
     return 4 * arms * (rounds - 1) / (arms + 3)
 
 
+def half_width(sigma: float, arms: int, rounds: int, alpha: float) -> float:
+    """The half-width (log scale) of a paired interval over `rounds` rounds at noise `sigma` per
+    server life (a difference's sd is sigma x sqrt 2), pooled over `arms` arms, one look at
+    two-sided `alpha` (module docstring)."""
+    if rounds < 2:
+        return math.inf
+    t = t_quantile(1 - alpha / 2, paired_df(max(arms, 1), rounds))
+    return t * sigma * math.sqrt(2) / math.sqrt(rounds)
+
+
+def rounds_for(
+    target_pct: float, sigma: float, arms: int, alpha: float, most: int = 10_000
+) -> int | None:
+    """The fewest rounds whose interval (half_width) is at most +-`target_pct`% at this noise;
+    None beyond `most`. A forecast from a measured noise, not a promise: the next rounds' noise
+    is the machine's."""
+    goal = math.log(1 + target_pct / 100)
+    if sigma <= 0:
+        return 2
+    if half_width(sigma, arms, most, alpha) > goal:
+        return None
+    lo, hi = 2, most  # half_width falls with the rounds: the first that meets the goal
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if half_width(sigma, arms, mid, alpha) <= goal:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def arms_df(arms: int, rounds: int, independent: bool = False) -> float:
     """Degrees of freedom of the pooled variance of `arms` arms' differences over `rounds`:
     Satterthwaite's when they share the baseline's noise (paired_df), m (R - 1) when not."""

@@ -14,9 +14,12 @@ from analysis.exposure import CANNOT_MATTER
 from analysis.metrics import BETTER, METRICS, NONE, THROUGHPUT, UNDECIDED, WORSE
 from analysis.table_model import Cell, Table, text
 from analysis.verdicts import (
+    FORECAST_PCT,
+    Forecast,
     Verdict,
     aa_alarm,
     design_of,
+    forecast,
     noise_floor,
     paired_noise,
     why_no_verdicts,
@@ -150,6 +153,34 @@ def aa_alarm_text(alarm: list[Verdict]) -> str:
     )
 
 
+def forecast_text(fc: Forecast) -> str:
+    """The forecast in words: per tested point, how many rounds; the most of them at this run's
+    pace, and how much more than it ran."""
+    level = f"each tested point at {(1 - fc.alpha) * 100:.4g}%; this run has {fc.rounds_now}"
+    servers = {p[0] for p in fc.rounds}
+    parts = [
+        (f"{server} " if len(servers) > 1 else "")
+        + f"{wl}@{th}: "
+        + ("over 10,000" if n is None else f"about {n}")
+        for (server, wl, _thp, th), n in fc.rounds.items()
+    ]
+    s = f"{', '.join(parts)} ({level})"
+    known = [n for n in fc.rounds.values() if n is not None]
+    if len(known) < len(fc.rounds):
+        s += "; where over 10,000, this machine is too noisy for that point"
+    if known and fc.minutes_per_round is not None:
+        most = max(known)
+        more = max(most - fc.rounds_now, 0) * fc.minutes_per_round
+        s += f"; {most} rounds at this run's {fc.minutes_per_round:.1f} min per round: ~{_duration(most * fc.minutes_per_round)}"
+        if more > 0:
+            s += f", ~{_duration(more)} more than it ran (--budget)"
+    return s + ". Then a difference of twice the minimum effect is called, and an equal arm is none"
+
+
+def _duration(minutes: float) -> str:
+    return f"{minutes:.0f} min" if minutes < 90 else f"{minutes / 60:.1f} h"
+
+
 def noise_table(run: Run, verdicts: list[Verdict], baseline: str) -> Table:
     nf = noise_floor(run, verdicts)
     design = design_of(run)
@@ -202,6 +233,14 @@ def noise_table(run: Run, verdicts: list[Verdict], baseline: str) -> Table:
                     f"{pct((math.exp(paired.sigma) - 1) * 100)} over {paired.points} points "
                     "(drift shared by a round cancels in the pairs)"
                 ),
+            ]
+        )
+    fc = forecast(run, baseline)
+    if fc is not None:
+        t.rows.append(
+            [
+                text(f"rounds for a ±{FORECAST_PCT:g}% interval at this noise"),
+                text(forecast_text(fc)),
             ]
         )
     t.rows.append(

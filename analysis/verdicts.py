@@ -43,6 +43,7 @@ import io
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import datetime
 
 import numpy as np
 
@@ -69,7 +70,7 @@ from analysis.metrics import (
     UNDECIDED,
     WORSE,
 )
-from analysis.sequential import MIN_EFFECT_PCT, Design
+from analysis.sequential import ALPHA, MIN_EFFECT_PCT, Design, rounds_for
 from analysis.stats import median
 from rundir.format import AA_SUFFIX  # the A/A arm: the baseline's settings under a second name
 from rundir.read import BASELINE_ALLOCATOR, Run
@@ -266,11 +267,16 @@ class PairedNoise:
     rounds: int  # rounds of a point (most seen)
 
 
-def paired_noise(run: Run, baseline: str | None = None) -> PairedNoise | None:
-    """None when the run has no point with the baseline and another allocator over >= 2 rounds."""
+def paired_noise(
+    run: Run, baseline: str | None = None, only: tuple | None = None
+) -> PairedNoise | None:
+    """None when the run has no point with the baseline and another allocator over >= 2 rounds.
+    `only`: that one point's noise instead of the pool's."""
     base = baseline_of(run, baseline)
     squares, dfs, points, arms, rounds = 0.0, 0, 0, 0, 0
-    for _point, values in throughput_points(run):
+    for point, values in throughput_points(run):
+        if only is not None and point != only:
+            continue
         b = values.get(base) or {}
         for a, vs in values.items():
             shared = sorted(set(vs) & set(b))
@@ -287,6 +293,58 @@ def paired_noise(run: Run, baseline: str | None = None) -> PairedNoise | None:
     if not dfs:
         return None
     return PairedNoise(math.sqrt(squares / dfs / 2), points, arms, rounds)
+
+
+# The precision the noise table forecasts rounds for: half the minimum effect, at which a
+# difference of twice the minimum effect is called and an equal arm is "none" in most runs
+FORECAST_PCT = 2.5
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """What deciding would take at the noise a run saw: per tested throughput point (a point the
+    exposure settles needs no rounds), the rounds for a +-FORECAST_PCT% interval at its share of
+    the 5% (None: more than 10,000); the rounds the run has, and its own minutes per round (None
+    when its cells' times are not recorded)."""
+
+    rounds: dict[tuple, int | None]
+    rounds_now: int
+    alpha: float
+    minutes_per_round: float | None
+
+
+def forecast(run: Run, baseline: str | None = None) -> Forecast | None:
+    """None when the run measured no paired noise at a tested point (paired_noise)."""
+    points = [p for p, _ in throughput_points(run)]
+    weights = family_weights(run, points)
+    total = sum(weights.values())
+    alpha = ALPHA / max(total, 1.0)
+    need: dict[tuple, int | None] = {}
+    now = 0
+    for p in points:
+        noise = paired_noise(run, baseline, only=p)
+        if noise is None or weights[p] < 1.0:
+            continue  # no pairs, or settled by the exposure
+        need[p] = rounds_for(FORECAST_PCT, noise.sigma, noise.arms, alpha)
+        now = max(now, noise.rounds)
+    if not need:
+        return None
+    return Forecast(need, now, alpha, minutes_per_round(run))
+
+
+def minutes_per_round(run: Run) -> float | None:
+    """The median wall time of the run's rounds: from the first start to the last finish of a
+    round's cells (solo lives follow each other; alternate ones overlap)."""
+    spans: dict[int, list[float]] = defaultdict(list)
+    for c in run.manifest.get("cells") or []:
+        try:
+            t0 = datetime.fromisoformat(c["started_at"]).timestamp()
+            t1 = datetime.fromisoformat(c["finished_at"]).timestamp()
+        except (KeyError, TypeError, ValueError):
+            continue
+        spans[c.get("round", c.get("repeat", 0))] += [t0, t1]
+    rounds = [max(v) - min(v) for v in spans.values() if v]
+    return float(np.median(rounds)) / 60 if rounds else None
 
 
 def run_verdicts(

@@ -348,10 +348,13 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
     """The end-of-run tables: per workload, allocator x threads, each cell the ratio to the
     baseline, its interval and the verdict; memory likewise. With one round there is no verdict:
     ([], [why]) and the caller shows the raw single figures, labelled as such."""
-    from analysis.verdict_tables import aa_alarm_text, ratio_ci
+    from analysis.metrics import THROUGHPUT, UNDECIDED
+    from analysis.verdict_tables import aa_alarm_text, forecast_text, ratio_ci
     from analysis.verdicts import (
+        FORECAST_PCT,
         aa_alarm,
         baseline_of,
+        forecast,
         noise_floor,
         paired_noise,
         run_verdicts,
@@ -419,6 +422,11 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
             f"noise the verdicts saw: ±{(math.exp(paired.sigma) - 1) * 100:.1f}% per server life "
             "(paired differences to the baseline)"
         )
+    fc = forecast(run, base)
+    if fc is not None and any(
+        v.metric == THROUGHPUT and v.verdict == UNDECIDED for v in judged
+    ):  # what deciding would take, where the run left a throughput point undecided
+        notes.append(f"rounds for a ±{FORECAST_PCT:g}% interval at this noise: {forecast_text(fc)}")
     if nf.life_spread_pct_median is not None:
         notes.append(
             f"spread of repeated server lives: ±{nf.life_spread_pct_median:.1f}% median "
