@@ -69,8 +69,9 @@ class Space:
     writes: str
     knobs: dict[str, Knob]
     source: str  # where it was declared (and narrowed): for messages and tune.json
-    # Settings DBAs deploy, tried first (name -> {knob: value}; knobs not named are drawn):
-    # a search that starts from random draws may never come near them in a two-hour budget
+    # Settings DBAs deploy, tried first (name -> {knob: value}; knobs not named are left unset,
+    # the allocator's defaults: suites/tune/study.py _applied): a search that starts from random
+    # draws may never come near them in a two-hour budget
     presets: dict[str, dict] = field(default_factory=dict)
 
     def preset_params(self) -> list[tuple[str, dict]]:

@@ -315,7 +315,13 @@ def test_presets_are_tried_first_and_a_narrowed_space_keeps_those_it_holds(tmp_p
     """The registry's presets (settings DBAs deploy) are the first trials of a tune, one at a
     time, in order, each named; a space file that narrows a preset's value away drops that
     preset; a trial a killed tune left still runs first when it is resumed."""
-    from suites.tune.study import _distributions, _queue_next_preset, _requeue_killed, _study
+    from suites.tune.study import (
+        _applied,
+        _distributions,
+        _queue_next_preset,
+        _requeue_killed,
+        _study,
+    )
 
     space = space_of("jemalloc")
     names = [n for n, _ in space.preset_params()]
@@ -334,12 +340,17 @@ def test_presets_are_tried_first_and_a_narrowed_space_keeps_those_it_holds(tmp_p
     first = study.ask(dists)
     assert first.user_attrs["preset"] == "operator-1808"
     assert first.params["dirty_decay_ms"] == 5000 and first.params["background_thread"] == "true"
-    assert set(first.params) == set(space.knobs)  # the knobs a preset does not name are drawn
-    # the tune is killed in it: resumed, its setting runs first, then the next preset
+    # optuna draws the knobs a preset does not name; the trial sets the named ones only
+    assert set(first.params) == set(space.knobs)
+    assert _applied(first.params, space, "operator-1808") == {
+        "background_thread": "true", "dirty_decay_ms": 5000, "muzzy_decay_ms": 5000,
+    }  # fmt: skip
+    assert _applied(first.params, space, None) == first.params  # a drawn trial sets them all
+    # the tune is killed in it: resumed, the same preset runs first, then the next one
     assert _requeue_killed(study) == 1
     _queue_next_preset(study, space)  # something waits: nothing queued
     again = study.ask(dists)
-    assert again.params == first.params and "preset" not in again.user_attrs
+    assert again.params == first.params and again.user_attrs["preset"] == "operator-1808"
     study.tell(again, [1.0, 1.0])
     _queue_next_preset(study, space)
     assert study.ask(dists).user_attrs["preset"] == "short-decay"
@@ -361,3 +372,34 @@ def test_a_bad_preset_in_the_registry_is_refused_in_one_line(tmp_path):
     )
     with pytest.raises(SuiteError, match=r"presets\.odd\.arenas: not a knob of this space"):
         declared_spaces(reg)
+
+
+def test_a_preset_trial_writes_its_named_knobs_only(tmp_path, monkeypatch):
+    """The glibc preset arena-2 is MALLOC_ARENA_MAX=2 and nothing else: the other tunables stay
+    glibc's own (before, the drawn tcache_count=0 and mmap threshold ran beside it)."""
+    from types import SimpleNamespace
+
+    from suites.errors import SuiteError
+    from suites.tune import study as st
+
+    space = space_of("glibc")
+    seen = []
+
+    def run_arm(loaded, suite, arm, env, tunables, what, display):
+        seen.append((env, tunables, what))
+        raise SuiteError("stop here: the environment is what this test reads")
+
+    monkeypatch.setattr(st, "run_arm", run_arm)
+    monkeypatch.setattr(st, "arm_suite", lambda *a: None)
+    plan = SimpleNamespace(space=space, loaded=SimpleNamespace(suite=None), rounds=3,
+                           trial_s=60.0)  # fmt: skip
+    opts = SimpleNamespace(allocator="glibc", out=tmp_path, budget_s=3600.0, trials=None,
+                           seed=0, resume=False, quiet=True)  # fmt: skip
+    study = st._study(tmp_path, seed=1)
+    assert st._run_trial(study, st._distributions(space), opts, plan, None) is True
+    ((env, tunables, what),) = seen
+    assert env == {} and tunables == ("glibc.malloc.arena_max=2",) and what == "arena_max=2"
+    trial = study.trials[0]
+    assert trial.user_attrs["preset"] == "arena-2" and trial.user_attrs["setting"] == {
+        "arena_max": "2"
+    }

@@ -19,7 +19,9 @@ same trial: RSS at stop and RSS growth (per cycle in a fragmentation suite), bot
 (optuna NSGA-II, seeded); constraint: no throughput point resolved as slower than the defaults.
 
 The search space of each allocator is declared beside its registry entry
-(configs/allocators.toml, [allocator.NAME.tune]); a --space file narrows it:
+(configs/allocators.toml, [allocator.NAME.tune]), with presets: settings DBAs deploy (jemalloc's
+background thread with 5 s decays, glibc's arena_max=2, ...), tried first, each setting its named
+knobs only (the others stay the allocator's defaults). A --space file narrows the space:
 
   [space.jemalloc]
   dirty_decay_ms = [0, 30000]        # a range inside the declared one
@@ -28,9 +30,9 @@ The search space of each allocator is declared beside its registry entry
 
 Written to --out DIR (a new or empty directory; never another one): tune.json, study.journal
 (optuna's journal: --resume continues a killed tune with its trials), trials/NNNN/<run>,
-pareto.csv (every trial: setting, memory, growth, throughput, each with its interval; the front
-first), pareto.png, recommendation.txt, and, after a final paired run on fresh lives confirms the
-recommendation: mallocsweep-tune.conf (a systemd drop-in: [Service] Environment=LD_PRELOAD=...,
+pareto.csv (every trial: setting, an empty knob left at the allocator's default; memory, growth,
+throughput, each with its interval; the front first), pareto.png, recommendation.txt, and, after
+a final paired run on fresh lives confirms the recommendation: mallocsweep-tune.conf (a systemd drop-in: [Service] Environment=LD_PRELOAD=...,
 MALLOC_CONF=... or GLIBC_TUNABLES=...) and mallocsweep-tune.env (the same for a container). If no
 setting beats the defaults, recommendation.txt says so and both files only preload the allocator.
 
