@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -225,6 +226,27 @@ def _spent(study) -> tuple[float, list[float]]:
 
 
 def tune(opts: TuneOptions) -> int:
+    try:
+        return _tune(opts)
+    except Interrupted as e:
+        # what to finish is the tune, not the run of the trial it was in
+        e.run_dir, e.resume = opts.out, resume_command(opts)
+        raise
+
+
+def resume_command(opts: TuneOptions) -> str:
+    """The command that continues this tune (the same settings, which --resume checks)."""
+    q = shlex.quote
+    parts = ["mallocsweep tune", q(str(opts.suite)), "--allocator", q(opts.allocator),
+             "--budget", q(opts.budget_text), "--out", q(str(opts.out)), "--seed", str(opts.seed)]  # fmt: skip
+    if opts.space is not None:
+        parts += ["--space", q(str(opts.space))]
+    if opts.rounds is not None:
+        parts += ["--rounds", str(opts.rounds)]
+    return " ".join([*parts, "--resume"])
+
+
+def _tune(opts: TuneOptions) -> int:
     plan = check(opts)
     tunedir.prepare(opts.out, settings_record(opts, plan), opts.resume)
     study = _study(opts.out, opts.seed, population(opts.budget_s, plan.trial_s))

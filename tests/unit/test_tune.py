@@ -403,3 +403,28 @@ def test_a_preset_trial_writes_its_named_knobs_only(tmp_path, monkeypatch):
     assert trial.user_attrs["preset"] == "arena-2" and trial.user_attrs["setting"] == {
         "arena_max": "2"
     }
+
+
+def test_an_interrupted_tune_says_how_to_resume_the_tune_not_its_trial(tmp_path, monkeypatch):
+    """Ctrl-C inside a trial's run: the line names the tune's directory and the tune command with
+    --resume (the runner had named the trial's own run and `mallocsweep run ... --resume`)."""
+    import signal
+
+    from suites.errors import Interrupted
+    from suites.tune import study as st
+
+    def trial_run(_opts):
+        e = Interrupted(signal.SIGINT)
+        e.run_dir, e.resume = tmp_path / "trials" / "0003" / "run", "mallocsweep run x --resume y"
+        raise e
+
+    monkeypatch.setattr(st, "_tune", trial_run)
+    opts = st.TuneOptions(suite=Path("configs/suites/tune.toml"), allocator="glibc",
+                          budget_s=7200.0, budget_text="2h", out=tmp_path / "my tune", seed=1)  # fmt: skip
+    with pytest.raises(Interrupted) as got:
+        st.tune(opts)
+    assert got.value.run_dir == tmp_path / "my tune"
+    assert got.value.resume == (
+        f"mallocsweep tune configs/suites/tune.toml --allocator glibc --budget 2h "
+        f"--out '{tmp_path / 'my tune'}' --seed 1 --resume"
+    )
