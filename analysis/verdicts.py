@@ -267,16 +267,15 @@ class PairedNoise:
     rounds: int  # rounds of a point (most seen)
 
 
-def paired_noise(
-    run: Run, baseline: str | None = None, only: tuple | None = None
-) -> PairedNoise | None:
-    """None when the run has no point with the baseline and another allocator over >= 2 rounds.
-    `only`: that one point's noise instead of the pool's."""
-    base = baseline_of(run, baseline)
+def paired_noise(run: Run, baseline: str | None = None) -> PairedNoise | None:
+    """None when the run has no point with the baseline and another allocator over >= 2 rounds."""
+    return _pooled_noise(throughput_points(run), baseline_of(run, baseline))
+
+
+def _pooled_noise(points_values: list, base: str) -> PairedNoise | None:
+    """paired_noise over the given (point, allocator -> round -> value) entries."""
     squares, dfs, points, arms, rounds = 0.0, 0, 0, 0, 0
-    for point, values in throughput_points(run):
-        if only is not None and point != only:
-            continue
+    for _point, values in points_values:
         b = values.get(base) or {}
         for a, vs in values.items():
             shared = sorted(set(vs) & set(b))
@@ -315,14 +314,15 @@ class Forecast:
 
 def forecast(run: Run, baseline: str | None = None) -> Forecast | None:
     """None when the run measured no paired noise at a tested point (paired_noise)."""
-    points = [p for p, _ in throughput_points(run)]
-    weights = family_weights(run, points)
+    base = baseline_of(run, baseline)
+    points = throughput_points(run)
+    weights = family_weights(run, [p for p, _ in points])
     total = sum(weights.values())
     alpha = ALPHA / max(total, 1.0)
     need: dict[tuple, int | None] = {}
     now = 0
-    for p in points:
-        noise = paired_noise(run, baseline, only=p)
+    for p, values in points:
+        noise = _pooled_noise([(p, values)], base)
         if noise is None or weights[p] < 1.0:
             continue  # no pairs, or settled by the exposure
         need[p] = rounds_for(FORECAST_PCT, noise.sigma, noise.arms, alpha)

@@ -40,11 +40,17 @@ def test_rounds_for_is_the_first_round_count_that_meets_the_goal():
 def test_a_recorded_run_is_forecast_per_point_at_its_own_pace():
     run = load_run(RUNS / "real-servers-aa-format5")
     fc = forecast(run)
-    points = [p for p, _ in throughput_points(run)]
-    assert set(fc.rounds) == set(points)
-    for p in points:
-        noise = paired_noise(run, only=p)
-        assert fc.rounds[p] == rounds_for(FORECAST_PCT, noise.sigma, noise.arms, 0.05 / 2)
+    points = throughput_points(run)
+    assert set(fc.rounds) == {p for p, _ in points}
+    pooled = paired_noise(run)
+    for p, values in points:
+        # each point at its own noise: the sd of its paired log differences / sqrt 2
+        (arm,) = [a for a in values if a != "glibc"]
+        d = [math.log(values[arm][r] / values["glibc"][r]) for r in sorted(values["glibc"])]
+        m = sum(d) / len(d)
+        sigma = math.sqrt(sum((x - m) ** 2 for x in d) / (len(d) - 1) / 2)
+        assert fc.rounds[p] == rounds_for(FORECAST_PCT, sigma, 1, 0.05 / 2)
+    assert pooled.points == 2  # the pool is both points'; the forecast is each point's own
     assert fc.rounds_now == 3
     # three rounds of two cells, each round's span from its first start to its last finish
     assert (
