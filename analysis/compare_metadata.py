@@ -17,7 +17,7 @@ HOST_KEYS = ("hostname", "kernel", "cpu_model", "cores", "memory_kb", "glibc")
 # (the evidence rules handle that), and its name.
 SUITE_KEYS_IGNORED = frozenset({"run.out", "run.repeat", "suite.name", "suite.description"})
 # How arms were compared: said in one line of its own (analysis/run_design.py), not key by key.
-SUITE_KEYS_DESIGN = frozenset({"run.design", "run.block_s", "run.blocks"})
+SUITE_KEYS_DESIGN = frozenset({"run.design", "run.block_s", "run.blocks", "run.block_settle_cap_s"})
 # In an upgrade check the server binary is what is being compared.
 # Where the server came from is what an upgrade check changes: not a difference worth a warning.
 SUITE_KEYS_UPGRADE = frozenset({"server.binary", "server.basedir", "server.root", "server.fetched"})

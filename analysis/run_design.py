@@ -16,13 +16,18 @@ def name(manifest: dict) -> str:
     return (manifest.get("run_design") or {}).get("name") or SOLO
 
 
+def _settling(rec: dict) -> str:
+    cap = rec.get("block_settle_cap_s")
+    return f" after each block's ramp (at most {cap} s more)" if cap else ""
+
+
 def words(manifest: dict) -> str:
     """The design in a line, for the report's metadata and compare."""
     rec = manifest.get("run_design") or {}
     if name(manifest) == ALTERNATE:
         return (
             f"alternate: a round's servers alive together, each level run on them in turn in "
-            f"blocks of {rec.get('block_s', '?')} s, {rec.get('blocks', '?')} per arm; "
+            f"blocks of {rec.get('block_s', '?')} s{_settling(rec)}, {rec.get('blocks', '?')} per arm; "
             "throughput from the blocks' steady rates (pairs of adjacent blocks), the round the "
             "unit of the interval"
         )

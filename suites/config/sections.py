@@ -438,6 +438,13 @@ class RunSection(Section):
         description='"alternate": blocks per arm per level (cycles of the rotation); a level '
         "then takes arms x blocks x block_s seconds.",
     )
+    block_settle_cap_s: Annotated[int, Field(ge=0, le=600)] = Field(
+        0,
+        description='"alternate": > 0 lets each block settle as a solo level does ([sysbench] '
+        "settle_cap_s): it runs until block_s seconds of reports follow its ramp (the "
+        "steady-state rule, applied live), at most block_s + block_settle_cap_s. A block at "
+        "256 threads on a small machine is otherwise mostly ramp. 0: every block runs block_s.",
+    )
 
     @field_validator("out")
     @classmethod

@@ -115,7 +115,10 @@ def manifest_record(suite) -> dict:
     run = suite.run
     if run.design != "alternate":
         return {"name": "solo"}
-    return {"name": "alternate", "block_s": run.block_s, "blocks": run.blocks}
+    rec = {"name": "alternate", "block_s": run.block_s, "blocks": run.blocks}
+    if run.block_settle_cap_s:  # blocks that settle (runs before it had fixed blocks)
+        rec["block_settle_cap_s"] = run.block_settle_cap_s
+    return rec
 
 
 def live_servers(suite, cells: list[CellPlan], done: set[str]) -> int:

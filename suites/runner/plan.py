@@ -158,10 +158,12 @@ def estimate_cell_seconds(suite) -> float:
     startup_shutdown = 15.0
     run = getattr(suite, "run", None)
     if getattr(run, "design", "solo") == "alternate":
-        # A cell's own load is its blocks (blocks x block_s per level, no settling); the other
-        # arms' blocks are their cells' share of the round.
+        # A cell's own load is its blocks (blocks x block_s per level, each up to
+        # block_settle_cap_s longer when blocks settle); the other arms' blocks are their cells'
+        # share of the round.
         s = suite.sysbench
-        blocked = s.model_copy(update={"duration_s": run.blocks * run.block_s, "settle_cap_s": 0})
+        per_block = run.block_s + run.block_settle_cap_s
+        blocked = s.model_copy(update={"duration_s": run.blocks * per_block, "settle_cap_s": 0})
         init = sum(1 + t / 100 for t in s.threads) * len(s.workloads) * (run.blocks - 1)
         suite = suite.model_copy(update={"sysbench": blocked})
         return startup_shutdown + init + workloads.of(suite).estimate_cell_seconds(suite)

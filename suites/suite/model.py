@@ -229,6 +229,13 @@ class _SuiteRules(Section):
         # "alternate" keeps every arm of a round alive and runs each level in blocks on them in
         # turn (suites/runner/alternate.py): what that needs of the rest of the suite.
         if self.run.design != "alternate":
+            if self.run.block_settle_cap_s:
+                raise FieldError(
+                    ("run", "block_settle_cap_s"),
+                    "blocks settle in design alternate only; a solo level settles by "
+                    "[sysbench] settle_cap_s",
+                    self.run.block_settle_cap_s,
+                )
             return self
         why = None
         if not workloads.of(self).alternates:
@@ -275,7 +282,7 @@ class _SuiteRules(Section):
                 d["server"].pop(key, None)
         # Solo lives with the default blocks, as every run before designs existed: recorded as
         # runs always were (--resume and compare of older runs see no difference).
-        for key in ("design", "block_s", "blocks"):
+        for key in ("design", "block_s", "blocks", "block_settle_cap_s"):
             if d["run"].get(key) == RunSection.model_fields[key].default:
                 d["run"].pop(key, None)
         if self.clients == ClientsSection():

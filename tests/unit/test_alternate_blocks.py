@@ -9,6 +9,7 @@ import csv
 import io
 import math
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -162,6 +163,8 @@ def test_live_servers_count_a_rounds_arms_in_alternate_only():
         ('[run]\ndesign = "duet"\n', r"run\.design"),
         ('[run]\nblock_s = 2\n', r"run\.block_s"),
         ('[run]\nblocks = 0\n', r"run\.blocks"),
+        ('[run]\nblock_settle_cap_s = 8\n', r"run\.block_settle_cap_s: blocks settle in design alternate only"),
+        ('[run]\ndesign = "alternate"\nblock_settle_cap_s = -1\n', r"run\.block_settle_cap_s"),
     ],
 )  # fmt: skip
 def test_bad_design_settings_are_one_line_errors(text, expected):
@@ -176,9 +179,52 @@ def test_bad_design_settings_are_one_line_errors(text, expected):
 def test_a_solo_suite_is_recorded_as_runs_always_were():
     """Runs before designs existed have no run.design: a default suite's record has none either
     (--resume and compare of those runs see no difference); an alternate one says it all."""
-    assert {"design", "block_s", "blocks"}.isdisjoint(Suite().as_dict()["run"])
+    assert {"design", "block_s", "blocks", "block_settle_cap_s"}.isdisjoint(
+        Suite().as_dict()["run"]
+    )
     alt = parse_suite('[run]\ndesign = "alternate"\nblocks = 6\n', "x.toml").as_dict()["run"]
     assert alt["design"] == "alternate" and alt["blocks"] == 6 and "block_s" not in alt
+    assert "block_settle_cap_s" not in alt  # fixed blocks, as alternate runs always were
+    settling = parse_suite('[run]\ndesign = "alternate"\nblock_settle_cap_s = 6\n', "x.toml")
+    assert settling.as_dict()["run"]["block_settle_cap_s"] == 6
+    assert alternate.manifest_record(settling) == {
+        "name": "alternate", "block_s": 5, "blocks": 4, "block_settle_cap_s": 6,
+    }  # fmt: skip
+    fixed = parse_suite('[run]\ndesign = "alternate"\n', "x.toml")
+    assert alternate.manifest_record(fixed) == {"name": "alternate", "block_s": 5, "blocks": 4}
+    words = run_design.words({"run_design": alternate.manifest_record(settling)})
+    assert "blocks of 5 s after each block's ramp (at most 6 s more), 4 per arm" in words
+
+
+def test_settling_blocks_reach_the_level_runner_and_the_eta(monkeypatch):
+    """block_settle_cap_s is each block's settle cap in sysbench's run_level (the same live rule
+    as a solo level's settle_cap_s); 0 leaves blocks fixed. The ETA plans for the cap."""
+    from types import SimpleNamespace
+
+    from suites.runner.plan import estimate_cell_seconds
+    from suites.workloads.sysbench import plugin
+
+    seen = []
+    monkeypatch.setattr(plugin, "run_level", lambda *a, **k: seen.append((a, k)))
+    for cap in (0, 6):
+        suite = parse_suite(
+            f'[run]\ndesign = "alternate"\nblock_settle_cap_s = {cap}\n'
+            '[sysbench]\nworkloads = ["oltp_ro"]\nthreads = [8]\n', "x.toml"
+        )  # fmt: skip
+        ctx = SimpleNamespace(
+            suite=suite, engine="innodb", target=lambda: "target", logs=Path("/nowhere"),
+            on_interval=None, progress=lambda *a: None,
+        )  # fmt: skip
+        ((phase, run),) = list(plugin.Sysbench().block_levels(ctx, 5))
+        run(0)
+        assert phase == "oltp_ro@8"
+        args, kwargs = seen[-1]
+        assert args[2] == 8 and args[3] == 5 and kwargs["settle_cap_s"] == cap
+    fixed = estimate_cell_seconds(parse_suite('[run]\ndesign = "alternate"\n', "x.toml"))
+    capped = estimate_cell_seconds(
+        parse_suite('[run]\ndesign = "alternate"\nblock_settle_cap_s = 6\n', "x.toml")
+    )
+    assert capped > fixed
 
 
 # -- the composed level, and what the derivation makes of its blocks -------------------------------

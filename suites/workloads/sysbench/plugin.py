@@ -310,11 +310,13 @@ class Sysbench(Workload):
 
     def block_levels(self, ctx, block_s: int):
         """The levels of `phases`, each as blocks of `block_s` seconds (the alternate design):
-        same script, threads and options, a log per block; no settling (a block is a fixed
-        slice of time shared out between the arms; its first report is left out as its ramp,
-        rundir/derive/blocks.py)."""
+        same script, threads and options, a log per block. A block is a fixed slice of time
+        shared out between the arms (its first report is left out as its ramp,
+        rundir/derive/blocks.py), or, with [run] block_settle_cap_s, runs until block_s seconds
+        of reports follow its ramp, as a solo level settles (settle.py)."""
         opts = sysbench_options(ctx.suite, ctx.engine)
         target = ctx.target()
+        cap = ctx.suite.run.block_settle_cap_s
         for script in sysbench_scripts(ctx.suite):
             for threads in ctx.suite.sysbench.threads:
                 phase = f"{script.name}@{threads}"
@@ -324,6 +326,7 @@ class Sysbench(Workload):
                     return run_level(
                         target, script, threads, block_s, opts,
                         ctx.logs / f"{phase}.block{index + 1}.log", on_interval=ctx.on_interval,
+                        settle_cap_s=cap,
                     )  # fmt: skip
 
                 yield phase, run
