@@ -22,7 +22,19 @@ from suites.errors import SuiteError
 
 WRITES = ("MALLOC_CONF", "GLIBC_TUNABLES", "env")
 KINDS = ("int", "float", "choice")
-_KNOB_FIELDS = {*KINDS, "log", "env"}
+_KNOB_FIELDS = {*KINDS, "log", "env", "optional"}
+# An optional knob may also stay unset (the allocator's own default): the sampler draws this
+# switch beside its value (`switch(name)`), and a trial whose switch says UNSET does not write it.
+# glibc's thresholds need it: setting either turns glibc's dynamic mmap threshold off, which is
+# not a value of the knob but a different behaviour (mallopt(3)).
+SET, UNSET = "set", "unset"
+
+
+def switch(name: str) -> str:
+    """The sampler's parameter that says whether optional knob `name` is set."""
+    return f"{name}?"
+
+
 # A float knob is searched on a grid of this many steps across its range: the value written
 # into the environment is then exactly the value searched and recorded (no 0.30000000000000004).
 FLOAT_STEPS = 100
@@ -37,6 +49,7 @@ class Knob:
     log: bool = False
     choices: tuple[str, ...] = ()
     env: str | None = None  # writes = "env": the variable this knob is
+    optional: bool = False  # may stay unset (the allocator's default): module constants SET/UNSET
 
     def check(self, value) -> str | None:
         """Why `value` is not a value of this knob (None: it is)."""
@@ -84,6 +97,8 @@ class Space:
                 knob = self.knobs.get(key)
                 if knob is None or knob.check(value) is not None:
                     break
+                if knob.optional:
+                    params[switch(key)] = SET
                 if knob.kind == "choice":
                     params[key] = knob.text(value)
                 elif knob.kind == "int":
@@ -125,7 +140,8 @@ class Space:
             "writes": self.writes,
             "knobs": {
                 n: {"kind": k.kind, "low": k.low, "high": k.high, "log": k.log,
-                    "choices": list(k.choices), "env": k.env}
+                    "choices": list(k.choices), "env": k.env,
+                    **({"optional": True} if k.optional else {})}
                 for n, k in self.knobs.items()
             },
         }  # fmt: skip
@@ -193,8 +209,11 @@ def _presets(where: str, table, knobs: dict[str, Knob]) -> dict[str, dict]:
 def _knob(where: str, name: str, spec, writes: str) -> Knob:
     if not isinstance(spec, dict) or set(spec) - _KNOB_FIELDS:
         raise SuiteError(
-            f"{where}: expected {{ int|float|choice = ..., log?, env? }}, got {spec!r}"
+            f"{where}: expected {{ int|float|choice = ..., log?, env?, optional? }}, got {spec!r}"
         )
+    optional = spec.get("optional", False)
+    if not isinstance(optional, bool):
+        raise SuiteError(f"{where}.optional: expected true or false, got {optional!r}")
     kinds = [k for k in KINDS if k in spec]
     if len(kinds) != 1:
         raise SuiteError(f"{where}: expected exactly one of int, float, choice")
@@ -210,7 +229,7 @@ def _knob(where: str, name: str, spec, writes: str) -> Knob:
             or not all(isinstance(c, str) and c for c in choices)
         ):
             raise SuiteError(f"{where}.choice: expected a list of strings, got {choices!r}")
-        return Knob(name, kind, choices=tuple(choices), env=env)
+        return Knob(name, kind, choices=tuple(choices), env=env, optional=optional)
     bounds = spec[kind]
     if (
         not isinstance(bounds, list)
@@ -224,7 +243,7 @@ def _knob(where: str, name: str, spec, writes: str) -> Knob:
     if not isinstance(log, bool) or (log and bounds[0] <= 0):
         raise SuiteError(f"{where}.log: true needs a positive low bound, got {bounds!r}")
     cast = int if kind == "int" else float
-    return Knob(name, kind, cast(bounds[0]), cast(bounds[1]), log, env=env)
+    return Knob(name, kind, cast(bounds[0]), cast(bounds[1]), log, env=env, optional=optional)
 
 
 def space_of(allocator: str, registry: Path | None = None) -> Space:
@@ -240,7 +259,8 @@ def space_of(allocator: str, registry: Path | None = None) -> Space:
 
 def narrow(space: Space, file: Path, registry: Path | None = None) -> Space:
     """`space` narrowed by the user's space file: `[space.NAME] knob = [lo, hi]` (numbers inside
-    the declared range), `knob = ["a", "b"]` (a subset of the choices) or `knob = value` (fixed)."""
+    the declared range), `knob = ["a", "b"]` (a subset of the choices), `knob = value` (fixed,
+    always set) or, for an optional knob, `knob = "unset"` (never set: out of the search)."""
     try:
         data = tomllib.loads(Path(file).read_text())
     except FileNotFoundError:
@@ -272,7 +292,12 @@ def narrow(space: Space, file: Path, registry: Path | None = None) -> Space:
             owner = next((n for n, s in others.items() if key in s.knobs), None)
             why = f"a knob of {owner}, not of {space.allocator}" if owner else "unknown knob"
             raise SuiteError(f"{where} = {value!r}: {why}; known: {', '.join(space.knobs)}")
+        if value == UNSET and knobs[key].optional:
+            del knobs[key]  # left at the allocator's default in every trial
+            continue
         knobs[key] = _narrowed(where, knobs[key], value)
+    if not knobs:
+        raise SuiteError(f"{file}: space.{space.allocator}: every knob is unset; nothing to search")
     return replace(space, knobs=knobs, source=f"{space.source} narrowed by {file}")
 
 
@@ -296,12 +321,14 @@ def _narrowed(where: str, knob: Knob, value) -> Knob:
             raise SuiteError(f"{where} = {value!r}: low above high")
         if knob.log and lo <= 0:
             raise SuiteError(f"{where} = {value!r}: this knob is searched on a log scale; low > 0")
-        if lo == hi:
-            return replace(knob, kind="choice", choices=(knob.text(lo),), low=None, high=None)
+        if lo == hi:  # one value: fixed, always set
+            return replace(knob, kind="choice", choices=(knob.text(lo),), low=None, high=None,
+                           optional=False)  # fmt: skip
         cast = int if knob.kind == "int" else float
         return replace(knob, low=cast(lo), high=cast(hi))
     why = knob.check(value)
     if why:
         raise SuiteError(f"{where} = {value!r}: {why}")
-    # one value: the knob is fixed (a choice of one), written as the allocator reads it
-    return replace(knob, kind="choice", choices=(knob.text(value),), low=None, high=None)
+    # one value: the knob is fixed (a choice of one, always set), written as the allocator reads it
+    return replace(knob, kind="choice", choices=(knob.text(value),), low=None, high=None,
+                   optional=False)  # fmt: skip

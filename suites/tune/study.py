@@ -28,7 +28,7 @@ from suites.runner.display import Display
 from suites.suite.model import load_suite
 from suites.tune import dropin, front, objectives, proof, tunedir
 from suites.tune.arms import arm_suite, run_arm, trial_seconds
-from suites.tune.space import Space, narrow, space_of
+from suites.tune.space import SET, UNSET, Space, narrow, space_of, switch
 
 JOURNAL = "study.journal"
 CONFIRM_JSON = "confirm.json"
@@ -155,6 +155,8 @@ def _distributions(space: Space) -> dict:
 
     out = {}
     for name, k in space.knobs.items():
+        if k.optional:
+            out[switch(name)] = CategoricalDistribution([SET, UNSET])
         if k.kind == "choice":
             out[name] = CategoricalDistribution(list(k.choices))
         elif k.kind == "int":
@@ -200,15 +202,18 @@ def _kept(attrs: dict) -> dict:
 
 
 def _applied(params: dict, space: Space, preset: str | None) -> dict:
-    """The knobs a trial sets. A preset is the setting DBAs deploy, its named knobs and nothing
-    else: the others stay the allocator's own defaults (unset), not the values the sampler had to
-    draw for them (optuna asks every distribution of a trial; a queued trial fixes only the
-    named ones). Measured before this: the glibc preset arena-2 ran with tcache_count=0 and a
-    2.7 MB mmap threshold drawn beside it, 0.71x the defaults' throughput."""
-    if not preset or preset not in space.presets:
-        return dict(params)
-    named = space.presets[preset]
-    return {k: v for k, v in params.items() if k in named}
+    """The knobs a trial sets: every knob but an optional one drawn unset (space.py SET/UNSET).
+    A preset is the setting DBAs deploy, its named knobs and nothing else: the others stay the
+    allocator's own defaults (unset), not the values the sampler had to draw for them (optuna
+    asks every distribution of a trial; a queued trial fixes only the named ones). Measured
+    before this: the glibc preset arena-2 ran with tcache_count=0 and a 2.7 MB mmap threshold
+    drawn beside it, 0.71x the defaults' throughput."""
+    knobs = {k: v for k, v in params.items() if k in space.knobs}  # not the switches
+    if preset and preset in space.presets:
+        named = space.presets[preset]
+        return {k: v for k, v in knobs.items() if k in named}
+    # an optional knob whose switch the sampler drew as unset stays the allocator's default
+    return {k: v for k, v in knobs.items() if params.get(switch(k), SET) != UNSET}
 
 
 def _say(text: str) -> None:
@@ -291,7 +296,7 @@ def _run_trial(study, dists: dict, opts: TuneOptions, plan: Plan, display: Displ
     arm = f"{opts.allocator}-t{trial.number:04d}"
     _say(f"trial {trial.number}{f' (preset {preset})' if preset else ''}: {what}")
     trial.set_user_attr("setting", setting)
-    why = plan.space.will_not_take(setting)
+    why = plan.space.will_not_take(setting) if setting else "every knob drawn unset: the defaults"
     if why is not None:
         # failed at once, no life spent on it: the sampler learns the combination fails
         trial.set_user_attr("error", why)

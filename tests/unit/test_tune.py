@@ -428,3 +428,55 @@ def test_an_interrupted_tune_says_how_to_resume_the_tune_not_its_trial(tmp_path,
         f"mallocsweep tune configs/suites/tune.toml --allocator glibc --budget 2h "
         f"--out '{tmp_path / 'my tune'}' --seed 1 --resume"
     )
+
+
+def test_an_optional_knob_may_stay_the_allocators_default(tmp_path):
+    """glibc's thresholds are optional: fixing either turns the dynamic mmap threshold off, so a
+    trial may leave them unset. The sampler draws a switch beside the value; an unset knob is not
+    written; a preset that names one sets it; a space file may fix it unset (out of the search)
+    or to one value (always set)."""
+    from suites.tune.space import SET, UNSET, switch
+    from suites.tune.study import _applied, _distributions, _queue_next_preset, _study
+
+    space = space_of("glibc")
+    assert space.knobs["mmap_threshold"].optional and space.knobs["trim_threshold"].optional
+    assert not space.knobs["arena_max"].optional
+    dists = _distributions(space)
+    assert set(dists) == set(space.knobs) | {switch("mmap_threshold"), switch("trim_threshold")}
+    drawn = {"arena_max": 2, "trim_threshold": 65536, "mmap_threshold": 262144,
+             "tcache_count": 7, switch("trim_threshold"): SET, switch("mmap_threshold"): UNSET}  # fmt: skip
+    assert _applied(drawn, space, None) == {
+        "arena_max": 2,
+        "trim_threshold": 65536,
+        "tcache_count": 7,
+    }
+    env, tunables = space.env_of(_applied(drawn, space, None))
+    assert not any("mmap_threshold" in t for t in tunables) and len(tunables) == 3
+    # a preset naming an optional knob sets it (its switch is queued as set)
+    assert dict(space.preset_params())["trim-128k"] == {
+        switch("trim_threshold"): SET, "trim_threshold": 131072,
+    }  # fmt: skip
+    study = _study(tmp_path, seed=3)
+    _queue_next_preset(study, space)
+    _queue_next_preset(study, space)
+    first = study.ask(dists)
+    assert _applied(first.params, space, first.user_attrs["preset"]) == {"arena_max": 2}
+    # a space file: unset takes the knob out; one value fixes it, always set
+    f = _space_file(tmp_path, '[space.glibc]\nmmap_threshold = "unset"\ntrim_threshold = 131072\n')
+    narrowed = narrow(space, f)
+    assert "mmap_threshold" not in narrowed.knobs
+    assert not narrowed.knobs["trim_threshold"].optional
+    assert switch("trim_threshold") not in _distributions(narrowed)
+    # a knob that is not optional cannot be unset
+    with pytest.raises(SuiteError, match=r"arena_max = 'unset'"):
+        narrow(space, _space_file(tmp_path, '[space.glibc]\narena_max = "unset"\n'))
+
+
+def test_a_bad_optional_flag_in_the_registry_is_refused(tmp_path):
+    reg = tmp_path / "allocators.toml"
+    reg.write_text(
+        '[allocator.x]\nkind = "preload"\n[allocator.x.tune]\nwrites = "MALLOC_CONF"\n'
+        'narenas = { int = [1, 8], optional = "yes" }\n'
+    )
+    with pytest.raises(SuiteError, match=r"narenas\.optional: expected true or false, got 'yes'"):
+        space_of("x", reg)
