@@ -27,8 +27,9 @@ knobs only (the others stay the allocator's defaults). A --space file narrows th
   dirty_decay_ms = [0, 30000]        # a range inside the declared one
   background_thread = ["true"]       # some of the choices
   narenas = 8                        # one value: fixed
-  [space.glibc]
-  mmap_threshold = "unset"           # an optional knob left at the allocator's default
+
+and for a glibc tune, `[space.glibc] mmap_threshold = "unset"` leaves an optional knob at glibc's
+own default in every trial.
 
 Written to --out DIR (a new or empty directory; never another one): tune.json, study.journal
 (optuna's journal: --resume continues a killed tune with its trials), trials/NNNN/<run>,
