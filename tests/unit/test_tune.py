@@ -356,16 +356,23 @@ def test_presets_are_tried_first_and_a_narrowed_space_keeps_those_it_holds(tmp_p
     assert study.ask(dists).user_attrs["preset"] == "short-decay"
 
 
-def test_a_bad_preset_in_the_registry_is_refused_in_one_line(tmp_path):
+@pytest.mark.parametrize(
+    "table, expected",
+    [
+        ('narenas = { int = [1, 64] }\n[allocator.x.tune.presets]\nbig = { narenas = 100 }\n',
+         r"presets\.big\.narenas = 100: outside the allowed"),
+        ('narenas = { int = [1, 8], optional = "yes" }\n',
+         r"narenas\.optional: expected true or false, got 'yes'"),
+    ],
+)  # fmt: skip
+def test_a_bad_preset_or_knob_in_the_registry_is_refused_in_one_line(tmp_path, table, expected):
     from suites.tune.space import declared_spaces
 
     reg = tmp_path / "allocators.toml"
-    reg.write_text(
-        '[allocator.x.tune]\nwrites = "MALLOC_CONF"\nnarenas = { int = [1, 64] }\n'
-        "[allocator.x.tune.presets]\nbig = { narenas = 100 }\n"
-    )
-    with pytest.raises(SuiteError, match=r"presets\.big\.narenas = 100: outside the allowed"):
+    reg.write_text('[allocator.x.tune]\nwrites = "MALLOC_CONF"\n' + table)
+    with pytest.raises(SuiteError, match=expected) as e:
         declared_spaces(reg)
+    assert str(e.value).splitlines() == [str(e.value)]
     reg.write_text(
         '[allocator.x.tune]\nwrites = "MALLOC_CONF"\nnarenas = { int = [1, 64] }\n'
         "[allocator.x.tune.presets]\nodd = { arenas = 2 }\n"
@@ -470,13 +477,3 @@ def test_an_optional_knob_may_stay_the_allocators_default(tmp_path):
     # a knob that is not optional cannot be unset
     with pytest.raises(SuiteError, match=r"arena_max = 'unset'"):
         narrow(space, _space_file(tmp_path, '[space.glibc]\narena_max = "unset"\n'))
-
-
-def test_a_bad_optional_flag_in_the_registry_is_refused(tmp_path):
-    reg = tmp_path / "allocators.toml"
-    reg.write_text(
-        '[allocator.x]\nkind = "preload"\n[allocator.x.tune]\nwrites = "MALLOC_CONF"\n'
-        'narenas = { int = [1, 8], optional = "yes" }\n'
-    )
-    with pytest.raises(SuiteError, match=r"narenas\.optional: expected true or false, got 'yes'"):
-        space_of("x", reg)
