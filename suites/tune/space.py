@@ -321,14 +321,18 @@ def _narrowed(where: str, knob: Knob, value) -> Knob:
             raise SuiteError(f"{where} = {value!r}: low above high")
         if knob.log and lo <= 0:
             raise SuiteError(f"{where} = {value!r}: this knob is searched on a log scale; low > 0")
-        if lo == hi:  # one value: fixed, always set
-            return replace(knob, kind="choice", choices=(knob.text(lo),), low=None, high=None,
-                           optional=False)  # fmt: skip
+        if lo == hi:
+            return _fixed(knob, lo)
         cast = int if knob.kind == "int" else float
         return replace(knob, low=cast(lo), high=cast(hi))
     why = knob.check(value)
     if why:
         raise SuiteError(f"{where} = {value!r}: {why}")
-    # one value: the knob is fixed (a choice of one, always set), written as the allocator reads it
+    return _fixed(knob, value)
+
+
+def _fixed(knob: Knob, value) -> Knob:
+    """The knob fixed at one value: a choice of one, always set, written as the allocator reads
+    it."""
     return replace(knob, kind="choice", choices=(knob.text(value),), low=None, high=None,
                    optional=False)  # fmt: skip
