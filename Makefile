@@ -75,13 +75,15 @@ $(STAMPS)/standin: tests/standin/pom.xml tests/standin/src/main/java/mallocsweep
 run: setup
 	$(VENV)/bin/mallocsweep run $(SUITE) --out $(OUT)
 
-# Two workers (pytest-xdist; tests/conftest.py says how tests are grouped between them). The ten
-# slowest tests and the session's total close the output (CI's log keeps them).
+# Two workers (pytest-xdist; tests/conftest.py says how tests are grouped between them, and why
+# the longest groups go first: --no-loadscope-reorder keeps that order). The ten slowest tests,
+# the test time of each worker and of the longest groups, and the session's total close the
+# output (CI's log keeps them).
 TEST_WORKERS ?= 2
 # The kit's end-to-end test (a kit build and a run on a bare root, ~30 min) is make test-kit's own:
 # left out here rather than collected and skipped.
 test: setup
-	$(PY) -m pytest -q -ra --durations=10 -n $(TEST_WORKERS) --dist loadgroup \
+	$(PY) -m pytest -q -ra --durations=10 -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
 	  --ignore=tests/integration/test_kit.py tests
 
 test-unit: venv helper

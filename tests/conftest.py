@@ -19,7 +19,67 @@ REPO = Path(__file__).resolve().parent.parent
 SYSTEM_GROUP = "system-settings"
 
 
+# Seconds of test time per group (setup + call + teardown of its tests, summed) in a quiet
+# clean-clone `make test`: its "test time by worker and group" summary prints them. pytest-xdist
+# hands a worker one group at a time; by default the groups with the most tests go first, which
+# puts the one-test integration modules of minutes last, where one worker ends the session alone
+# on them while the other has nothing left. Here the longest groups go first (the Makefile's
+# --no-loadscope-reorder keeps this order) and the many short ones fill in at the end. A group
+# missing from the table keeps its place after these; refresh the table when the summary shows
+# a worker idle for minutes at the end.
+GROUP_SECONDS = {
+    "system-settings": 200,
+    "tests/integration/test_soak.py": 127,
+    "tests/integration/test_tune_run.py": 100,
+    "tests/integration/test_alloc_accounting.py": 95,
+    "tests/integration/test_resume_every_arm.py": 85,
+    "tests/integration/test_alternate_settle.py": 80,
+    "tests/integration/test_upgrade_inrun.py": 80,
+    "tests/integration/test_servers_fetch.py": 75,
+    "tests/integration/test_fleet.py": 70,
+    "tests/integration/test_fragmentation.py": 65,
+}
+
+
+def _group_of(item) -> str:
+    marker = item.get_closest_marker("xdist_group")
+    return marker.args[0] if marker and marker.args else item.nodeid.split("::", 1)[0]
+
+
+class _TestTime:
+    """Sums each finished test's setup, call and teardown time by group and by xdist worker, in
+    the process that prints the session's summary (the controller under xdist)."""
+
+    def __init__(self) -> None:
+        self.by_group: dict[str, float] = {}
+        self.by_worker: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report) -> None:
+        # the controller sees the workers' reports with their node ids' "@group" suffix
+        nodeid, _, group = report.nodeid.rpartition("@")
+        group = group if nodeid and "::" not in group else report.nodeid.split("::", 1)[0]
+        worker = getattr(report, "worker_id", None) or getattr(
+            getattr(getattr(report, "node", None), "gateway", None), "id", "main"
+        )
+        self.by_group[group] = self.by_group.get(group, 0.0) + report.duration
+        self.by_worker[worker] = self.by_worker.get(worker, 0.0) + report.duration
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if len(self.by_worker) < 2:
+            return
+        tr = terminalreporter
+        tr.write_sep("=", "test time by worker and group (tests/conftest.py GROUP_SECONDS)")
+        tr.write_line(
+            "workers: " + ", ".join(f"{w} {s:.0f} s" for w, s in sorted(self.by_worker.items()))
+        )
+        longest = sorted(self.by_group.items(), key=lambda kv: -kv[1])[:12]
+        for group, seconds in longest:
+            tr.write_line(f"{seconds:8.1f} s  {group}")
+
+
 def pytest_configure(config) -> None:
+    if not hasattr(config, "workerinput"):  # not inside an xdist worker
+        config.pluginmanager.register(_TestTime(), "mallocsweep-test-time")
     config.addinivalue_line(
         "markers",
         "system_settings: changes or checks machine-wide settings (THP, huge pages); runs in one "
@@ -42,7 +102,10 @@ def pytest_collection_modifyitems(config, items) -> None:
     """Refuse to run ungrouped. pytest-xdist's loadgroup groups by a suffix it writes into each
     node id; with a pytest whose node ids it cannot change (9.2 with xdist 3.8: pytest-xdist#1386)
     every group silently falls apart and the system_settings tests run beside each other, each
-    changing THP under the other (seen in CI: THP left at always, and at never)."""
+    changing THP under the other (seen in CI: THP left at always, and at never).
+
+    And the longest groups first (GROUP_SECONDS); a stable sort keeps each group's own order."""
+    items.sort(key=lambda item: -GROUP_SECONDS.get(_group_of(item), 0))
     if not getattr(config.option, "loadgroup", False):
         return
     ungrouped = [item.nodeid for item in items if "@" not in item.nodeid.rsplit("]", 1)[-1]]

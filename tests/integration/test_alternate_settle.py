@@ -22,11 +22,11 @@ from tests.integration.runs_helpers import (
 
 pytestmark = pytest.mark.integration
 
-BLOCK_S, BLOCKS, CAP = 3, 2, 5
+BLOCK_S, BLOCKS, CAP = 3, 2, 4
 SUITE = small_suite(
     "alternate-settle",
     "alternate design with blocks that settle",
-    sysbench={"threads": [4, 32]},
+    sysbench={"threads": [4]},
     run={"repeat": 2, "aa": True, "design": "alternate", "block_s": BLOCK_S, "blocks": BLOCKS,
          "block_settle_cap_s": CAP},
 )  # fmt: skip
@@ -46,7 +46,7 @@ def test_blocks_run_until_their_ramp_is_over_within_the_cap(dataset_cache):
             for lv in json.loads(p.read_text())["levels"]
             for b in lv["blocks"]
         ]
-        assert len(blocks) == 4 * 2 * BLOCKS  # cells x levels x blocks
+        assert len(blocks) == 4 * BLOCKS  # cells x blocks (one level)
         for b in blocks:
             assert b["status"] == "ok"
             times = [t for t, _ in b["intervals"]]
@@ -59,7 +59,5 @@ def test_blocks_run_until_their_ramp_is_over_within_the_cap(dataset_cache):
         assert rows and all(float(r["steady_qps"]) > 0 for r in rows)
         verdicts = list(csv.DictReader((run_dir / "verdicts.csv").open()))
         tp = [v for v in verdicts if v["metric"] == "throughput"]
-        assert {v["threads"] for v in tp} == {"4", "32"} and {v["design"] for v in tp} == {
-            "alternate"
-        }
+        assert {v["threads"] for v in tp} == {"4"} and {v["design"] for v in tp} == {"alternate"}
         assert processes_mentioning(str(run_dir)) == []

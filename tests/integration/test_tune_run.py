@@ -1,4 +1,4 @@
-"""A short real tune on the smoke suite (jemalloc, 2 trials of 2 paired rounds), killed with
+"""A short real tune (jemalloc, 2 trials of 2 paired rounds of OLTP_RO at 4 threads), killed with
 SIGKILL during its first trial and resumed: the study continues with its own trials, no server
 outlives the killed tune, and the tune ends with pareto.csv, the plot, the recommendation and the
 drop-in, every trial's setting read back from the live servers."""
@@ -20,16 +20,19 @@ from suites.cli.main import main
 from suites.tune import dropin
 from suites.tune.space import space_of
 from suites.tune.study import JOURNAL, STUDY_NAME
-from tests.integration.runs_helpers import processes_mentioning, scratch_dir
+from tests.integration.runs_helpers import processes_mentioning, scratch_dir, small_suite
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-SMOKE = REPO / "configs" / "suites" / "smoke.toml"
+# One level of the workload the allocator is exposed to (configs/suites/tune.toml's reason): what
+# is checked here is the tune's machinery, and each level more is seconds more in every life.
+SUITE = small_suite("tune-test", sysbench={"workloads": ["oltp_ro"], "threads": [4]})
 
 
 def _argv(out: Path, *extra: str) -> list[str]:
-    return ["tune", str(SMOKE), "--allocator", "jemalloc", "--budget", "3h", "--trials", "2",
+    suite = out.parent / "suite.toml"
+    return ["tune", str(suite), "--allocator", "jemalloc", "--budget", "3h", "--trials", "2",
             "--rounds", "2", "--seed", "3", "--out", str(out), "--quiet", *extra]  # fmt: skip
 
 
@@ -47,6 +50,7 @@ def _wait(what, timeout_s: float, step_s: float = 1.0):
 def tune():
     with scratch_dir("ms-tune-") as d:
         out = d / "tune"
+        (d / "suite.toml").write_text(SUITE)
         log = (d / "first.log").open("w")
         first = subprocess.Popen(
             [sys.executable, "-m", "suites.cli.main", *_argv(out)],
