@@ -299,7 +299,10 @@ class Matrix:
         mem = self.suite.memory
         if not (mem.count_calls and mem.alloc_stats):
             return None
-        self.display.note("per-call cost of the allocators (measured once per build)")
+        self.display.note(
+            "per-call cost of the allocators (kept per library build and setting; new ones "
+            "measured now)"
+        )
         try:
             arms = cost_arms(detect_all(), self.servers, self.suite.run.baseline)
             return callcost.installed_table(arms)
