@@ -22,10 +22,10 @@ SYSTEM_GROUP = "system-settings"
 
 # Seconds of test time per group (setup + call + teardown of its tests, summed) in a quiet
 # clean-clone `make test` (2026-11-29, 2 workers: 1,180 and 1,208 s of test time, 20m18s in
-# all): its "test time by worker and group" summary prints them. pytest-xdist
-# hands a worker one group at a time; by default the groups with the most tests go first, which
-# puts the one-test integration modules of minutes last, where one worker ends the session alone
-# on them while the other has nothing left. Here the longest groups go first (the Makefile's
+# all): its "test time by worker and group" summary prints them. pytest-xdist hands a worker one
+# group at a time; by default the groups with the most tests go first, which puts the one-test
+# integration modules of minutes last, where one worker ends the session alone on them while the
+# other has nothing left. Here the longest groups go first (the Makefile's
 # --no-loadscope-reorder keeps this order) and the many short ones fill in at the end. A group
 # missing from the table keeps its place after these; refresh the table when the summary shows
 # a worker idle for minutes at the end.

@@ -1,7 +1,7 @@
 """A short real tune on the smoke suite cut to one level (jemalloc, 2 trials of 2 paired rounds of
 OLTP_RO at 4 threads), killed with SIGKILL during its first trial and resumed: the study continues
-with its own trials, no server outlives the killed tune, and the tune ends with pareto.csv, the plot, the recommendation and the
-drop-in, every trial's setting read back from the live servers."""
+with its own trials, no server outlives the killed tune, and the tune ends with pareto.csv, the
+plot, the recommendation and the drop-in, every trial's setting read back from the live servers."""
 
 from __future__ import annotations
 
