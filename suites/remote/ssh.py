@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from servers.launch import Child, spawn
+from servers.scratch import owned_dir
 from suites.errors import SuiteError
 
 SSH = "ssh"
@@ -52,7 +53,7 @@ class SshHost:
         self.target = target
         self.ssh_config = ssh_config
         self.connect_timeout_s = connect_timeout_s
-        self._dir = Path(tempfile.mkdtemp(prefix="ms-ssh-"))
+        self._dir = owned_dir("ms-ssh-", Path(tempfile.gettempdir()))
         self.control_path = self._dir / "cm"
         self.master: Child | None = None
 

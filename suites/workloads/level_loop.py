@@ -32,7 +32,6 @@ import os
 import select
 import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from typing import Protocol
 
 from servers import interrupts
 from servers.launch import Child, ExitInfo, spawn
+from servers.scratch import owned_dir
 
 # How often records are looked for where the kernel cannot wake us when they are written
 # (several streams, or no inotify/pidfd).
@@ -254,7 +254,7 @@ def run_streams(
     A stream whose start raised OSError has `start_error` set and no child; the level then ends
     at once."""
     run = LevelRun(streams, time.monotonic(), limit_s)
-    scratch = Path(tempfile.mkdtemp(prefix="ms-lvl-", dir="/tmp"))
+    scratch = owned_dir("ms-lvl-")
     watch: LevelWatch | None = None
     gos: list[int] = []
     try:

@@ -38,6 +38,11 @@ def in_first_level(run_dir: Path) -> bool:
     return bool(any(logs.glob("*@*.log")) and server_pid(run_dir))
 
 
+def owned_scratch(pid: int) -> list[Path]:
+    """The /tmp directories of process `pid` (servers/scratch.py names them after their owner)."""
+    return [p for p in Path("/tmp").glob(f"ms-*-{pid}.*-*") if p.is_dir()]
+
+
 def suite_with_aa(out: Path) -> str:
     path = out / "aa.toml"
     path.write_text(SMOKE.read_text() + "\n[run]\naa = true\n")
@@ -51,6 +56,8 @@ def interrupt_then_resume(args: list[str], suite: str, out: Path, cache: Path, s
     try:
         run_dir = run_dir_of(out)
         wait_for(lambda: in_first_level(run_dir), 300, "the first level to start")
+        if sig == signal.SIGKILL:  # killed while its level's clients run from their scratch
+            wait_for(lambda: owned_scratch(proc.pid), 60, "the level's scratch in /tmp")
         proc.send_signal(sig)
         proc.wait(180)
         err = proc.stderr.read()
@@ -71,6 +78,8 @@ def interrupt_then_resume(args: list[str], suite: str, out: Path, cache: Path, s
         assert "INTERRUPTED by the loss of its runner" in said.stderr, said.stderr
         assert f"--resume {run_dir}" in said.stderr, said.stderr
         assert "is running" not in said.stderr
+        # The killed runner's level scratch is still in /tmp (no finally ran)...
+        assert owned_scratch(proc.pid), "the killed runner left no level scratch to sweep"
     resumed = start_run([suite, "--resume", str(run_dir)], cache)
     try:
         resumed.wait(900)
@@ -78,6 +87,8 @@ def interrupt_then_resume(args: list[str], suite: str, out: Path, cache: Path, s
         assert resumed.returncode == 0, err
     finally:
         kill_quietly(resumed)
+    # ...and the next run removed it: a directory named after a dead owner does not stay.
+    assert owned_scratch(proc.pid) == [] and owned_scratch(resumed.pid) == []
     m = manifest(run_dir)
     assert m["status"] == "finished", m.get("error")
     assert [c["status"] for c in m["cells"]] == ["ok"] * len(m["cells"])

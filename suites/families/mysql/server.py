@@ -9,7 +9,6 @@ the pid file and (when the path is short enough) the unix socket.
 from __future__ import annotations
 
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -25,6 +24,7 @@ from servers.errors import ServerError
 from servers.launch import Child, spawn
 from servers.life import BASE_ENV, Launch, Probe, ServerLife, tail
 from servers.root import RootLaunch, mount_points, remove_mount_points, rooted
+from servers.scratch import owned_dir
 from servers.verify import refuse_self_allocating, verify_allocator
 from suites.families.mysql.flavor import ServerBinary, find_mysql
 from suites.families.mysql.my_cnf import (
@@ -343,7 +343,7 @@ class MySQLServer(ServerLife):
     def _prepare_socket(self) -> None:
         if not self._socket_local:
             # The work dir is too deep for sun_path: a short private dir, removed on stop.
-            self._socket_dir = Path(tempfile.mkdtemp(prefix="ms-sock-", dir="/tmp"))
+            self._socket_dir = owned_dir("ms-sock-")
             self.socket = self._socket_dir / "mysqld.sock"
         elif self.socket.exists():
             # A socket left by a crashed server of ours; a live one would have failed port_in_use.

@@ -18,7 +18,6 @@ import re
 import resource
 import shutil
 import signal
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from collectors.priority import IdleBoost, boost, unboost
 from rundir.records import ClientLoad, SysbenchLevel
 from servers import interrupts
 from servers.launch import Child, spawn
+from servers.scratch import owned_dir
 from servers.shipped import shipped
 from suites.errors import SuiteError
 from suites.remote.hosts import combine_loads, split_threads
@@ -452,7 +452,7 @@ def prepare(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     threads = max(1, min(opts.tables, os.cpu_count() or 1))
     argv = prepare_argv(target, opts, threads, script, WRAPPER, command)
-    scratch = Path(tempfile.mkdtemp(prefix="ms-sbp-", dir="/tmp"))
+    scratch = owned_dir("ms-sbp-")
     env = _ENV | {"HOME": str(scratch)}
     if script is not None and not script.stock:
         # through our wrapper: it finds the script's own modules; its records go nowhere

@@ -22,6 +22,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from servers.scratch import owned_dir
+
 WRAPPER = Path(__file__).resolve().with_name("mallocsweep.lua")
 SYSBENCH = "/usr/bin/sysbench"
 _CHECK_TIMEOUT_S = 30
@@ -81,7 +83,7 @@ def check(path: str | Path, sysbench: str = SYSBENCH) -> ScriptFacts:
 def _check(p: Path, sysbench: str) -> ScriptFacts:
     if shutil.which(sysbench) is None:
         raise ScriptError(f"cannot check {p.name}: {sysbench} is not installed here")
-    scratch = Path(tempfile.mkdtemp(prefix="ms-sbc-"))
+    scratch = owned_dir("ms-sbc-", Path(tempfile.gettempdir()))
     out = scratch / "check.json"
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
