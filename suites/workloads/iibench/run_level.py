@@ -167,7 +167,10 @@ class _Level:
         t_s = now - self.t0
         rec = {
             "t_s": round(t_s, 3),
-            "interval_s": round(dt, 3),
+            # to the microsecond: the last interval can be a sliver (the clients' last commits
+            # just after a report), and rows_per_s x interval_s must still give its rows back
+            # (rounded to the millisecond, a 0.4 ms sliver of 500 rows read as 0 s).
+            "interval_s": round(dt, 6),
             "rows": rows,
             "batches": batches,
             "rows_per_s": round(rows / dt, 1) if dt > 0 else 0.0,
