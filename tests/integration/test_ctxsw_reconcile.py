@@ -158,7 +158,11 @@ def test_thread_churn_reconciles_with_wait4(churn_bin, short_tmp):
     # The launch gate's own switches at attach time are counted (startup phase), as by wait4.
     gate = section["ctxsw_at_attach"]
     print("launch gate at attach:", gate)
-    assert gate["source"] == "taskstats" and 0 <= gate["voluntary"] + gate["involuntary"] < 10
+    # How many there are depends on the machine's load (16 seen in a loaded make test, under 10
+    # on a quiet one): what holds is that the startup phase, from fork, contains them.
+    assert gate["source"] == "taskstats"
+    for cls in ("voluntary", "involuntary"):
+        assert 0 <= gate[cls] <= phases["startup"][f"ctxsw_{cls}"], (gate, phases["startup"])
 
 
 def test_thread_churn_with_taskstats_unavailable_uses_perf(churn_bin, short_tmp, monkeypatch):
