@@ -22,7 +22,6 @@ import stat
 import tempfile
 from pathlib import Path
 
-from collectors.errors import CollectorError
 from collectors.procfs import ProcFS
 
 TMP = Path("/tmp")
@@ -59,11 +58,8 @@ def sweep_dead(prefix: str, where: Path = TMP, procfs: ProcFS | None = None) -> 
         # Ours only: a real directory (not a link planted to point elsewhere) of this user.
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
             continue
-        try:
-            if procfs.alive(int(m.group(1)), start_ticks=int(m.group(2))):
-                continue
-        except CollectorError:
-            continue  # /proc unreadable: nothing can be said about the owner
+        if procfs.alive(int(m.group(1)), start_ticks=int(m.group(2))):
+            continue
         shutil.rmtree(entry.path, ignore_errors=True)
         if not os.path.lexists(entry.path):
             removed.append(Path(entry.path))

@@ -15,13 +15,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.integration.netns import NetnsHost, make_hosts, sshd_available
-from tests.integration.runs_helpers import REPO, mallocsweep, results, small_suite
+from tests.integration.runs_helpers import REPO, mallocsweep, results, small_suite, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -141,14 +140,12 @@ def test_nothing_is_left_on_the_fleet_hosts(fleet):
         # No server, no sysbench left in the namespace. The ssh session just above may still be
         # exiting on the host's side: a process that is gone by the time it is read is not left,
         # and a closing session is given a few seconds to go.
-        names: set[str] = set()
-        deadline = time.monotonic() + 10
-        while True:
-            names = _live_comms(h.pids())
-            if names <= {"sshd"} or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        assert names <= {"sshd"}, names
+        try:
+            wait_for(
+                lambda h=h: _live_comms(h.pids()) <= {"sshd"}, 10, "only sshd in the namespace"
+            )
+        except AssertionError:
+            pytest.fail(f"left in {h.alias}'s namespace: {sorted(_live_comms(h.pids()))}")
 
 
 def _live_comms(pids: list[int]) -> set[str]:
