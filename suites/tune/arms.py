@@ -9,6 +9,7 @@ is measured. A cell whose proof fails is failed, never measured.
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,9 +33,40 @@ def arm_suite(suite: Suite, allocator: str, rounds: int, out: Path) -> Suite:
     return suite_from_dict(data, f"tune of {allocator}")
 
 
-def trial_seconds(suite: Suite, rounds: int) -> float:
-    """What one trial (two arms x rounds) is expected to take: the runner's own estimate."""
-    return estimate_cell_seconds(suite) * 2 * rounds
+def named_scenarios(loaded: LoadedSuite) -> list[str]:
+    """The fragmentation scenarios a tune suite names for a growth run: the scenarios of a
+    [fragmentation] table written in the suite file ([] without one: the model gives every suite
+    that table with its defaults, so only the file says whether it was asked for; [] for a
+    fragmentation suite, whose own run has its growth)."""
+    if loaded.suite.suite.kind == "fragmentation":
+        return []  # its own run is the growth run (objectives.figures reads it there)
+    try:
+        table = tomllib.loads(Path(loaded.path).read_text()).get("fragmentation")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return []  # a suite recorded in a tune before growth runs existed
+    if not isinstance(table, dict):
+        return []
+    return list(loaded.suite.fragmentation.scenarios)
+
+
+def growth_suite(suite: Suite, scenarios: list[str]) -> Suite:
+    """The suite's growth run: its server, dataset and warmup, its [fragmentation] cycles and the
+    named scenarios, in solo lives (a scenario's cycles are read along one life: its RSS at each
+    cycle's end; alternating blocks are for throughput levels)."""
+    data = suite.as_dict()
+    data["suite"]["kind"] = "fragmentation"
+    data["suite"]["name"] = f"{data['suite']['name']}-growth"
+    data["fragmentation"]["scenarios"] = list(scenarios)
+    for key in ("design", "block_s", "blocks", "block_settle_cap_s"):
+        data["run"].pop(key, None)
+    return suite_from_dict(data, "the tune's growth run")
+
+
+def trial_seconds(suite: Suite, rounds: int, growth: Suite | None = None) -> float:
+    """What one trial (two arms x rounds, of the suite and of its growth run) is expected to
+    take: the runner's own estimate."""
+    cell = estimate_cell_seconds(suite) + (estimate_cell_seconds(growth) if growth else 0.0)
+    return cell * 2 * rounds
 
 
 def with_setting(default: Allocator, name: str, env: dict, tunables: tuple, what: str) -> Allocator:

@@ -1,10 +1,16 @@
-"""A trial's figures, from its run directory, by the run's own paired verdicts (analysis/verdicts):
-the setting's arm against the allocator's defaults, round by round in the same run.
+"""A trial's figures, from its run directories, by the runs' own paired verdicts
+(analysis/verdicts): the setting's arm against the allocator's defaults, round by round in the
+same run.
 
 - memory: RSS at stop, the ratio setting/defaults with its interval (lower is better);
-- growth: the growth of RSS over the server's life, 1 + (mean difference) / (the defaults' RSS
-  at stop), so a ratio below 1 grows less (a fragmentation scenario's growth is judged in MB per
-  hour, a difference in a unit, and is shown in the trial's own report, not in the front);
+- growth: with a growth run (the suite names fragmentation scenarios, arms.named_scenarios), the
+  difference setting - defaults in RSS growth per hour over the scenario's cycles, MB/h with its
+  interval (analysis/growth_rate.py: a difference in a unit, never a ratio of two slopes; the
+  worst named scenario when there are several). Without one (a tune recorded before growth runs
+  existed, or a suite that names none), the growth of RSS over the throughput run's server life,
+  1 + (mean difference) / (the defaults' RSS at stop): a life of minutes whose start includes
+  what the setting maps up front (jemalloc's thp:always backs its arenas with huge pages at
+  once), so "grows less" there can be "started higher";
 - throughput: every (workload, threads) point's ratio; the constraint is that none is resolved
   as slower (the verdict's interval lies beyond the minimum effect on the slow side). What the
   run cannot resolve does not count against the setting, and the interval says how much that is.
@@ -15,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.metrics import BETTER, WORSE
+from analysis.metrics import BETTER, RSS_GROWTH_MB_PER_HOUR, WORSE
 from analysis.verdicts import (
     RSS_GROWTH,
     RSS_STOP,
@@ -30,17 +36,38 @@ from suites.errors import SuiteError
 
 @dataclass(frozen=True)
 class Figure:
-    ratio: float
+    ratio: float  # with a unit: the difference setting - defaults in it
     lo: float
     hi: float
     verdict: str  # the verdict's own word for the metric ("less memory", "none", "undecided")
+    unit: str = ""  # "": a ratio to the defaults; "MB/h": a difference
 
     def to_json(self) -> dict:
-        return {"ratio": self.ratio, "lo": self.lo, "hi": self.hi, "verdict": self.verdict}
+        out = {"ratio": self.ratio, "lo": self.lo, "hi": self.hi, "verdict": self.verdict}
+        return {**out, "unit": self.unit} if self.unit else out
 
     @staticmethod
     def of(v: Verdict) -> Figure:
-        return Figure(v.ratio, v.lo, v.hi, v.word)
+        return Figure(v.ratio, v.lo, v.hi, v.word, v.unit)
+
+    @property
+    def better(self) -> bool:
+        """Resolved as better than the defaults (less memory, grows less)."""
+        return self.verdict in (LESS_MEMORY, GROWS_LESS)
+
+    @property
+    def worse(self) -> bool:
+        return self.verdict in (MORE_MEMORY, GROWS_MORE)
+
+    def text(self) -> str:
+        if self.unit:
+            return f"{self.ratio:+.1f} {self.unit} [{self.lo:+.1f} - {self.hi:+.1f}] {self.verdict}"
+        return f"{self.ratio:.3f} [{self.lo:.3f}-{self.hi:.3f}] {self.verdict}"
+
+
+# The memory metrics' words (analysis/metrics.py): what "better" and "worse" read as
+LESS_MEMORY, MORE_MEMORY = "less memory", "more memory"
+GROWS_LESS, GROWS_MORE = "grows less", "grows more"
 
 
 @dataclass(frozen=True)
@@ -78,14 +105,35 @@ class TrialFigures:
         )
 
 
-def figures(run_dir: Path, defaults: str, arm: str) -> TrialFigures:
-    """The setting `arm` against `defaults` in one run; SuiteError when the run cannot say
-    (fewer than two rounds with both arms, no RSS at stop)."""
+def _verdicts(run_dir: Path, defaults: str, arm: str) -> list[Verdict]:
     run = load_run(run_dir)
     why = why_no_verdicts(run, defaults)
     if why:
         raise SuiteError(f"{run_dir}: no paired verdict: {why}")
-    mine = [v for v in run_verdicts(run, defaults) if v.allocator == arm]
+    return [v for v in run_verdicts(run, defaults) if v.allocator == arm]
+
+
+def _worst_rate(verdicts: list[Verdict]) -> Figure | None:
+    rates = [v for v in verdicts if v.metric == RSS_GROWTH_MB_PER_HOUR]
+    return Figure.of(max(rates, key=lambda v: v.ratio)) if rates else None
+
+
+def growth_figure(growth_dir: Path, defaults: str, arm: str) -> Figure:
+    """The setting's RSS growth per hour against the defaults' in the growth run: the worst
+    (highest) difference over its scenarios; SuiteError when no scenario has one."""
+    worst = _worst_rate(_verdicts(growth_dir, defaults, arm))
+    if worst is None:
+        raise SuiteError(
+            f"{growth_dir}: {arm} has no paired growth per hour against {defaults} (its "
+            "scenarios' cycles failed, or fewer than 3 cycles a life?)"
+        )
+    return worst
+
+
+def figures(run_dir: Path, defaults: str, arm: str, growth_dir: Path | None = None) -> TrialFigures:
+    """The setting `arm` against `defaults` in one run (and its growth run, when there is one);
+    SuiteError when a run cannot say (fewer than two rounds with both arms, no RSS at stop)."""
+    mine = _verdicts(run_dir, defaults, arm)
     stop = [v for v in mine if v.metric == RSS_STOP]
     speed = [v for v in mine if v.metric == THROUGHPUT]
     if not stop or not speed:
@@ -96,12 +144,18 @@ def figures(run_dir: Path, defaults: str, arm: str) -> TrialFigures:
     # Growth as the objective's ratio: the life's RSS growth, 1 + (difference) / the defaults' RSS
     # at stop. A fragmentation scenario's growth is judged in MB per hour (a difference, not a
     # ratio: analysis/growth_rate.py); pareto.csv would mix units, so the tuner keeps the life's.
-    grows = [v for v in mine if v.metric == RSS_GROWTH]
-    worst_growth = max(grows, key=lambda v: v.ratio) if grows else None
+    if growth_dir is not None:
+        growth = growth_figure(growth_dir, defaults, arm)
+    else:
+        # a fragmentation suite tuned as it is: its own run has the growth per hour
+        grows = [v for v in mine if v.metric == RSS_GROWTH]
+        growth = _worst_rate(mine) or (
+            Figure.of(max(grows, key=lambda v: v.ratio)) if grows else None
+        )
     worst = min(speed, key=lambda v: v.ratio)
     return TrialFigures(
         memory=Figure.of(stop[0]),
-        growth=Figure.of(worst_growth) if worst_growth else None,
+        growth=growth,
         throughput=Figure.of(worst),
         slower_points=[f"{v.workload}@{v.threads}" for v in speed if v.verdict == WORSE],
         less_memory=stop[0].verdict == BETTER,  # a memory metric's better is less memory

@@ -6,6 +6,7 @@ plot, the recommendation and the drop-in, every trial's setting read back from t
 from __future__ import annotations
 
 import csv
+import math
 import os
 import signal
 import subprocess
@@ -28,15 +29,29 @@ REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "configs" / "suites" / "smoke.toml"
 
 
+# The growth objective's run: the dump scenario, as configs/suites/tune.toml names it, cut to the
+# fewest cycles a life's slope is fitted on (analysis/growth_rate.py MIN_CYCLES)
+GROWTH = """
+[fragmentation]
+scenarios = ["dump"]
+cycles = 3
+cycle_s = 1
+
+[dump]
+background_threads = 1
+"""
+
+
 def _smoke_one_level() -> str:
     """The smoke suite with one level, OLTP_RO at 4 threads (the workload the allocator is
-    exposed to: configs/suites/tune.toml says why): what is checked here is the tune's machinery,
-    and each level more is seconds more in every life (four levels took this module 206 s)."""
+    exposed to: configs/suites/tune.toml says why), and a growth run of the dump scenario: what
+    is checked here is the tune's machinery, and each level more is seconds more in every life
+    (four levels took this module 206 s)."""
     text = SMOKE.read_text()
     for old, new in (('["oltp_ro", "point_select"]', '["oltp_ro"]'), ("[4, 16]", "[4]")):
         assert old in text, f"{SMOKE} changed: {old} is not in it"
         text = text.replace(old, new)
-    return text
+    return text + GROWTH
 
 
 def _argv(out: Path, *extra: str) -> list[str]:
@@ -110,7 +125,15 @@ def test_the_resumed_study_continues_with_its_trials(tune):
     assert complete[0].params == killed.params
     assert complete[0].user_attrs["requeued_from"] == killed.number
     for t in complete:
-        assert len(t.values) == 2 and all(v > 0 for v in t.values)
+        # RSS at stop as a ratio; growth per hour as a difference in MB/h (either sign)
+        assert len(t.values) == 2 and t.values[0] > 0 and math.isfinite(t.values[1])
+        figures = t.user_attrs["figures"]
+        assert figures["growth"]["unit"] == "MB/h"
+        assert figures["growth"]["lo"] <= figures["growth"]["ratio"] <= figures["growth"]["hi"]
+        assert (
+            Path(t.user_attrs["growth_run_dir"]).parent
+            == out / "trials" / f"{t.number:04d}" / "growth"
+        )
 
 
 def test_every_trial_has_its_setting_read_back_from_the_live_server(tune):
@@ -128,11 +151,12 @@ def test_every_trial_has_its_setting_read_back_from_the_live_server(tune):
             else set(space.knobs)
         )  # fmt: skip
         conf = space.env_of({k: v for k, v in t.params.items() if k in setting})[0]["MALLOC_CONF"]
-        shown = t.user_attrs["read_back"]["cells"]
-        assert len(shown) == 2  # both rounds' lives of the setting
-        for c in shown:
-            assert c["environ"]["MALLOC_CONF"] == conf
-            assert c["allocator"] == setting  # jemalloc's own opt.* readings
+        for record in ("read_back", "growth_read_back"):  # the throughput run's, the growth run's
+            shown = t.user_attrs[record]["cells"]
+            assert len(shown) == 2, record  # both rounds' lives of the setting
+            for c in shown:
+                assert c["environ"]["MALLOC_CONF"] == conf
+                assert c["allocator"] == setting  # jemalloc's own opt.* readings
 
 
 def test_the_tune_ends_with_pareto_plot_recommendation_and_dropin(tune):
@@ -141,9 +165,9 @@ def test_the_tune_ends_with_pareto_plot_recommendation_and_dropin(tune):
         rows = list(csv.DictReader(f))
     assert len(rows) == 2
     for r in rows:
-        for p in ("memory", "growth", "throughput"):
-            lo, ratio, hi = (float(r[f"{p}_{k}"]) for k in ("lo", "ratio", "hi"))
-            assert lo <= ratio <= hi
+        for p, value in (("memory", "ratio"), ("growth", "mb_per_hour"), ("throughput", "ratio")):
+            lo, v, hi = (float(r[f"{p}_{k}"]) for k in ("lo", value, "hi"))
+            assert lo <= v <= hi
         assert set(space_of("jemalloc").knobs) <= set(r)
     assert (out / "pareto.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = (out / "recommendation.txt").read_text()

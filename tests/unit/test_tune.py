@@ -477,3 +477,124 @@ def test_an_optional_knob_may_stay_the_allocators_default(tmp_path):
     # a knob that is not optional cannot be unset
     with pytest.raises(SuiteError, match=r"arena_max = 'unset'"):
         narrow(space, _space_file(tmp_path, '[space.glibc]\narena_max = "unset"\n'))
+
+
+# --- the recommendation: a resolved memory gain (RSS at stop, or growth per hour) at no cost ---
+
+
+def _figs(mem=(1.0, 0.97, 1.03, "none"), growth=None, slower=()):
+    return TrialFigures(
+        Figure(*mem),
+        Figure(*growth) if growth else None,
+        Figure(0.99, 0.95, 1.03, "slower" if slower else "none"),
+        list(slower),
+        mem[3] == "less memory",
+        4,
+    )
+
+
+def _t(n, figs):
+    return front.Trial(n, {"narenas": str(n)}, figs, f"/runs/{n}")
+
+
+def test_a_resolved_growth_per_hour_gain_is_recommended_when_no_rss_gain_is():
+    from suites.tune.study import candidates
+
+    trials = [
+        _t(0, _figs(growth=(-40.0, -70.0, -12.0, "grows less", "MB/h"))),
+        _t(1, _figs(growth=(-90.0, -150.0, -30.0, "grows less", "MB/h"))),  # guarantees 30 MB/h
+        _t(2, _figs(growth=(-300.0, -900.0, 200.0, "undecided", "MB/h"))),  # larger, unresolved
+        _t(3, _figs(growth=(-200.0, -300.0, -100.0, "grows less", "MB/h"), slower=["oltp_ro@8"])),
+        # less growth but more memory at stop: a cost, not a gain
+        _t(
+            4,
+            _figs(
+                mem=(1.09, 1.06, 1.12, "more memory"),
+                growth=(-500.0, -600.0, -400.0, "grows less", "MB/h"),
+            ),
+        ),  # fmt: skip
+    ]
+    assert [t.number for t in candidates(trials)] == [1, 0]
+
+
+def test_a_resolved_rss_gain_ranks_before_a_growth_gain_by_what_its_interval_guarantees():
+    from suites.tune.study import candidates
+
+    trials = [
+        _t(0, _figs(growth=(-500.0, -600.0, -400.0, "grows less", "MB/h"))),
+        _t(1, _figs(mem=(0.90, 0.88, 0.94, "less memory"))),
+        _t(2, _figs(mem=(0.85, 0.70, 0.945, "less memory"))),  # larger, but guarantees less
+        # grows more per hour: a cost that less memory at stop does not buy
+        _t(
+            3,
+            _figs(
+                mem=(0.80, 0.78, 0.82, "less memory"),
+                growth=(60.0, 20.0, 100.0, "grows more", "MB/h"),
+            ),
+        ),  # fmt: skip
+    ]
+    assert [t.number for t in candidates(trials)] == [1, 2, 0]
+
+
+def test_the_lifes_growth_ratio_of_an_older_tune_is_shown_but_never_recommended_on():
+    """Without a growth run the growth figure is the life's ratio, which compares where two
+    settings started as much as how they grew: the jemalloc tune of 2026-11-29 had thp:always
+    settings "grow less" 12-15% with RSS at stop undecided."""
+    from suites.tune.study import candidates
+
+    old = _figs(mem=(0.95, 0.87, 1.04, "undecided"), growth=(0.88, 0.81, 0.96, "grows less"))
+    assert candidates([_t(22, old)]) == []
+
+
+def test_the_confirming_run_must_resolve_the_same_gain_again_at_no_cost():
+    from suites.tune.study import _confirms
+
+    by_growth = _t(1, _figs(growth=(-90.0, -150.0, -30.0, "grows less", "MB/h")))
+    by_memory = _t(2, _figs(mem=(0.90, 0.88, 0.94, "less memory")))
+    again = _figs(growth=(-80.0, -120.0, -40.0, "grows less", "MB/h"))
+    assert _confirms(again, by_growth)
+    assert not _confirms(again, by_memory)  # chosen on RSS at stop, which did not resolve again
+    assert not _confirms(_figs(growth=(-80.0, -200.0, 40.0, "undecided", "MB/h")), by_growth)
+    assert not _confirms(
+        _figs(growth=(-80.0, -120.0, -40.0, "grows less", "MB/h"), slower=["oltp_ro@256"]),
+        by_growth,
+    )
+    assert _confirms(_figs(mem=(0.91, 0.89, 0.93, "less memory")), by_memory)
+
+
+def test_growth_per_hour_has_its_own_columns_and_survives_the_trials_record():
+    trials = [
+        _t(0, _figs(growth=(-90.0, -150.0, -30.0, "grows less", "MB/h"))),
+        _t(
+            1,
+            _figs(
+                mem=(0.90, 0.88, 0.94, "less memory"),
+                growth=(5.0, -20.0, 30.0, "undecided", "MB/h"),
+            ),
+        ),
+    ]
+    rows = list(csv.DictReader(io.StringIO(front.pareto_csv(trials, ["narenas"]))))
+    assert "growth_ratio" not in rows[0] and "memory_ratio" in rows[0]
+    got = {r["trial"]: r for r in rows}
+    assert (
+        got["0"]["growth_mb_per_hour"] == "-90.0000" and got["0"]["growth_verdict"] == "grows less"
+    )
+    f = trials[0].figures
+    assert TrialFigures.from_json(json.loads(json.dumps(f.to_json()))) == f
+    # a trial recorded before growth runs had no unit: its growth reads as the life's ratio
+    older = f.to_json()
+    older["growth"].pop("unit")
+    assert TrialFigures.from_json(older).growth.unit == ""
+
+
+def test_the_tune_suite_names_its_growth_scenario_and_a_suite_without_one_has_none(tmp_path):
+    from suites.suite.model import load_suite
+    from suites.tune.arms import arm_suite, growth_suite, named_scenarios
+
+    tune = load_suite(REPO / "configs" / "suites" / "tune.toml")
+    assert named_scenarios(tune) == ["dump"]
+    g = arm_suite(growth_suite(tune.suite, ["dump"]), "jemalloc", 3, tmp_path)
+    assert g.suite.kind == "fragmentation" and g.fragmentation.scenarios == ["dump"]
+    assert g.run.design == "solo" and g.run.repeat == 3 and g.allocators.use == ["jemalloc"]
+    assert g.fragmentation.cycles == tune.suite.fragmentation.cycles
+    assert named_scenarios(load_suite(SMOKE)) == []

@@ -14,9 +14,13 @@ the files a DBA installs.
 Each trial is a real run of the suite with two arms, the allocator's defaults and one setting
 (MALLOC_CONF for jemalloc, GLIBC_TUNABLES for glibc, TCMALLOC_* / MIMALLOC_* variables), paired
 round by round; every life is proven as in `run`, and the setting is read back from the live
-server (/proc/PID/environ) before it is measured. Objectives, as ratios to the defaults in the
-same trial: RSS at stop and RSS growth (per cycle in a fragmentation suite), both minimised
-(optuna NSGA-II, seeded); constraint: no throughput point resolved as slower than the defaults.
+server (/proc/PID/environ) before it is measured. Objectives, against the defaults in the same
+trial: RSS at stop (a ratio) and RSS growth per hour (MB/h above the defaults') in the
+fragmentation scenarios the suite's [fragmentation] table names, run as a second paired run per
+trial (configs/suites/tune.toml names the dump scenario); both minimised (optuna NSGA-II,
+seeded); constraint: no throughput point resolved as slower than the defaults. The
+recommendation is the largest resolved memory gain (RSS at stop first, then growth per hour) at
+no resolved cost, confirmed on fresh lives.
 
 The search space of each allocator is declared beside its registry entry
 (configs/allocators.toml, [allocator.NAME.tune]), with presets: settings DBAs deploy (jemalloc's
