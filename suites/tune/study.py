@@ -432,17 +432,25 @@ def _rate(f: objectives.TrialFigures):
 
 def _gain(f: objectives.TrialFigures):
     """The memory objective a setting is recommended on: RSS at stop when it is resolved as
-    less, else growth per hour when that is resolved as less; None when neither is."""
-    if f.memory.better:
+    less (its interval wholly below the defaults'), else growth per hour when that is; None
+    when neither is."""
+    if f.memory.resolved_less:
         return "memory"
     rate = _rate(f)
-    return "growth" if rate is not None and rate.better else None
+    return "growth" if rate is not None and rate.resolved_less else None
 
 
 def _harmless(f: objectives.TrialFigures) -> bool:
-    """No throughput point resolved as slower, and neither memory objective resolved as worse."""
+    """No throughput point resolved as slower (the worst point's interval is checked too: a
+    trial recorded before this rule counted only points beyond the 5% minimum effect), and
+    neither memory objective resolved as more."""
     rate = _rate(f)
-    return f.feasible and not f.memory.worse and not (rate is not None and rate.worse)
+    return (
+        f.feasible
+        and not f.throughput.resolved_less
+        and not f.memory.resolved_more
+        and not (rate is not None and rate.resolved_more)
+    )
 
 
 def candidates(trials: list[front.Trial]) -> list[front.Trial]:
@@ -471,7 +479,7 @@ def _confirms(f: objectives.TrialFigures, best: front.Trial | None = None) -> bo
     got = _gain(f)
     if want == "growth":
         rate = _rate(f)
-        return rate is not None and rate.better
+        return rate is not None and rate.resolved_less
     return got == want if want else got is not None
 
 
@@ -532,7 +540,14 @@ def _recommendation(trials, best, confirmed, opts: TuneOptions, plan: Plan) -> l
         ]
     return [
         head,
-        f"Recommended: {what} (trial {best.number}; it {gain}), confirmed on fresh lives: "
-        f"{_summary(confirmed)}.",
+        f"Recommended: {what} (trial {best.number}; {_guaranteed(confirmed, best)} on fresh "
+        f"lives), confirmed: {_summary(confirmed)}.",
         f"In the search: {_summary(best.figures)}.",
     ]
+
+
+def _guaranteed(confirmed: objectives.TrialFigures, best: front.Trial) -> str:
+    """The gain the confirming run's interval guarantees, in words."""
+    if _gain(best.figures) == "memory":
+        return f"at least {(1 - confirmed.memory.hi) * 100:.1f}% less RSS at stop"
+    return f"RSS growth at least {-confirmed.growth.hi:.0f} MB/h below the defaults'"

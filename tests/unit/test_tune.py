@@ -598,3 +598,26 @@ def test_the_tune_suite_names_its_growth_scenario_and_a_suite_without_one_has_no
     assert g.run.design == "solo" and g.run.repeat == 3 and g.allocators.use == ["jemalloc"]
     assert g.fragmentation.cycles == tune.suite.fragmentation.cycles
     assert named_scenarios(load_suite(SMOKE)) == []
+
+
+def test_resolved_means_the_interval_is_wholly_on_one_side_at_any_size():
+    """The jemalloc short-decay preset's RSS at stop, 0.953 [0.925-0.981], is at least 1.9% less:
+    its verdict word says "undecided" (0.001 short of the 5% minimum effect), but a tune asks for
+    a real gain, so it is one; and a real throughput cost of 1-5% is a cost, though the word
+    "slower" (which needs 5%) would let it through."""
+    from suites.tune.study import candidates
+
+    short_decay = _figs(mem=(0.953, 0.925, 0.981, "undecided"))
+    assert short_decay.memory.resolved_less and not short_decay.memory.resolved_more
+    costly = TrialFigures(
+        Figure(0.90, 0.88, 0.92, "less memory"),
+        None,
+        Figure(0.97, 0.95, 0.99, "undecided"),  # recorded before the rule: no slower_points
+        [],
+        True,
+        4,
+    )
+    assert [t.number for t in candidates([_t(1, short_decay), _t(2, costly)])] == [1]
+    assert Figure(-50.0, -90.0, -10.0, "undecided", "MB/h").resolved_less
+    assert not Figure(-50.0, -90.0, 10.0, "undecided", "MB/h").resolved_less
+    assert Figure(30.0, 5.0, 55.0, "undecided", "MB/h").resolved_more

@@ -20,7 +20,8 @@ fragmentation scenarios the suite's [fragmentation] table names, run as a second
 trial (configs/suites/tune.toml names the dump scenario); both minimised (optuna NSGA-II,
 seeded); constraint: no throughput point resolved as slower than the defaults. The
 recommendation is the largest resolved memory gain (RSS at stop first, then growth per hour) at
-no resolved cost, confirmed on fresh lives.
+no resolved cost, confirmed on fresh lives; "resolved" means the interval lies wholly on one
+side of the defaults, at any size (for gain and cost alike).
 
 The search space of each allocator is declared beside its registry entry
 (configs/allocators.toml, [allocator.NAME.tune]), with presets: settings DBAs deploy (jemalloc's
