@@ -5,7 +5,8 @@ chosen by the current rule and confirmed on fresh lives. Nothing of the study is
 finish() runs, on a copy of the tune's directory. (The resume check would refuse the glibc tune:
 glibc's space gained optional knobs after it ran.)
 
-    python /tmp/refinish.py ALLOCATOR DIR
+    cd a checkout whose configs/suites/tune.toml is the tune's own (sha256 in its tune.json)
+    python docs/measurements/refinish-2026-11-29.py ALLOCATOR DIR
 """
 
 import sys
@@ -16,8 +17,9 @@ from suites.tune import front, objectives
 from suites.tune import study as st
 
 allocator, out = sys.argv[1], Path(sys.argv[2])
-opts = st.TuneOptions(Path("configs/suites/tune.toml"), allocator, 7200.0, "2h", out, seed=1,
-                      resume=True)
+opts = st.TuneOptions(
+    Path("configs/suites/tune.toml"), allocator, 7200.0, "2h", out, seed=1, resume=True
+)
 plan = st.check(opts)
 study = st._study(out, opts.seed, st.population(opts.budget_s, plan.trial_s))
 recorded = st.finished_trials
@@ -28,7 +30,9 @@ def again(s):
     for t in recorded(s):
         figs = objectives.figures(Path(t.run_dir), allocator, f"{allocator}-t{t.number:04d}")
         if figs.slower_points != t.figures.slower_points:
-            print(f"trial {t.number}: slower at {figs.slower_points} (recorded: {t.figures.slower_points})")
+            print(
+                f"trial {t.number}: slower at {figs.slower_points} (recorded: {t.figures.slower_points})"
+            )
         out.append(front.Trial(t.number, t.setting, figs, t.run_dir))
     return out
 
