@@ -470,17 +470,14 @@ def candidates(trials: list[front.Trial]) -> list[front.Trial]:
     return sorted((t for t in trials if _gain(t.figures) and _harmless(t.figures)), key=key)
 
 
-def _confirms(f: objectives.TrialFigures, best: front.Trial | None = None) -> bool:
-    """The confirming run resolves again the gain the setting was chosen on (without a recorded
-    choice, any gain), with no resolved cost."""
+def _confirms(f: objectives.TrialFigures, best: front.Trial) -> bool:
+    """The confirming run resolves again the gain `best` was chosen on, with no resolved cost."""
     if not _harmless(f):
         return False
-    want = _gain(best.figures) if best is not None else None
-    got = _gain(f)
-    if want == "growth":
+    if _gain(best.figures) == "growth":
         rate = _rate(f)
         return rate is not None and rate.resolved_less
-    return got == want if want else got is not None
+    return _gain(f) == "memory"
 
 
 def _confirm(best: front.Trial, opts: TuneOptions, plan: Plan, display: Display):
