@@ -15,6 +15,7 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
+from analysis.growth_rate import UNIT as GROWTH_UNIT
 from rundir.atomic import atomic_write
 from suites.tune.objectives import Figure, TrialFigures
 
@@ -64,7 +65,7 @@ def _fig(prefix: str, f: Figure | None, value: str = "ratio") -> dict:
 def _growth_unit(trials: list[Trial]) -> str:
     """The growth columns' unit: "MB/h" (a growth run's difference) or "ratio" (the life's)."""
     units = {t.figures.growth.unit for t in trials if t.figures.growth}
-    return "MB/h" if units == {"MB/h"} else "ratio"
+    return GROWTH_UNIT if units == {GROWTH_UNIT} else "ratio"
 
 
 def pareto_csv(trials: list[Trial], knobs: list[str]) -> str:
@@ -72,7 +73,7 @@ def pareto_csv(trials: list[Trial], knobs: list[str]) -> str:
     ordered = sorted(trials, key=lambda t: (t.number not in on, t.figures.memory.ratio))
     # growth in MB/h is a difference, not a ratio: its columns say so by their name
     unit = _growth_unit(trials)
-    gvalue = "mb_per_hour" if unit == "MB/h" else "ratio"
+    gvalue = "mb_per_hour" if unit == GROWTH_UNIT else "ratio"
     cols = ["trial", "on_front", "feasible", *knobs]
     for p, value in (("memory", "ratio"), ("growth", gvalue), ("throughput", "ratio")):
         cols += [f"{p}_{value}", f"{p}_lo", f"{p}_hi", f"{p}_verdict"]
@@ -113,10 +114,10 @@ def write_plot(trials: list[Trial], path: Path, title: str) -> None:
     if grown:
         label = (
             "RSS growth, MB/h above the defaults' (lower is better)"
-            if unit == "MB/h"
+            if unit == GROWTH_UNIT
             else "RSS growth over the life / defaults' (lower is better)"
         )
-        panels.append((label, lambda t: t.figures.growth, 0.0 if unit == "MB/h" else 1.0))
+        panels.append((label, lambda t: t.figures.growth, 0.0 if unit == GROWTH_UNIT else 1.0))
     fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 5), squeeze=False)
     for ax, (xlabel, get, at_defaults) in zip(axes[0], panels, strict=True):
         for t in trials:

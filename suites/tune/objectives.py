@@ -165,7 +165,7 @@ def figures(run_dir: Path, defaults: str, arm: str, growth_dir: Path | None = No
         growth=growth,
         throughput=Figure.of(worst),
         # resolved as slower at any size: the interval wholly below 1 (module docstring)
-        slower_points=[f"{v.workload}@{v.threads}" for v in speed if v.hi < 1],
+        slower_points=[f"{v.workload}@{v.threads}" for v in speed if Figure.of(v).resolved_less],
         less_memory=stop[0].verdict == BETTER,  # a memory metric's better is less memory
         rounds=stop[0].rounds,
     )
