@@ -76,8 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--control-designs",
         default="",
-        help="run designs the control figure judges side by side, e.g. solo,alternate (default: "
-        "the quick suite's own)",
+        help="run designs the control figure judges side by side, e.g. solo,alternate, each "
+        "with [run] settings if wanted: alternate:blocks=2:block_s=3 (default: the quick suite's "
+        "own)",
     )
     p.add_argument(
         "--control-strengths",

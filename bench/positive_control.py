@@ -82,12 +82,15 @@ def judge_suite(
     its A/A arm and the controls in use, and its time budget off: every repetition runs the same
     rounds (`--repeat`), so repetitions are alike and the bench's length is known. `design`
     (solo, alternate) replaces the quick suite's own: a candidate default judged before it is
-    made one."""
+    made one. A design may carry its [run] settings: "alternate:blocks=2:block_s=3"."""
     text = quick_suite.read_text()
     lines = [_judge_line(text, ln, spins) for ln in text.splitlines()]
     if design:
-        lines = [ln for ln in lines if not ln.startswith("design = ")]
-        lines.insert(lines.index("[run]") + 1, f'design = "{design}"')
+        name, *settings = design.split(":")
+        given = {"design": f'"{name}"'} | dict(kv.split("=", 1) for kv in settings)
+        lines = [ln for ln in lines if ln.split(" = ")[0] not in given]
+        at = lines.index("[run]") + 1
+        lines[at:at] = [f"{k} = {v}" for k, v in given.items()]
     for name, n in spins.items():
         lines += [
             "",
@@ -132,7 +135,8 @@ def judge(
     suite's own). Designs take turns within a repetition, the first one swapped each time, so
     the machine's slow drift does not favour one."""
     suites = {
-        d: judge_suite(quick_suite, library, spins, work / (d or "quick"), d) for d in designs
+        d: judge_suite(quick_suite, library, spins, work / (d.replace(":", "-") or "quick"), d)
+        for d in designs
     }
     reps: dict[str, list[dict]] = {d: [] for d in designs}
     for i in range(repetitions):

@@ -55,6 +55,19 @@ def test_the_judge_suite_can_try_another_design(tmp_path):
     )
 
 
+def test_a_candidate_design_carries_its_run_settings(tmp_path):
+    """"alternate:blocks=2:block_s=3" is the design and its block settings, nothing else changed."""
+    lib = build()
+    spec = "alternate:blocks=2:block_s=3:block_settle_cap_s=5"
+    path = judge_suite(Path(REPO_QUICK), lib, {"slow5": 300, "slow10": 700}, tmp_path, spec)
+    run = load_suite(path).suite.run
+    quick = load_suite(Path(REPO_QUICK)).suite.run
+    assert (run.design, run.blocks, run.block_s, run.block_settle_cap_s) == ("alternate", 2, 3, 5)
+    same = {"design": "solo", "budget_s": quick.budget_s, "blocks": quick.blocks}
+    same |= {"block_s": quick.block_s, "block_settle_cap_s": quick.block_settle_cap_s}
+    assert run.model_copy(update=same) == quick
+
+
 def test_summary_counts_verdicts_at_the_calibrated_level():
     def v(alloc, verdict, threads=8):
         return {"allocator": alloc, "workload": "oltp_ro", "threads": threads,
