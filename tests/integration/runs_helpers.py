@@ -233,3 +233,24 @@ def kill_quietly(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+
+
+def assert_ctxsw_accounted(rec: dict) -> None:
+    """A real server's whole-life context switches, read through taskstats, against wait4's.
+
+    "passed" is the rule. One failure is the kernel's, documented in collectors/ctxsw.py and
+    left to show in a run: an exiting thread's switches after fill_tgid_exit() (the rest of
+    do_exit) reach wait4's totals but no taskstats reading, and on a machine that is busy when
+    a server shuts down (make test's other worker) its dozens of exiting threads are preempted
+    there: measured 96 of 1,183 involuntary short (8%) with the voluntary class exact. That is
+    accepted here, in tests about something else, only in that shape: taskstats, voluntary
+    within the tolerance, involuntary short (never over) and by less than half.
+    """
+    from collectors.ctxsw import ABS_TOLERANCE, REL_TOLERANCE
+
+    if rec["check"] == "passed":
+        return
+    assert rec["check"] == "failed" and rec["source"] == "taskstats", rec
+    vol = rec["wait4_voluntary"]
+    assert abs(rec["diff_voluntary"]) <= max(REL_TOLERANCE * vol, ABS_TOLERANCE), rec
+    assert -rec["wait4_involuntary"] / 2 < rec["diff_involuntary"] < 0, rec

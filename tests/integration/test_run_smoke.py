@@ -15,7 +15,13 @@ import suites.runner.cell
 from rundir.derive.levels import derive_cell
 from rundir.format import SAMPLE_COLUMNS
 from suites.cli.main import main
-from tests.integration.runs_helpers import manifest, processes_mentioning, results, scratch_dir
+from tests.integration.runs_helpers import (
+    assert_ctxsw_accounted,
+    manifest,
+    processes_mentioning,
+    results,
+    scratch_dir,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -200,7 +206,7 @@ def test_manifest_cells_are_proven_reconciled_and_warmed_from_cold(smoke_run):
         assert c["status"] == "ok"
         assert c["exit"]["returncode"] == 0 and c["exit"]["rusage"]["ru_utime"] > 0
         rec = c["collectors"]["reconciliation"]
-        assert rec["check"] == "passed", rec
+        assert_ctxsw_accounted(rec)
         # taskstats' whole-life reading at exit (before the reap) is what the phases add up to.
         assert rec["source"] == "taskstats" and rec["phases_sum_to_final"] is True, rec
         assert c["verification"], "no allocator proof recorded"

@@ -56,7 +56,7 @@ def test_the_judge_suite_can_try_another_design(tmp_path):
 
 
 def test_a_candidate_design_carries_its_run_settings(tmp_path):
-    """"alternate:blocks=2:block_s=3" is the design and its block settings, nothing else changed."""
+    """ "alternate:blocks=2:block_s=3" is the design and its block settings, nothing else changed."""
     lib = build()
     spec = "alternate:blocks=2:block_s=3:block_settle_cap_s=5"
     path = judge_suite(Path(REPO_QUICK), lib, {"slow5": 300, "slow10": 700}, tmp_path, spec)
