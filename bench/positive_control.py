@@ -87,7 +87,10 @@ def judge_suite(
     lines = [_judge_line(text, ln, spins) for ln in text.splitlines()]
     if design:
         name, *settings = design.split(":")
-        given = {"design": f'"{name}"'} | dict(kv.split("=", 1) for kv in settings)
+        given = {"design": f'"{name}"'}
+        if name == "solo":  # the quick suite's blocks settle; a solo level settles by its own cap
+            given["block_settle_cap_s"] = "0"
+        given |= dict(kv.split("=", 1) for kv in settings)
         lines = [ln for ln in lines if ln.split(" = ")[0] not in given]
         at = lines.index("[run]") + 1
         lines[at:at] = [f"{k} = {v}" for k, v in given.items()]

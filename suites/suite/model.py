@@ -247,7 +247,7 @@ class _SuiteRules(Section):
         elif self.thp.labels() != ["system"]:
             why = (
                 "a hugepage setting changes the whole machine for one cell, and alternate keeps "
-                'several cells alive at once; use thp.modes = ["system"] or design solo'
+                'several cells alive at once; use thp.modes = ["system"] or design solo (--design solo)'
             )
         if why:
             raise FieldError(("run", "design"), f"alternate: {why}", "alternate")

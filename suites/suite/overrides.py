@@ -113,6 +113,16 @@ def apply_overrides(suite: Suite, **opts) -> Suite:
         if opts.get(opt) is not None:
             data["run"][key] = opts[opt]
             put("--" + opt.replace("_", "-"), opts[opt], ("run", key))
+    if opts.get("design") == "solo":
+        # the file's block settings belong to the design replaced: a solo level settles by its
+        # workload's own cap (the quick suite ships alternate with blocks that settle)
+        data["run"]["block_settle_cap_s"] = 0
+    if opts.get("duration") is not None and data["run"].get("design") == "alternate":
+        # under alternate a level runs in blocks of block_s seconds; --duration sets them, or it
+        # would change nothing
+        data["run"]["block_s"] = opts["duration"]
+        shown, fields = given["--duration"]
+        given["--duration"] = (shown, (*fields, ("run", "block_s")))
     if opts.get("baseline_server") is not None:
         data["server"]["baseline_server"] = opts["baseline_server"]
         put("--baseline-server", opts["baseline_server"], ("server", "baseline_server"))

@@ -684,6 +684,23 @@ def test_duration_override_of_an_iibench_suite_is_its_time_limit():
         apply_overrides(s, duration=-1.0)
 
 
+def test_under_alternate_duration_sets_the_blocks_and_solo_drops_their_settling():
+    """The quick suite ships alternate blocks that settle: --duration lengthens its blocks (it would
+    change nothing else), and --design solo leaves its block settings behind, so that
+    `--design solo --thp always,never` runs."""
+    quick = load_suite(REPO / "configs/suites/quick.toml").suite
+    assert (quick.run.design, quick.run.blocks, quick.run.block_settle_cap_s) == ("alternate", 1, 5)
+    assert apply_overrides(quick, duration=30).run.block_s == 30
+    solo = apply_overrides(quick, design="solo", thp=["always", "never"])
+    assert (solo.run.design, solo.run.block_settle_cap_s) == ("solo", 0)
+    with pytest.raises(
+        SuiteError, match=r"^with --thp always,never: run\.design: alternate: .*--design solo"
+    ):
+        apply_overrides(quick, thp=["always", "never"])
+    with pytest.raises(SuiteError, match=r"^--duration 2\.5: "):
+        apply_overrides(quick, duration=2.5)
+
+
 def test_threads_override_above_the_connection_limit_names_the_option():
     s = parse_suite("[server]\nsettings = { max_connections = 100 }\n[sysbench]\nthreads = [8]\n")
     with pytest.raises(SuiteError, match=r"^--threads 8,512: sysbench\.threads: thread level 512"):

@@ -43,27 +43,27 @@ def test_the_judge_suite_can_try_another_design(tmp_path):
     """A candidate default is judged by the same suite with only its design changed."""
     lib = build()
     # each design's suite goes to a directory of its own, made here (the bench's work dir has none)
-    where = tmp_path / "alternate"
-    path = judge_suite(Path(REPO_QUICK), lib, {"slow5": 300, "slow10": 700}, where, "alternate")
+    where = tmp_path / "solo"
+    path = judge_suite(Path(REPO_QUICK), lib, {"slow5": 300, "slow10": 700}, where, "solo")
     assert path.parent == where
     suite = load_suite(path).suite
     quick = load_suite(Path(REPO_QUICK)).suite
-    assert quick.run.design == "solo" and suite.run.design == "alternate"
+    assert quick.run.design == "alternate" and suite.run.design == "solo"
     assert suite.sysbench == quick.sysbench
-    assert (
-        suite.run.model_copy(update={"design": "solo", "budget_s": quick.run.budget_s}) == quick.run
-    )
+    back = {"design": "alternate", "budget_s": quick.run.budget_s}
+    back["block_settle_cap_s"] = quick.run.block_settle_cap_s  # solo levels settle by their own
+    assert suite.run.block_settle_cap_s == 0 and suite.run.model_copy(update=back) == quick.run
 
 
 def test_a_candidate_design_carries_its_run_settings(tmp_path):
     """ "alternate:blocks=2:block_s=3" is the design and its block settings, nothing else changed."""
     lib = build()
-    spec = "alternate:blocks=2:block_s=3:block_settle_cap_s=5"
+    spec = "alternate:blocks=2:block_s=3:block_settle_cap_s=5"  # quick's own: blocks 1, cap 5
     path = judge_suite(Path(REPO_QUICK), lib, {"slow5": 300, "slow10": 700}, tmp_path, spec)
     run = load_suite(path).suite.run
     quick = load_suite(Path(REPO_QUICK)).suite.run
     assert (run.design, run.blocks, run.block_s, run.block_settle_cap_s) == ("alternate", 2, 3, 5)
-    same = {"design": "solo", "budget_s": quick.budget_s, "blocks": quick.blocks}
+    same = {"design": "alternate", "budget_s": quick.budget_s, "blocks": quick.blocks}
     same |= {"block_s": quick.block_s, "block_settle_cap_s": quick.block_settle_cap_s}
     assert run.model_copy(update=same) == quick
 

@@ -71,7 +71,12 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--threads", type=_csv_list(int), metavar="8,64,...", help="client thread levels"
     )
-    p.add_argument("--duration", type=ascii_float, metavar="S", help="seconds per level")
+    p.add_argument(
+        "--duration",
+        type=ascii_float,
+        metavar="S",
+        help="seconds per level (under design alternate: seconds per block, run.block_s)",
+    )
     p.add_argument(
         "--warmup", type=ascii_float, metavar="S", help="warmup cap in seconds (0 = scans only)"
     )
