@@ -52,8 +52,11 @@ def test_blocks_run_until_their_ramp_is_over_within_the_cap(dataset_cache):
             times = [t for t, _ in b["intervals"]]
             # the first report, then at least block_s seconds of reports after the ramp
             assert times[-1] >= BLOCK_S + 1 - 1e-6, times
-            # never past the planned --time (block_s + cap)
-            assert times[-1] <= BLOCK_S + CAP + 1e-6, times
+            # never past the planned --time (block_s + cap): at most that many one-second reports.
+            # A report's stamp is when sysbench's timer fired, late by milliseconds on a busy
+            # machine (7.008 for the 7th of a 7-second block in a clean-clone make test), so the
+            # count is the guarantee, and the stamp stays within half an interval of it.
+            assert len(times) <= BLOCK_S + CAP and times[-1] < BLOCK_S + CAP + 0.5, times
         run = load_run(run_dir)
         rows = [r for r in run.ok_rows if r["workload"] == "point_select"]
         assert rows and all(float(r["steady_qps"]) > 0 for r in rows)
