@@ -11,6 +11,8 @@ import csv
 import io
 import json
 import os
+import shutil
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -34,6 +36,7 @@ from rundir.format import (
 from rundir.records import check_manifest
 from rundir.regular import read_regular
 
+MARKER_TEXT = "created by mallocsweep; safe for mallocsweep to delete\n"
 WORK_DIR = "work"  # datadirs and sockets of running cells; removed cell by cell
 
 
@@ -56,8 +59,38 @@ def make_owned_dir(path: Path) -> Path:
         ) from None
     except OSError as e:
         raise RunDirError(f"{path}: cannot create: {e.strerror}") from None
-    atomic_write(path / OWNER_MARKER, "created by mallocsweep; safe for mallocsweep to delete\n")
+    atomic_write(path / OWNER_MARKER, MARKER_TEXT)
     return path
+
+
+def remove_owned_dir(path: Path, attempts: int = 5) -> bool:
+    """Remove a directory made by make_owned_dir; True when it is gone.
+
+    Its owner marker goes last. A process that outlived its stop (a killed script's child) may
+    still write into the tree while it is removed; whatever is left then still carries the marker,
+    so a later run knows it is ours and removes it (suites.datasets.stale), instead of finding an
+    unmarked directory it must never touch. A few tries, a moment apart, outlast such a writer."""
+    path = Path(path)
+    for attempt in range(attempts):
+        if not path.exists():
+            return True
+        for entry in list(path.iterdir()) if path.is_dir() else []:
+            if entry.name == OWNER_MARKER:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+        if [p for p in path.iterdir() if p.name != OWNER_MARKER]:
+            time.sleep(0.1 * (attempt + 1))
+            continue
+        (path / OWNER_MARKER).unlink(missing_ok=True)
+        try:
+            path.rmdir()
+            return True
+        except OSError:  # something was written after the check: mark it ours again, go on
+            atomic_write(path / OWNER_MARKER, MARKER_TEXT)
+    return not path.exists()
 
 
 class RunDir:

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from collectors.procfs import ProcFS
 from servers import interrupts
 from servers.exec_helper import PRELOAD_VAR, helper_argv
 
@@ -142,15 +143,44 @@ class Child:
     def terminate(self, term_timeout: float = 30.0, kill_timeout: float = 10.0) -> ExitInfo:
         """SIGTERM the group, then SIGKILL after `term_timeout` (at once when the user insists:
         a third Ctrl-C, servers.interrupts); always returns the reaped exit."""
-        if self.poll() is not None:
-            return self.exit
-        if not interrupts.hurrying():
-            self.signal_group(signal.SIGTERM)
-        if interrupts.hurrying() or self.wait(term_timeout, interrupts.hurrying) is None:
-            self.signal_group(signal.SIGKILL)
-            if self.wait(kill_timeout) is None:  # pragma: no cover - uninterruptible sleep
-                raise OSError(f"process {self.pid} survived SIGKILL for {kill_timeout}s")
+        if self.poll() is None:
+            if not interrupts.hurrying():
+                self.signal_group(signal.SIGTERM)
+            if interrupts.hurrying() or self.wait(term_timeout, interrupts.hurrying) is None:
+                self.signal_group(signal.SIGKILL)
+                if self.wait(kill_timeout) is None:  # pragma: no cover - uninterruptible sleep
+                    raise OSError(f"process {self.pid} survived SIGKILL for {kill_timeout}s")
+        self._stop_the_rest_of_the_group(term_timeout, kill_timeout)
         return self.exit
+
+    def _stop_the_rest_of_the_group(self, term_timeout: float, kill_timeout: float) -> None:
+        """The leader is reaped; what it forked may still run (a script's server: killed, the
+        script is gone at once, its bootstrap server writes the datadir on for 0.7 s). Callers
+        remove directories right after terminate(), so it returns only when the group is empty.
+        The group's number cannot name anyone else while a member lives (the kernel keeps a pid
+        in use as a group id), so killpg is safe as long as the scan found members."""
+        procfs = ProcFS()
+        if not procfs.group_members(self.pid):
+            return
+        for sig, timeout in ((signal.SIGTERM, term_timeout), (signal.SIGKILL, kill_timeout)):
+            if sig == signal.SIGTERM and interrupts.hurrying():
+                continue
+            try:
+                os.killpg(self.pid, sig)
+            except ProcessLookupError:
+                return
+            deadline = time.monotonic() + timeout
+            while procfs.group_members(self.pid):
+                if time.monotonic() >= deadline or (
+                    sig == signal.SIGTERM and interrupts.hurrying()
+                ):
+                    break
+                time.sleep(0.05)
+            else:
+                return
+        raise OSError(  # pragma: no cover - uninterruptible sleep
+            f"process group {self.pid} survived SIGKILL for {kill_timeout}s"
+        )
 
     def _reap(self, flags: int) -> None:
         # One reaper at a time: a second thread polling at the same moment must neither run the

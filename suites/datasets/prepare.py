@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rundir.write import make_owned_dir
+from rundir.write import make_owned_dir, remove_owned_dir
 from servers import interrupts
 from servers.allocators import resolve
 from servers.cachedir import cache_base
@@ -202,4 +202,4 @@ def ensure(
         with interrupts.held(), interrupts.doing("the dataset's server to stop"):
             if life.alive:
                 life.stop()
-            shutil.rmtree(work, ignore_errors=True)
+            remove_owned_dir(work)

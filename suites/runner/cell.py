@@ -23,7 +23,7 @@ from rundir.derive.levels import derive_cell
 from rundir.derive.window import Interval
 from rundir.errors import RunDirError
 from rundir.format import RAW_VERSION, SAMPLE_COLUMNS
-from rundir.write import RunDir, now_iso, owned
+from rundir.write import RunDir, now_iso, owned, remove_owned_dir
 from servers import interrupts
 from servers.errors import ServerError
 from suites.errors import SuiteError
@@ -702,7 +702,7 @@ class CellRunner:
         """The cell's datadir copy is ours (marker in work/); remove it so disk use stays one cell."""
 
         if self.work.exists() and owned(self.work.parent):
-            shutil.rmtree(self.work, ignore_errors=True)
+            remove_owned_dir(self.work)
 
     def _note_server_warnings(self) -> None:
         """What the server recorded against its own setup (MongoDB's THP advice for its version,

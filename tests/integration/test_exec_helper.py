@@ -157,3 +157,37 @@ def test_a_third_signal_skips_sigterm_but_still_kills_and_reaps():
     # escalated at once: it did not wait the 30 s grace the TERM-ignoring child would have had
     assert ended.signal == signal.SIGKILL and took < 30
     assert _state(child.pid) in ("gone",) or _state(child.pid) != "Z"
+
+
+def test_terminate_returns_only_when_what_the_child_forked_is_gone_too(tmp_path):
+    # mariadb-install-db's shape: a script that dies at once on SIGTERM, and a child of it that
+    # takes a while to stop and writes on meanwhile (the bootstrap server: 0.7 s measured). The
+    # caller removes the directory right after terminate(); nothing may still write into it.
+    done = tmp_path / "written-after-sigterm"
+    writer = (
+        "import signal, sys, time\n"
+        "def late(*_):\n"
+        "    time.sleep(0.7)\n"
+        f"    open({str(done)!r}, 'w').write('x')\n"
+        "    sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, late)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    log = tmp_path / "out.log"
+    child = spawn(
+        ["/bin/sh", "-c", f'{sys.executable} -c "$W" & wait'],
+        env={"W": writer},
+        stdout=log,
+        stderr=log,
+    )
+    deadline = time.monotonic() + 20
+    while "ready" not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline, "the writer never started"
+        time.sleep(0.05)
+    ended = child.terminate(term_timeout=10)
+    assert ended.signal == signal.SIGTERM  # the script died at once, as the real one does
+    assert done.read_text() == "x"  # the writer finished before terminate returned
+    ps = subprocess.run(["ps", "-eo", "pgid=,stat="], capture_output=True, text=True).stdout
+    # a zombie waiting for init to reap it is gone in every way that matters
+    assert [ln for ln in ps.splitlines() if ln.split()[0] == str(child.pid) and "Z" not in ln] == []

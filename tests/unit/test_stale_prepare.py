@@ -80,3 +80,34 @@ def test_an_empty_shell_left_between_mkdir_and_marker_is_ours(tmp_path):
     assert stale_dirs(root) == [shell, half]
     remove_stale(root)
     assert not shell.exists() and not half.exists() and (foreign / "notes.txt").exists()
+
+
+def test_a_tree_written_to_while_it_is_removed_stays_marked_as_ours(tmp_path, monkeypatch):
+    # The CI fault campaign of 2026-11-29: SIGHUP during the dataset's mariadb-install-db; the
+    # script died at once, its bootstrap server wrote on while the .prepare-* directory was
+    # removed, rmtree took the marker first and left the server's files behind, unmarked, and
+    # every later run refused the cache ("holds ..., which mallocsweep did not create").
+    # remove_owned_dir takes the marker last: either the tree is gone, or what is left is ours.
+    import shutil
+
+    from rundir import write
+    from rundir.write import make_owned_dir, remove_owned_dir
+
+    dead = _dead_pid()
+    work = make_owned_dir(tmp_path / f".prepare-10.11.19-abc123-{dead}")
+    (work / "datadir").mkdir()
+    writing = [True]
+    real_rmtree = shutil.rmtree
+
+    def rmtree_beside_a_writer(path, ignore_errors=False):
+        real_rmtree(path, ignore_errors=ignore_errors)
+        if writing[0]:  # the server writes its next file just after the tree went
+            (work / "datadir").mkdir(exist_ok=True)
+            (work / "datadir" / "ib_logfile0").write_bytes(b"x")
+
+    monkeypatch.setattr(write.shutil, "rmtree", rmtree_beside_a_writer)
+    assert not remove_owned_dir(work, attempts=2)
+    assert (work / OWNER_MARKER).is_file() and (work / "datadir" / "ib_logfile0").is_file()
+    assert stale_dirs(tmp_path) == [work]  # so the next run removes it
+    writing[0] = False
+    assert remove_owned_dir(work) and not work.exists()  # and, once nobody writes, it goes
