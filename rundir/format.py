@@ -87,6 +87,7 @@ AA_SUFFIX = "-aa"
 OWNER_MARKER = (
     ".mallocsweep-owned"  # proves a directory was created by mallocsweep (never delete without it)
 )
+MARKER_TEXT = "created by mallocsweep; safe for mallocsweep to delete\n"  # its content
 
 # A client host's figures per level (suites/remote/hostload.py fills them; see RESULTS_COLUMNS).
 CLIENT_COLUMNS = schema.CLIENT_LOAD.columns()

@@ -25,6 +25,7 @@ from rundir.format import (
     FORMAT_VERSION,
     LOGS_DIR,
     MANIFEST,
+    MARKER_TEXT,
     OWNER_MARKER,
     RAW_DIR,
     RESULTS,
@@ -36,7 +37,6 @@ from rundir.format import (
 from rundir.records import check_manifest
 from rundir.regular import read_regular
 
-MARKER_TEXT = "created by mallocsweep; safe for mallocsweep to delete\n"
 WORK_DIR = "work"  # datadirs and sockets of running cells; removed cell by cell
 
 

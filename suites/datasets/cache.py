@@ -33,13 +33,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rundir.atomic import atomic_write
-from rundir.format import OWNER_MARKER
+from rundir.format import MARKER_TEXT, OWNER_MARKER
+from suites.datasets.stale import WORK_NAME
 from suites.errors import SuiteError
 
 FICLONE = 0x40049409  # _IOW(0x94, 9, int) from linux/fs.h
 META = "meta.json"
 PRISTINE = "datadir"
-_MARKER_TEXT = "created by mallocsweep; safe for mallocsweep to delete\n"
 _NO_REFLINK = {errno.EOPNOTSUPP, errno.ENOTTY, errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EPERM}
 
 
@@ -112,7 +112,7 @@ class DatasetCache:
         if tmp.exists():
             shutil.rmtree(tmp)
         tmp.mkdir()
-        (tmp / OWNER_MARKER).write_text(_MARKER_TEXT)
+        (tmp / OWNER_MARKER).write_text(MARKER_TEXT)
         try:
             started = time.monotonic()
             counts = _clone_tree(datadir, tmp / PRISTINE, links=_nothing, reflink=self._reflink)
@@ -138,11 +138,20 @@ class DatasetCache:
             return
         foreign = [p.name for p in self.root.iterdir() if not (p / OWNER_MARKER).is_file()]
         if foreign:
+            hint = "choose an empty or mallocsweep-owned cache directory"
+            if WORK_NAME.match(foreign[0]):
+                # our naming, without our marker: an interrupted run of an older version (before
+                # markers went last) may leave one; never removed for the user, named instead
+                hint = (
+                    "its name is that of mallocsweep's work directories, but it carries no owner "
+                    f"marker, so it is not removed automatically: delete {self.root / foreign[0]} "
+                    "if nothing of yours is in it, or " + hint
+                )
             raise SuiteError(
-                f"dataset cache {self.root} holds {foreign[0]!r}, which mallocsweep did not create; "
-                "choose an empty or mallocsweep-owned cache directory"
+                f"dataset cache {self.root} holds {foreign[0]!r}, which mallocsweep did not "
+                f"create; {hint}"
             )
-        marker.write_text(_MARKER_TEXT)
+        marker.write_text(MARKER_TEXT)
 
     # -- restore -----------------------------------------------------------------------------
     def restore(self, key: str, dest_datadir: Path) -> dict:
@@ -168,7 +177,7 @@ class DatasetCache:
         started = time.monotonic()
         counts = _clone_tree(src, dest, links=self.linkable, reflink=self._reflink)
         _make_writable(dest)
-        (dest / OWNER_MARKER).write_text(_MARKER_TEXT)
+        (dest / OWNER_MARKER).write_text(MARKER_TEXT)
         seconds = time.monotonic() - started
         bulk = "copy" if counts["copy"] else "reflink" if counts["reflink"] else "hardlink"
         return {

@@ -26,7 +26,7 @@ from pathlib import Path
 from collectors.procfs import ProcFS
 from rundir.format import OWNER_MARKER
 
-_NAME = re.compile(r"^\.(?:prepare|store)-[A-Za-z0-9.-]+-(\d+)$")
+WORK_NAME = re.compile(r"^\.(?:prepare|store)-[A-Za-z0-9.-]+-(\d+)$")
 
 
 def _builder_runs(pid: int, path: Path) -> bool:
@@ -68,7 +68,7 @@ def stale_dirs(cache_root: Path) -> list[Path]:
         return []
     out = []
     for p in sorted(root.iterdir()):
-        m = _NAME.match(p.name)
+        m = WORK_NAME.match(p.name)
         if not m or p.is_symlink() or not p.is_dir() or not _ours(p):
             continue
         # the builder named in it still runs (and is the one that wrote it, not a later process

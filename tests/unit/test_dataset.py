@@ -164,8 +164,19 @@ def test_unknown_key_and_foreign_root(tmp_path):
         cache.has("../etc")
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "photos").mkdir()
-    with pytest.raises(SuiteError, match="did not create"):
-        cache.store(cache.key("v", SPEC), fake_datadir(tmp_path), {})
+    datadir = fake_datadir(tmp_path)
+    with pytest.raises(SuiteError, match="did not create") as foreign:
+        cache.store(cache.key("v", SPEC), datadir, {})
+    assert "photos" in str(foreign.value) and "delete" not in str(foreign.value)
+    # our work directories' name, without our marker (an older version's interrupted prepare):
+    # still never deleted for the user, but the message says what it is and what to do
+    (tmp_path / "c" / "photos").rmdir()
+    (tmp_path / "c" / ".prepare-10.11.19-3eb2fe3f16e6eb8b-23328" / "datadir").mkdir(parents=True)
+    with pytest.raises(SuiteError, match="no owner marker") as leftover:
+        cache.store(cache.key("v", SPEC), datadir, {})
+    assert f"delete {tmp_path / 'c' / '.prepare-10.11.19-3eb2fe3f16e6eb8b-23328'}" in str(
+        leftover.value
+    )
 
 
 def test_fingerprint_sees_size_changes(tmp_path):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import mysql.connector
 
-from rundir.format import OWNER_MARKER
+from rundir.format import MARKER_TEXT, OWNER_MARKER
 from servers import interrupts
 from servers.allocators import Allocator
 from servers.errors import ServerError
@@ -86,7 +86,6 @@ RECORDED_VARIABLES = (
     "collation_server",
     "version_malloc_library",
 )
-_MARKER_TEXT = "created by mallocsweep; safe for mallocsweep to delete\n"
 # MySQL's own account of its memory (sys.memory_global_total without the sys schema): every
 # memory instrument's current bytes. In the status under this name (not a status variable).
 PFS_MEMORY = "performance_schema.memory_total_bytes"
@@ -201,7 +200,7 @@ class MySQLServer(ServerLife):
             )
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.datadir.mkdir(exist_ok=True)
-        (self.datadir / OWNER_MARKER).write_text(_MARKER_TEXT)
+        (self.datadir / OWNER_MARKER).write_text(MARKER_TEXT)
         self.tmpdir.mkdir(exist_ok=True)
         self.secure_file_priv.mkdir(exist_ok=True)
         self._write_config(self.port or 0)
@@ -238,7 +237,7 @@ class MySQLServer(ServerLife):
         except OSError as e:
             raise ServerError(f"cannot run {argv[0]}: {e.strerror}") from None
         finally:
-            (self.datadir / OWNER_MARKER).write_text(_MARKER_TEXT)
+            (self.datadir / OWNER_MARKER).write_text(MARKER_TEXT)
             self._remove_mount_points()
         if done.returncode != 0:
             raise ServerError(
