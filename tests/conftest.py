@@ -78,7 +78,7 @@ class _TestTime:
         tr.write_line(
             "workers: " + ", ".join(f"{w} {s:.0f} s" for w, s in sorted(self.by_worker.items()))
         )
-        longest = sorted(self.by_group.items(), key=lambda kv: -kv[1])[:12]
+        longest = sorted(self.by_group.items(), key=lambda kv: -kv[1])[:30]
         for group, seconds in longest:
             tr.write_line(f"{seconds:8.1f} s  {group}")
 

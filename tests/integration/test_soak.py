@@ -1,4 +1,4 @@
-"""A real soak on the host's MariaDB 10.11 (issue 34 item 2): `run --soak 2m` of a small copy of
+"""A real soak on the host's MariaDB 10.11 (issue 34 item 2): `run --soak 1m` of a small copy of
 the fragmentation smoke suite under glibc and jemalloc, the runner killed with SIGKILL once both
 arms have checkpointed cycles, then `--resume`d to the end.
 
@@ -79,7 +79,7 @@ def test_soak_one_life_per_arm_killed_resumed_and_judged_in_mb_per_hour(dataset_
     with scratch_dir("ms-soak-") as out:
         suite = out / "soak.toml"
         suite.write_text(SUITE)
-        proc = start_run([str(suite), "--soak", "2m", "--out", str(out / "runs")], dataset_cache)
+        proc = start_run([str(suite), "--soak", "1m", "--out", str(out / "runs")], dataset_cache)
         try:
             rd = run_dir_of(out / "runs")
             wait_for(lambda: _checkpointed(rd, 3), 300, "both arms' checkpoints with 3 cycles")
