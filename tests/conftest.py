@@ -31,14 +31,14 @@ SYSTEM_GROUP = "system-settings"
 # a worker idle for minutes at the end.
 GROUP_SECONDS = {
     "system-settings": 180,
-    "tests/integration/test_soak.py": 176,
+    "tests/integration/test_soak.py": 129,
     "tests/integration/test_resume_every_arm.py": 171,
     "tests/integration/test_client_host.py": 122,
     "tests/integration/test_server_root.py": 116,
     "tests/integration/test_reliability.py": 108,
     "tests/integration/test_alternate_design.py": 106,
     "tests/integration/test_alloc_accounting.py": 102,
-    "tests/integration/test_tune_run.py": 98,
+    "tests/integration/test_tune_run.py": 77,
     "tests/integration/test_upgrade_inrun.py": 86,
     "tests/integration/test_fleet.py": 86,
     "tests/integration/test_servers_fetch.py": 76,
