@@ -336,17 +336,17 @@ class ProcFS:
         """The live (not zombie) processes of process group `pgid`. A group outlives its leader:
         mariadb-install-db's script dies at once on SIGTERM while the bootstrap server it started
         goes on writing its datadir for most of a second (measured: 0.68 s)."""
-        out = []
-        for entry in self.root.iterdir() if self.root.is_dir() else []:
+        return [st.pid for st in self.every_stat() if st.pgrp == pgid and st.state != "Z"]
+
+    def every_stat(self):
+        """Stat of every process readable now (one walk of the procfs root; the gone skipped)."""
+        for entry in os.scandir(self.root) if self.root.is_dir() else []:
             if not entry.name.isdigit():
                 continue
             try:
-                stat = self.stat(int(entry.name))
+                yield self.stat(int(entry.name))
             except CollectorError:
                 continue
-            if stat.pgrp == pgid and stat.state != "Z":
-                out.append(stat.pid)
-        return out
 
     def boot_time(self) -> float:
         """When the system booted (seconds since the epoch: /proc/stat btime)."""
@@ -402,16 +402,7 @@ class ProcFS:
     def kernel_thread(self, comm: str) -> int | None:
         """The pid of the kernel thread named `comm` (a child of kthreadd, pid 2), e.g.
         khugepaged; None when there is none. Walks /proc once: call it once, keep the pid."""
-        for entry in os.scandir(self.root):
-            if not entry.name.isdigit():
-                continue
-            try:
-                st = self.stat(int(entry.name))
-            except CollectorError:
-                continue
-            if st.comm == comm and st.ppid == 2:
-                return st.pid
-        return None
+        return next((st.pid for st in self.every_stat() if st.comm == comm and st.ppid == 2), None)
 
     def loadavg(self) -> tuple[float, float, float]:
         f = self._read(None, "loadavg").split()

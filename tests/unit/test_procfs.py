@@ -180,3 +180,23 @@ def test_a_leftover_directory_of_a_reused_pid_is_stale(tmp_path):
     old = ProcFS().boot_time() + me.starttime_ticks / CLK_TCK - 3600
     os.utime(d, (old, old))  # written an hour before this process started
     assert stale._builder_runs(os.getpid(), d) is False
+
+
+def test_group_members_and_kernel_threads_from_one_walk(tmp_path):
+    root = tmp_path / "proc"
+    rest = " ".join(["0"] * 40)
+    for pid, comm, state, ppid, pgrp in (
+        (2, "kthreadd", "S", 0, 0),
+        (31, "khugepaged", "S", 2, 0),
+        (100, "sh", "Z", 1, 100),  # the group's leader, exited
+        (101, "mariadbd", "S", 1, 100),  # its child, still running
+        (102, "cat", "Z", 1, 100),  # a zombie of the group: gone in every way that matters
+        (103, "khugepaged", "S", 1, 103),  # the name, not a kernel thread
+    ):
+        (root / str(pid)).mkdir(parents=True)
+        (root / str(pid) / "stat").write_text(f"{pid} ({comm}) {state} {ppid} {pgrp} {rest}\n")
+    (root / "104").mkdir()  # gone between the listing and the read
+    procfs = ProcFS(root)
+    assert procfs.group_members(100) == [101]
+    assert procfs.group_members(555) == []
+    assert procfs.kernel_thread("khugepaged") == 31 and procfs.kernel_thread("kswapd0") is None
