@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -95,6 +96,7 @@ RESOLUTION_MB = 4 / 1024
 LEVELLED, GROWING, UNCLEAR = "levelled off", "still growing", "unclear"
 # A soak's scenarios of one life judged as one series (one_series): the workload its rows carry
 SOAK_SERIES = "all scenarios"
+_BLOCK = re.compile(r"_tc(\d+|sized)$")  # a session_churn block's suffix (_scenario_of)
 KB_PER_MB = 1024.0
 S_PER_H = 3600.0
 
@@ -367,15 +369,24 @@ def one_series(
         return parts
     if any(times is None for _rows, times in parts):
         return []
+    # one scenario's blocks (session_churn's, one per thread cache size) keep its name: a soak
+    # of that scenario alone, or its stage of a soak of scenarios apart
+    names = {_scenario_of(str(rows[0].get("workload"))) for rows, _t in parts if rows}
+    name = names.pop() if len(names) == 1 else SOAK_SERIES
     timed = sorted(
         ((t, r) for rows, times in parts for t, r in zip(times, rows, strict=True)),
         key=lambda tr: tr[0],
     )
     rows = [
-        {**r, "workload": SOAK_SERIES, "scenario_cycle": i}
-        for i, (_t, r) in enumerate(timed, start=1)
+        {**r, "workload": name, "scenario_cycle": i} for i, (_t, r) in enumerate(timed, start=1)
     ]
     return [(rows, [t for t, _r in timed])]
+
+
+def _scenario_of(workload: str) -> str:
+    """The scenario of a scenario's workload: session_churn's blocks are named
+    session_churn_tc<size> / session_churn_tcsized (suites/workloads/fragmentation)."""
+    return _BLOCK.sub("", workload)
 
 
 def _triple(r: Rate | None) -> tuple[float, float, float] | None:
@@ -470,10 +481,11 @@ def unpaired_difference(a: Rate, b: Rate, level: float, margin: float) -> Differ
 
 
 def soak_differences(
-    lives: list[LifeRate], base: str, level: float, margin: float
+    lives: list[LifeRate], base: str, level: float | Callable[[str], float], margin: float
 ) -> list[tuple[tuple[str, str, str, str], str, Difference]]:
     """A soak's growth verdicts: every arm's pooled segments against the baseline's (module
-    doc), at the look's `level`."""
+    doc), at the look's `level` (a function of the workload where each scenario soaked apart,
+    with looks of its own)."""
     by: dict[tuple, dict[str, list[LifeRate]]] = defaultdict(lambda: defaultdict(list))
     for x in lives:
         by[(x.server, x.workload, x.thp)][x.allocator].append(x)
@@ -481,6 +493,7 @@ def soak_differences(
     for (server, wl, thp), arms in sorted(by.items()):
         if base not in arms:
             continue
+        at = level(wl) if callable(level) else level
         for metric, get in GETTERS.items():
             b = pooled([get(x) for x in arms[base]])
             if b is None:
@@ -489,7 +502,7 @@ def soak_differences(
                 a = pooled([get(x) for x in segs]) if alloc != base else None
                 if a is not None:
                     out.append(
-                        ((server, wl, thp, alloc), metric, unpaired_difference(a, b, level, margin))
+                        ((server, wl, thp, alloc), metric, unpaired_difference(a, b, at, margin))
                     )
     return out
 
@@ -514,11 +527,11 @@ def verdict_differences(
 ) -> list[tuple[tuple[str, str, str, str], str, Difference]]:
     """((server, workload, thp, allocator), metric, difference against `base`) for every arm
     and growth metric; `level_of(rounds)` is the confidence level of the look (the design's).
-    A soak's are soak_differences (one life per arm) at `level_of(1)`, its look's level
-    (analysis/soak_looks.report_level, which the caller passes)."""
+    A soak's are soak_differences (one life per arm) at `level_of(1, workload)`, its look's
+    level (analysis/soak_looks.report_level, which the caller passes)."""
     margin = margin_of(run)
     if is_soak(run):
-        return soak_differences(life_rates(run), base, level_of(1), margin)
+        return soak_differences(life_rates(run), base, lambda wl: level_of(1, wl), margin)
     by: dict[tuple, dict[str, list[LifeRate]]] = defaultdict(lambda: defaultdict(list))
     for x in life_rates(run):
         by[(x.server, x.workload, x.thp)][x.allocator].append(x)

@@ -36,13 +36,21 @@ def look_level(k: int, looks: int, alpha: float = ALPHA) -> float:
     return 1 - look_alpha(min(max(k, 1), looks), looks, alpha)
 
 
-def report_level(manifest: dict) -> float:
-    """The level a report judges a soak's growth verdicts at (module doc)."""
+def report_level(manifest: dict, workload: str | None = None) -> float:
+    """The level a report judges a soak's growth verdicts at (module doc); a soak of scenarios
+    apart judges each scenario's at its own stage's looks (suites/runner/soak.py)."""
     soak = manifest.get("soak") or {}
-    looks = int(soak.get("looks_planned") or 1)
-    made = len(soak.get("looks") or [])
-    k = made if soak.get("judged_at_end") else made + 1
-    return look_level(k, looks, float(soak.get("alpha") or ALPHA))
+    alpha = float(soak.get("alpha") or ALPHA)
+    window = soak
+    if soak.get("stages"):
+        window = next((s for s in soak["stages"] if s.get("scenario") == workload), None)
+        if window is None or not window.get("looks_planned"):
+            # no stage of that name, or a stage that never started: its own single look
+            return 1 - alpha
+    looks = int(window.get("looks_planned") or 1)
+    made = len(window.get("looks") or [])
+    k = made if window.get("judged_at_end") else made + 1
+    return look_level(k, looks, alpha)
 
 
 def due_look(done_s: float, soak_s: float, look_s: float, made: list[int]) -> int | None:

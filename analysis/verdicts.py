@@ -402,7 +402,7 @@ def run_verdicts(
     margin = growth_rate.margin_of(run)
     # a soak's growth is judged at its own look's level (analysis/soak_looks.py)
     level_of = (
-        (lambda _rounds: soak_looks.report_level(run.manifest))
+        (lambda _rounds, wl=None: soak_looks.report_level(run.manifest, wl))
         if growth_rate.is_soak(run)
         else (lambda rounds: level_at(design, rounds))
     )

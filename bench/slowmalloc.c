@@ -17,6 +17,15 @@
  *
  * dlsym may itself allocate (glibc's dlerror buffer): calls made while the real functions are
  * being looked up are served from a small static arena that free() recognises and ignores.
+ *
+ * The growth control. SLOWMALLOC_LEAK_MB_PER_H (environment, a number) makes the process's
+ * resident memory grow at a known rate: on a malloc call, the chunks of 64 KiB due since the
+ * library was loaded (rate x elapsed time) are mapped and written to, and never given back. They
+ * are mapped with mmap, not taken from the heap, so that they cannot land in memory the heap
+ * already holds resident (which would hide them from RSS); the allocator's in-use does not count
+ * them, so the "held" part (resident heap minus in use) grows at the same rate. A server that is
+ * idle makes no calls and catches up at its next call: over a cycle or an hour the growth is the
+ * rate. The soak's growth verdicts must call this arm "grows more" by the rate.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -25,6 +34,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
 
 static void *(*real_malloc)(size_t);
 static void *(*real_calloc)(size_t, size_t);
@@ -36,6 +47,11 @@ static void *(*real_aligned_alloc)(size_t, size_t);
 
 static unsigned long spins;
 static int resolving;
+
+#define LEAK_CHUNK (64 * 1024)
+static double leak_chunks_per_s; /* 0: no leak */
+static struct timespec leak_t0;
+static unsigned long leak_done; /* chunks mapped so far (claimed atomically) */
 
 /* The bootstrap arena: only for allocations made inside dlsym while resolving. */
 static char boot[8192] __attribute__((aligned(16)));
@@ -65,6 +81,12 @@ static void resolve(void) {
     real_aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
     const char *s = getenv("SLOWMALLOC_SPINS");
     spins = s ? strtoul(s, NULL, 10) : 0;
+    const char *leak = getenv("SLOWMALLOC_LEAK_MB_PER_H");
+    double mb_per_h = leak ? strtod(leak, NULL) : 0.0;
+    if (mb_per_h > 0) {
+        leak_chunks_per_s = mb_per_h * 1024.0 * 1024.0 / LEAK_CHUNK / 3600.0;
+        clock_gettime(CLOCK_MONOTONIC, &leak_t0);
+    }
     real_malloc = dlsym(RTLD_NEXT, "malloc");
     resolving = 0;
 }
@@ -77,6 +99,28 @@ static inline void burn(void) {
         __asm__ __volatile__("" : "+r"(i));
 }
 
+/* The chunks due by now, each claimed by one caller (compare-and-swap), mapped and written. */
+static void leak_due(void) {
+    if (leak_chunks_per_s <= 0)
+        return;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    double elapsed = (double)(now.tv_sec - leak_t0.tv_sec) + (now.tv_nsec - leak_t0.tv_nsec) / 1e9;
+    unsigned long due = (unsigned long)(elapsed * leak_chunks_per_s);
+    int saved = errno; /* a failed mmap must not change what the caller sees */
+    unsigned long done = __atomic_load_n(&leak_done, __ATOMIC_RELAXED);
+    while (done < due) {
+        if (!__atomic_compare_exchange_n(&leak_done, &done, done + 1, 0, __ATOMIC_RELAXED,
+                                         __ATOMIC_RELAXED))
+            continue; /* another thread took chunk `done`; `done` now holds the new count */
+        void *p = mmap(NULL, LEAK_CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p != MAP_FAILED)
+            memset(p, 0x5a, LEAK_CHUNK); /* resident, and not the shared zero page */
+        done++;
+    }
+    errno = saved;
+}
+
 void *malloc(size_t n) {
     if (!real_malloc) {
         resolve();
@@ -84,6 +128,7 @@ void *malloc(size_t n) {
             return boot_alloc(n);
     }
     burn();
+    leak_due();
     return real_malloc(n);
 }
 

@@ -132,7 +132,11 @@ class Display:
         """A soak's own line: soaked / total with its ETA, and each arm's growth per hour so far
         (soak_progress)."""
         self._soak_total = max(total_s, 1.0)
-        if self._progress is not None:
+        if self._progress is None:
+            return
+        if getattr(self, "_soak", None) is not None:  # the next stage of the same soak: one line
+            self._progress.update(self._soak, total=self._soak_total, completed=done_s)
+        else:
             self._soak = self._progress.add_task("soak", total=self._soak_total, completed=done_s)
 
     def soak_progress(self, done_s: float, growth: str) -> None:

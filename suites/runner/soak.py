@@ -21,6 +21,16 @@ fitted together with the one before (analysis/growth_rate.py).
 
 Looks: every soak_look_s of soak, every growth verdict is judged at its look's share of the 5%
 (analysis/soak_looks.py); when all are decided the soak stops early and says why.
+
+Scenarios apart (`[fragmentation] soak_scenarios = "apart"`). A soak of several scenarios runs
+them in one life per arm, so it judges one trend per arm (docs/soak.md). Apart, the soak is a
+series of stages, one per scenario: each stage starts new server lives of every arm that run
+that scenario alone, for the stage's share of the time (what is left of the soak, split between
+the scenarios still to come, so a stage that stops early gives its time to the later ones), with
+looks of its own planned at its start (each verdict belongs to one stage, so each spends its own
+5%). A stage's lives are segments of the soak (a break within a stage continues it in a new
+segment of the same scenario); the manifest's `soak.stages` says what each stage ran, how long
+and why it stopped.
 """
 
 from __future__ import annotations
@@ -41,6 +51,7 @@ from suites.runner.cell import CellContext, CellOutcome
 from suites.runner.plan import CellPlan
 from suites.runner.workload_cell import WorkloadCell
 from suites.workloads.fragmentation.scenarios import pass_phases
+from suites.workloads.fragmentation.settings import SOAK_MIN_S
 
 WAIT = "soak_wait"
 
@@ -66,6 +77,15 @@ def check_soak(suite, servers: int, shard) -> None:
         why = "--shard splits rounds between hosts; a soak has one round"
     elif getattr(suite.run, "design", "solo") == "alternate":
         why = "run.design alternate: a soak already keeps its arms alive and runs them in turns"
+    elif (
+        soak_apart(suite) and soak_seconds(suite) / len(suite.fragmentation.scenarios) < SOAK_MIN_S
+    ):
+        n = len(suite.fragmentation.scenarios)
+        why = (
+            f"{soak_seconds(suite):g} s apart over {n} scenarios leaves each less than "
+            f"{SOAK_MIN_S:g} s (a look needs cycles of every arm): soak at least "
+            f'{n * SOAK_MIN_S / 60:g}m, or soak_scenarios = "together"'
+        )
     else:
         for s in suite.thp.settings():
             if (
@@ -108,8 +128,9 @@ class Soak:
         self.dataset = dataset
         self.suite = matrix.suite
         f = self.suite.fragmentation
-        self.block = f.soak_block * pass_phases(self.suite)
         self.state = matrix.manifest["soak"]
+        self.stages: list[dict] | None = self.state.get("stages") or None
+        self.block = f.soak_block * pass_phases(self._suite_now())
         self.base = self.suite.run.baseline
         self.margin = float(self.state.get("margin_mb_per_hour") or growth_rate.MARGIN_MB_PER_HOUR)
 
@@ -133,9 +154,18 @@ class Soak:
             self.state["stopped"] = "its time was up"
             return
         to_run = [c for c in pending if c not in broken]
+        if self.stages and self._window().get("stopped"):
+            self._next_stage()  # killed after its stage stopped, before the next one began
+            if self.state.get("stopped"):
+                return
+        if self.stages and self._window().get("seconds") is None:
+            self._begin_stage()
         if not to_run:
             to_run = self._next_segment(cells)
         self._soak(to_run)
+        while self.stages and not self.state.get("stopped"):
+            # the stage ended, the soak goes on: the next scenario's lives
+            self._soak(self._next_segment(cells))
 
     def _next_segment(self, cells: list[CellPlan]) -> list[CellPlan]:
         """The arms' cells of the next segment (after a break), added to the manifest."""
@@ -150,20 +180,69 @@ class Soak:
         cells += new
         self.m.manifest["cells"] += [self.m.pending_entry(c) for c in new]
         self.m._save_manifest()
+        what = (
+            f"scenario {self._scenario()!r} (stage {self.state['stage'] + 1} of {len(self.stages)})"
+            if self.stages
+            else "a new server life, recorded apart from the one before"
+        )
         self.m.display.note(
-            f"soak: segment {seg} of every arm starts ({self._left_s() / 3600:.2f} h left): a "
-            "new server life, recorded apart from the one before"
+            f"soak: segment {seg} of every arm starts ({self._left_s() / 3600:.2f} h left): {what}"
         )
         return new
 
     def _left_s(self) -> float:
         return max(0.0, self.state["seconds"] - self.state["done_s"])
 
+    # -- stages (scenarios apart) --------------------------------------------------------------
+    def _window(self) -> dict:
+        """What the time and the looks now belong to: the current stage of a soak of scenarios
+        apart, else the soak itself (both have seconds, looks_planned, looks, stopped)."""
+        return self.stages[self.state["stage"]] if self.stages else self.state
+
+    def _scenario(self) -> str | None:
+        return self._window()["scenario"] if self.stages else None
+
+    def _suite_now(self):
+        """The suite the arms' lives run now: the current stage's scenario alone, apart."""
+        if not self.stages:
+            return self.suite
+        f = self.suite.fragmentation.model_copy(update={"scenarios": [self._scenario()]})
+        return self.suite.model_copy(update={"fragmentation": f})
+
+    def _begin_stage(self) -> None:
+        """The current stage's share of the time and its looks, fixed before its first cycle."""
+        st = self.state
+        stage = self._window()
+        left = len(self.stages) - st["stage"]
+        stage.update(
+            seconds=round(self._left_s() / left, 1),
+            from_s=st["done_s"],
+            looks_planned=soak_looks.planned_looks(self._left_s() / left, st["look_s"]),
+            looks=[],
+            stopped=None,
+            judged_at_end=False,
+        )
+        self.block = self.suite.fragmentation.soak_block * pass_phases(self._suite_now())
+
+    def _next_stage(self) -> None:
+        """The stage that just stopped hands over to the next, or the soak stops with it."""
+        st = self.state
+        if st["stage"] + 1 < len(self.stages) and self._left_s() > 0:
+            st["stage"] += 1
+            self._begin_stage()
+            return
+        st["stopped"] = "every scenario soaked apart: " + "; ".join(
+            f"{x['scenario']} {x.get('stopped') or 'not run (no time left)'}" for x in self.stages
+        )
+        st["judged_at_end"] = True
+
     # -- the soak ---------------------------------------------------------------------------
     def _soak(self, plans: list[CellPlan]) -> None:
         m, state = self.m, self.state
         seg = plans[0].segment
         segment = {"segment": seg, "started_at": now_iso(), "from_s": state["done_s"]}
+        if self.stages:
+            segment["scenario"] = self._scenario()
         state["segments"].append(segment)
         arms: list[Arm] = []
         try:
@@ -171,7 +250,12 @@ class Soak:
                 arms.append(self._start(plan))
             m.display.start_soak(state["seconds"], state["done_s"])
             self._cycles(arms, segment)
-            self._end(arms, state["stopped"])
+            why = state["stopped"]
+            if self.stages:
+                why = f"stage {self._scenario()!r}: {self._window()['stopped']}"
+            self._end(arms, why)
+            if self.stages:
+                self._next_stage()
         except _ArmEnded as e:
             state["stopped"] = f"stopped: {e}"
             m.display.note(f"soak: {state['stopped']}")
@@ -193,11 +277,11 @@ class Soak:
         allocator = next(a for a in srv.allocators if a.name == plan.allocator)
         entry = m.manifest_cell(plan.id)
         entry.update({"status": "running", "started_at": now_iso()})
-        entry["soak"] = {"segment": plan.segment}
+        entry["soak"] = {"segment": plan.segment} | self._scenario_key()
         m._save_manifest()
         m.display.start_cell(plan, 0)
         ctx = CellContext(
-            suite=self.suite, plan=plan, run_dir=m.run_dir, server_binary=srv.binary,
+            suite=self._suite_now(), plan=plan, run_dir=m.run_dir, server_binary=srv.binary,
             allocator=allocator, thp=self.thp,
             dataset=(self.dataset or {}).get((plan.server, plan.engine)),
             on_progress=m.display.phase, on_interval=m.display.interval,
@@ -207,6 +291,14 @@ class Soak:
         arm = Arm(plan, cell, cell.life())
         self._step(arm)  # start and warm up
         return arm
+
+    def _scenario_key(self, plan: CellPlan | None = None) -> dict:
+        """{"scenario": ...} of a soak of scenarios apart: the current stage's, or the one the
+        plan's life started with (as its manifest entry recorded it); {} otherwise."""
+        if plan is not None:
+            got = (self.m.manifest_cell(plan.id).get("soak") or {}).get("scenario")
+            return {"scenario": got} if got else {}
+        return {"scenario": self._scenario()} if self.stages else {}
 
     def _step(self, arm: Arm) -> None:
         try:
@@ -221,9 +313,11 @@ class Soak:
     def _cycles(self, arms: list[Arm], segment: dict) -> None:
         """Turns of blocks until the time is up or a look decides everything."""
         m, state = self.m, self.state
+        win = self._window()
         t0, done0 = time.monotonic(), state["done_s"]
         turn = sum(int(s.get("turns") or 0) for s in state["segments"])
-        looks = int(state["looks_planned"])
+        looks = int(win["looks_planned"])
+        stage = f"stage {self._scenario()!r} " if self.stages else ""
         while True:
             order = arms if turn % 2 == 0 else arms[::-1]
             for arm in order:
@@ -234,30 +328,34 @@ class Soak:
             turn += 1
             segment["turns"] = segment.get("turns", 0) + 1
             state["done_s"] = round(done0 + time.monotonic() - t0, 1)
-            at_end = state["done_s"] >= state["seconds"]
-            made = [x["look"] for x in state["looks"]]
-            k = soak_looks.due_look(state["done_s"], state["seconds"], state["look_s"], made)
+            # the window's own clock: a stage's starts at the stage (from_s)
+            done = round(state["done_s"] - float(win.get("from_s") or 0.0), 1)
+            at_end = done >= win["seconds"]
+            if self.stages:
+                win["ran_s"] = done
+            made = [x["look"] for x in win["looks"]]
+            k = soak_looks.due_look(done, win["seconds"], state["look_s"], made)
             look = None
             if k is not None:
                 look = self._look(arms, k)
-                state["looks"].append(look.to_manifest(state["done_s"]))
-                m.display.note("soak " + look.message(state["done_s"], looks))
+                win["looks"].append(look.to_manifest(done))
+                m.display.note(f"soak {stage}" + look.message(done, looks))
             self._progress(arms)
             if look is not None and look.all_decided and not at_end:
-                state["stopped"] = (
-                    f"stopped early at {state['done_s'] / 3600:.2f} h of {state['seconds'] / 3600:.2f}"
+                win["stopped"] = (
+                    f"stopped early at {done / 3600:.2f} h of {win['seconds'] / 3600:.2f}"
                     f" h: every growth verdict was decided at look {k} of {looks}"
                 )
-                state["judged_at_end"] = True
+                win["judged_at_end"] = True
                 return
             if at_end:
-                state["stopped"] = f"its time was up ({state['seconds'] / 3600:.2f} h)" + (
+                win["stopped"] = f"its time was up ({win['seconds'] / 3600:.2f} h)" + (
                     f"; at its last look {len(look.verdicts) - look.undecided} of "
                     f"{len(look.verdicts)} growth verdicts were decided"
                     if look is not None
                     else ""
                 )
-                state["judged_at_end"] = look is not None
+                win["judged_at_end"] = look is not None
                 return
             m._save_manifest()
 
@@ -267,8 +365,14 @@ class Soak:
         arm's current life as its last checkpoint holds it."""
         out = {}
         for cid, rec in self.m.run_dir.finished_cells().items():
-            if rec["cell"].get("status") == "ok" and rec["cell"].get("soak"):
-                seg = int(rec["cell"]["soak"].get("segment") or 1)
+            soak = rec["cell"].get("soak")
+            if (
+                rec["cell"].get("status") == "ok"
+                and soak
+                and soak.get("scenario") == self._scenario()
+            ):
+                # apart, a stage judges its own scenario's lives (an earlier stage's are done)
+                seg = int(soak.get("segment") or 1)
                 out[cid] = (seg, self.m.run_dir.rows_of(rec))
         for arm in arms:
             out[arm.plan.id] = (arm.plan.segment, arm.rows)
@@ -293,7 +397,7 @@ class Soak:
         return lives
 
     def _look(self, arms: list[Arm], k: int) -> soak_looks.Look:
-        looks = int(self.state["looks_planned"])
+        looks = int(self._window()["looks_planned"])
         level = soak_looks.look_level(k, looks)
         verdicts = growth_rate.soak_differences(self._lives(arms), self.base, level, self.margin)
         return soak_looks.Look(k, level, verdicts)
@@ -313,7 +417,10 @@ class Soak:
                 continue
             lo, hi = r.interval()
             parts.append(f"{alloc} {r.value:+.1f} MB/h [{lo:+.1f}, {hi:+.1f}]")
-        self.m.display.soak_progress(self.state["done_s"], " | ".join(parts))
+        text = " | ".join(parts)
+        if self.stages and text:  # which stage's lives the figures are of
+            text = f"{self._scenario()}: {text}"
+        self.m.display.soak_progress(self.state["done_s"], text)
 
     # -- ending ------------------------------------------------------------------------------
     def _end(self, arms: list[Arm], why: str) -> None:
@@ -333,7 +440,11 @@ class Soak:
     def _write(self, arm: Arm, why: str) -> None:
         m = self.m
         rec = arm.outcome.record
-        rec["soak"] = {"segment": arm.plan.segment, "ended": why, "cycles": len(rec["levels"])}
+        rec["soak"] = {
+            "segment": arm.plan.segment,
+            "ended": why,
+            "cycles": len(rec["levels"]),
+        } | self._scenario_key(arm.plan)
         m.run_dir.write_cell(rec, arm.outcome.rows)
         m._set_manifest_cell(rec)
         m.run_dir.remove_checkpoint(arm.plan.id)  # raw/ holds it all now
@@ -360,12 +471,13 @@ class Soak:
         m = self.m
         rd = m.run_dir
         entry = m.manifest_cell(plan.id)
+        scenario = self._scenario_key(plan)
         cp = rd.read_checkpoint(plan.id)
         if cp is None or not cp.get("cycles"):
             entry.update(
                 status="skipped",
                 error=f"soak segment {plan.segment}: {why} before its first cycle was recorded",
-                soak={"segment": plan.segment, "ended": why, "cycles": 0},
+                soak={"segment": plan.segment, "ended": why, "cycles": 0} | scenario,
                 finished_at=now_iso(),
             )
             m._save_manifest()
@@ -385,7 +497,7 @@ class Soak:
             "cycles": len(raw["levels"]),
             "broken_after": last,
             "checkpoint_at": at,
-        }
+        } | scenario
         stopped = (
             "its server was stopped and reaped"
             if rec.get("exit")
@@ -416,9 +528,19 @@ def soak_design(suite) -> dict | None:
     if not total:
         return None
     f = suite.fragmentation
-    return soak_looks.design(
+    design = soak_looks.design(
         total,
         float(f.soak_look_s),
         f.soak_block * pass_phases(suite),
         growth_rate.MARGIN_MB_PER_HOUR,
     )
+    if soak_apart(suite):
+        # each stage's time and looks are fixed when it starts (Soak._begin_stage)
+        design.update(stage=0, stages=[{"scenario": s, "seconds": None} for s in f.scenarios])
+    return design
+
+
+def soak_apart(suite) -> bool:
+    """A soak of several scenarios, each in lives of its own (module doc)."""
+    f = suite.fragmentation
+    return f.soak_scenarios == "apart" and len(f.scenarios) > 1

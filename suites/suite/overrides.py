@@ -56,6 +56,8 @@ def apply_overrides(suite: Suite, **opts) -> Suite:
         if opts.get("repeat") is None:
             # a soak is one life per arm: the suite's rounds are for its runs without --soak
             data["run"]["repeat"] = 1
+    if opts.get("scenarios") is not None:
+        workload_option("scenarios")
     if opts.get("warmup") is not None:
         data["warmup"]["cap_s"] = opts["warmup"]
         data["warmup"]["min_s"] = min(data["warmup"]["min_s"], opts["warmup"])

@@ -16,6 +16,7 @@ from collections import defaultdict
 
 import pytest
 
+from analysis import soak_looks
 from tests.integration.runs_helpers import (
     mallocsweep,
     manifest,
@@ -171,12 +172,19 @@ def test_soak_one_life_per_arm_killed_resumed_and_judged_in_mb_per_hour(dataset_
         assert "BROKE" in summary and "one server life per arm" in summary
 
 
+# Two scenarios soaked apart: each in lives of its own, one after the other, a minute each
+APART = SUITE.replace('"session_churn", "fulltext"]', '"fulltext"]\nsoak_scenarios = "apart"')
+
+
 def test_an_interrupted_soak_records_every_arm_with_its_break(dataset_cache):
     """Ctrl-C (SIGINT) mid-soak: every arm's server stopped, its cycles recorded at once from
-    its last checkpoint as an ok cell saying where and why its series broke; exit 130."""
+    its last checkpoint as an ok cell saying where and why its series broke; exit 130. The soak
+    is of two scenarios apart (soak_scenarios): resumed, its first stage goes on in new lives
+    of the same scenario, then the second stage runs its own scenario in lives of its own, and
+    each scenario is judged on its own lives at its own stage's looks."""
     with scratch_dir("ms-soak-int-") as out:
         suite = out / "soak.toml"
-        suite.write_text(SUITE)
+        suite.write_text(APART)
         proc = start_run([str(suite), "--soak", "2m", "--out", str(out / "runs")], dataset_cache)
         try:
             rd = run_dir_of(out / "runs")
@@ -201,3 +209,38 @@ def test_an_interrupted_soak_records_every_arm_with_its_break(dataset_cache):
             assert len(cell["rows"]) == s["cycles"]
         assert m["soak"]["segments"][0]["ended"] == "interrupted by SIGINT"
         assert not list((rd / "checkpoints").iterdir())
+
+        # resumed: the first stage (dump) goes on in new lives, then the second (fulltext)
+        r = mallocsweep(["run", str(suite), "--resume", str(rd)], cache=dataset_cache, timeout=900)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        assert not processes_mentioning(str(out)), "a process outlived the resumed soak"
+        m = manifest(rd)
+        soak = m["soak"]
+        assert [x.get("scenario") for x in soak["segments"]] == ["dump", "dump", "fulltext"]
+        assert [c["status"] for c in m["cells"]] == ["ok"] * 6
+        for c in m["cells"]:
+            want = "fulltext" if c["soak"]["segment"] == 3 else "dump"
+            assert c["soak"]["scenario"] == want, c["soak"]
+            phases = {CYCLE.match(x["phase"])["wl"] for x in c["levels"]}
+            assert phases == {want}, (c["id"], phases)  # its life ran its scenario alone
+        first, second = soak["stages"]
+        assert (first["scenario"], second["scenario"]) == ("dump", "fulltext")
+        # the second stage had what was left: the whole soak less the first stage's time
+        assert second["from_s"] >= first["seconds"] or "early" in first["stopped"]
+        assert second["seconds"] == pytest.approx(soak["seconds"] - second["from_s"], abs=0.2)
+        for stage in (first, second):
+            assert stage["stopped"] and stage["looks"], stage
+            assert sum(1 - x["level"] for x in stage["looks"]) <= 0.05 + 1e-9  # its own 5%
+        assert soak["stopped"].startswith("every scenario soaked apart: dump ")
+        # judged per scenario, each at its own stage's look
+        verdicts = (rd / "verdicts.csv").read_text().splitlines()
+        head = verdicts[0].split(",")
+        rows = [dict(zip(head, v.split(","), strict=False)) for v in verdicts[1:]]
+        growth = [v for v in rows if v["metric"].endswith("_growth_mb_per_hour")]
+        assert {v["workload"] for v in growth} == {"dump", "fulltext"}, growth
+        for v in growth:
+            stage = first if v["workload"] == "dump" else second
+            k = len(stage["looks"]) if stage["judged_at_end"] else len(stage["looks"]) + 1
+            assert float(v["level"]) == pytest.approx(
+                soak_looks.look_level(k, stage["looks_planned"]), abs=1e-4
+            )

@@ -773,3 +773,24 @@ def _one_line_or_suite(text: str) -> None:
         assert "Traceback" not in msg
     else:
         assert isinstance(s, Suite)
+
+
+def test_scenarios_override_picks_a_fragmentation_suites_scenarios_and_names_a_bad_one():
+    """`--scenarios dump` soaks one scenario of the shipped suite (a soak of several judges one
+    trend per arm); a name that is no scenario, or a suite of another kind, is refused naming
+    the option."""
+    frag = load_suite(REPO / "configs/suites/fragmentation.toml").suite
+    assert len(frag.fragmentation.scenarios) == 5
+    one = apply_overrides(frag, scenarios=["dump"], soak=3600.0)
+    assert (one.fragmentation.scenarios, one.fragmentation.soak, one.run.repeat) == (
+        ["dump"],
+        3600.0,
+        1,
+    )
+    with pytest.raises(SuiteError) as e:
+        apply_overrides(frag, scenarios=["dumps"])
+    msg = str(e.value)
+    assert msg.startswith("--scenarios dumps: fragmentation.scenarios: unknown scenario 'dumps'")
+    assert "did you mean 'dump'" in msg and "\n" not in msg
+    with pytest.raises(SuiteError, match=r"^--scenarios does not apply to sysbench suites"):
+        apply_overrides(Suite(), scenarios=["dump"])

@@ -189,3 +189,37 @@ def test_a_slowed_custom_arm_is_in_the_call_cost_bound(tmp_path, monkeypatch):
     assert (small["dearest"], small["cheapest"]) == ("slow", "glibc")
     ns = {row["allocator"]: row["ns_per_call"]["small"]["1"] for row in table["table"]}
     assert ns["slow"] > ns["glibc"] + 20  # 300 spins a call are far dearer than glibc's call
+
+
+def test_the_growth_control_grows_resident_memory_at_its_rate(tmp_path):
+    """SLOWMALLOC_LEAK_MB_PER_H: resident memory grows by the rate times the time the program ran
+    (the program's own clock), to within a 64 KiB chunk each side; without it, no growth. The
+    growth verdicts' positive control (docs/measurements) relies on the rate being the truth."""
+    src = tmp_path / "grow.c"
+    src.write_text(
+        "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <time.h>\n"
+        'static long rss(void){FILE*f=fopen("/proc/self/status","r");char l[256];long v=-1;'
+        'while(fgets(l,sizeof l,f))if(!strncmp(l,"VmRSS:",6))v=atol(l+6);fclose(f);return v;}\n'
+        "void * volatile sink;\n"
+        "int main(void){struct timespec a,b;double t;long r0=rss();clock_gettime(CLOCK_MONOTONIC,&a);"
+        "do{sink=malloc(64);free(sink);clock_gettime(CLOCK_MONOTONIC,&b);"
+        "t=(b.tv_sec-a.tv_sec)+(b.tv_nsec-a.tv_nsec)/1e9;}while(t<1.5);"
+        'sink=malloc(64);free(sink);printf("%ld %f\\n",rss()-r0,t);return 0;}\n'
+    )
+    exe = tmp_path / "grow"
+    subprocess.run(["cc", "-O1", "-o", str(exe), str(src)], check=True)
+
+    def grown(rate=None) -> tuple[float, float]:
+        env = {"LD_PRELOAD": str(build()), "PATH": "/usr/bin:/bin"}
+        if rate is not None:
+            env["SLOWMALLOC_LEAK_MB_PER_H"] = str(rate)
+        out = subprocess.run([str(exe)], env=env, capture_output=True, text=True, check=True)
+        kb, secs = out.stdout.split()
+        return float(kb), float(secs)
+
+    base, _ = grown()  # no leak asked for: what the program's own buffers add (a page or two)
+    assert base < 1024, base
+    rate = 7200.0  # MB/h: 2 MB/s, 32 chunks a second
+    kb, secs = grown(rate)
+    want = rate * 1024 / 3600 * secs
+    assert want - 2 * 64 <= kb - base <= want + 2 * 64, (kb, base, want)

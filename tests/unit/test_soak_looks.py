@@ -144,3 +144,57 @@ def test_the_progress_line_shows_soaked_hours_and_each_arms_growth():
     log.start_soak(7200, 0)
     log.soak_progress(900, text)
     assert f"soak 0.25/2.00 h: {text}" in buf.getvalue()
+
+
+def test_scenarios_apart_plan_a_stage_per_scenario_and_refuse_stages_under_a_minute():
+    """soak_scenarios = "apart": the manifest plans one stage per scenario (its time and looks
+    fixed when it starts); a soak too short to give each stage a minute is refused in one line;
+    one scenario, or "together", has no stages."""
+    from suites.runner.soak import soak_design
+
+    two = {"scenarios": ["dump", "fulltext"], "soak_scenarios": "apart"}
+    s = suite_from_dict(
+        {"suite": {"name": "t", "kind": "fragmentation"}, "fragmentation": two | {"soak": "2h"}},
+        "t",
+    )
+    d = soak_design(s)
+    assert d["stage"] == 0
+    assert d["stages"] == [
+        {"scenario": "dump", "seconds": None},
+        {"scenario": "fulltext", "seconds": None},
+    ]
+    check_soak(s, 1, None)
+    short = suite_from_dict(s.as_dict() | {"fragmentation": two | {"soak": "90s"}}, "t")
+    with pytest.raises(SuiteError) as e:
+        check_soak(short, 1, None)
+    msg = str(e.value)
+    assert "90 s apart over 2 scenarios" in msg and "at least 2m" in msg and "\n" not in msg
+    together = suite_from_dict(
+        s.as_dict() | {"fragmentation": two | {"soak": "2h", "soak_scenarios": "together"}}, "t"
+    )
+    assert "stages" not in soak_design(together)
+    assert "stages" not in soak_design(_suite(soak="2h", soak_scenarios="apart"))  # one scenario
+    with pytest.raises(SuiteError, match="soak_scenarios"):
+        _suite(soak="2h", soak_scenarios="each")
+
+
+def test_a_stage_is_judged_at_its_own_looks():
+    """Each scenario soaked apart spends its own 5% over its own looks: the report judges its
+    verdicts at its stage's look, not the soak's."""
+    m = {
+        "soak": {
+            "seconds": 7200,
+            "looks_planned": 12,
+            "looks": [],
+            "stages": [
+                {"scenario": "dump", "looks_planned": 6, "looks": [{"look": 1}, {"look": 2}],
+                 "judged_at_end": True},
+                {"scenario": "fulltext", "looks_planned": 4, "looks": [{"look": 1}]},
+                {"scenario": "spike", "seconds": None},
+            ],
+        }
+    }  # fmt: skip
+    assert sl.report_level(m, "dump") == pytest.approx(sl.look_level(2, 6))
+    assert sl.report_level(m, "fulltext") == pytest.approx(sl.look_level(2, 4))  # data past look 1
+    assert sl.report_level(m, "spike") == pytest.approx(0.95)  # never started: nothing to judge
+    assert sl.report_level(m, "all scenarios") == pytest.approx(0.95)

@@ -115,3 +115,21 @@ def test_one_series_orders_every_scenario_cycle_by_when_it_ended():
     # a part without its cycles' times cannot be ordered: no rate rather than a wrong one
     rows[0] = {**rows[0], "scenario_end_s": None}
     assert growth_rate.lives_of_rows("c", rows) == []
+
+
+def test_one_scenarios_blocks_keep_its_name_as_one_series():
+    """session_churn soaked alone (a stage of a soak of scenarios apart) runs a block per thread
+    cache size in one life: one series, named after the scenario, not "all scenarios"."""
+    rows = []
+    for i in range(6):
+        for j, wl in enumerate(("session_churn_tc4", "session_churn_tcsized")):
+            t = 600.0 * i + 300.0 * j
+            rows.append({"cell": "c", "server": "s", "allocator": "glibc", "thp": "system",
+                         "repeat": 1, "workload": wl, "scenario_cycle": i + 1,
+                         "scenario_end_s": t, "rss_end_kb": 1024.0 * (1000 + t / 30.0)})  # fmt: skip
+    (life,) = growth_rate.lives_of_rows("c", rows)
+    assert life.workload == "session_churn" and life.cycles == 12
+    assert life.rss.value == pytest.approx(120.0)
+    rows[1] = {**rows[1], "workload": "table_cache"}  # two scenarios: the life's one series
+    (life,) = growth_rate.lives_of_rows("c", rows)
+    assert life.workload == growth_rate.SOAK_SERIES

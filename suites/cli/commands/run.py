@@ -99,6 +99,15 @@ def add_parser(sub) -> None:
         "growth verdict (MB/h) is decided, spending the 5%% over its looks",
     )
     p.add_argument(
+        "--scenarios",
+        type=_csv_list(str),
+        metavar="S,S",
+        help="fragmentation suites: run only these scenarios (dump, session_churn, table_cache, "
+        "fulltext, spike). A soak of several scenarios judges growth once per arm (they share "
+        "its life); soak one scenario per run (--soak 1h --scenarios dump) to say which "
+        "scenario makes memory grow",
+    )
+    p.add_argument(
         "--baseline", metavar="NAME", help="allocator every verdict compares with (glibc)"
     )
     p.add_argument(
@@ -270,6 +279,7 @@ def run(args) -> int:
         baseline_server=args.baseline_server,
         budget=budget,
         soak=duration_arg(args.soak, "--soak"),
+        scenarios=args.scenarios,
         baseline=args.baseline,
         min_effect=args.min_effect,
         server_root=args.server_root,
@@ -447,10 +457,17 @@ def verdict_tables(run_dir: Path, baseline: str | None = None) -> tuple[list[Tab
         from analysis.verdicts import SOAK_ONE_LIFE
 
         looks = soak.get("looks") or []
+        how = f"{len(looks)} look(s) of {soak.get('looks_planned')} planned"
+        if soak.get("stages"):  # scenarios apart: each stage its own time and looks
+            how = ", ".join(
+                f"{x['scenario']} {len(x.get('looks') or [])}/{x.get('looks_planned') or 0} looks "
+                f"in {float(x.get('ran_s') or 0) / 3600:.2f} h"
+                for x in soak["stages"]
+            )
         notes.insert(
             0,
-            f"soak: {soak.get('stopped') or 'not finished'}; {len(looks)} look(s) of "
-            f"{soak.get('looks_planned')} planned, {soak.get('done_s', 0) / 3600:.2f} h soaked",
+            f"soak: {soak.get('stopped') or 'not finished'}; {how}, "
+            f"{soak.get('done_s', 0) / 3600:.2f} h soaked",
         )
         notes += [n for n in judged.notices if n == SOAK_ONE_LIFE]
     return out, notes

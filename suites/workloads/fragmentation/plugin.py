@@ -43,6 +43,7 @@ class Fragmentation(Workload):
         "scenario's threads instead",
         "duration": ("fragmentation", "cycle_s"),
         "soak": ("fragmentation", "soak"),
+        "scenarios": ("fragmentation", "scenarios"),
     }
     server_account = True
 

@@ -4,7 +4,7 @@ the warmup is [warmup]'s (both shared with the sysbench sweep)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
@@ -78,6 +78,14 @@ class FragmentationSection(Section):
     )
     soak_block: Annotated[int, Field(ge=1, le=1000)] = Field(
         1, description="Passes one arm runs before the next arm's turn in a soak."
+    )
+    soak_scenarios: Literal["together", "apart"] = Field(
+        "together",
+        description="A soak of several scenarios: together = every scenario's cycles in turn in "
+        "one life per arm (growth judged once per arm: they share the life); apart = each "
+        "scenario soaks in lives of its own, one scenario after another, each its share of the "
+        "soak's time (what is left, split between the scenarios still to come), with its own "
+        "looks: growth judged per scenario and arm.",
     )
     soak_look_s: Annotated[float, Field(ge=10, le=86_400)] = Field(
         600,
