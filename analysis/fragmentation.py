@@ -297,8 +297,16 @@ class Claims:
     def has(self, allocator: str) -> bool:
         return allocator in self.run.allocators
 
+    def judged_workloads(self) -> list[str]:
+        """The workloads growth is judged on, in the order they ran: a run's scenario workloads
+        (session_churn's one per block); a soak's one series per life, named after its scenario
+        when the scenario soaked alone (`all scenarios` when they shared the life)."""
+        if gr.is_soak(self.run):
+            return list(dict.fromkeys(k[1] for k in self.rates))
+        return scenario_workloads(self.run)
+
     def workloads(self, scenario: str) -> list[str]:
-        return [w for w in scenario_workloads(self.run) if w.split("_tc")[0] == scenario]
+        return [w for w in self.judged_workloads() if gr.scenario_of(w) == scenario]
 
 
 def _is(v: vmod.Verdict | None, *words: str) -> bool | None:
@@ -508,7 +516,7 @@ def _callaghan_2025(c: Claims):
     if arm is None or c.base not in ("glibc",):
         return None
     fewer = slower = seen = open_g = open_t = 0
-    for wl in scenario_workloads(c.run):
+    for wl in c.judged_workloads():
         gv = c.verdict(gr.RSS_GROWTH_MB_PER_HOUR, wl, arm)
         tv = next(
             (

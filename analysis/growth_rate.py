@@ -96,7 +96,7 @@ RESOLUTION_MB = 4 / 1024
 LEVELLED, GROWING, UNCLEAR = "levelled off", "still growing", "unclear"
 # A soak's scenarios of one life judged as one series (one_series): the workload its rows carry
 SOAK_SERIES = "all scenarios"
-_BLOCK = re.compile(r"_tc(\d+|sized)$")  # a session_churn block's suffix (_scenario_of)
+_BLOCK = re.compile(r"_tc(\d+|sized)$")  # a session_churn block's suffix (scenario_of)
 KB_PER_MB = 1024.0
 S_PER_H = 3600.0
 
@@ -371,7 +371,7 @@ def one_series(
         return []
     # one scenario's blocks (session_churn's, one per thread cache size) keep its name: a soak
     # of that scenario alone, or its stage of a soak of scenarios apart
-    names = {_scenario_of(str(rows[0].get("workload"))) for rows, _t in parts if rows}
+    names = {scenario_of(str(rows[0].get("workload"))) for rows, _t in parts if rows}
     name = names.pop() if len(names) == 1 else SOAK_SERIES
     timed = sorted(
         ((t, r) for rows, times in parts for t, r in zip(times, rows, strict=True)),
@@ -383,7 +383,7 @@ def one_series(
     return [(rows, [t for t, _r in timed])]
 
 
-def _scenario_of(workload: str) -> str:
+def scenario_of(workload: str) -> str:
     """The scenario of a scenario's workload: session_churn's blocks are named
     session_churn_tc<size> / session_churn_tcsized (suites/workloads/fragmentation)."""
     return _BLOCK.sub("", workload)

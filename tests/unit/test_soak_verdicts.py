@@ -133,3 +133,50 @@ def test_one_scenarios_blocks_keep_its_name_as_one_series():
     rows[1] = {**rows[1], "workload": "table_cache"}  # two scenarios: the life's one series
     (life,) = growth_rate.lives_of_rows("c", rows)
     assert life.workload == growth_rate.SOAK_SERIES
+
+
+def _only(d: Path, workload: str) -> None:
+    """The run's rows of one scenario only: a soak of that scenario alone."""
+    text = (d / "results.csv").read_text()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+    w.writeheader()
+    w.writerows(r for r in rows if r["workload"] == workload)
+    (d / "results.csv").write_text(out.getvalue())
+    for p in (d / "cells").glob("*.json"):
+        rec = json.loads(p.read_text())
+        rec["rows"] = [r for r in rec["rows"] if r["workload"] == workload]
+        rec["cell"]["levels"] = [x for x in rec["cell"]["levels"] if x["workload"] == workload]
+        p.write_text(json.dumps(rec))
+    m = json.loads((d / "manifest.json").read_text())
+    for c in m["cells"]:
+        c["levels"] = [x for x in c.get("levels") or [] if x["workload"] == workload]
+    (d / "manifest.json").write_text(json.dumps(m))
+
+
+def test_the_reports_claims_read_the_series_a_soak_judged(tmp_path):
+    """A scenario soaked alone is judged as one series named after it: the reports' claims read
+    that series and its verdicts (not the blocks' names, which have no rate in a soak: the claim
+    once said "no growth figure" beside a decided verdict). Every scenario in one life has no
+    scenario's series: no claim about a scenario is made from it."""
+    from analysis.fragmentation import claims_table
+
+    d = one_life_per_arm(tmp_path, SOAK)
+    together = load_run(d)
+    t = claims_table(together, run_verdicts(together), "glibc")
+    assert not [r for r in t.rows if r[0].text == "MDEV-30889"], t.rows
+    _only(d, "dump")
+    alone = load_run(d)
+    judged = run_verdicts(alone)
+    t = claims_table(alone, judged, "glibc")
+    (row,) = [r for r in t.rows if r[0].text == "MDEV-30889"]
+    measured = row[3].text
+    assert "no growth figure" not in measured
+    assert "glibc +" in measured or "glibc -" in measured, measured
+    v = next(
+        x
+        for x in judged
+        if x.workload == "dump" and x.allocator == "jemalloc" and x.metric == RSS_GROWTH_MB_PER_HOUR
+    )
+    assert "jemalloc vs glibc: " in measured and v.word in measured
