@@ -83,7 +83,7 @@ TEST_WORKERS ?= 2
 # The kit's end-to-end test (a kit build and a run on a bare root, ~30 min) is make test-kit's own:
 # left out here rather than collected and skipped.
 test: setup
-	$(PY) -m pytest -q -ra --durations=10 -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
+	$(PY) -m pytest -q -ra --durations=30 -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
 	  --ignore=tests/integration/test_kit.py tests
 
 test-unit: venv helper
