@@ -99,16 +99,23 @@ def test_a_soak_of_several_scenarios_is_judged_once_per_arm(tmp_path):
     assert {v.workload for v in growth} == {growth_rate.SOAK_SERIES}
 
 
+def _taking_turns(workloads: tuple[str, str], mb_per_h: float) -> list[dict]:
+    """One life's rows: six cycles of each workload taking turns (one every 5 minutes), RSS
+    rising `mb_per_h` across both."""
+    rows = []
+    for i in range(6):
+        for j, wl in enumerate(workloads):
+            t = 600.0 * i + 300.0 * j
+            rows.append({"cell": "c", "server": "s", "allocator": "glibc", "thp": "system",
+                         "repeat": 1, "workload": wl, "scenario_cycle": i + 1, "scenario_end_s": t,
+                         "rss_end_kb": 1024.0 * (1000 + t * mb_per_h / 3600.0)})  # fmt: skip
+    return rows
+
+
 def test_one_series_orders_every_scenario_cycle_by_when_it_ended():
     """Two scenarios taking turns, RSS rising 60 MB an hour across both: one life, every cycle,
     the slope of the whole life (each scenario alone would have it too, judged twice)."""
-    rows = []
-    for i in range(6):
-        for j, wl in enumerate(("churn", "dump")):
-            t = 600.0 * i + 300.0 * j
-            rows.append({"cell": "c", "server": "s", "allocator": "glibc", "thp": "system",
-                         "repeat": 1, "workload": wl, "scenario_cycle": i + 1,
-                         "scenario_end_s": t, "rss_end_kb": 1024.0 * (1000 + t / 60.0)})  # fmt: skip
+    rows = _taking_turns(("churn", "dump"), mb_per_h=60.0)
     (life,) = growth_rate.lives_of_rows("c", rows)
     assert life.workload == growth_rate.SOAK_SERIES and life.cycles == 12
     assert life.rss.value == pytest.approx(60.0)
@@ -120,13 +127,7 @@ def test_one_series_orders_every_scenario_cycle_by_when_it_ended():
 def test_one_scenarios_blocks_keep_its_name_as_one_series():
     """session_churn soaked alone (a stage of a soak of scenarios apart) runs a block per thread
     cache size in one life: one series, named after the scenario, not "all scenarios"."""
-    rows = []
-    for i in range(6):
-        for j, wl in enumerate(("session_churn_tc4", "session_churn_tcsized")):
-            t = 600.0 * i + 300.0 * j
-            rows.append({"cell": "c", "server": "s", "allocator": "glibc", "thp": "system",
-                         "repeat": 1, "workload": wl, "scenario_cycle": i + 1,
-                         "scenario_end_s": t, "rss_end_kb": 1024.0 * (1000 + t / 30.0)})  # fmt: skip
+    rows = _taking_turns(("session_churn_tc4", "session_churn_tcsized"), mb_per_h=120.0)
     (life,) = growth_rate.lives_of_rows("c", rows)
     assert life.workload == "session_churn" and life.cycles == 12
     assert life.rss.value == pytest.approx(120.0)
