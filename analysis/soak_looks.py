@@ -78,14 +78,19 @@ class Look:
         """Every growth verdict decided (and there is at least one to decide)."""
         return bool(self.verdicts) and self.undecided == 0
 
-    def message(self, at_s: float, looks: int) -> str:
+    def message(self, at_s: float, looks: int, last: bool = False) -> str:
+        """What the look says; `last`: the soak's (or its stage's) time is up with this look."""
         n = len(self.verdicts)
         head = f"look {self.k}/{looks} at {at_s / 3600:.2f} h (level {self.level:.4f})"
         if not n:
             return f"{head}: no growth verdict yet (too few cycles)"
         if self.all_decided:
-            return f"{head}: all {n} growth verdicts decided: the soak stops early"
-        return f"{head}: {n - self.undecided} of {n} growth verdicts decided: the soak goes on"
+            return f"{head}: all {n} growth verdicts decided" + (
+                "" if last else ": the soak stops early"
+            )
+        return f"{head}: {n - self.undecided} of {n} growth verdicts decided" + (
+            ": its time is up" if last else ": the soak goes on"
+        )
 
     def to_manifest(self, at_s: float) -> dict:
         return {

@@ -339,7 +339,7 @@ class Soak:
             if k is not None:
                 look = self._look(arms, k)
                 win["looks"].append(look.to_manifest(done))
-                m.display.note(f"soak {stage}" + look.message(done, looks))
+                m.display.note(f"soak {stage}" + look.message(done, looks, last=at_end))
             self._progress(arms)
             if look is not None and look.all_decided and not at_end:
                 win["stopped"] = (

@@ -51,6 +51,12 @@ def test_the_soak_stops_only_when_every_growth_verdict_is_decided():
     look = sl.Look(2, 0.98, [_diff(WORSE), _diff(NONE)])
     assert look.all_decided
     assert "stops early" in look.message(1200, 6)
+    # the last look (the time is up) neither stops early nor goes on
+    assert look.message(3600, 6, last=True).endswith("all 2 growth verdicts decided")
+    open_ = sl.Look(6, 0.98, [_diff(WORSE), _diff(UNDECIDED)])
+    assert open_.message(3600, 6, last=True).endswith(
+        "1 of 2 growth verdicts decided: its time is up"
+    )
     assert "1 of 2" in sl.Look(1, 0.98, [_diff(WORSE), _diff(UNDECIDED)]).message(600, 6)
 
 
