@@ -13,7 +13,8 @@ there is caught too.
 
 A new case is one line. Placeholders in the command line: a recorded run's short name (F1, F3, ...
 see RUNS) is a fresh copy of it in the sandbox; {s} is the sandbox; {SMOKE} the shipped smoke
-suite. Damage helpers take paths relative to the sandbox, starting with a run's short name.
+suite, {FRAG} the shipped fragmentation suite. Damage helpers take paths relative to the
+sandbox, starting with a run's short name.
 
 Each case runs in a forked child of this test process: a real process of its own (its own exit
 code, stdout and stderr file descriptors: /dev/full is /dev/full) that starts from the already
@@ -44,6 +45,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests/fixtures/runs"
 SMOKE = REPO / "configs/suites/smoke.toml"
+FRAG = REPO / "configs/suites/fragmentation.toml"
 # Short names of the recorded runs a case can use (format 1 before and after measured windows,
 # format 2, format 3 with cells/ and raw/).
 RUNS = {
@@ -485,6 +487,9 @@ CASES = [
     C("run-shard-text", "run {SMOKE} --shard a/b", 2, r"--shard a/b: expected K/N"),
     C("run-shard-with-resume", "run {SMOKE} --shard 1/2 --resume {F3}", 2, r"--shard 1/2 with --resume"),
     C("run-shard-with-budget", "run {SMOKE} --shard 1/2 --repeat 2 --budget 1h", 2, r"--shard 1/2 with a time budget"),
+    C("run-scenarios-unknown", "run {FRAG} --scenarios dumps --soak 1h", 2, r"--scenarios dumps: fragmentation\.scenarios: unknown scenario 'dumps' \(did you mean 'dump'\?\)"),
+    C("run-scenarios-on-sysbench", "run {SMOKE} --scenarios dump", 2, r"--scenarios does not apply to sysbench suites"),
+    C("run-soak-apart-too-short", "run {FRAG} --soak 3m", 2, r"--soak / \[fragmentation\] soak: 180 s apart over 5 scenarios leaves each less than 60 s .*soak at least 5m, or soak_scenarios = \"together\""),
     C("run-server-empty", ["run", "{SMOKE}", "--server", ""], 2, r"--server '': an empty value"),
     C("run-server-blank", ["run", "{SMOKE}", "--server=  "], 2, r"--server '  ': an empty value"),
     C("run-server-fetched-empty", "run {SMOKE} --server fetched:", 2, r"--server 'fetched:': no SPEC after 'fetched:'"),
@@ -609,7 +614,7 @@ CASES = [
 
 # -- running a case ---------------------------------------------------------------------------
 def _fill(text: str, s: Path) -> str:
-    out = text.replace("{s}", str(s)).replace("{SMOKE}", str(SMOKE))
+    out = text.replace("{s}", str(s)).replace("{SMOKE}", str(SMOKE)).replace("{FRAG}", str(FRAG))
     for short in RUNS:
         out = out.replace("{" + short + "}", str(s / short))
     return out
