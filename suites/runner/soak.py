@@ -213,11 +213,11 @@ class Soak:
         """The current stage's share of the time and its looks, fixed before its first cycle."""
         st = self.state
         stage = self._window()
-        left = len(self.stages) - st["stage"]
+        share = self._left_s() / (len(self.stages) - st["stage"])
         stage.update(
-            seconds=round(self._left_s() / left, 1),
+            seconds=round(share, 1),
             from_s=st["done_s"],
-            looks_planned=soak_looks.planned_looks(self._left_s() / left, st["look_s"]),
+            looks_planned=soak_looks.planned_looks(share, st["look_s"]),
             looks=[],
             stopped=None,
             judged_at_end=False,
